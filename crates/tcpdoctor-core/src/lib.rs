@@ -1,0 +1,32 @@
+//! The pure core of tcpdoctor.
+//!
+//! tcpdoctor names the TCP interactions that make request/response services fast on localhost
+//! and slow everywhere else (Nagle × delayed ACK, fragmented writes, round-trip-bound protocols,
+//! …). This crate holds everything that can be computed from evidence alone: it never opens a
+//! socket, reads a clock or spawns a task. Time arrives as data ([`Timestamp`]).
+//!
+//! # Layout
+//! - [`wire`]: capture files (pcap, pcapng) and the link/IP/TCP headers inside them, decoded
+//!   into [`wire::TcpSegment`]s. Never panics on untrusted bytes; errors carry byte offsets.
+//! - [`seq`]: TCP sequence numbers with wrapping comparisons.
+//! - [`flow`]: the flow table — TCP connections, client/server roles, per-direction sequence,
+//!   ACK and window tracking, retransmission and out-of-order recognition, RTT estimates.
+//! - [`turns`]: who talks when — turns (a run of data from one side) and exchanges (a request
+//!   turn and its response turn), with the pauses inside a turn and what released them.
+//! - [`detect`]: one detector per finding kind, each fed the same event stream.
+//! - [`analysis`]: wires a packet stream through flows, turns and detectors into a report.
+//! - [`report`]: the report model every renderer reads (text, JSON).
+//! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
+
+pub mod analysis;
+pub mod detect;
+pub mod flow;
+pub mod report;
+pub mod seq;
+pub mod stats;
+pub mod time;
+pub mod turns;
+pub mod units;
+pub mod wire;
+
+pub use time::Timestamp;

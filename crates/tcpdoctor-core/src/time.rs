@@ -1,0 +1,35 @@
+//! Time as data. The core never reads a clock: every instant comes from the evidence.
+
+use std::fmt;
+use std::time::Duration;
+
+/// An instant, in nanoseconds since the Unix epoch (or since any fixed origin a source chooses).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub u64);
+
+impl Timestamp {
+    pub const ZERO: Timestamp = Timestamp(0);
+
+    pub fn from_nanos(ns: u64) -> Self {
+        Timestamp(ns)
+    }
+
+    pub fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Time elapsed from `earlier` to `self`; zero if `earlier` is later (captures can step back).
+    pub fn since(self, earlier: Timestamp) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    pub fn add(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:09}", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
+    }
+}

@@ -1,0 +1,1 @@
+//! Classic pcap: both byte orders, microsecond and nanosecond timestamps.
