@@ -1,1 +1,698 @@
-//! (in progress)
+//! The flow table: TCP connections seen in a capture, and what each segment means.
+//!
+//! Rules, in the order they are applied to a segment:
+//! 1. A flow is keyed by its two endpoints, in either order. A SYN on a key whose flow has ended
+//!    (FIN both ways, RST, or an idle sweep) starts a new flow.
+//! 2. Roles: the side that sent the SYN (without ACK) is the client; else the side that sent the
+//!    SYN-ACK is the server; else the well-known port (< 1024) is the server; else the lower port.
+//! 3. Each direction tracks its highest sequence number sent (`next_seq`), what the peer has
+//!    acknowledged of it (`acked`), its MSS and window scale from the SYN, and its window.
+//! 4. Data is *new* when it starts at `next_seq`; *a gap* when it starts beyond it (the capture
+//!    missed bytes, or they are still to come out of order); *out of order* when it fills such a
+//!    gap; otherwise a *retransmission*. Sequence numbers compare with wrapping arithmetic.
+//! 5. RTT at the capture point is measured per side: from the handshake (SYN → SYN-ACK is the
+//!    round trip towards the server, SYN-ACK → ACK towards the client), else from the fastest
+//!    data → ACK sample (Karn: never from retransmitted data). Their sum is the path RTT.
+//! 6. A retransmission remembers when the bytes were first sent and how many duplicate ACKs
+//!    preceded it, so detectors can tell fast retransmit, tail-loss probes and timeouts apart.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::seq::SeqNum;
+use crate::time::Timestamp;
+use crate::wire::{Endpoint, TcpSegment};
+
+/// Which way data moves, relative to the connection's roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    ClientToServer,
+    ServerToClient,
+}
+
+impl Direction {
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::ClientToServer => Direction::ServerToClient,
+            Direction::ServerToClient => Direction::ClientToServer,
+        }
+    }
+
+    pub fn index(self) -> usize {
+        match self {
+            Direction::ClientToServer => 0,
+            Direction::ServerToClient => 1,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::ClientToServer => "client_to_server",
+            Direction::ServerToClient => "server_to_client",
+        }
+    }
+
+    /// `client→server` / `server→client`, for text.
+    pub fn arrow(self) -> &'static str {
+        match self {
+            Direction::ClientToServer => "client→server",
+            Direction::ServerToClient => "server→client",
+        }
+    }
+
+    pub fn sender(self) -> &'static str {
+        match self {
+            Direction::ClientToServer => "client",
+            Direction::ServerToClient => "server",
+        }
+    }
+
+    pub fn receiver(self) -> &'static str {
+        self.reverse().sender()
+    }
+}
+
+/// A packet reference a person can look up in Wireshark (`frame.number`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketRef {
+    pub frame: u64,
+    pub ts: Timestamp,
+}
+
+/// What one segment is, once the flow's state is taken into account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    Syn,
+    SynAck,
+    /// Payload starting exactly where the sender's stream stood.
+    NewData,
+    /// Payload starting beyond the sender's stream: bytes before it are missing (so far).
+    DataAfterGap,
+    /// Payload filling an earlier gap.
+    OutOfOrder,
+    /// Payload already seen (entirely or partly).
+    Retransmission,
+    /// No payload, no SYN/FIN/RST.
+    PureAck,
+    Fin,
+    Rst,
+}
+
+/// How a retransmission relates to the first transmission of the same bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetransInfo {
+    /// When (and in which frame) these bytes were first seen, if still remembered.
+    pub original: Option<PacketRef>,
+    /// Duplicate ACKs the peer sent for this sequence number before the retransmission.
+    pub dup_acks_before: u32,
+    /// The retransmitted bytes end at the sender's highest sequence number (a tail).
+    pub is_tail: bool,
+    /// This is not the first retransmission of these bytes.
+    pub repeated: bool,
+}
+
+/// One segment, classified. Detectors and the turn builder see these.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentEvent {
+    pub pkt: PacketRef,
+    pub dir: Direction,
+    pub seq: SeqNum,
+    pub ack: SeqNum,
+    pub len: u32,
+    pub kind: SegmentKind,
+    pub fin: bool,
+    pub syn: bool,
+    pub rst: bool,
+    pub psh: bool,
+    pub has_ack: bool,
+    /// The window this segment advertises, scaled when the scale is known.
+    pub window: u64,
+    /// Bytes of the peer's data this segment acknowledges for the first time.
+    pub newly_acked: u32,
+    /// After this segment, everything the peer has sent is acknowledged.
+    pub acks_all_peer_data: bool,
+    /// Same ACK number as the previous ACK from this side, no data, no window change.
+    pub dup_ack: bool,
+    pub retrans: Option<RetransInfo>,
+    /// Sender's unacknowledged bytes just before this segment (0 when nothing was in flight).
+    pub in_flight_before: u64,
+}
+
+/// The state of one direction of a flow (the side that sends in that direction).
+#[derive(Clone, Debug, Default)]
+pub struct HalfFlow {
+    pub isn: Option<SeqNum>,
+    /// Highest sequence number sent (end of the highest byte, plus SYN/FIN).
+    pub next_seq: Option<SeqNum>,
+    /// Highest sequence number the peer has acknowledged.
+    pub acked: Option<SeqNum>,
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub fin_seen: bool,
+    /// Last ACK number and window this side sent, for duplicate-ACK recognition.
+    last_ack_sent: Option<(SeqNum, u16)>,
+    dup_acks: u32,
+    /// Gaps in this side's stream: [start, end) not yet seen.
+    holes: Vec<(SeqNum, SeqNum)>,
+    /// Recently sent, not yet acknowledged segments: (start, end, first sent, retransmitted).
+    unacked: VecDeque<SentSegment>,
+    pub data_bytes: u64,
+    pub data_segments: u64,
+    pub retransmissions: u64,
+    pub max_payload: u32,
+    /// Fastest data → ACK time seen at the capture point for this side's data.
+    pub min_ack_rtt: Option<Duration>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SentSegment {
+    start: SeqNum,
+    end: SeqNum,
+    first: PacketRef,
+    retransmitted: bool,
+}
+
+/// At most this many unacknowledged segments are remembered per direction (bounded memory).
+const MAX_REMEMBERED_SEGMENTS: usize = 4096;
+/// At most this many sequence gaps are remembered per direction.
+const MAX_HOLES: usize = 8;
+
+/// Handshake instants, for RTT at the capture point.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Handshake {
+    pub syn: Option<PacketRef>,
+    pub syn_ack: Option<PacketRef>,
+    pub ack: Option<PacketRef>,
+    /// SYNs sent after the first one (the client's SYN went unanswered).
+    pub syn_retries: u32,
+    pub first_syn: Option<PacketRef>,
+}
+
+/// Lifecycle of a flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowState {
+    Open,
+    /// Both FINs or an RST seen; the flow has been handed to detectors as ended.
+    Ended,
+}
+
+/// One TCP connection.
+#[derive(Clone, Debug)]
+pub struct Flow {
+    /// 1-based, in order of first appearance in the capture.
+    pub id: u64,
+    pub client: Endpoint,
+    pub server: Endpoint,
+    /// Whether the roles come from the handshake (true) or from the port numbers (false).
+    pub roles_from_handshake: bool,
+    pub half: [HalfFlow; 2],
+    pub handshake: Handshake,
+    pub first: PacketRef,
+    pub last_ts: Timestamp,
+    pub packets: u64,
+    pub state: FlowState,
+    pub reset: bool,
+}
+
+impl Flow {
+    pub fn new(id: u64, seg: &TcpSegment, pkt: PacketRef) -> Flow {
+        let (client, server, from_hs) = if seg.flags.syn() && !seg.flags.ack() {
+            (seg.src, seg.dst, true)
+        } else if seg.flags.syn() && seg.flags.ack() {
+            (seg.dst, seg.src, true)
+        } else if is_server_port(seg.dst.port, seg.src.port)
+            || (seg.dst.port == seg.src.port && seg.dst.ip < seg.src.ip)
+        {
+            (seg.src, seg.dst, false)
+        } else {
+            (seg.dst, seg.src, false)
+        };
+        Flow {
+            id,
+            client,
+            server,
+            roles_from_handshake: from_hs,
+            half: [HalfFlow::default(), HalfFlow::default()],
+            handshake: Handshake::default(),
+            first: pkt,
+            last_ts: pkt.ts,
+            packets: 0,
+            state: FlowState::Open,
+            reset: false,
+        }
+    }
+
+    pub fn direction_of(&self, seg: &TcpSegment) -> Direction {
+        if seg.src == self.client && seg.dst == self.server {
+            Direction::ClientToServer
+        } else {
+            Direction::ServerToClient
+        }
+    }
+
+    pub fn half(&self, dir: Direction) -> &HalfFlow {
+        &self.half[dir.index()]
+    }
+
+    /// Round trip at the capture point towards the side that *receives* in `dir`
+    /// (from this side's data passing the capture point to the peer's answer passing it).
+    pub fn rtt_towards_receiver(&self, dir: Direction) -> Option<Duration> {
+        let hs = &self.handshake;
+        let from_hs = match dir {
+            Direction::ClientToServer => match (hs.syn, hs.syn_ack) {
+                (Some(s), Some(sa)) if hs.syn_retries == 0 => Some(sa.ts.since(s.ts)),
+                _ => None,
+            },
+            Direction::ServerToClient => match (hs.syn_ack, hs.ack) {
+                (Some(sa), Some(a)) => Some(a.ts.since(sa.ts)),
+                _ => None,
+            },
+        };
+        let from_data = self.half(dir).min_ack_rtt;
+        match (from_hs, from_data) {
+            (Some(h), Some(d)) => Some(h.min(d)),
+            (h, d) => h.or(d),
+        }
+    }
+
+    /// The full round-trip time of the path, as far as the capture shows it.
+    pub fn rtt(&self) -> Option<Duration> {
+        match (
+            self.rtt_towards_receiver(Direction::ClientToServer),
+            self.rtt_towards_receiver(Direction::ServerToClient),
+        ) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The MSS of data sent in `dir`: what the receiver announced, else the largest payload seen.
+    pub fn mss(&self, dir: Direction) -> u32 {
+        let announced = self.half(dir.reverse()).mss.map(u32::from);
+        let seen = self.half(dir).max_payload;
+        match announced {
+            Some(m) => m.max(seen),
+            None if seen > 0 => seen.max(536),
+            None => 1460,
+        }
+    }
+
+    /// Processes one segment of this flow and classifies it.
+    pub fn on_segment(&mut self, seg: &TcpSegment, pkt: PacketRef) -> SegmentEvent {
+        let dir = self.direction_of(seg);
+        let d = dir.index();
+        let p = dir.reverse().index();
+        self.packets += 1;
+        self.last_ts = pkt.ts;
+        let flags = seg.flags;
+        let seq = SeqNum(seg.seq);
+        let ack = SeqNum(seg.ack);
+
+        // Handshake bookkeeping.
+        if flags.syn() {
+            let h = &mut self.half[d];
+            h.isn = Some(seq);
+            if h.next_seq.is_none_or(|n| seq.plus(1) > n) {
+                h.next_seq = Some(seq.plus(1));
+            }
+            h.mss = seg.options.mss.or(h.mss);
+            h.window_scale = seg.options.window_scale;
+            h.sack_permitted = seg.options.sack_permitted;
+            if flags.ack() {
+                self.handshake.syn_ack.get_or_insert(pkt);
+            } else {
+                if self.handshake.syn.is_some() {
+                    self.handshake.syn_retries += 1;
+                } else {
+                    self.handshake.first_syn = Some(pkt);
+                }
+                self.handshake.syn = Some(pkt);
+            }
+        } else if dir == Direction::ClientToServer
+            && flags.ack()
+            && self.handshake.ack.is_none()
+            && self.handshake.syn_ack.is_some()
+        {
+            self.handshake.ack = Some(pkt);
+        }
+
+        // The scale only applies when both SYNs carried it.
+        let scale = match (self.half[d].window_scale, self.half[p].window_scale) {
+            (Some(s), Some(_)) if !flags.syn() => Some(s.min(14)),
+            _ => None,
+        };
+        let window = u64::from(seg.window) << scale.unwrap_or(0);
+
+        // ACK side: what this segment acknowledges of the peer's data.
+        let mut newly_acked = 0u32;
+        let mut dup_ack = false;
+        let peer_in_flight_before = in_flight(&self.half[p]);
+        if flags.ack() {
+            let (before, after) = self.half.split_at_mut(1);
+            let (me, peer) = if d == 0 {
+                (&mut before[0], &mut after[0])
+            } else {
+                (&mut after[0], &mut before[0])
+            };
+            let prev_acked = peer.acked;
+            match prev_acked {
+                Some(a) if ack > a => {
+                    newly_acked = ack.diff(a).min(u32::MAX as i64) as u32;
+                    peer.acked = Some(ack);
+                }
+                None => peer.acked = Some(ack),
+                _ => {}
+            }
+            if newly_acked > 0 || prev_acked.is_none() {
+                peer.dup_acks = 0;
+                // RTT sample from the newest fully acknowledged, never-retransmitted segment.
+                let mut sample = None;
+                while let Some(front) = peer.unacked.front() {
+                    if front.end <= ack {
+                        if !front.retransmitted {
+                            sample = Some(pkt.ts.since(front.first.ts));
+                        }
+                        peer.unacked.pop_front();
+                    } else {
+                        break;
+                    }
+                }
+                if let Some(s) = sample {
+                    peer.min_ack_rtt = Some(peer.min_ack_rtt.map_or(s, |m| m.min(s)));
+                }
+            } else if seg.payload_len == 0
+                && !flags.syn()
+                && !flags.fin()
+                && !flags.rst()
+                && me.last_ack_sent == Some((ack, seg.window))
+                && peer_in_flight_before > 0
+            {
+                dup_ack = true;
+                peer.dup_acks += 1;
+            }
+            me.last_ack_sent = Some((ack, seg.window));
+        }
+        let acks_all_peer_data = flags.ack()
+            && match self.half[p].next_seq {
+                Some(n) => ack >= n || (self.half[p].fin_seen && ack.plus(1) >= n),
+                None => true,
+            };
+
+        // Data side.
+        let len = seg.payload_len;
+        let in_flight_before = in_flight(&self.half[d]);
+        let mut retrans = None;
+        let kind = if flags.rst() {
+            self.reset = true;
+            SegmentKind::Rst
+        } else if flags.syn() {
+            if flags.ack() {
+                SegmentKind::SynAck
+            } else {
+                SegmentKind::Syn
+            }
+        } else if len > 0 {
+            let h = &mut self.half[d];
+            let start = seq;
+            let end = seq.plus(len);
+            h.max_payload = h.max_payload.max(len);
+            match h.next_seq {
+                None => {
+                    h.next_seq = Some(end);
+                    h.data_bytes += u64::from(len);
+                    h.data_segments += 1;
+                    remember(h, start, end, pkt);
+                    SegmentKind::NewData
+                }
+                Some(n) if start == n => {
+                    h.next_seq = Some(end);
+                    h.data_bytes += u64::from(len);
+                    h.data_segments += 1;
+                    remember(h, start, end, pkt);
+                    SegmentKind::NewData
+                }
+                Some(n) if start > n => {
+                    if h.holes.len() == MAX_HOLES {
+                        h.holes.remove(0);
+                    }
+                    h.holes.push((n, start));
+                    h.next_seq = Some(end);
+                    h.data_bytes += u64::from(len);
+                    h.data_segments += 1;
+                    remember(h, start, end, pkt);
+                    SegmentKind::DataAfterGap
+                }
+                Some(n) => {
+                    if let Some(i) = h.holes.iter().position(|&(a, b)| start >= a && start < b) {
+                        let (a, b) = h.holes.remove(i);
+                        if start > a {
+                            h.holes.push((a, start));
+                        }
+                        if end < b {
+                            h.holes.push((end, b));
+                        }
+                        h.data_bytes += u64::from(len);
+                        h.data_segments += 1;
+                        SegmentKind::OutOfOrder
+                    } else {
+                        h.retransmissions += 1;
+                        if end > n {
+                            h.data_bytes += end.diff(n) as u64;
+                            h.next_seq = Some(end);
+                        }
+                        let mut original = None;
+                        let mut repeated = false;
+                        for s in h.unacked.iter_mut() {
+                            if s.start <= start && start < s.end {
+                                original = Some(s.first);
+                                repeated = s.retransmitted;
+                                s.retransmitted = true;
+                                break;
+                            }
+                        }
+                        retrans = Some(RetransInfo {
+                            original,
+                            dup_acks_before: h.dup_acks,
+                            is_tail: Some(end) >= h.next_seq,
+                            repeated,
+                        });
+                        SegmentKind::Retransmission
+                    }
+                }
+            }
+        } else if flags.fin() {
+            SegmentKind::Fin
+        } else {
+            SegmentKind::PureAck
+        };
+        if flags.fin() {
+            let h = &mut self.half[d];
+            let fin_end = seq.plus(len).plus(1);
+            if h.next_seq.is_none_or(|n| fin_end > n) {
+                h.next_seq = Some(fin_end);
+            }
+            h.fin_seen = true;
+        }
+
+        SegmentEvent {
+            pkt,
+            dir,
+            seq,
+            ack,
+            len,
+            kind,
+            fin: flags.fin(),
+            syn: flags.syn(),
+            rst: flags.rst(),
+            psh: flags.psh(),
+            has_ack: flags.ack(),
+            window,
+            newly_acked,
+            acks_all_peer_data,
+            dup_ack,
+            retrans,
+            in_flight_before,
+        }
+    }
+
+    /// Both sides have closed, or the connection was reset.
+    pub fn is_closed(&self) -> bool {
+        self.reset || (self.half[0].fin_seen && self.half[1].fin_seen)
+    }
+}
+
+fn in_flight(h: &HalfFlow) -> u64 {
+    match (h.next_seq, h.acked) {
+        (Some(n), Some(a)) if n > a => n.diff(a) as u64,
+        (Some(_), None) => 0,
+        _ => 0,
+    }
+}
+
+fn remember(h: &mut HalfFlow, start: SeqNum, end: SeqNum, pkt: PacketRef) {
+    if h.unacked.len() == MAX_REMEMBERED_SEGMENTS {
+        h.unacked.pop_front();
+    }
+    h.unacked.push_back(SentSegment {
+        start,
+        end,
+        first: pkt,
+        retransmitted: false,
+    });
+}
+
+/// A well-known port on one side and not the other decides the server.
+fn is_server_port(candidate: u16, other: u16) -> bool {
+    if candidate < 1024 && other >= 1024 {
+        return true;
+    }
+    if other < 1024 && candidate >= 1024 {
+        return false;
+    }
+    candidate < other
+}
+
+/// The key of a flow: its two endpoints in a canonical order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlowKey(pub Endpoint, pub Endpoint);
+
+impl FlowKey {
+    pub fn of(seg: &TcpSegment) -> FlowKey {
+        if (seg.src.ip, seg.src.port) <= (seg.dst.ip, seg.dst.port) {
+            FlowKey(seg.src, seg.dst)
+        } else {
+            FlowKey(seg.dst, seg.src)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{TcpFlags, TcpOptions};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn ep(port: u16) -> Endpoint {
+        Endpoint {
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port,
+        }
+    }
+
+    fn seg(src: u16, dst: u16, seq: u32, ack: u32, flags: u8, len: u32) -> TcpSegment {
+        TcpSegment {
+            src: ep(src),
+            dst: ep(dst),
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: 512,
+            payload_len: len,
+            options: TcpOptions::default(),
+        }
+    }
+
+    fn at(frame: u64, us: u64) -> PacketRef {
+        PacketRef {
+            frame,
+            ts: Timestamp(us * 1000),
+        }
+    }
+
+    const S: u8 = TcpFlags::SYN;
+    const A: u8 = TcpFlags::ACK;
+    const P: u8 = TcpFlags::PSH;
+
+    #[test]
+    fn roles_and_handshake_rtt() {
+        let syn = seg(40000, 80, 1000, 0, S, 0);
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        assert_eq!(f.client, ep(40000));
+        f.on_segment(&syn, at(1, 0));
+        let e = f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(2, 300));
+        assert_eq!(e.kind, SegmentKind::SynAck);
+        assert_eq!(e.dir, Direction::ServerToClient);
+        f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(3, 400));
+        assert_eq!(
+            f.rtt_towards_receiver(Direction::ClientToServer),
+            Some(Duration::from_micros(300))
+        );
+        assert_eq!(
+            f.rtt_towards_receiver(Direction::ServerToClient),
+            Some(Duration::from_micros(100))
+        );
+        assert_eq!(f.rtt(), Some(Duration::from_micros(400)));
+    }
+
+    #[test]
+    fn roles_without_handshake_use_ports() {
+        let f = Flow::new(1, &seg(6379, 51000, 1, 1, A, 10), at(1, 0));
+        assert_eq!(f.server, ep(6379));
+        let f = Flow::new(1, &seg(2000, 443, 1, 1, A, 10), at(1, 0));
+        assert_eq!(f.server, ep(443));
+    }
+
+    #[test]
+    fn classifies_new_retransmitted_gap_and_out_of_order() {
+        let first = seg(40000, 80, 100, 1, A | P, 10);
+        let mut f = Flow::new(1, &first, at(1, 0));
+        assert_eq!(f.on_segment(&first, at(1, 0)).kind, SegmentKind::NewData);
+        let e = f.on_segment(&seg(40000, 80, 110, 1, A | P, 10), at(2, 10));
+        assert_eq!(e.kind, SegmentKind::NewData);
+        assert_eq!(e.in_flight_before, 0, "nothing acked yet is not counted");
+        // Gap: 120..130 missing.
+        let e = f.on_segment(&seg(40000, 80, 130, 1, A | P, 10), at(3, 20));
+        assert_eq!(e.kind, SegmentKind::DataAfterGap);
+        let e = f.on_segment(&seg(40000, 80, 120, 1, A | P, 10), at(4, 30));
+        assert_eq!(e.kind, SegmentKind::OutOfOrder);
+        let e = f.on_segment(&seg(40000, 80, 100, 1, A | P, 10), at(5, 200_000));
+        assert_eq!(e.kind, SegmentKind::Retransmission);
+        let r = e.retrans.unwrap();
+        assert_eq!(r.original.unwrap().frame, 1);
+        assert!(!r.is_tail);
+    }
+
+    #[test]
+    fn ack_tracking_across_sequence_wrap() {
+        let isn = u32::MAX - 5;
+        let first = seg(40000, 80, isn, 1, A | P, 10);
+        let mut f = Flow::new(1, &first, at(1, 0));
+        f.on_segment(&seg(80, 40000, 1, isn, A, 0), at(1, 0));
+        f.on_segment(&first, at(2, 0));
+        let e = f.on_segment(&seg(80, 40000, 1, isn.wrapping_add(10), A, 0), at(3, 50));
+        assert_eq!(e.newly_acked, 10);
+        assert!(e.acks_all_peer_data);
+        assert_eq!(
+            f.half(Direction::ClientToServer).min_ack_rtt,
+            Some(Duration::from_micros(50))
+        );
+        let e = f.on_segment(
+            &seg(40000, 80, isn.wrapping_add(10), 1, A | P, 4),
+            at(4, 60),
+        );
+        assert_eq!(e.kind, SegmentKind::NewData);
+    }
+
+    #[test]
+    fn duplicate_acks_counted_before_fast_retransmit() {
+        let mut f = Flow::new(1, &seg(40000, 80, 0, 1, A, 0), at(1, 0));
+        f.on_segment(&seg(80, 40000, 1, 0, A, 0), at(1, 0));
+        for i in 0..5u32 {
+            f.on_segment(
+                &seg(40000, 80, i * 100, 1, A, 100),
+                at(2 + u64::from(i), 10),
+            );
+        }
+        f.on_segment(&seg(80, 40000, 1, 100, A, 0), at(10, 100));
+        for i in 0..3 {
+            let e = f.on_segment(&seg(80, 40000, 1, 100, A, 0), at(11 + i, 110));
+            assert!(e.dup_ack);
+        }
+        let e = f.on_segment(&seg(40000, 80, 100, 1, A, 100), at(20, 120));
+        let r = e.retrans.unwrap();
+        assert_eq!(r.dup_acks_before, 3);
+        assert_eq!(r.original.unwrap().frame, 3);
+    }
+}

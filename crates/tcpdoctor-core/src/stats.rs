@@ -1,1 +1,299 @@
-//! (in progress)
+//! Statistics with bounded memory: a log-bucketed histogram of durations and a size counter.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::report::{Bucket, Distribution};
+
+/// Relative width of one bucket: values are kept to within ±2%.
+const GROWTH: f64 = 1.04;
+/// Values below this (in the histogram's unit) share the first bucket.
+const FLOOR: f64 = 1.0;
+const BUCKETS: usize = 640;
+
+/// A histogram of non-negative values with ±2% precision, exact count, min, max and sum.
+/// Memory is allocated on the first value and never grows after.
+#[derive(Clone, Debug, Default)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    count: u64,
+    min: f64,
+    max: f64,
+    sum: f64,
+}
+
+impl Histogram {
+    pub fn record(&mut self, value: f64) {
+        let value = if value.is_finite() {
+            value.max(0.0)
+        } else {
+            0.0
+        };
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+            self.min = value;
+            self.max = value;
+        }
+        let i = bucket_of(value);
+        self.counts[i] += 1;
+        self.count += 1;
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+        self.sum += value;
+    }
+
+    /// Records a duration in microseconds (so the ±2% holds from 1 µs to hours).
+    pub fn record_duration(&mut self, d: Duration) {
+        self.record(d.as_nanos() as f64 / 1e3);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The value at quantile `q` (0..=1), within the bucket precision, clamped to [min, max].
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        if q >= 1.0 {
+            return self.max;
+        }
+        if q <= 0.0 {
+            return self.min;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return bucket_mid(i).clamp(self.min, self.max);
+            }
+        }
+        self.max
+    }
+
+    pub fn merge(&mut self, other: &Histogram) {
+        if other.count == 0 {
+            return;
+        }
+        if self.counts.is_empty() {
+            *self = other.clone();
+            return;
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+    }
+
+    /// The summary, each value multiplied by `scale` (e.g. 1e-3 to turn µs into ms).
+    pub fn distribution(&self, scale: f64) -> Distribution {
+        let mean = if self.count > 0 {
+            self.sum / self.count as f64
+        } else {
+            0.0
+        };
+        Distribution {
+            count: self.count,
+            min: round3(self.min * scale),
+            p50: round3(self.quantile(0.5) * scale),
+            p90: round3(self.quantile(0.9) * scale),
+            p99: round3(self.quantile(0.99) * scale),
+            max: round3(self.max * scale),
+            mean: round3(mean * scale),
+        }
+    }
+
+    /// Share of values at or above `threshold`, by bucket (exact at bucket boundaries ±2%).
+    pub fn share_at_least(&self, threshold: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        let from = bucket_of(threshold);
+        let n: u64 = self.counts[from..].iter().sum();
+        n as f64 / self.count as f64
+    }
+}
+
+fn bucket_of(value: f64) -> usize {
+    if value < FLOOR {
+        return 0;
+    }
+    let i = 1 + ((value / FLOOR).ln() / GROWTH.ln()) as usize;
+    i.min(BUCKETS - 1)
+}
+
+fn bucket_mid(i: usize) -> f64 {
+    if i == 0 {
+        return FLOOR / 2.0;
+    }
+    let lo = FLOOR * GROWTH.powi(i as i32 - 1);
+    lo * (1.0 + GROWTH) / 2.0
+}
+
+/// Rounds to three decimals, for stable, readable JSON.
+pub fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// Counts exact values (payload sizes, segments per turn): the `uniq -c` view.
+/// Keeps at most [`SizeCounter::MAX_DISTINCT`] distinct values; the rest are counted as "other".
+#[derive(Clone, Debug, Default)]
+pub struct SizeCounter {
+    counts: BTreeMap<u32, u64>,
+    other: u64,
+    total: u64,
+}
+
+impl SizeCounter {
+    pub const MAX_DISTINCT: usize = 4096;
+
+    pub fn record(&mut self, value: u32) {
+        self.total += 1;
+        if let Some(c) = self.counts.get_mut(&value) {
+            *c += 1;
+        } else if self.counts.len() < Self::MAX_DISTINCT {
+            self.counts.insert(value, 1);
+        } else {
+            self.other += 1;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn merge(&mut self, other: &SizeCounter) {
+        for (&v, &c) in &other.counts {
+            if let Some(x) = self.counts.get_mut(&v) {
+                *x += c;
+            } else if self.counts.len() < Self::MAX_DISTINCT {
+                self.counts.insert(v, c);
+            } else {
+                self.other += c;
+            }
+        }
+        self.other += other.other;
+        self.total += other.total;
+    }
+
+    /// The most frequent values, most frequent first (ties: smaller value first).
+    pub fn top(&self, n: usize) -> Vec<Bucket> {
+        let mut v: Vec<(u32, u64)> = self.counts.iter().map(|(&k, &c)| (k, c)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let shown: u64 = v.iter().take(n).map(|x| x.1).sum();
+        let mut out: Vec<Bucket> = v
+            .into_iter()
+            .take(n)
+            .map(|(value, count)| Bucket {
+                value: value.to_string(),
+                count,
+            })
+            .collect();
+        if self.total > shown {
+            out.push(Bucket {
+                value: "other".into(),
+                count: self.total - shown,
+            });
+        }
+        out
+    }
+
+    /// The value at quantile `q` over everything recorded in the exact map.
+    pub fn quantile(&self, q: f64) -> u32 {
+        let n: u64 = self.counts.values().sum();
+        if n == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (&v, &c) in &self.counts {
+            seen += c;
+            if seen >= rank {
+                return v;
+            }
+        }
+        0
+    }
+
+    pub fn distribution(&self) -> Distribution {
+        let n: u64 = self.counts.values().sum();
+        let sum: f64 = self.counts.iter().map(|(&v, &c)| v as f64 * c as f64).sum();
+        Distribution {
+            count: n,
+            min: self.counts.keys().next().copied().unwrap_or(0) as f64,
+            p50: self.quantile(0.5) as f64,
+            p90: self.quantile(0.9) as f64,
+            p99: self.quantile(0.99) as f64,
+            max: self.counts.keys().next_back().copied().unwrap_or(0) as f64,
+            mean: if n > 0 { round3(sum / n as f64) } else { 0.0 },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_within_two_percent() {
+        let mut h = Histogram::default();
+        for v in 1..=1000 {
+            h.record(v as f64 * 100.0);
+        }
+        let p50 = h.quantile(0.5);
+        assert!((p50 - 50_000.0).abs() / 50_000.0 < 0.03, "{p50}");
+        assert_eq!(h.quantile(1.0), 100_000.0);
+        assert_eq!(h.quantile(0.0), 100.0);
+        let share = h.share_at_least(90_000.0);
+        assert!(
+            (0.11..0.16).contains(&share),
+            "{share} (one bucket is 4% wide)"
+        );
+    }
+
+    #[test]
+    fn bimodal_stall_distribution() {
+        let mut h = Histogram::default();
+        for _ in 0..70 {
+            h.record_duration(Duration::from_micros(300));
+        }
+        for _ in 0..30 {
+            h.record_duration(Duration::from_micros(40_800));
+        }
+        let d = h.distribution(1e-3);
+        assert!((d.p50 - 0.3).abs() < 0.01);
+        assert!((d.p90 - 40.8).abs() < 1.0);
+        assert!((h.share_at_least(30_000.0) - 0.30).abs() < 1e-9);
+    }
+
+    #[test]
+    fn size_counter_is_uniq_c() {
+        let mut s = SizeCounter::default();
+        for v in [5, 5, 5, 80, 12, 5] {
+            s.record(v);
+        }
+        let top = s.top(2);
+        assert_eq!(top[0].value, "5");
+        assert_eq!(top[0].count, 4);
+        assert_eq!(top[1].value, "12");
+        assert_eq!(top[2].value, "other");
+        assert_eq!(top[2].count, 1);
+        assert_eq!(s.quantile(0.5), 5);
+        let mut t = SizeCounter::default();
+        t.merge(&s);
+        assert_eq!(t.total(), 6);
+    }
+}

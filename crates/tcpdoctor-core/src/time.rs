@@ -23,13 +23,21 @@ impl Timestamp {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
-    pub fn add(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64))
+    pub fn plus(self, d: Duration) -> Timestamp {
+        Timestamp(
+            self.0
+                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
     }
 }
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:09}", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
+        write!(
+            f,
+            "{}.{:09}",
+            self.0 / 1_000_000_000,
+            self.0 % 1_000_000_000
+        )
     }
 }

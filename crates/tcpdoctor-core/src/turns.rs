@@ -1,1 +1,344 @@
-//! (in progress)
+//! Who talks when: turns and exchanges.
+//!
+//! Rules:
+//! 1. A *turn* is a run of new data one side sends before the other side sends new data.
+//!    Pure ACKs, window updates and retransmissions never end a turn.
+//! 2. An *exchange* is a client→server turn (the request) followed by the server→client turn
+//!    (the response). Its latency is first request byte to last response byte, at the capture
+//!    point. A server turn with no request before it (a greeting) is not an exchange.
+//! 3. Inside a turn, a silence of at least [`PAUSE_MIN`] between two data segments is a
+//!    *pause*. A pause remembers the last pure ACK the peer sent during it and whether that
+//!    ACK acknowledged everything the sender had sent — the fact that tells a segment held by
+//!    Nagle's algorithm (released by that ACK) from a sender that was simply busy.
+
+use std::time::Duration;
+
+use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
+use crate::time::Timestamp;
+
+/// Silences inside a turn shorter than this are not recorded as pauses.
+pub const PAUSE_MIN: Duration = Duration::from_millis(1);
+/// Payload sizes remembered per turn, for examples.
+pub const SIZES_KEPT: usize = 16;
+/// Pauses remembered per turn (the first ones).
+pub const PAUSES_KEPT: usize = 8;
+
+/// A data segment inside a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataRef {
+    pub pkt: PacketRef,
+    pub len: u32,
+}
+
+/// A pure ACK from the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckRef {
+    pub pkt: PacketRef,
+    /// It acknowledged everything the sender had sent at that moment.
+    pub covers_all: bool,
+}
+
+/// A silence inside a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// Last data segment before the silence.
+    pub before: DataRef,
+    /// First data segment after it.
+    pub after: DataRef,
+    /// The last pure ACK the peer sent during the silence, if any.
+    pub ack: Option<AckRef>,
+}
+
+impl Pause {
+    pub fn gap(&self) -> Duration {
+        self.after.pkt.ts.since(self.before.pkt.ts)
+    }
+}
+
+/// A run of data from one side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub dir: Direction,
+    /// 0-based position among the flow's turns.
+    pub index: u32,
+    pub first: PacketRef,
+    pub last: PacketRef,
+    pub bytes: u64,
+    /// Segments carrying new data (retransmissions excluded).
+    pub segments: u32,
+    pub retransmissions: u32,
+    /// Payload sizes of the first [`SIZES_KEPT`] segments.
+    pub sizes: Vec<u32>,
+    pub max_segment: u32,
+    pub pauses: Vec<Pause>,
+    /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
+    pub pauses_dropped: u32,
+}
+
+impl Turn {
+    fn start(dir: Direction, index: u32, ev: &SegmentEvent) -> Turn {
+        Turn {
+            dir,
+            index,
+            first: ev.pkt,
+            last: ev.pkt,
+            bytes: 0,
+            segments: 0,
+            retransmissions: 0,
+            sizes: Vec::new(),
+            max_segment: 0,
+            pauses: Vec::new(),
+            pauses_dropped: 0,
+        }
+    }
+
+    pub fn duration(&self) -> Duration {
+        self.last.ts.since(self.first.ts)
+    }
+}
+
+/// A request turn and its response turn.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    /// 0-based position among the flow's exchanges.
+    pub index: u32,
+    pub request: Turn,
+    pub response: Turn,
+    /// Idle time between the previous exchange's last response byte and this request.
+    pub idle_before: Option<Duration>,
+}
+
+impl Exchange {
+    /// First request byte to last response byte.
+    pub fn latency(&self) -> Duration {
+        self.response.last.ts.since(self.request.first.ts)
+    }
+
+    /// Last request byte to first response byte (server time plus one round trip).
+    pub fn wait(&self) -> Duration {
+        self.response.first.ts.since(self.request.last.ts)
+    }
+
+    pub fn start(&self) -> Timestamp {
+        self.request.first.ts
+    }
+}
+
+/// What the tracker produced for one segment.
+#[derive(Debug, Default)]
+pub struct TurnOutput {
+    pub turn: Option<Turn>,
+    pub exchange: Option<Exchange>,
+}
+
+/// Builds turns and exchanges for one flow.
+#[derive(Debug, Default)]
+pub struct TurnTracker {
+    current: Option<Turn>,
+    last_data: Option<DataRef>,
+    /// The latest pure ACK from the side that is not talking, since the talker's last data.
+    pending_ack: Option<AckRef>,
+    /// The last finished client→server turn, waiting for its response.
+    request: Option<Turn>,
+    turns: u32,
+    exchanges: u32,
+    last_response_end: Option<Timestamp>,
+}
+
+impl TurnTracker {
+    pub fn on_segment(&mut self, ev: &SegmentEvent) -> TurnOutput {
+        let mut out = TurnOutput::default();
+        let carries_new_data = matches!(
+            ev.kind,
+            SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
+        );
+        if !carries_new_data {
+            if let Some(turn) = self.current.as_mut() {
+                if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
+                    turn.retransmissions += 1;
+                } else if ev.dir != turn.dir && ev.len == 0 && ev.has_ack && !ev.syn && !ev.rst {
+                    self.pending_ack = Some(AckRef {
+                        pkt: ev.pkt,
+                        covers_all: ev.acks_all_peer_data,
+                    });
+                }
+            }
+            return out;
+        }
+
+        if self.current.as_ref().is_some_and(|t| t.dir != ev.dir) {
+            out = self.finish();
+        }
+        let turn = self.current.get_or_insert_with(|| {
+            let t = Turn::start(ev.dir, self.turns, ev);
+            self.turns += 1;
+            t
+        });
+        let this = DataRef {
+            pkt: ev.pkt,
+            len: ev.len,
+        };
+        if let Some(prev) = self.last_data {
+            if turn.segments > 0 && ev.pkt.ts.since(prev.pkt.ts) >= PAUSE_MIN {
+                if turn.pauses.len() < PAUSES_KEPT {
+                    turn.pauses.push(Pause {
+                        before: prev,
+                        after: this,
+                        ack: self.pending_ack,
+                    });
+                } else {
+                    turn.pauses_dropped += 1;
+                }
+            }
+        }
+        turn.last = ev.pkt;
+        turn.bytes += u64::from(ev.len);
+        turn.segments += 1;
+        turn.max_segment = turn.max_segment.max(ev.len);
+        if turn.sizes.len() < SIZES_KEPT {
+            turn.sizes.push(ev.len);
+        }
+        self.last_data = Some(this);
+        self.pending_ack = None;
+        out
+    }
+
+    /// Ends the current turn (the other side spoke, or the flow ended).
+    pub fn finish(&mut self) -> TurnOutput {
+        let mut out = TurnOutput::default();
+        let Some(turn) = self.current.take() else {
+            return out;
+        };
+        self.pending_ack = None;
+        self.last_data = None;
+        match turn.dir {
+            Direction::ClientToServer => self.request = Some(turn.clone()),
+            Direction::ServerToClient => {
+                if let Some(request) = self.request.take() {
+                    let idle_before = self
+                        .last_response_end
+                        .map(|end| request.first.ts.since(end));
+                    self.last_response_end = Some(turn.last.ts);
+                    out.exchange = Some(Exchange {
+                        index: self.exchanges,
+                        request,
+                        response: turn.clone(),
+                        idle_before,
+                    });
+                    self.exchanges += 1;
+                }
+            }
+        }
+        out.turn = Some(turn);
+        out
+    }
+
+    pub fn turns(&self) -> u32 {
+        self.turns
+    }
+
+    pub fn exchanges(&self) -> u32 {
+        self.exchanges
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seq::SeqNum;
+
+    const C2S: Direction = Direction::ClientToServer;
+    const S2C: Direction = Direction::ServerToClient;
+
+    fn ev(frame: u64, us: u64, dir: Direction, len: u32, covers_all: bool) -> SegmentEvent {
+        SegmentEvent {
+            pkt: PacketRef {
+                frame,
+                ts: Timestamp(us * 1000),
+            },
+            dir,
+            seq: SeqNum(0),
+            ack: SeqNum(0),
+            len,
+            kind: if len > 0 {
+                SegmentKind::NewData
+            } else {
+                SegmentKind::PureAck
+            },
+            fin: false,
+            syn: false,
+            rst: false,
+            psh: len > 0,
+            has_ack: true,
+            window: 65535,
+            newly_acked: 0,
+            acks_all_peer_data: covers_all,
+            dup_ack: false,
+            retrans: None,
+            in_flight_before: 0,
+        }
+    }
+
+    /// The per-line server stall: request, first line, 40 ms, client ACK, rest of the lines.
+    #[test]
+    fn stall_shape_becomes_a_pause_released_by_an_ack() {
+        let mut t = TurnTracker::default();
+        let timeline = [
+            ev(1, 0, C2S, 10, true),
+            ev(2, 50, S2C, 12, true),
+            ev(3, 40_050, C2S, 0, true),
+            ev(4, 40_080, S2C, 90, true),
+            ev(5, 41_000, C2S, 10, true),
+        ];
+        let mut outs = Vec::new();
+        for e in &timeline {
+            outs.push(t.on_segment(e));
+        }
+        let ex = outs[4]
+            .exchange
+            .as_ref()
+            .expect("exchange closed by the next request");
+        assert_eq!(ex.request.segments, 1);
+        assert_eq!(ex.response.segments, 2);
+        assert_eq!(ex.response.sizes, vec![12, 90]);
+        assert_eq!(ex.latency(), Duration::from_micros(40_080));
+        let p = ex.response.pauses[0];
+        assert_eq!(p.before.pkt.frame, 2);
+        assert_eq!(p.after.pkt.frame, 4);
+        let ack = p.ack.expect("the client's pure ACK is remembered");
+        assert_eq!(ack.pkt.frame, 3);
+        assert!(ack.covers_all);
+        assert_eq!(p.gap(), Duration::from_micros(40_030));
+    }
+
+    #[test]
+    fn greeting_is_a_turn_but_not_an_exchange_and_idle_is_measured() {
+        let mut t = TurnTracker::default();
+        assert!(t.on_segment(&ev(1, 0, S2C, 20, true)).turn.is_none());
+        let o = t.on_segment(&ev(2, 100, C2S, 5, true));
+        assert_eq!(o.turn.unwrap().dir, S2C);
+        assert!(o.exchange.is_none());
+        t.on_segment(&ev(3, 200, S2C, 5, true));
+        let o = t.on_segment(&ev(4, 1_200, C2S, 5, true));
+        assert_eq!(o.exchange.as_ref().unwrap().idle_before, None);
+        t.on_segment(&ev(5, 1_300, S2C, 5, true));
+        let o = t.finish();
+        let ex = o.exchange.unwrap();
+        assert_eq!(ex.index, 1);
+        assert_eq!(ex.idle_before, Some(Duration::from_micros(1_000)));
+        assert_eq!(t.turns(), 5);
+        assert_eq!(t.exchanges(), 2);
+    }
+
+    #[test]
+    fn short_silences_are_not_pauses_and_acks_do_not_end_turns() {
+        let mut t = TurnTracker::default();
+        t.on_segment(&ev(1, 0, C2S, 10, true));
+        t.on_segment(&ev(2, 100, S2C, 0, true));
+        t.on_segment(&ev(3, 500, C2S, 10, true));
+        let o = t.finish();
+        let turn = o.turn.unwrap();
+        assert_eq!(turn.segments, 2);
+        assert!(turn.pauses.is_empty());
+    }
+}

@@ -155,13 +155,20 @@ mod tests {
             (" 15ms ", 15_000_000),
         ];
         for (text, ns) in cases {
-            assert_eq!(parse_duration(text).unwrap().as_nanos() as u64, ns, "{text}");
+            assert_eq!(
+                parse_duration(text).unwrap().as_nanos() as u64,
+                ns,
+                "{text}"
+            );
         }
         assert!(matches!(
             parse_duration("40"),
             Err(UnitError::UnknownUnit { .. })
         ));
-        assert!(matches!(parse_duration("ms"), Err(UnitError::NotANumber(_))));
+        assert!(matches!(
+            parse_duration("ms"),
+            Err(UnitError::NotANumber(_))
+        ));
         assert!(matches!(parse_duration(""), Err(UnitError::Empty)));
     }
 

@@ -1,1 +1,182 @@
-//! (in progress)
+//! Detectors: one file per finding kind, all fed the same event stream.
+//!
+//! A detector never knows where its events came from (a file, a live capture, the proxy). It
+//! sees segments, turns, exchanges and flow ends through [`Detector`], keeps bounded state per
+//! server (a *group*) and, at the end, emits at most one [`Finding`] per group and direction.
+
+mod connection_churn;
+mod fragmented_writes;
+mod nagle_delayed_ack;
+mod release;
+mod retransmission_stall;
+mod rtt_bound;
+mod zero_window;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::flow::{Direction, Flow, SegmentEvent};
+use crate::report::{Finding, FindingKind, FlowRef, Severity};
+use crate::time::Timestamp;
+use crate::turns::{Exchange, Turn};
+use crate::wire::Endpoint;
+
+pub use release::{classify_timer, nagle_release, NagleRelease, Timer};
+
+/// Index of a server endpoint in [`Groups`].
+pub type GroupId = usize;
+
+/// What a detector may know about the flow an event belongs to.
+#[derive(Clone, Copy)]
+pub struct FlowView<'a> {
+    pub flow: &'a Flow,
+    pub group: GroupId,
+    pub turns: u32,
+    pub exchanges: u32,
+    /// When the first data byte of the flow was seen.
+    pub first_data: Option<Timestamp>,
+}
+
+impl FlowView<'_> {
+    pub fn flow_ref(&self) -> FlowRef {
+        FlowRef {
+            id: self.flow.id,
+            client: self.flow.client.to_string(),
+            server: self.flow.server.to_string(),
+        }
+    }
+}
+
+/// Per-server facts the detectors share when they write findings.
+#[derive(Clone, Debug)]
+pub struct GroupInfo {
+    pub server: Endpoint,
+    pub flows: u64,
+    pub exchanges: u64,
+}
+
+pub type Groups = [GroupInfo];
+
+/// One finding kind's rule.
+pub trait Detector {
+    fn kind(&self) -> FindingKind;
+    fn on_segment(&mut self, _flow: &FlowView, _ev: &SegmentEvent) {}
+    fn on_turn(&mut self, _flow: &FlowView, _turn: &Turn) {}
+    fn on_exchange(&mut self, _flow: &FlowView, _ex: &Exchange) {}
+    fn on_flow_end(&mut self, _flow: &FlowView) {}
+    /// The findings, once every flow has ended.
+    fn finish(&mut self, groups: &Groups) -> Vec<Finding>;
+}
+
+/// Every detector `analyze` runs.
+pub fn all() -> Vec<Box<dyn Detector>> {
+    vec![
+        Box::new(nagle_delayed_ack::NagleDelayedAck::default()),
+        Box::new(fragmented_writes::FragmentedWrites::default()),
+        Box::new(rtt_bound::RttBound::default()),
+        Box::new(connection_churn::ConnectionChurn::default()),
+        Box::new(zero_window::ZeroWindow::default()),
+        Box::new(retransmission_stall::RetransmissionStall::default()),
+    ]
+}
+
+/// Per-(group, direction) state, created on first use.
+#[derive(Debug)]
+pub(crate) struct PerGroup<T> {
+    slots: Vec<[Option<T>; 2]>,
+}
+
+impl<T> Default for PerGroup<T> {
+    fn default() -> Self {
+        PerGroup { slots: Vec::new() }
+    }
+}
+
+impl<T: Default> PerGroup<T> {
+    pub fn get(&mut self, group: GroupId, dir: Direction) -> &mut T {
+        if self.slots.len() <= group {
+            self.slots.resize_with(group + 1, || [None, None]);
+        }
+        self.slots[group][dir.index()].get_or_insert_with(T::default)
+    }
+
+    /// All states, with their group and direction.
+    pub fn drain(&mut self) -> impl Iterator<Item = (GroupId, Direction, T)> + '_ {
+        self.slots.drain(..).enumerate().flat_map(|(g, [a, b])| {
+            a.map(|s| (g, Direction::ClientToServer, s))
+                .into_iter()
+                .chain(b.map(|s| (g, Direction::ServerToClient, s)))
+        })
+    }
+}
+
+/// Which open flows have already been counted as affected (bounded by concurrent flows).
+#[derive(Debug, Default)]
+pub(crate) struct FlowMarks {
+    marked: HashSet<(u64, usize)>,
+}
+
+impl FlowMarks {
+    /// True the first time `(flow, dir)` is marked.
+    pub fn mark(&mut self, flow: u64, dir: Direction) -> bool {
+        self.marked.insert((flow, dir.index()))
+    }
+
+    pub fn forget(&mut self, flow: u64) {
+        self.marked.remove(&(flow, 0));
+        self.marked.remove(&(flow, 1));
+    }
+}
+
+/// Fields every finding shares; detectors fill in the rest.
+pub(crate) struct FindingHead {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub group: GroupId,
+    pub direction: Direction,
+    pub flows_affected: u64,
+    pub example_flow: FlowRef,
+    pub time_lost: Duration,
+}
+
+impl FindingHead {
+    pub fn finish(
+        self,
+        groups: &Groups,
+        verdict: String,
+        evidence: crate::report::Evidence,
+        fix: &str,
+    ) -> Finding {
+        let g = &groups[self.group];
+        Finding {
+            kind: self.kind,
+            severity: self.severity,
+            file: String::new(),
+            server: g.server.to_string(),
+            direction: self.direction,
+            flows_affected: self.flows_affected,
+            flows_total: g.flows,
+            example_flow: self.example_flow,
+            verdict,
+            time_lost_ms: crate::stats::round3(crate::units::ms(self.time_lost)),
+            evidence,
+            fix: fix.to_string(),
+        }
+    }
+}
+
+/// `12 of 30 (40%)`
+pub(crate) fn of(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return format!("{part}");
+    }
+    format!(
+        "{part} of {whole} ({:.0}%)",
+        100.0 * part as f64 / whole as f64
+    )
+}
+
+/// Milliseconds between two instants, rounded for timelines.
+pub(crate) fn rel_ms(t: Timestamp, origin: Timestamp) -> f64 {
+    crate::stats::round3(t.since(origin).as_nanos() as f64 / 1e6)
+}

@@ -1,1 +1,250 @@
-//! (in progress)
+//! The report model: one value that every renderer (text, JSON, later HTML) reads.
+//!
+//! Renderers never compute: a detector puts both the numbers and the sentences a person reads
+//! into its [`Finding`], and the renderers only lay them out.
+
+mod text;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::flow::Direction;
+
+pub use text::render_text;
+
+/// Bumped when a field changes meaning or disappears (adding fields does not bump it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Stable identifiers of finding kinds: used in JSON, `--fail-on` and the docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    NagleDelayedAck,
+    FragmentedWrites,
+    RttBound,
+    ConnectionChurn,
+    ZeroWindow,
+    RetransmissionStall,
+}
+
+impl FindingKind {
+    pub const ALL: [FindingKind; 6] = [
+        FindingKind::NagleDelayedAck,
+        FindingKind::FragmentedWrites,
+        FindingKind::RttBound,
+        FindingKind::ConnectionChurn,
+        FindingKind::ZeroWindow,
+        FindingKind::RetransmissionStall,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::NagleDelayedAck => "nagle_delayed_ack",
+            FindingKind::FragmentedWrites => "fragmented_writes",
+            FindingKind::RttBound => "rtt_bound",
+            FindingKind::ConnectionChurn => "connection_churn",
+            FindingKind::ZeroWindow => "zero_window",
+            FindingKind::RetransmissionStall => "retransmission_stall",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<FindingKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// Summary statistics of a set of values (milliseconds, counts, bytes — the key says which).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// One bar of a histogram: `count` values equal to (or in the bucket named by) `value`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Bucket {
+    pub value: String,
+    pub count: u64,
+}
+
+/// One line of an example timeline, as a person would read it next to Wireshark.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimelineEntry {
+    /// Wireshark `frame.number`.
+    pub frame: u64,
+    /// Milliseconds since the first entry of this timeline.
+    pub t_ms: f64,
+    pub direction: Direction,
+    /// What the packet is ("14 bytes", "pure ACK, acknowledges all data", …).
+    pub what: String,
+    /// Why it matters, if it does ("held ~40 ms by Nagle, released by the ACK above").
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// The evidence behind a finding: numbers for machines, sentences for people.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Evidence {
+    /// Sentences, most important first.
+    pub facts: Vec<String>,
+    pub counts: BTreeMap<String, u64>,
+    /// Named values; the key ends in its unit (`_ms`, `_bytes`, `_share`).
+    pub values: BTreeMap<String, f64>,
+    pub distributions: BTreeMap<String, Distribution>,
+    /// A histogram (e.g. payload sizes, the `uniq -c` of chunk sizes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<Bucket>,
+    /// What `histogram` counts.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub histogram_of: String,
+    /// Frame numbers of one example, to open in Wireshark.
+    pub frames: Vec<u64>,
+    pub timeline: Vec<TimelineEntry>,
+}
+
+/// A flow, by its endpoints and its position in the capture.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowRef {
+    /// 1-based, in order of first appearance in the capture.
+    pub id: u64,
+    pub client: String,
+    pub server: String,
+}
+
+/// One diagnosis.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    /// The capture it was found in.
+    pub file: String,
+    /// The server endpoint of the affected flows (the group).
+    pub server: String,
+    /// Which way the affected data moved.
+    pub direction: Direction,
+    /// Flows of this server that show it, and flows of this server in the capture.
+    pub flows_affected: u64,
+    pub flows_total: u64,
+    pub example_flow: FlowRef,
+    /// One line a developer understands.
+    pub verdict: String,
+    /// Time the pathology cost, as far as the capture shows it.
+    pub time_lost_ms: f64,
+    pub evidence: Evidence,
+    /// The concrete fix, best first.
+    pub fix: String,
+}
+
+/// Packets that were not analysed, and why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub not_tcp: u64,
+    pub truncated: u64,
+    pub unsupported_link: u64,
+}
+
+/// One server endpoint in a capture.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerSummary {
+    pub server: String,
+    pub flows: u64,
+    pub exchanges: u64,
+    pub bytes_to_server: u64,
+    pub bytes_to_client: u64,
+    /// Exchange latency at the capture point (first request byte to last response byte).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exchange_latency_ms: Option<Distribution>,
+    /// Path RTT at the capture point (median over flows that showed it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+}
+
+/// What one capture file held.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CaptureSummary {
+    pub file: String,
+    pub format: String,
+    pub link_types: Vec<String>,
+    pub frames: u64,
+    pub tcp_segments: u64,
+    pub skipped: Skipped,
+    pub flows: u64,
+    pub exchanges: u64,
+    pub duration_ms: f64,
+    /// Busiest servers first; at most [`MAX_SERVERS_LISTED`].
+    pub servers: Vec<ServerSummary>,
+    /// Servers not listed in `servers`.
+    pub servers_omitted: u64,
+}
+
+pub const MAX_SERVERS_LISTED: usize = 20;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// The whole report of one `analyze` run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    pub captures: Vec<CaptureSummary>,
+    /// Most costly first.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    pub fn new(captures: Vec<CaptureSummary>, mut findings: Vec<Finding>) -> Report {
+        findings.sort_by(|a, b| {
+            b.severity
+                .cmp(&a.severity)
+                .then(b.time_lost_ms.total_cmp(&a.time_lost_ms))
+                .then(a.kind.cmp(&b.kind))
+        });
+        Report {
+            schema_version: SCHEMA_VERSION,
+            tool: ToolInfo {
+                name: "tcpdoctor".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            captures,
+            findings,
+        }
+    }
+
+    pub fn has_kind(&self, kind: FindingKind) -> bool {
+        self.findings.iter().any(|f| f.kind == kind)
+    }
+}

@@ -1,0 +1,149 @@
+//! `connection_churn`: a new TCP connection for (almost) every request.
+//!
+//! Rule (PHYSICS §8), per server:
+//! 1. Only connections whose SYN is in the capture count (we saw them open).
+//! 2. A connection is *short* when it carried at most [`MAX_EXCHANGES`] exchanges.
+//! 3. Report when at least [`MIN_CONNECTIONS`] short connections were opened, they are at least
+//!    [`MIN_SHARE`] of the server's connections, and they came at [`MIN_RATE`] per second or
+//!    faster (between the first and the last SYN).
+//! 4. The time they cost is each short connection's wait from SYN to its first data: the
+//!    handshake a reused connection would not pay. Warning from [`WARN_LOST`], else info.
+
+use std::time::Duration;
+
+use super::{Detector, FindingHead, FlowView, Groups, PerGroup};
+use crate::flow::Direction;
+use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity};
+use crate::stats::{round3, Histogram, SizeCounter};
+use crate::time::Timestamp;
+use crate::units::fmt_duration;
+
+pub const MAX_EXCHANGES: u32 = 2;
+pub const MIN_CONNECTIONS: u64 = 20;
+pub const MIN_SHARE: f64 = 0.8;
+pub const MIN_RATE: f64 = 2.0;
+pub const WARN_LOST: Duration = Duration::from_millis(100);
+
+#[derive(Default)]
+struct State {
+    connections: u64,
+    short: u64,
+    first_syn: Option<Timestamp>,
+    last_syn: Timestamp,
+    handshake_us: Histogram,
+    lost: Duration,
+    exchanges: SizeCounter,
+    example: Option<FlowRef>,
+}
+
+#[derive(Default)]
+pub struct ConnectionChurn {
+    state: PerGroup<State>,
+}
+
+impl Detector for ConnectionChurn {
+    fn kind(&self) -> FindingKind {
+        FindingKind::ConnectionChurn
+    }
+
+    fn on_flow_end(&mut self, flow: &FlowView) {
+        let Some(syn) = flow.flow.handshake.first_syn else {
+            return;
+        };
+        let st = self.state.get(flow.group, Direction::ClientToServer);
+        st.connections += 1;
+        st.exchanges.record(flow.exchanges);
+        if flow.exchanges > MAX_EXCHANGES {
+            return;
+        }
+        st.short += 1;
+        let first = *st.first_syn.get_or_insert(syn.ts);
+        st.first_syn = Some(first.min(syn.ts));
+        st.last_syn = st.last_syn.max(syn.ts);
+        if let Some(data) = flow.first_data {
+            let wait = data.since(syn.ts);
+            st.lost += wait;
+            st.handshake_us.record_duration(wait);
+        }
+        st.example.get_or_insert_with(|| flow.flow_ref());
+    }
+
+    fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (group, dir, st) in self.state.drain() {
+            let share = st.short as f64 / st.connections.max(1) as f64;
+            let span = match st.first_syn {
+                Some(first) => st.last_syn.since(first),
+                None => continue,
+            };
+            let rate = st.short as f64 / span.as_secs_f64().max(1e-3);
+            if st.short < MIN_CONNECTIONS || share < MIN_SHARE || rate < MIN_RATE {
+                continue;
+            }
+            let Some(example_flow) = st.example.clone() else {
+                continue;
+            };
+            out.push(finding(group, dir, &st, rate, example_flow, groups));
+        }
+        out
+    }
+}
+
+fn finding(
+    group: usize,
+    dir: Direction,
+    st: &State,
+    rate: f64,
+    example_flow: FlowRef,
+    groups: &Groups,
+) -> Finding {
+    let hs = st.handshake_us.distribution(1e-3);
+    let severity = if st.lost >= WARN_LOST {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let per_conn = st.exchanges.distribution();
+    let verdict = format!(
+        "A new connection per request: {} connections to this server carried at most {} \
+         exchanges each ({:.0} per second); each paid a handshake ({:.2} ms median here, a \
+         full RTT on a real network) and leaves a TIME_WAIT socket behind.",
+        st.short, MAX_EXCHANGES, rate, hs.p50
+    );
+    let mut ev = Evidence::default();
+    ev.facts.push(format!(
+        "connections opened in the capture: {}; short-lived (≤ {} exchanges): {}",
+        st.connections, MAX_EXCHANGES, st.short
+    ));
+    ev.facts.push(format!(
+        "exchanges per connection: median {}, max {}",
+        per_conn.p50, per_conn.max
+    ));
+    ev.facts.push(format!(
+        "SYN → first request byte: median {:.2} ms; {} spent opening connections",
+        hs.p50,
+        fmt_duration(st.lost)
+    ));
+    ev.counts.insert("connections".into(), st.connections);
+    ev.counts.insert("short_connections".into(), st.short);
+    ev.values
+        .insert("connections_per_second".into(), round3(rate));
+    ev.distributions.insert("handshake_wait_ms".into(), hs);
+    ev.distributions
+        .insert("exchanges_per_connection".into(), per_conn);
+    ev.frames = Vec::new();
+    let fix = "Reuse connections: HTTP keep-alive or a connection pool in the client (database \
+               and Redis clients have one), or multiplex requests over one long-lived \
+               connection. Each new connection costs a round trip before the first byte, \
+               slow start, and a TIME_WAIT entry.";
+    FindingHead {
+        kind: FindingKind::ConnectionChurn,
+        severity,
+        group,
+        direction: dir,
+        flows_affected: st.short,
+        example_flow,
+        time_lost: st.lost,
+    }
+    .finish(groups, verdict, ev, fix)
+}

@@ -1,0 +1,245 @@
+//! `nagle_delayed_ack`: a message written in pieces waits for the peer's delayed ACK.
+//!
+//! Rule (PHYSICS §3), per server and direction:
+//! 1. Look at every pause inside a turn (see [`crate::turns`]).
+//! 2. A pause is a *stall* when [`nagle_release`] says so: the peer's pure ACK of everything
+//!    sent came only after a delayed-ACK hold (≥ 10 ms beyond the round trip), and the rest of
+//!    the message left right after that ACK (within the round trip to the sender + 2 ms).
+//! 3. A turn with at least one stall is a *stalled* request (client→server) or response
+//!    (server→client). Its cost is the length of its stalls.
+//! 4. Report when at least [`MIN_STALLS`] stalls were seen, or one of at least
+//!    [`LONE_STALL_MIN`]. Critical when ≥ [`CRITICAL_SHARE`] of the turns stalled and the
+//!    stalls cost ≥ [`CRITICAL_LOST`] in total.
+
+use std::time::Duration;
+
+use super::{
+    nagle_release, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
+    PerGroup, Timer,
+};
+use crate::flow::Direction;
+use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::stats::Histogram;
+use crate::turns::Turn;
+use crate::units::fmt_duration;
+
+pub const MIN_STALLS: u64 = 2;
+pub const LONE_STALL_MIN: Duration = Duration::from_millis(150);
+pub const CRITICAL_SHARE: f64 = 0.10;
+pub const CRITICAL_LOST: Duration = Duration::from_millis(100);
+
+#[derive(Default)]
+struct State {
+    turns: u64,
+    stalled_turns: u64,
+    stalls: u64,
+    stall_us: Histogram,
+    held_us: Histogram,
+    lost: Duration,
+    timers: [u64; 4],
+    flows: u64,
+    example: Option<(FlowRef, Turn, NagleRelease)>,
+}
+
+#[derive(Default)]
+pub struct NagleDelayedAck {
+    state: PerGroup<State>,
+    marks: FlowMarks,
+}
+
+impl Detector for NagleDelayedAck {
+    fn kind(&self) -> FindingKind {
+        FindingKind::NagleDelayedAck
+    }
+
+    fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
+        let st = self.state.get(flow.group, turn.dir);
+        st.turns += 1;
+        let mut stalled = false;
+        for pause in &turn.pauses {
+            let Some(r) = nagle_release(flow.flow, turn.dir, pause) else {
+                continue;
+            };
+            stalled = true;
+            st.stalls += 1;
+            st.stall_us.record_duration(r.stall());
+            st.held_us.record_duration(r.ack_held);
+            st.lost += r.stall();
+            st.timers[r.timer as usize] += 1;
+            if st.example.is_none() {
+                st.example = Some((flow.flow_ref(), turn.clone(), r));
+            }
+        }
+        if stalled {
+            st.stalled_turns += 1;
+            if self.marks.mark(flow.flow.id, turn.dir) {
+                st.flows += 1;
+            }
+        }
+    }
+
+    fn on_flow_end(&mut self, flow: &FlowView) {
+        self.marks.forget(flow.flow.id);
+    }
+
+    fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (group, dir, st) in self.state.drain() {
+            let lone_ok = st.stall_us.count() == 1
+                && st.stall_us.quantile(1.0) >= LONE_STALL_MIN.as_micros() as f64;
+            if st.stalls < MIN_STALLS && !lone_ok {
+                continue;
+            }
+            let Some((flow_ref, turn, example)) = st.example.clone() else {
+                continue;
+            };
+            out.push(finding(group, dir, &st, flow_ref, &turn, &example, groups));
+        }
+        out
+    }
+}
+
+fn finding(
+    group: usize,
+    dir: Direction,
+    st: &State,
+    example_flow: FlowRef,
+    turn: &Turn,
+    ex: &NagleRelease,
+    groups: &Groups,
+) -> Finding {
+    let share = st.stalled_turns as f64 / st.turns.max(1) as f64;
+    let severity = if share >= CRITICAL_SHARE && st.lost >= CRITICAL_LOST {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let stall = st.stall_us.distribution(1e-3);
+    let held = st.held_us.distribution(1e-3);
+    let timer = dominant_timer(&st.timers);
+    let median = fmt_duration(Duration::from_micros(st.stall_us.quantile(0.5) as u64));
+    let (what, whose, sender, receiver) = match dir {
+        Direction::ServerToClient => ("responses", "response", "server", "client"),
+        Direction::ClientToServer => ("requests", "request", "client", "server"),
+    };
+    let verdict = format!(
+        "{} {what} stalled {median} each: the {sender} writes each {whose} in pieces and \
+         Nagle's algorithm holds the rest until the {receiver}'s delayed ACK ({}); {} lost.",
+        st.stalled_turns,
+        short_timer(timer),
+        fmt_duration(st.lost),
+    );
+    let mut ev = Evidence::default();
+    ev.facts.push(format!(
+        "stalled {what}: {}",
+        of(st.stalled_turns, st.turns)
+    ));
+    ev.facts.push(format!(
+        "stall length: median {:.1} ms, max {:.1} ms; the {receiver} held its ACK {:.1} ms \
+         (median) — {}",
+        stall.p50,
+        stall.max,
+        held.p50,
+        timer.label()
+    ));
+    ev.facts.push(format!(
+        "time lost: {} over {} stalls",
+        fmt_duration(st.lost),
+        st.stalls
+    ));
+    ev.facts.push(format!(
+        "each stall: a small {sender} segment, silence, a pure ACK from the {receiver} \
+         acknowledging all of it, then the rest of the {whose} right after that ACK"
+    ));
+    ev.counts.insert("stalled_turns".into(), st.stalled_turns);
+    ev.counts.insert("turns".into(), st.turns);
+    ev.counts.insert("stalls".into(), st.stalls);
+    for t in [Timer::Linux40, Timer::Bsd100, Timer::Max200, Timer::Other] {
+        ev.counts.insert(t.key().into(), st.timers[t as usize]);
+    }
+    ev.values
+        .insert("stalled_share".into(), crate::stats::round3(share));
+    ev.values.insert("median_stall_ms".into(), stall.p50);
+    ev.distributions.insert("stall_ms".into(), stall);
+    ev.distributions.insert("ack_held_ms".into(), held);
+    let p = ex.pause;
+    let ack = p.ack.map(|a| a.pkt).unwrap_or(p.after.pkt);
+    ev.frames = vec![p.before.pkt.frame, ack.frame, p.after.pkt.frame];
+    let origin = turn.first.ts;
+    if turn.first.frame != p.before.pkt.frame {
+        ev.timeline.push(TimelineEntry {
+            frame: turn.first.frame,
+            t_ms: 0.0,
+            direction: dir,
+            what: format!("first {whose} segment ({} bytes)", turn.sizes[0]),
+            note: String::new(),
+        });
+    }
+    ev.timeline.push(TimelineEntry {
+        frame: p.before.pkt.frame,
+        t_ms: rel_ms(p.before.pkt.ts, origin),
+        direction: dir,
+        what: format!("{} bytes", p.before.len),
+        note: "small segment in flight; Nagle holds what the application writes next".into(),
+    });
+    ev.timeline.push(TimelineEntry {
+        frame: ack.frame,
+        t_ms: rel_ms(ack.ts, origin),
+        direction: dir.reverse(),
+        what: "pure ACK of everything sent".into(),
+        note: format!(
+            "delayed ACK: the {receiver} held it {}",
+            fmt_duration(ex.ack_held)
+        ),
+    });
+    ev.timeline.push(TimelineEntry {
+        frame: p.after.pkt.frame,
+        t_ms: rel_ms(p.after.pkt.ts, origin),
+        direction: dir,
+        what: format!("{} bytes", p.after.len),
+        note: format!("released {} after the ACK", fmt_duration(ex.release_after)),
+    });
+    let fix = match dir {
+        Direction::ServerToClient => {
+            "Write each response with one call: build it in a buffer (or use writev / a \
+             buffered writer) and send it once. Where responses are already whole when \
+             written, set TCP_NODELAY on the server's sockets. If the server already does \
+             both, a hop between the two ends (proxy, tunnel, sidecar) re-emits the pieces \
+             with Nagle on: set TCP_NODELAY on that hop. TCP_QUICKACK on the client is not a \
+             fix."
+        }
+        Direction::ClientToServer => {
+            "Send each request with one call: build header and body in one buffer (or use \
+             writev, or TCP_CORK / MSG_MORE around the pieces), then set TCP_NODELAY on the \
+             client's socket so whole requests leave at once. If the client already does \
+             both, a hop between the ends re-emits the pieces with Nagle on: set TCP_NODELAY \
+             on that hop. TCP_QUICKACK on the server is not a fix."
+        }
+    };
+    FindingHead {
+        kind: FindingKind::NagleDelayedAck,
+        severity,
+        group,
+        direction: dir,
+        flows_affected: st.flows,
+        example_flow,
+        time_lost: st.lost,
+    }
+    .finish(groups, verdict, ev, fix)
+}
+
+fn dominant_timer(counts: &[u64; 4]) -> Timer {
+    [Timer::Linux40, Timer::Bsd100, Timer::Max200, Timer::Other]
+        .into_iter()
+        .max_by_key(|t| (counts[*t as usize], std::cmp::Reverse(*t as usize)))
+        .unwrap_or(Timer::Other)
+}
+
+fn short_timer(t: Timer) -> &'static str {
+    match t {
+        Timer::Linux40 => "≈40 ms, Linux",
+        Timer::Bsd100 => "≈100 ms, BSD/macOS",
+        Timer::Max200 => "≈200 ms",
+        Timer::Other => "timer varies",
+    }
+}

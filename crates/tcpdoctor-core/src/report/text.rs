@@ -1,0 +1,134 @@
+//! The text report: verdict first, then evidence, then the fix.
+
+use std::fmt::Write;
+
+use super::{CaptureSummary, Finding, Report};
+
+/// Renders the report for a terminal or a pull-request comment.
+pub fn render_text(report: &Report) -> String {
+    let mut out = String::new();
+    for c in &report.captures {
+        capture(&mut out, c);
+    }
+    if report.findings.is_empty() {
+        out.push_str("\nNo findings: nothing in this traffic costs time the way the known TCP pathologies do.\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\n{} finding{}, most costly first:",
+        report.findings.len(),
+        if report.findings.len() == 1 { "" } else { "s" }
+    );
+    for f in &report.findings {
+        finding(&mut out, f, report.captures.len() > 1);
+    }
+    out
+}
+
+fn capture(out: &mut String, c: &CaptureSummary) {
+    let _ = writeln!(out, "{}", c.file);
+    let _ = writeln!(
+        out,
+        "  {}, {}; {} frames, {} TCP segments, {} flows, {} exchanges over {}",
+        c.format,
+        c.link_types.join(" + "),
+        c.frames,
+        c.tcp_segments,
+        c.flows,
+        c.exchanges,
+        crate::units::fmt_duration(std::time::Duration::from_secs_f64(c.duration_ms / 1e3))
+    );
+    let skipped = c.skipped.not_tcp + c.skipped.truncated + c.skipped.unsupported_link;
+    if skipped > 0 {
+        let _ = writeln!(
+            out,
+            "  skipped: {} not TCP, {} too short to hold the TCP header, {} on unsupported links",
+            c.skipped.not_tcp, c.skipped.truncated, c.skipped.unsupported_link
+        );
+    }
+    for s in &c.servers {
+        let mut line = format!(
+            "  server {}: {} flow{}, {} exchanges",
+            s.server,
+            s.flows,
+            if s.flows == 1 { "" } else { "s" },
+            s.exchanges
+        );
+        if let Some(l) = &s.exchange_latency_ms {
+            let _ = write!(
+                line,
+                ", latency median {:.2} ms, p90 {:.2} ms, max {:.2} ms",
+                l.p50, l.p90, l.max
+            );
+        }
+        if let Some(rtt) = s.rtt_ms {
+            let _ = write!(line, ", RTT {rtt:.2} ms");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if c.servers_omitted > 0 {
+        let _ = writeln!(
+            out,
+            "  … and {} more servers (see --format json)",
+            c.servers_omitted
+        );
+    }
+}
+
+fn finding(out: &mut String, f: &Finding, name_file: bool) {
+    let _ = writeln!(
+        out,
+        "\n[{}] {}  {}  server {}  ({} of {} flow{})",
+        f.severity.as_str().to_uppercase(),
+        f.kind,
+        f.direction.arrow(),
+        f.server,
+        f.flows_affected,
+        f.flows_total,
+        if f.flows_total == 1 { "" } else { "s" }
+    );
+    if name_file {
+        let _ = writeln!(out, "  in {}", f.file);
+    }
+    let _ = writeln!(out, "  {}", f.verdict);
+    let _ = writeln!(out, "  evidence:");
+    for fact in &f.evidence.facts {
+        let _ = writeln!(out, "    - {fact}");
+    }
+    if !f.evidence.timeline.is_empty() {
+        let _ = writeln!(
+            out,
+            "    example, flow {} ({} → {}), frames {}:",
+            f.example_flow.id,
+            f.example_flow.client,
+            f.example_flow.server,
+            f.evidence
+                .frames
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for t in &f.evidence.timeline {
+            let mut line = format!(
+                "      frame {:<7} {:>+10.3} ms  {:<14} {}",
+                t.frame,
+                t.t_ms,
+                t.direction.arrow(),
+                t.what
+            );
+            if !t.note.is_empty() {
+                let _ = write!(line, "  ← {}", t.note);
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "    example: flow {} ({} → {})",
+            f.example_flow.id, f.example_flow.client, f.example_flow.server
+        );
+    }
+    let _ = writeln!(out, "  fix: {}", f.fix);
+}

@@ -1,0 +1,191 @@
+//! `tcpdoctor analyze`: what is wrong with this traffic?
+
+use std::fs::File;
+use std::io::{BufReader, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use tcpdoctor_core::analysis::Analyzer;
+use tcpdoctor_core::report::{render_text, FindingKind, Report};
+use tcpdoctor_core::wire::CaptureReader;
+
+use crate::{output, EXIT_CLEAN, EXIT_FOUND};
+
+/// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
+///
+/// Reads pcap and pcapng files (tcpdump, Wireshark, tshark; Ethernet, Linux cooked "any",
+/// raw IP from tunnels, BSD loopback; IPv4 and IPv6). Captures cut short by a snap length
+/// (`tcpdump -s 96`) work as well as full ones: tcpdoctor needs the headers, not the payload.
+///
+/// Record one with, for example:
+///   sudo tcpdump -i any -s 128 -w slow.pcap 'tcp port 6379'
+///
+/// Exit status: 0 when nothing listed in --fail-on was found, 1 when something was,
+/// 2 on bad input (the message names the file and byte offset).
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct AnalyzeArgs {
+    /// Capture files (pcap or pcapng). Each is analysed on its own; findings name their file.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Exit with status 1 if any of these finding kinds is found (comma-separated), or `any`.
+    /// Kinds: nagle_delayed_ack, fragmented_writes, rtt_bound, connection_churn, zero_window,
+    /// retransmission_stall.
+    #[arg(long, value_name = "KIND,...", value_delimiter = ',', value_parser = parse_fail_on)]
+    pub fail_on: Vec<FailOn>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people: verdict, evidence, fix.
+    Text,
+    /// For machines: schema/analyze-report.schema.json.
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOn {
+    Any,
+    Kind(FindingKind),
+}
+
+fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+    let s = s.trim();
+    if s == "any" {
+        return Ok(FailOn::Any);
+    }
+    FindingKind::parse(s).map(FailOn::Kind).ok_or_else(|| {
+        let kinds: Vec<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();
+        format!(
+            "unknown finding kind `{s}` (expected one of: any, {})",
+            kinds.join(", ")
+        )
+    })
+}
+
+pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
+    let mut captures = Vec::new();
+    let mut findings = Vec::new();
+    for path in &args.files {
+        let (summary, found) = analyze_file(path)?;
+        captures.push(summary);
+        findings.extend(found);
+    }
+    let report = Report::new(captures, findings);
+    let text = match args.format {
+        Format::Text => render_text(&report),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&report)?;
+            s.push('\n');
+            s
+        }
+    };
+    output::print(&text)?;
+    let failed = report.findings.iter().any(|f| {
+        args.fail_on
+            .iter()
+            .any(|w| *w == FailOn::Any || *w == FailOn::Kind(f.kind))
+    });
+    Ok(if failed { EXIT_FOUND } else { EXIT_CLEAN })
+}
+
+/// Streams one capture through the analyzer.
+fn analyze_file(
+    path: &PathBuf,
+) -> anyhow::Result<(
+    tcpdoctor_core::report::CaptureSummary,
+    Vec<tcpdoctor_core::report::Finding>,
+)> {
+    let name = path.display().to_string();
+    let file = File::open(path).with_context(|| format!("reading {name}"))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = CaptureReader::new(BufReader::with_capacity(1 << 20, file))
+        .with_context(|| format!("reading {name}"))?;
+    let format = reader.format();
+    let mut analyzer = Analyzer::default();
+    let mut progress = Progress::new(&name, size);
+    loop {
+        let frame = reader
+            .next_frame()
+            .with_context(|| format!("reading {name}"))?;
+        let Some(frame) = frame else { break };
+        analyzer.on_frame(
+            frame.number,
+            frame.ts,
+            frame.link,
+            frame.data,
+            frame.orig_len,
+        );
+        if frame.number % 65536 == 0 {
+            progress.update(reader.bytes_read());
+        }
+    }
+    progress.done();
+    if analyzer.tcp_segments() == 0 {
+        bail!(
+            "{name}: no TCP packets in this capture (read {} bytes); capture with a filter such \
+             as 'tcp port 8080'",
+            reader.bytes_read()
+        );
+    }
+    Ok(analyzer.finish(&name, format.name()))
+}
+
+/// A one-line progress indicator on stderr, only on a terminal and only for long runs.
+struct Progress<'a> {
+    name: &'a str,
+    size: u64,
+    started: Instant,
+    last: Instant,
+    shown: bool,
+    enabled: bool,
+}
+
+impl<'a> Progress<'a> {
+    fn new(name: &'a str, size: u64) -> Self {
+        let now = Instant::now();
+        Progress {
+            name,
+            size,
+            started: now,
+            last: now,
+            shown: false,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn update(&mut self, done: u64) {
+        if !self.enabled || self.last.elapsed() < Duration::from_millis(250) {
+            return;
+        }
+        if self.started.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last = Instant::now();
+        self.shown = true;
+        let pct = if self.size > 0 {
+            100.0 * done as f64 / self.size as f64
+        } else {
+            0.0
+        };
+        let rate = done as f64 / self.started.elapsed().as_secs_f64() / 1e6;
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r{}: {:5.1}% ({:.0} MB/s)  ", self.name, pct, rate);
+        let _ = err.flush();
+    }
+
+    fn done(&mut self) {
+        if self.shown {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+        }
+    }
+}

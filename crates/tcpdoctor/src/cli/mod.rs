@@ -1,0 +1,33 @@
+//! The command line: one file per subcommand.
+
+pub mod analyze;
+
+use clap::{Parser, Subcommand};
+
+/// Finds the TCP interactions that make request/response services fast on localhost and slow
+/// everywhere else — Nagle's algorithm waiting on a delayed ACK, responses written one line per
+/// syscall, one round trip per command, connection churn, zero windows, timeout stalls — and
+/// says, with frame numbers you can check in Wireshark, what it costs and how to fix it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tcpdoctor",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Analyze(analyze::AnalyzeArgs),
+}
+
+/// Runs the chosen subcommand and returns the process exit code.
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Analyze(args) => analyze::run(args),
+    }
+}
