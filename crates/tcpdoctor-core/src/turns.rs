@@ -47,6 +47,9 @@ pub struct Pause {
     pub after: DataRef,
     /// The last pure ACK the peer sent during the silence, if any.
     pub ack: Option<AckRef>,
+    /// The peer advertised a zero window during the silence: flow control, not Nagle, held
+    /// the data.
+    pub zero_window: bool,
 }
 
 impl Pause {
@@ -138,6 +141,8 @@ pub struct TurnTracker {
     last_data: Option<DataRef>,
     /// The latest pure ACK from the side that is not talking, since the talker's last data.
     pending_ack: Option<AckRef>,
+    /// That side advertised a zero window since the talker's last data.
+    pending_zero_window: bool,
     /// The last finished client→server turn, waiting for its response.
     request: Option<Turn>,
     turns: u32,
@@ -161,6 +166,7 @@ impl TurnTracker {
                         pkt: ev.pkt,
                         covers_all: ev.acks_all_peer_data,
                     });
+                    self.pending_zero_window |= ev.window == 0;
                 }
             }
             return out;
@@ -185,6 +191,7 @@ impl TurnTracker {
                         before: prev,
                         after: this,
                         ack: self.pending_ack,
+                        zero_window: self.pending_zero_window,
                     });
                 } else {
                     turn.pauses_dropped += 1;
@@ -200,6 +207,7 @@ impl TurnTracker {
         }
         self.last_data = Some(this);
         self.pending_ack = None;
+        self.pending_zero_window = false;
         out
     }
 
@@ -210,6 +218,7 @@ impl TurnTracker {
             return out;
         };
         self.pending_ack = None;
+        self.pending_zero_window = false;
         self.last_data = None;
         match turn.dir {
             Direction::ClientToServer => self.request = Some(turn.clone()),

@@ -180,3 +180,6 @@ pub(crate) fn of(part: u64, whole: u64) -> String {
 pub(crate) fn rel_ms(t: Timestamp, origin: Timestamp) -> f64 {
     crate::stats::round3(t.since(origin).as_nanos() as f64 / 1e6)
 }
+
+#[cfg(test)]
+mod tests;

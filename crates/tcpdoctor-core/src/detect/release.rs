@@ -7,7 +7,10 @@
 //!    receiver, the receiver held it at least [`DELAYED_ACK_MIN`] (a delayed-ACK timer, not
 //!    an immediate ACK on a long path);
 //! 3. the data after the pause followed that ACK within the round trip from the capture point
-//!    to the sender, plus [`RELEASE_SLACK`]: the sender was waiting for exactly that ACK.
+//!    to the sender, plus [`RELEASE_SLACK`]: the sender was waiting for exactly that ACK;
+//! 4. the segment before the pause was smaller than the MSS (Linux holds a small segment only
+//!    while an earlier *small* one is unacknowledged), and the peer did not advertise a zero
+//!    window during the pause (then flow control held the data, not Nagle).
 //!
 //! Anywhere on the path, such a pause lasts about the ACK timer plus one round trip. A server
 //! that simply takes 40 ms to compute fails rule 3 (its data is not timed by the ACK) or has no
@@ -87,7 +90,7 @@ impl NagleRelease {
 /// Applies the rule above to one pause of a turn sent in `dir`.
 pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let ack = pause.ack?;
-    if !ack.covers_all {
+    if !ack.covers_all || pause.zero_window || pause.before.len >= flow.mss(dir) {
         return None;
     }
     let to_receiver = flow.rtt_towards_receiver(dir).unwrap_or_default();

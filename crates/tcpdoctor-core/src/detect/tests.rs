@@ -1,0 +1,479 @@
+//! Detectors on simulated time: timelines built segment by segment, as the capture point
+//! would see them, run through the whole analyzer.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::analysis::Analyzer;
+use crate::flow::{Direction, PacketRef};
+use crate::report::{Finding, FindingKind};
+use crate::time::Timestamp;
+use crate::wire::{Endpoint, TcpFlags, TcpOptions, TcpSegment};
+
+const C2S: Direction = Direction::ClientToServer;
+const S2C: Direction = Direction::ServerToClient;
+const ACK: u8 = TcpFlags::ACK;
+const PSH: u8 = TcpFlags::PSH;
+
+/// One simulated connection seen from one capture point. Times are in microseconds.
+struct Sim {
+    an: Analyzer,
+    frame: u64,
+    client: Endpoint,
+    server: Endpoint,
+    cseq: u32,
+    sseq: u32,
+    window: [u16; 2],
+}
+
+impl Sim {
+    fn new() -> Sim {
+        Sim {
+            an: Analyzer::default(),
+            frame: 0,
+            client: ep(40000),
+            server: ep(7000),
+            cseq: 1000,
+            sseq: 90_000,
+            window: [1000, 1000],
+        }
+    }
+
+    /// Opens a new connection from a new client port: SYN at `t`, SYN-ACK after
+    /// `to_server` µs, ACK `to_client` µs later (the round trips towards each side).
+    fn connect(&mut self, port: u16, t: u64, to_server: u64, to_client: u64) {
+        self.client = ep(port);
+        self.cseq = 1000 + u32::from(port);
+        self.sseq = 90_000;
+        let mut opts = TcpOptions {
+            mss: Some(1460),
+            window_scale: Some(7),
+            ..TcpOptions::default()
+        };
+        self.raw(C2S, t, self.cseq, 0, TcpFlags::SYN, 0, opts);
+        opts.mss = Some(1460);
+        self.raw(
+            S2C,
+            t + to_server,
+            self.sseq,
+            self.cseq + 1,
+            TcpFlags::SYN | ACK,
+            0,
+            opts,
+        );
+        self.cseq += 1;
+        self.sseq += 1;
+        self.raw(
+            C2S,
+            t + to_server + to_client,
+            self.cseq,
+            self.sseq,
+            ACK,
+            0,
+            TcpOptions::default(),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn raw(
+        &mut self,
+        dir: Direction,
+        t: u64,
+        seq: u32,
+        ack: u32,
+        flags: u8,
+        len: u32,
+        o: TcpOptions,
+    ) {
+        let (src, dst) = match dir {
+            C2S => (self.client, self.server),
+            S2C => (self.server, self.client),
+        };
+        self.frame += 1;
+        let seg = TcpSegment {
+            src,
+            dst,
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: self.window[dir.index()],
+            payload_len: len,
+            options: o,
+        };
+        self.an.on_segment(
+            PacketRef {
+                frame: self.frame,
+                ts: Timestamp(t * 1000),
+            },
+            &seg,
+        );
+    }
+
+    /// Data from `dir`, acknowledging everything the other side sent.
+    fn data(&mut self, dir: Direction, t: u64, len: u32) {
+        let (seq, ack) = match dir {
+            C2S => (self.cseq, self.sseq),
+            S2C => (self.sseq, self.cseq),
+        };
+        self.raw(dir, t, seq, ack, ACK | PSH, len, TcpOptions::default());
+        match dir {
+            C2S => self.cseq += len,
+            S2C => self.sseq += len,
+        }
+    }
+
+    /// Resends `len` bytes that `dir` sent starting `back` bytes ago.
+    fn resend(&mut self, dir: Direction, t: u64, back: u32, len: u32) {
+        let (seq, ack) = match dir {
+            C2S => (self.cseq - back, self.sseq),
+            S2C => (self.sseq - back, self.cseq),
+        };
+        self.raw(dir, t, seq, ack, ACK | PSH, len, TcpOptions::default());
+    }
+
+    /// A pure ACK from `dir` of everything the other side sent.
+    fn ack(&mut self, dir: Direction, t: u64) {
+        let (seq, ack) = match dir {
+            C2S => (self.cseq, self.sseq),
+            S2C => (self.sseq, self.cseq),
+        };
+        self.raw(dir, t, seq, ack, ACK, 0, TcpOptions::default());
+    }
+
+    fn close(&mut self, t: u64) {
+        let (c, s) = (self.cseq, self.sseq);
+        self.raw(C2S, t, c, s, TcpFlags::FIN | ACK, 0, TcpOptions::default());
+        self.raw(
+            S2C,
+            t + 10,
+            s,
+            c + 1,
+            TcpFlags::FIN | ACK,
+            0,
+            TcpOptions::default(),
+        );
+        self.raw(C2S, t + 20, c + 1, s + 1, ACK, 0, TcpOptions::default());
+    }
+
+    fn findings(self) -> Vec<Finding> {
+        self.an.finish("sim.pcap", "pcap").1
+    }
+}
+
+fn ep(port: u16) -> Endpoint {
+    Endpoint {
+        ip: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+        port,
+    }
+}
+
+fn kinds(f: &[Finding]) -> Vec<(FindingKind, Direction)> {
+    let mut v: Vec<_> = f.iter().map(|f| (f.kind, f.direction)).collect();
+    v.sort_by_key(|(k, d)| (*k, d.index()));
+    v
+}
+
+fn get(f: &[Finding], kind: FindingKind) -> &Finding {
+    f.iter()
+        .find(|x| x.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {:?}", kinds(f)))
+}
+
+/// Per-line server with Nagle on, captured on loopback: the first line leaves, the client
+/// delays its ACK 40 ms, the rest follows the ACK at once.
+#[test]
+fn perline_server_stalls_on_delayed_ack() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..20 {
+        s.data(C2S, t, 10);
+        s.data(S2C, t + 60, 12);
+        s.ack(C2S, t + 40_060);
+        s.data(S2C, t + 40_090, 200);
+        t += 41_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert_eq!(
+        kinds(&f),
+        vec![
+            (FindingKind::NagleDelayedAck, S2C),
+            (FindingKind::FragmentedWrites, S2C)
+        ]
+    );
+    let n = get(&f, FindingKind::NagleDelayedAck);
+    assert_eq!(n.evidence.counts["stalled_turns"], 20);
+    assert_eq!(n.evidence.counts["timer_40ms"], 20);
+    assert!((n.evidence.values["median_stall_ms"] - 40.03).abs() < 1.0);
+    assert_eq!(n.evidence.frames.len(), 3);
+    assert!((n.time_lost_ms - 20.0 * 40.03).abs() < 20.0);
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.evidence.counts["held_by_nagle"], 20);
+}
+
+/// A server that thinks 40 ms and answers in one segment: its own delayed ACK of the request
+/// comes first, but nothing in the response was held. Not a stall.
+#[test]
+fn slow_server_is_not_a_nagle_stall() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..20 {
+        s.data(C2S, t, 10);
+        s.ack(S2C, t + 40_000);
+        s.data(S2C, t + 40_050, 212);
+        t += 41_000;
+    }
+    s.close(t);
+    assert_eq!(kinds(&s.findings()), vec![]);
+}
+
+/// A response whose second half comes 40 ms later with no ACK in between: the server was busy,
+/// and the client's ACK came afterwards.
+#[test]
+fn pause_without_releasing_ack_is_not_a_stall() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..20 {
+        s.data(C2S, t, 10);
+        s.data(S2C, t + 60, 12);
+        s.data(S2C, t + 40_060, 200);
+        s.ack(C2S, t + 40_100);
+        t += 41_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert!(
+        !f.iter().any(|f| f.kind == FindingKind::NagleDelayedAck),
+        "{:?}",
+        kinds(&f)
+    );
+}
+
+/// Write-write-read client: header, then the body held until the server's delayed ACK.
+#[test]
+fn write_write_read_client_stalls_requests() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..10 {
+        s.data(C2S, t, 8);
+        s.ack(S2C, t + 40_000);
+        s.data(C2S, t + 40_030, 100);
+        s.data(S2C, t + 40_100, 50);
+        t += 41_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert_eq!(
+        kinds(&f),
+        vec![
+            (FindingKind::NagleDelayedAck, C2S),
+            (FindingKind::FragmentedWrites, C2S)
+        ]
+    );
+}
+
+/// Over a 30 ms path, captured at the client: the client's delayed ACK leaves 40 ms after the
+/// first line arrived and the rest arrives one RTT after that. Each exchange takes ~100 ms.
+#[test]
+fn stall_over_a_wan_path_seen_from_the_client() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30_000, 20);
+    let mut t = 100_000;
+    for _ in 0..20 {
+        s.data(C2S, t, 10);
+        s.data(S2C, t + 30_100, 12);
+        s.ack(C2S, t + 70_100);
+        s.data(S2C, t + 100_150, 200);
+        t += 101_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    let n = get(&f, FindingKind::NagleDelayedAck);
+    assert_eq!(n.direction, S2C);
+    assert_eq!(n.evidence.counts["timer_40ms"], 20);
+    assert!((n.evidence.values["median_stall_ms"] - 70.0).abs() < 3.0);
+    assert!(!f.iter().any(|f| f.kind == FindingKind::RttBound));
+}
+
+/// Sequential commands over a 30 ms path: each exchange is one round trip.
+#[test]
+fn sequential_commands_over_wan_are_rtt_bound() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30_000, 20);
+    let mut t = 100_000;
+    for _ in 0..40 {
+        s.data(C2S, t, 20);
+        s.data(S2C, t + 30_200, 120);
+        t += 30_300;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert_eq!(kinds(&f), vec![(FindingKind::RttBound, C2S)]);
+    let r = get(&f, FindingKind::RttBound);
+    assert_eq!(r.evidence.counts["exchanges"], 40);
+    assert!((r.evidence.values["rtt_ms"] - 30.0).abs() < 1.0);
+    assert!(r.evidence.values["round_trip_share"] > 0.9);
+}
+
+/// The same commands pipelined: one turn each way.
+#[test]
+fn pipelined_commands_are_not_rtt_bound() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30_000, 20);
+    s.data(C2S, 100_000, 800);
+    s.data(S2C, 130_200, 1460);
+    s.data(S2C, 130_210, 1460);
+    s.data(S2C, 130_220, 1880);
+    s.close(140_000);
+    assert_eq!(kinds(&s.findings()), vec![]);
+}
+
+/// The same commands on loopback: round trips cost nothing worth naming.
+#[test]
+fn sequential_commands_on_loopback_are_fine() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 20, 10);
+    let mut t = 1_000;
+    for _ in 0..2000 {
+        s.data(C2S, t, 20);
+        s.data(S2C, t + 30, 120);
+        t += 45;
+    }
+    s.close(t);
+    assert_eq!(kinds(&s.findings()), vec![]);
+}
+
+#[test]
+fn slow_reader_zero_window() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    s.data(C2S, 1_000, 10);
+    let mut t = 2_000;
+    for _ in 0..10 {
+        s.data(S2C, t, 1460);
+        s.window[C2S.index()] = 0;
+        s.ack(C2S, t + 20);
+        s.window[C2S.index()] = 1000;
+        s.ack(C2S, t + 80_020);
+        t += 81_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert_eq!(kinds(&f), vec![(FindingKind::ZeroWindow, S2C)]);
+    let z = get(&f, FindingKind::ZeroWindow);
+    assert_eq!(z.evidence.counts["episodes"], 10);
+    assert!((z.time_lost_ms - 800.0).abs() < 1.0);
+}
+
+#[test]
+fn brief_zero_windows_in_bulk_are_normal() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    s.data(C2S, 1_000, 10);
+    let mut t = 2_000;
+    for _ in 0..200 {
+        s.data(S2C, t, 1460);
+        s.window[C2S.index()] = 0;
+        s.ack(C2S, t + 20);
+        s.window[C2S.index()] = 1000;
+        s.ack(C2S, t + 300);
+        t += 400;
+    }
+    s.close(t);
+    assert_eq!(kinds(&s.findings()), vec![]);
+}
+
+#[test]
+fn timeout_retransmission_is_a_stall_and_a_quick_probe_is_not() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    s.data(C2S, 1_000, 10);
+    s.data(S2C, 1_100, 1000);
+    s.data(S2C, 1_110, 300);
+    s.resend(S2C, 21_110, 300, 300);
+    s.ack(C2S, 21_200);
+    assert_eq!(
+        kinds(&s.findings()),
+        vec![],
+        "a 20 ms tail-loss probe is not a stall"
+    );
+
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    s.data(C2S, 1_000, 10);
+    s.data(S2C, 1_100, 1000);
+    s.data(S2C, 1_110, 300);
+    s.resend(S2C, 215_110, 300, 300);
+    s.resend(S2C, 630_110, 300, 300);
+    s.ack(C2S, 630_200);
+    let f = s.findings();
+    assert_eq!(kinds(&f), vec![(FindingKind::RetransmissionStall, S2C)]);
+    let r = get(&f, FindingKind::RetransmissionStall);
+    assert_eq!(r.evidence.counts["stalls"], 1, "backoff counts once");
+    assert!((r.time_lost_ms - 629.0).abs() < 1.0);
+}
+
+#[test]
+fn connection_per_request_is_churn_and_reuse_is_not() {
+    let mut s = Sim::new();
+    for i in 0..40u16 {
+        let t = u64::from(i) * 10_000;
+        s.connect(41000 + i, t, 30, 10);
+        s.data(C2S, t + 100, 20);
+        s.data(S2C, t + 200, 100);
+        s.close(t + 300);
+    }
+    let f = s.findings();
+    assert_eq!(kinds(&f), vec![(FindingKind::ConnectionChurn, C2S)]);
+    assert_eq!(get(&f, FindingKind::ConnectionChurn).flows_affected, 40);
+
+    let mut s = Sim::new();
+    s.connect(41000, 0, 30, 10);
+    for i in 0..40u64 {
+        s.data(C2S, 100 + i * 10_000, 20);
+        s.data(S2C, 200 + i * 10_000, 100);
+    }
+    s.close(500_000);
+    assert_eq!(kinds(&s.findings()), vec![]);
+}
+
+/// Quick-ack mode at connection start: each line is ACKed at once, so each leaves alone.
+#[test]
+fn many_tiny_segments_per_response_are_fragmented_writes() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..5 {
+        s.data(C2S, t, 10);
+        for k in 0..8 {
+            s.data(S2C, t + 50 + k * 10, 14);
+        }
+        t += 1_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert_eq!(kinds(&f), vec![(FindingKind::FragmentedWrites, S2C)]);
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.evidence.counts["fragmented_turns"], 5);
+    assert_eq!(fw.evidence.histogram[0].value, "14");
+    assert_eq!(fw.evidence.histogram[0].count, 40);
+}
+
+#[test]
+fn bulk_transfer_is_not_fragmented() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..5 {
+        s.data(C2S, t, 10);
+        for k in 0..20 {
+            s.data(S2C, t + 50 + k * 10, 1460);
+        }
+        t += 1_000;
+    }
+    s.close(t);
+    assert_eq!(kinds(&s.findings()), vec![]);
+}
