@@ -1,0 +1,160 @@
+//! Every real capture in `testdata/captures/` against its `.expect` file.
+//!
+//! The expectations were written from what each specimen did and from the physics, not from
+//! tcpdoctor's output. Format, one directive per line (`#` starts a comment):
+//! - `must KIND DIRECTION` — this finding must be reported in that direction;
+//! - `must_not KIND` — this kind must not be reported;
+//! - `clean` — nothing at all may be reported;
+//! - `stalls_at_least N` — the `nagle_delayed_ack` finding counts at least N stalled turns;
+//! - `rtt_ms X` — the configured path RTT; a reported `rtt_bound` must measure it within 25%.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn expectation_files() -> Vec<PathBuf> {
+    let dir = common::repo().join("testdata/captures");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("testdata/captures exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "expect"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn capture_for(expect: &Path) -> PathBuf {
+    for ext in ["pcap", "pcapng"] {
+        let p = expect.with_extension(ext);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{} has no capture next to it", expect.display());
+}
+
+fn findings(report: &Value) -> Vec<&Value> {
+    report["findings"].as_array().expect("findings").iter().collect()
+}
+
+fn describe(report: &Value) -> String {
+    findings(report)
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} — {}",
+                f["kind"].as_str().unwrap_or("?"),
+                f["direction"].as_str().unwrap_or("?"),
+                f["verdict"].as_str().unwrap_or("?")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n    ")
+}
+
+/// Checks one capture; returns the violated expectations.
+fn check(expect: &Path) -> Vec<String> {
+    let capture = capture_for(expect);
+    let (report, _) = common::analyze_json(&capture);
+    let text = std::fs::read_to_string(expect).expect("read .expect");
+    let name = capture.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let mut problems = Vec::new();
+    let all = findings(&report);
+    let find = |kind: &str| all.iter().copied().filter(move |f| f["kind"] == kind);
+    for (lineno, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = format!("{}:{}", expect.display(), lineno + 1);
+        match words.as_slice() {
+            ["must", kind, dir] => {
+                if !find(kind).any(|f| f["direction"] == *dir) {
+                    problems.push(format!("{name}: expected {kind} {dir} ({at})"));
+                }
+            }
+            ["must_not", kind] => {
+                if find(kind).next().is_some() {
+                    problems.push(format!("{name}: {kind} must not be reported ({at})"));
+                }
+            }
+            ["clean"] => {
+                if !all.is_empty() {
+                    problems.push(format!("{name}: expected no findings ({at})"));
+                }
+            }
+            ["stalls_at_least", n] => {
+                let n: u64 = n.parse().expect("stalls_at_least N");
+                let got = find("nagle_delayed_ack")
+                    .map(|f| f["evidence"]["counts"]["stalled_turns"].as_u64().unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
+                if got < n {
+                    problems.push(format!("{name}: {got} stalled turns, expected ≥ {n} ({at})"));
+                }
+            }
+            ["rtt_ms", x] => {
+                let want: f64 = x.parse().expect("rtt_ms X");
+                for f in find("rtt_bound") {
+                    let got = f["evidence"]["values"]["rtt_ms"].as_f64().unwrap_or(0.0);
+                    if (got - want).abs() > want * 0.25 {
+                        problems.push(format!("{name}: RTT {got} ms, expected ≈{want} ({at})"));
+                    }
+                }
+            }
+            _ => panic!("{at}: unknown directive `{line}`"),
+        }
+    }
+    if !problems.is_empty() {
+        problems.push(format!("  {name} reported:\n    {}", describe(&report)));
+    }
+    problems
+}
+
+#[test]
+fn every_capture_meets_its_expectations() {
+    let files = expectation_files();
+    assert!(!files.is_empty(), "no .expect files in testdata/captures");
+    let problems: Vec<String> = files.iter().flat_map(|f| check(f)).collect();
+    assert!(
+        problems.is_empty(),
+        "{} of {} captures disagree:\n{}",
+        problems.iter().filter(|p| !p.starts_with("  ")).count(),
+        files.len(),
+        problems.join("\n")
+    );
+}
+
+/// Each detector has at least one capture that must trigger it and one that must not.
+#[test]
+fn every_detector_has_a_positive_and_a_negative_capture() {
+    let kinds = [
+        "nagle_delayed_ack",
+        "fragmented_writes",
+        "rtt_bound",
+        "connection_churn",
+        "zero_window",
+        "retransmission_stall",
+    ];
+    let texts: Vec<String> = expectation_files()
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("read"))
+        .collect();
+    for kind in kinds {
+        let positive = texts.iter().any(|t| {
+            t.lines()
+                .any(|l| l.split('#').next().unwrap_or("").trim().starts_with(&format!("must {kind} ")))
+        });
+        let negative = texts.iter().any(|t| {
+            t.lines().any(|l| {
+                let l = l.split('#').next().unwrap_or("").trim();
+                l == format!("must_not {kind}") || l == "clean"
+            })
+        });
+        assert!(positive, "no capture must trigger {kind}");
+        assert!(negative, "no capture must stay clear of {kind}");
+    }
+}
