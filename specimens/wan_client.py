@@ -23,7 +23,10 @@ def read_response(sock, buf, deadline):
         i = buf.find(b"\r\n.\r\n")
         if i >= 0:
             return buf[:i + 5], buf[i + 5:]
-        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no complete response before the deadline")
+        sock.settimeout(left)
         data = sock.recv(65536)
         if not data:
             raise ConnectionError("server closed mid-response")
