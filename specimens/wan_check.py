@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""wan_check: sanity-check one WAN reference capture and write its .expect file.
+
+Called by wan-record.sh after each recording. The must/must_not lines below
+come from PHYSICS.md and from what the specimens are known to do; the numbers
+come from what the client measured. tshark is used only to verify that the
+recording shows what it was meant to show (a ≥200 ms wait before an RTO
+retransmission, a 1 s SYN retry, the ACK delays of the Nagle stall); when a
+check fails, no .expect is written and the exit status is 1.
+
+Usage: wan_check.py NAME --pcap F --client-log F --wanlink-log F --cmd TEXT
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+NEVER = ["must_not connection_churn", "must_not zero_window"]
+
+# name -> (side, rtt_ms, expectation lines, physics comment lines)
+SPECS = {
+    "wan15ms_nagle_perline": ("client", 30, [
+        "must nagle_delayed_ack server_to_client",
+        "must fragmented_writes server_to_client",
+        "must_not retransmission_stall",
+    ] + NEVER, [
+        "Per-line server (one send() per response line, Nagle on). Line 1 leaves at once;",
+        "lines 2..9 are held by Nagle (Minshall: a small segment is unacked) until the",
+        "client's delayed ACK for line 1 arrives; they then leave as ONE segment. So each",
+        "response shows as 2 small segments (33 + 234 bytes), not 9: the per-line writes are",
+        "visible as a split response, tinygrams with PSH, median payload far below the MSS.",
+        "rtt_bound: neither must nor must_not. The client is strictly sequential, so the",
+        "protocol IS round-trip bound (fixing Nagle still leaves N x RTT), but here each",
+        "exchange costs 2 RTT + ato, and the dominant, fixable cause is the Nagle stall.",
+    ]),
+    "wan15ms_nagle_perline_serverside": ("server", 30, [
+        "must nagle_delayed_ack server_to_client",
+        "must fragmented_writes server_to_client",
+        "must_not retransmission_stall",
+    ] + NEVER, [
+        "Same as wan15ms_nagle_perline, captured at the SERVER (the Nagle sender): the",
+        "client's pure ACK arrives RTT + ato after line 1, and the held lines follow it",
+        "within microseconds (PHYSICS sec. 3: data follows the ACK at once only at the sender).",
+        "rtt_bound: neither must nor must_not (see the client-side twin).",
+    ]),
+    "wan15ms_fixed": ("client", 30, [
+        "must rtt_bound client_to_server",
+        "must_not nagle_delayed_ack",
+        "must_not fragmented_writes",
+        "must_not retransmission_stall",
+    ] + NEVER, [
+        "Fixed server (whole response in one send(), Nagle still on): each response is one",
+        "segment that piggybacks the ACK of the request. No delayed ACK ever releases data.",
+        "Each exchange costs one RTT: round-trip bound (PHYSICS sec. 5), not a Nagle stall.",
+    ]),
+    "wan15ms_rtt_bound": ("client", 30, [
+        "must rtt_bound client_to_server",
+        "must_not nagle_delayed_ack",
+        "must_not fragmented_writes",
+        "must_not retransmission_stall",
+    ] + NEVER, [
+        "Chatty client: many sequential small commands (SET <i> -> 'OK <i>' + '.'), fixed",
+        "server. Strictly alternating turns, idle gaps = RTT, wall time ~ commands x RTT.",
+    ]),
+    "wan15ms_pipelined": ("client", 30, [
+        "clean",
+    ], [
+        "The same commands as wan15ms_rtt_bound, pipelined: all requests in one send(), all",
+        "responses written by the fixed server in one send() (one read batch). One request",
+        "turn, one response turn: the whole batch costs ~1 RTT after the handshake.",
+        "clean = no finding at all, in particular not rtt_bound (and no Nagle stall: nothing",
+        "small is ever written behind unacknowledged small data).",
+    ]),
+    "wan_rto_stall": ("server", 4, [
+        "must retransmission_stall server_to_client",
+        "must_not nagle_delayed_ack",
+        "must_not fragmented_writes",
+    ] + NEVER, [
+        "Bulk responder: each 2000-byte response is one sendall() = 1448 + 552 bytes.",
+        "wanlink dropped the 552-byte tail of response 4 AND its first retransmission (the",
+        "tail-loss probe, ~2*SRTT later), so only the retransmission timeout (>= 200 ms, the",
+        "Linux RTO floor) recovers it. Captured at the sender (server), so the original, the",
+        "lost probe and the RTO retransmission are all in the file. The client's delayed ACK",
+        "for the first segment is visible but releases nothing: not a Nagle stall.",
+        "rtt_bound: neither (only a few sequential exchanges on a 4 ms RTT; the time is the",
+        "RTO). The same applies to every loss capture here.",
+    ]),
+    "wan_tlp_only": ("server", 4, [
+        "must_not retransmission_stall",
+        "must_not nagle_delayed_ack",
+        "must_not fragmented_writes",
+    ] + NEVER, [
+        "As wan_rto_stall, but only the tail segment itself was dropped, once. Two segments",
+        "were in flight, so the probe timeout was 2*SRTT + 2 ms (rounded up to the 4 ms",
+        "ticks of this HZ=250 kernel) and the tail-loss probe recovered the tail within",
+        "~15 ms. There IS a retransmission in the file, but no stall:",
+        "nothing waited anywhere near the 200 ms RTO floor.",
+        "Note: had only ONE segment been outstanding (e.g. a 5000-byte response whose 3 full",
+        "segments were ACKed at once), Linux adds 200 ms to the probe timeout for a possible",
+        "delayed ACK, and even a single tail drop costs >= 200 ms (measured 210-217 ms).",
+        "rtt_bound: neither (see wan_rto_stall).",
+    ]),
+    "wan_syn_retry": ("client", 10, [
+        "must retransmission_stall client_to_server",
+        "must_not nagle_delayed_ack",
+        "must_not fragmented_writes",
+    ] + NEVER, [
+        "The client's first SYN was dropped; the kernel retried after its initial 1 s RTO.",
+        "The stalled segment is a SYN (no payload): the connect() took ~1 s. The exchanges",
+        "after it are fast (fixed server). rtt_bound: neither (only 3 exchanges).",
+    ]),
+}
+
+
+def fail(msg):
+    sys.stderr.write("wan_check: FAILED: %s\n" % msg)
+    sys.exit(1)
+
+
+def tshark_rows(pcap):
+    fields = ["frame.number", "frame.time_relative", "ip.src", "tcp.seq", "tcp.ack", "tcp.len",
+              "tcp.flags.syn", "tcp.flags.fin"]
+    cmd = ["tshark", "-r", pcap, "-o", "tcp.relative_sequence_numbers:TRUE", "-T", "fields"]
+    for f in fields:
+        cmd += ["-e", f]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         timeout=60, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        v = line.split("\t")
+        rows.append({"n": int(v[0]), "t": float(v[1]), "src": v[2], "seq": int(v[3]),
+                     "ack": int(v[4] or 0), "len": int(v[5]), "syn": v[6] in ("1", "True"),
+                     "fin": v[7] in ("1", "True")})
+    return rows
+
+
+def tshark_retransmissions(pcap):
+    out = subprocess.run(["tshark", "-r", pcap, "-o", "tcp.relative_sequence_numbers:TRUE",
+                          "-Y", "tcp.analysis.retransmission", "-T", "fields",
+                          "-e", "frame.number"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, timeout=60, check=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def link_type(pcap):
+    with open(pcap, "rb") as f:
+        hdr = f.read(24)
+    magic = hdr[:4]
+    order = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    import struct
+    return struct.unpack(order + "I", hdr[20:24])[0] & 0x0FFFFFFF
+
+
+def nagle_stalls(rows):
+    """Per exchange: (ACK delay after first data, data-after-ACK gap)."""
+    server = "198.18.0.1"
+    out = []
+    for i, r in enumerate(rows):
+        if r["src"] != server or r["len"] == 0:
+            continue
+        end = r["seq"] + r["len"]
+        # next packet from the client must be a pure ACK of exactly this data,
+        # and the next server packet after it must carry data
+        nxt = next((x for x in rows[i + 1:] if x["src"] != server), None)
+        if nxt is None or nxt["len"] != 0 or nxt["ack"] != end or nxt["fin"]:
+            continue
+        data = next((x for x in rows[i + 1:] if x["src"] == server and x["n"] > nxt["n"]), None)
+        if data is None or data["len"] == 0 or data["seq"] != end:
+            continue
+        # ... and the client must not have sent anything (a new request) in between:
+        # then the ACK is what released the held data
+        if any(x["src"] != server and x["len"] > 0 for x in rows if nxt["n"] < x["n"] < data["n"]):
+            continue
+        out.append((nxt["t"] - r["t"], data["t"] - nxt["t"]))
+    return out
+
+
+def ms(x):
+    return "%.1f" % (x * 1e3)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("name")
+    p.add_argument("--pcap", required=True)
+    p.add_argument("--client-log", required=True)
+    p.add_argument("--wanlink-log", required=True)
+    p.add_argument("--cmd", required=True, help="the wanlink command line, for the comment")
+    a = p.parse_args()
+    if a.name not in SPECS:
+        fail("unknown capture %s" % a.name)
+    side, rtt_ms, lines, physics = SPECS[a.name]
+    client = open(a.client_log).read()
+    wan = open(a.wanlink_log).read()
+    size = os.path.getsize(a.pcap)
+    lt = link_type(a.pcap)
+    if lt != 101 and lt != 12:
+        fail("link type %d, expected raw IP (101; libpcap may write 12)" % lt)
+    if size > 300 * 1024:
+        fail("capture is %d bytes (> 300 KB)" % size)
+    m = re.search(r"^summary .*$", client, re.M)
+    if not m:
+        fail("client printed no summary line")
+    summary = m.group(0)
+    lat = [float(x) for x in re.findall(r"^exchange \d+ ms ([0-9.]+)$", client, re.M)]
+    connected = re.search(r"^connected ms ([0-9.]+)$", client, re.M)
+    connected = float(connected.group(1)) if connected else None
+    kv = dict(x.split("=", 1) for x in summary.split()[1:])
+    stalled = int(kv.get("stalled", "0"))
+    rows = tshark_rows(a.pcap)
+    retrans = tshark_retransmissions(a.pcap)
+    syns = [r for r in rows if r["syn"] and r["src"] == "198.18.0.2"]
+    if len(syns) < 1 or len({r["src"] for r in rows}) != 2:
+        fail("expected one connection between 198.18.0.1 and 198.18.0.2")
+    facts = []
+
+    if "nagle" in a.name:
+        if stalled < 20 or len(lat) < 30 or kv.get("stall_ms") != "80":
+            fail("Nagle run: only %d of %d exchanges stalled" % (stalled, len(lat)))
+        st = nagle_stalls(rows)
+        if len(st) < 20:
+            fail("Nagle run: only %d ACK-releases-data patterns in the capture" % len(st))
+        ackd = sorted(x[0] for x in st)
+        gap = sorted(x[1] for x in st)
+        facts.append("tshark: %d exchanges show server data -> silence -> client pure ACK of "
+                     "exactly that data" % len(st))
+        facts.append("  -> the held data; first-data-to-ACK median %s ms (min %s, max %s), "
+                     "ACK-to-held-data median %s ms" % (ms(statistics.median(ackd)), ms(ackd[0]),
+                                                       ms(ackd[-1]), ms(statistics.median(gap))))
+        facts.append("  (stalled = exchange > 80 ms = 2 RTT + 20 ms: exchange 1 takes 2 RTT, the "
+                     "client still in quickack mode ACKs line 1 at once)")
+        if side == "client":
+            facts.append("  (at the client: the ACK delay is the client's ato; the held data "
+                         "arrives one RTT after the ACK leaves)")
+        else:
+            facts.append("  (at the server: RTT + client ato until the ACK arrives; the held "
+                         "data leaves right after it)")
+        stalls_at_least = stalled - max(2, stalled // 10)
+    elif a.name in ("wan15ms_fixed", "wan15ms_rtt_bound"):
+        if stalled != 0 or not lat or max(lat) > rtt_ms + 15:
+            fail("RTT-bound run should have every exchange ~1 RTT: %s" % summary)
+        if retrans:
+            fail("unexpected retransmissions %s" % retrans)
+        stalls_at_least = None
+    elif a.name == "wan15ms_pipelined":
+        total = float(kv["total_ms"])
+        if total > 3 * rtt_ms:
+            fail("pipelined batch took %.1f ms (> 3 RTT)" % total)
+        data_c2s = [r for r in rows if r["src"] == "198.18.0.2" and r["len"] > 0]
+        data_s2c = [r for r in rows if r["src"] == "198.18.0.1" and r["len"] > 0]
+        facts.append("tshark: %d client data segment(s), %d server data segment(s)"
+                     % (len(data_c2s), len(data_s2c)))
+        stalls_at_least = None
+    elif a.name in ("wan_rto_stall", "wan_tlp_only"):
+        if not retrans:
+            fail("no retransmission flagged by tshark")
+        waits = []
+        for n in retrans:
+            r = next(x for x in rows if x["n"] == n)
+            first = next(x for x in rows if x["src"] == r["src"] and x["seq"] == r["seq"]
+                         and x["len"] > 0)
+            prev = max((x for x in rows if x["n"] < n), key=lambda x: x["n"])
+            waits.append((n, r["t"] - first["t"], r["t"] - prev["t"]))
+            facts.append("tshark: frame %d tcp.analysis.retransmission seq=%d len=%d: %s ms after "
+                         "the first transmission (frame %d), %s ms of silence before it"
+                         % (n, r["seq"], r["len"], ms(r["t"] - first["t"]), first["n"],
+                            ms(r["t"] - prev["t"])))
+        longest = max(w[1] for w in waits)
+        if a.name == "wan_rto_stall":
+            if longest < 0.200 or max(w[2] for w in waits) < 0.150 or stalled < 1:
+                fail("no >= 200 ms wait before a retransmission")
+            stalls_at_least = 1
+        else:
+            if longest >= 0.100 or stalled != 0:
+                fail("TLP run waited %.1f ms" % (longest * 1e3))
+            stalls_at_least = None
+    elif a.name == "wan_syn_retry":
+        if len(syns) < 2 or syns[1]["t"] - syns[0]["t"] < 0.9 or (connected or 0) < 900:
+            fail("expected a SYN retry after ~1 s")
+        facts.append("tshark: SYN at %s ms, retried SYN at %s ms (+%s ms); the client's connect() "
+                     "took %.1f ms" % (ms(syns[0]["t"]), ms(syns[1]["t"]),
+                                       ms(syns[1]["t"] - syns[0]["t"]), connected))
+        stalls_at_least = None
+    else:
+        fail("no check for %s" % a.name)
+
+    drops = re.findall(r"^wanlink: (drop .*)$", wan, re.M)
+    acc = re.search(r"^wanlink: delay accuracy.*$", wan, re.M)
+    cc = re.search(r"tcp cc ([^,\s]+)", wan)
+    uname = os.uname()
+    out = []
+    out.append("# %s.pcap -- recorded by specimens/wan-record.sh with specimens/wanlink.py" % a.name)
+    out.append("# link: two network namespaces joined by TUN devices through a userspace "
+               "forwarder, %d ms RTT" % rtt_ms)
+    out.append("#   (%.1f ms one-way delay each way); server 198.18.0.1 (namespace A), "
+               "client 198.18.0.2 (B)" % (rtt_ms / 2))
+    out.append("# captured on tun0 at the %s side: LINKTYPE_RAW (101), tcpdump -s 256, "
+               "%d bytes" % (side.upper(), size))
+    out.append("# kernel %s, TCP congestion control %s, timestamps+SACK on" % (
+        uname.release, cc.group(1) if cc else "?"))
+    out.append("# command: %s" % a.cmd)
+    for d in drops:
+        out.append("# wanlink %s" % d)
+    if acc:
+        out.append("# %s" % acc.group(0).replace("wanlink: ", "wanlink "))
+    out.append("# client measured: %s" % summary)
+    if connected is not None:
+        out.append("#   connect() took %.1f ms" % connected)
+    if lat:
+        out.append("#   per-exchange ms: %s" % " ".join("%.1f" % x for x in lat))
+    for f in facts:
+        out.append("# " + f)
+    out.append("#")
+    for c in physics:
+        out.append("# " + c)
+    out.append("# connection_churn, zero_window: one connection, receive windows never near "
+               "full." if lines != ["clean"] else "#")
+    out.extend(lines)
+    if stalls_at_least is not None:
+        out.append("stalls_at_least %d" % stalls_at_least)
+    out.append("rtt_ms %d" % rtt_ms)
+    expect = os.path.splitext(a.pcap)[0] + ".expect"
+    with open(expect, "w") as f:
+        f.write("\n".join(out) + "\n")
+    print("wan_check: %s ok (%d bytes) -> %s" % (a.name, size, os.path.basename(expect)))
+
+
+if __name__ == "__main__":
+    main()
