@@ -167,6 +167,7 @@ impl PcapState {
             link: self.link,
             orig_len,
             interface: 0,
+            skipped: 0,
         }))
     }
 }

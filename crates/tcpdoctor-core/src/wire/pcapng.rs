@@ -12,6 +12,10 @@
 //! resolution, statistics, decryption secrets, custom) is skipped by its length without being
 //! buffered.
 //!
+//! Frame numbers follow Wireshark's `frame.number`: besides packets, Wireshark lists custom
+//! blocks, systemd journal entries and Sysdig events as frames, so those are counted (but not
+//! returned).
+//!
 //! Link types are per interface, so an interface tcpdoctor cannot decode is not an error:
 //! its frames come out as [`LinkType::Other`]. The two copies of a block's length must agree;
 //! that is the format's only integrity check and it catches most corruption early.
@@ -28,6 +32,16 @@ const IDB: u32 = 1;
 const PB: u32 = 2;
 const SPB: u32 = 3;
 const EPB: u32 = 6;
+
+/// Blocks that are not packets but that Wireshark (4.x) lists as frames: systemd journal
+/// entries, Sysdig events and custom blocks. They are skipped, but counted, so that frame
+/// numbers stay Wireshark's `frame.number`.
+fn numbered_by_wireshark(btype: u32) -> bool {
+    matches!(
+        btype,
+        0x0000_0009 | 0x204 | 0x208 | 0x216 | 0x217 | 0x221 | 0x222 | 0x0000_0bad | 0x4000_0bad
+    )
+}
 
 /// More interfaces than this in one section is taken as corruption (and bounds memory).
 const MAX_INTERFACES: usize = 1 << 16;
@@ -111,6 +125,8 @@ pub(super) struct NgState {
     interfaces: Vec<Interface>,
     /// Timestamp of the last packet, given to Simple Packet Blocks (which have none).
     last_ts: Timestamp,
+    /// Frame numbers taken by skipped blocks since the last packet.
+    skipped: u64,
 }
 
 fn malformed(what: &'static str, offset: u64, detail: String) -> CaptureError {
@@ -266,6 +282,9 @@ impl NgState {
             };
             if !matches!(btype, IDB | EPB | PB | SPB) {
                 self.skip_block(buf, btype, raw_len, offset)?;
+                if numbered_by_wireshark(btype) {
+                    self.skipped += 1;
+                }
                 continue;
             }
             let len = check_len(btype, raw_len, min, offset)?;
@@ -279,7 +298,10 @@ impl NgState {
                 _ => Some(self.packet(btype, block, offset)?),
             };
             match rec {
-                Some(rec) => return Ok(Some(rec)),
+                Some(mut rec) => {
+                    rec.skipped = std::mem::take(&mut self.skipped);
+                    return Ok(Some(rec));
+                }
                 None => buf.consume(len),
             }
         }
@@ -418,6 +440,7 @@ impl NgState {
             link: ifc.link,
             orig_len,
             interface: id,
+            skipped: 0,
         })
     }
 
@@ -438,6 +461,7 @@ impl NgState {
             link: ifc.link,
             orig_len,
             interface: 0,
+            skipped: 0,
         })
     }
 }

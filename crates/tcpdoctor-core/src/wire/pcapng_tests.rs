@@ -157,12 +157,13 @@ fn interfaces_with_different_links_and_skipped_blocks() {
     let bytes = ng.bytes();
     let rows = read_all(&bytes).expect("reads");
     let summary: Vec<_> = rows.iter().map(|r| (r.0, r.1, r.2, r.3)).collect();
+    // The custom blocks take frame numbers 1 and 3, as in Wireshark.
     assert_eq!(
         summary,
         vec![
-            (1, 7_000_000_000, LinkType::RawIp, 1),
-            (2, 8_000_000_000, LinkType::Ethernet, 0),
-            (3, 9_000, LinkType::Other(105), 2),
+            (2, 7_000_000_000, LinkType::RawIp, 1),
+            (4, 8_000_000_000, LinkType::Ethernet, 0),
+            (5, 9_000, LinkType::Other(105), 2),
         ]
     );
     let mut r = CaptureReader::new(&bytes[..]).expect("shb");

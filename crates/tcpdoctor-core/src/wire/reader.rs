@@ -125,6 +125,8 @@ pub(super) struct Record {
     pub link: LinkType,
     pub orig_len: u32,
     pub interface: u32,
+    /// Non-packet records Wireshark numbers as frames, skipped just before this one.
+    pub skipped: u64,
 }
 
 enum State {
@@ -195,7 +197,7 @@ impl<R: Read> CaptureReader<R> {
         let Some(rec) = rec else {
             return Ok(None);
         };
-        self.frames += 1;
+        self.frames += rec.skipped + 1;
         self.pending = rec.record_len;
         let bytes = self.buf.bytes();
         let end = (rec.data_start + rec.data_len).min(bytes.len());
@@ -217,7 +219,7 @@ impl<R: Read> CaptureReader<R> {
         self.buf.offset() + self.pending as u64
     }
 
-    /// Packet records handed out so far.
+    /// The number of the last frame handed out (Wireshark's `frame.number`).
     pub fn frames_read(&self) -> u64 {
         self.frames
     }
