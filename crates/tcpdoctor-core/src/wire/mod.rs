@@ -14,6 +14,8 @@ mod pcap;
 mod pcapng;
 mod reader;
 mod tcp;
+#[cfg(test)]
+mod testutil;
 
 use std::net::IpAddr;
 

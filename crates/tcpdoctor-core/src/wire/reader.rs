@@ -1,20 +1,186 @@
 //! The streaming reader: one pass, fixed buffer, pcap or pcapng detected from the magic.
+//!
+//! Captures can be many gigabytes, so nothing here holds more than one record at a time. Bytes
+//! are read into one buffer (1 MiB, grown only when a single record is larger, never beyond
+//! [`MAX_RECORD`]); each [`Frame`] borrows its bytes straight from that buffer, so reading a
+//! packet costs one header parse and no allocation. When the unread tail of the buffer is too
+//! short for the next record, it is moved to the front and the rest refilled.
+//!
+//! The format-specific parts live in `pcap.rs` and `pcapng.rs`; both work on [`Buf`] and hand
+//! back a [`Record`]: where the packet bytes sit in the buffer and what the header said.
 
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 
-use super::{CaptureError, CaptureFormat, Frame};
+use super::pcap::PcapState;
+use super::pcapng::NgState;
+use super::{CaptureError, CaptureFormat, Frame, LinkType};
+use crate::time::Timestamp;
+
+/// Initial buffer size.
+const INITIAL_BUF: usize = 1 << 20;
+
+/// The largest single record (pcap record or pcapng block) the reader accepts: 256 MiB.
+pub(super) const MAX_RECORD: usize = 256 << 20;
+
+/// A read buffer over a byte stream that tracks file offsets.
+pub(super) struct Buf<R> {
+    inner: R,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    pos: usize,
+    /// End of the valid bytes in `buf`.
+    end: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+}
+
+impl<R: Read> Buf<R> {
+    fn new(inner: R) -> Self {
+        Buf {
+            inner,
+            buf: vec![0; INITIAL_BUF],
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+        }
+    }
+
+    /// File offset of the first unconsumed byte.
+    pub(super) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// The unconsumed buffered bytes.
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.buf[self.pos..self.end]
+    }
+
+    /// Makes at least `n` bytes available (`n` ≤ [`MAX_RECORD`] + a little) unless the stream
+    /// ends first. Returns how many bytes are available, which is less than `n` only at EOF.
+    pub(super) fn fill(&mut self, n: usize) -> Result<usize, CaptureError> {
+        if self.end - self.pos >= n {
+            return Ok(self.end - self.pos);
+        }
+        if self.pos + n > self.buf.len() {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.pos = 0;
+            if n > self.buf.len() {
+                let want = n.checked_next_power_of_two().unwrap_or(n);
+                self.buf.resize(want.min(MAX_RECORD + 64).max(n), 0);
+            }
+        }
+        while self.end - self.pos < n && !self.eof {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(CaptureError::Io {
+                        offset: self.base + self.end as u64,
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(self.end - self.pos)
+    }
+
+    /// Marks `n` buffered bytes as read (`n` ≤ the available bytes).
+    pub(super) fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.end - self.pos);
+        self.pos = (self.pos + n).min(self.end);
+    }
+
+    /// Skips `n` bytes without buffering them all; returns how many were skipped (less than
+    /// `n` only at EOF). Used for blocks tcpdoctor does not read, however large they are.
+    pub(super) fn skip(&mut self, n: u64) -> Result<u64, CaptureError> {
+        let mut left = n;
+        while left > 0 {
+            let want = left.min(self.buf.len() as u64) as usize;
+            let got = self.fill(want)?.min(want);
+            if got == 0 {
+                break;
+            }
+            self.consume(got);
+            left -= got as u64;
+        }
+        Ok(n - left)
+    }
+}
+
+/// One packet record located by a format parser; its bytes are at `data_start..data_end` of
+/// the buffer's unconsumed bytes *before* `consume` is called for the record.
+pub(super) struct Record {
+    pub offset: u64,
+    /// Start of the packet bytes relative to the record start.
+    pub data_start: usize,
+    pub data_len: usize,
+    /// Total size of the record in the file (consumed after the frame is handed out).
+    pub record_len: usize,
+    pub ts: Timestamp,
+    pub link: LinkType,
+    pub orig_len: u32,
+    pub interface: u32,
+    /// Non-packet records Wireshark numbers as frames, skipped just before this one.
+    pub skipped: u64,
+}
+
+enum State {
+    Pcap(PcapState),
+    Pcapng(NgState),
+}
 
 /// Streams [`Frame`]s out of a pcap or pcapng byte stream.
 pub struct CaptureReader<R> {
-    inner: R,
+    buf: Buf<R>,
     format: CaptureFormat,
+    state: State,
+    frames: u64,
+    /// Bytes of the record handed out last, consumed on the next call.
+    pending: usize,
 }
 
 impl<R: Read> CaptureReader<R> {
     /// Reads the file header and detects the format.
+    ///
+    /// For pcap, a link type tcpdoctor cannot decode is refused here. For pcapng the first
+    /// section header is read; link types are per interface and checked per frame.
     pub fn new(inner: R) -> Result<Self, CaptureError> {
-        let _ = &inner;
-        Err(CaptureError::Empty)
+        let mut buf = Buf::new(inner);
+        let avail = buf.fill(4)?;
+        if avail == 0 {
+            return Err(CaptureError::Empty);
+        }
+        let magic: [u8; 4] = match buf.bytes().get(..4).and_then(|b| b.try_into().ok()) {
+            Some(m) => m,
+            None => {
+                return Err(CaptureError::NotACapture {
+                    magic: buf.bytes().to_vec(),
+                })
+            }
+        };
+        let (format, state) = if let Some(st) = PcapState::from_magic(magic) {
+            (CaptureFormat::Pcap, State::Pcap(st.read_header(&mut buf)?))
+        } else if NgState::is_magic(magic) {
+            let mut st = NgState::default();
+            st.read_first_section(&mut buf)?;
+            (CaptureFormat::Pcapng, State::Pcapng(st))
+        } else {
+            return Err(CaptureError::NotACapture {
+                magic: magic.to_vec(),
+            });
+        };
+        Ok(CaptureReader {
+            buf,
+            format,
+            state,
+            frames: 0,
+            pending: 0,
+        })
     }
 
     pub fn format(&self) -> CaptureFormat {
@@ -23,12 +189,110 @@ impl<R: Read> CaptureReader<R> {
 
     /// The next packet record, or `None` at a clean end of file.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
-        let _ = &mut self.inner;
-        Ok(None)
+        self.buf.consume(std::mem::take(&mut self.pending));
+        let rec = match &mut self.state {
+            State::Pcap(st) => st.next_record(&mut self.buf)?,
+            State::Pcapng(st) => st.next_record(&mut self.buf)?,
+        };
+        let Some(rec) = rec else {
+            return Ok(None);
+        };
+        self.frames += rec.skipped + 1;
+        self.pending = rec.record_len;
+        let bytes = self.buf.bytes();
+        let end = (rec.data_start + rec.data_len).min(bytes.len());
+        let data = bytes.get(rec.data_start..end).unwrap_or(&[]);
+        Ok(Some(Frame {
+            number: self.frames,
+            ts: rec.ts,
+            link: rec.link,
+            data,
+            orig_len: rec.orig_len,
+            interface: rec.interface,
+            offset: rec.offset,
+        }))
     }
 
-    /// Bytes consumed from the stream so far.
+    /// Bytes consumed from the stream so far: the file offset just past the last record
+    /// handed out (or the file header). Useful for progress reporting.
     pub fn bytes_read(&self) -> u64 {
-        0
+        self.buf.offset() + self.pending as u64
+    }
+
+    /// The number of the last frame handed out (Wireshark's `frame.number`).
+    pub fn frames_read(&self) -> u64 {
+        self.frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that returns at most `chunk` bytes per call and is sometimes interrupted.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        chunk: usize,
+        calls: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            self.calls += 1;
+            if self.calls == 3 || self.calls == 7 {
+                return Err(std::io::Error::new(ErrorKind::Interrupted, "again"));
+            }
+            let n = self.chunk.min(out.len()).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn buf_fill_consume_skip_track_offsets() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+        let mut b = Buf::new(Trickle {
+            data: &data,
+            chunk: 7,
+            calls: 0,
+        });
+        assert_eq!(b.fill(10).ok(), Some(14));
+        assert_eq!(&b.bytes()[..3], &[0, 1, 2]);
+        b.consume(10);
+        assert_eq!(b.offset(), 10);
+        assert_eq!(b.skip(3000).ok(), Some(3000));
+        assert_eq!(b.offset(), 3010);
+        assert!(b.fill(4).is_ok());
+        assert_eq!(b.bytes()[0], (3010 % 256) as u8);
+        assert_eq!(b.skip(10_000).ok(), Some(1990));
+        assert_eq!(b.fill(1).ok(), Some(0));
+    }
+
+    #[test]
+    fn buf_grows_for_a_large_record() {
+        let data = vec![9u8; INITIAL_BUF * 2 + 5];
+        let mut b = Buf::new(&data[..]);
+        b.fill(100).ok();
+        b.consume(50);
+        assert_eq!(b.fill(INITIAL_BUF + 10).ok(), Some(data.len() - 50));
+        assert_eq!(b.offset(), 50);
+    }
+
+    struct Failing;
+    impl Read for Failing {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("disk on fire"))
+        }
+    }
+
+    #[test]
+    fn io_errors_name_the_offset() {
+        let err = CaptureReader::new(Failing).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("read error at byte 0: disk on fire"),
+            "{err:?}"
+        );
     }
 }

@@ -1,21 +1,424 @@
 //! From a captured frame to a [`TcpSegment`].
+//!
+//! The frame is peeled layer by layer: the link header (`link.rs`) says where IP starts, the
+//! IP header (`ip.rs`) says where TCP starts and how long the segment is on the wire, and the
+//! TCP header gives ports, sequence numbers, flags, window and options.
+//!
+//! Only the 20-byte base TCP header has to be captured. The payload length is the IP
+//! segment length minus the TCP data offset — taken from headers, not from the captured
+//! bytes, so that snap-length-truncated captures give the same answers as full ones. Options
+//! are read only as far as the captured bytes reach; ones cut off are absent. A data offset
+//! below 5 words or beyond the IP segment length means the header is garbage: not TCP.
 
-use super::{LinkType, TcpSegment};
+use super::ip::{self, IpInfo};
+use super::link::{locate_ip, NoIp, L3};
+use super::{Endpoint, LinkType, TcpFlags, TcpOptions, TcpSegment};
 
 /// What one frame turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decoded {
     Tcp(TcpSegment),
-    /// IP but not TCP, or not IP at all (ARP, …), or a non-first IP fragment.
+    /// IP but not TCP, or not IP at all (ARP, …), or a non-first IP fragment, or headers that
+    /// contradict each other.
     NotTcp,
-    /// Too few captured bytes to read the IP and TCP headers up to the data offset.
+    /// Too few captured bytes to read the link, IP and base TCP headers.
     Truncated,
     /// The frame's link type is not one tcpdoctor decodes.
     UnsupportedLink,
 }
 
 /// Decodes the link, IP and TCP headers of one frame. Never panics.
+///
+/// `orig_len` is the frame's length on the wire (used when an IP length field is zero, as in
+/// TSO captures, and to clamp IP lengths the frame cannot hold).
 pub fn decode_tcp(link: LinkType, data: &[u8], orig_len: u32) -> Decoded {
-    let _ = (link, data, orig_len);
-    Decoded::NotTcp
+    let (off, l3) = match locate_ip(link, data) {
+        Ok(found) => found,
+        Err(NoIp::Truncated) => return Decoded::Truncated,
+        Err(NoIp::NotIp) => return Decoded::NotTcp,
+        Err(NoIp::Unsupported) => return Decoded::UnsupportedLink,
+    };
+    let wire_len = (orig_len as usize).max(data.len());
+    let version = match l3 {
+        L3::V4 => 4,
+        L3::V6 => 6,
+        L3::Either => match data.get(off) {
+            Some(b) => b >> 4,
+            None => return Decoded::Truncated,
+        },
+    };
+    let ip = match version {
+        4 => ip::ipv4(data, off, wire_len),
+        6 => ip::ipv6(data, off, wire_len),
+        _ => return Decoded::NotTcp,
+    };
+    match ip {
+        Ok(ip) => tcp(data, &ip),
+        Err(d) => d,
+    }
+}
+
+fn tcp(data: &[u8], ip: &IpInfo) -> Decoded {
+    let t = match data.get(ip.l4_off..) {
+        Some(t) if t.len() >= 20 => t,
+        _ => return Decoded::Truncated,
+    };
+    let be16 = |at: usize| u16::from_be_bytes([t[at], t[at + 1]]);
+    let be32 = |at: usize| u32::from_be_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]);
+    let hdr_len = u32::from(t[12] >> 4) * 4;
+    if hdr_len < 20 || hdr_len > ip.l4_len {
+        return Decoded::NotTcp;
+    }
+    let opts_end = (hdr_len as usize).min(t.len());
+    Decoded::Tcp(TcpSegment {
+        src: Endpoint {
+            ip: ip.src,
+            port: be16(0),
+        },
+        dst: Endpoint {
+            ip: ip.dst,
+            port: be16(2),
+        },
+        seq: be32(4),
+        ack: be32(8),
+        flags: TcpFlags(t[13]),
+        window: be16(14),
+        payload_len: ip.l4_len - hdr_len,
+        options: options(&t[20..opts_end]),
+    })
+}
+
+const OPT_EOL: u8 = 0;
+const OPT_NOP: u8 = 1;
+const OPT_MSS: u8 = 2;
+const OPT_WSCALE: u8 = 3;
+const OPT_SACK_PERM: u8 = 4;
+const OPT_SACK: u8 = 5;
+const OPT_TIMESTAMP: u8 = 8;
+
+/// Parses the options tcpdoctor uses; stops at the end-of-list option, at a malformed length
+/// or where the captured bytes end.
+fn options(mut o: &[u8]) -> TcpOptions {
+    let mut out = TcpOptions::default();
+    while let Some(&kind) = o.first() {
+        match kind {
+            OPT_EOL => break,
+            OPT_NOP => {
+                o = &o[1..];
+                continue;
+            }
+            _ => {}
+        }
+        let len = match o.get(1) {
+            Some(&l) if l >= 2 && usize::from(l) <= o.len() => usize::from(l),
+            _ => break,
+        };
+        let v = &o[2..len];
+        match (kind, v) {
+            (OPT_MSS, &[a, b]) => out.mss = Some(u16::from_be_bytes([a, b])),
+            (OPT_WSCALE, &[s]) => out.window_scale = Some(s),
+            (OPT_SACK_PERM, &[]) => out.sack_permitted = true,
+            (OPT_SACK, v) => out.sack_blocks = (v.len() / 8) as u8,
+            (OPT_TIMESTAMP, &[a, b, c, d, e, f, g, h]) => {
+                out.timestamp = Some((
+                    u32::from_be_bytes([a, b, c, d]),
+                    u32::from_be_bytes([e, f, g, h]),
+                ))
+            }
+            _ => {}
+        }
+        o = &o[len..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{eth, ipv4_pkt, ipv6_pkt, tcp_hdr, Tcp};
+    use super::*;
+
+    /// The payload length, or the non-TCP outcome.
+    type Want = Result<u32, Decoded>;
+
+    fn seg(opts: &[u8], payload: usize) -> Vec<u8> {
+        let mut v = tcp_hdr(&Tcp {
+            options: opts.to_vec(),
+            ..Tcp::default()
+        });
+        v.resize(v.len() + payload, 0x5a);
+        v
+    }
+
+    fn cat(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    /// The payload length, or the non-TCP outcome.
+    fn outcome(link: LinkType, data: &[u8], orig: usize) -> Want {
+        match decode_tcp(link, data, orig as u32) {
+            Decoded::Tcp(t) => Ok(t.payload_len),
+            other => Err(other),
+        }
+    }
+
+    #[test]
+    fn link_layers_table() {
+        let v4 = ipv4_pkt(6, 0, None, &[], &seg(&[], 100));
+        let v6 = ipv6_pkt(6, &[], &seg(&[], 100), None);
+        let sll =
+            |proto: u16, ip: &[u8]| cat(&[&[0, 0, 0, 1, 0, 6], &[0; 8], &proto.to_be_bytes(), ip]);
+        let sll2 = |proto: u16, ip: &[u8]| cat(&[&proto.to_be_bytes(), &[0; 18], ip]);
+        let af = |n: u32, big: bool, ip: &[u8]| {
+            let b = if big {
+                n.to_be_bytes()
+            } else {
+                n.to_le_bytes()
+            };
+            cat(&[&b, ip])
+        };
+        let arp = eth(0x0806, &[], &[0; 28]);
+        let cases: Vec<(&str, LinkType, Vec<u8>, Want)> = vec![
+            ("eth v4", LinkType::Ethernet, eth(0x0800, &[], &v4), Ok(100)),
+            ("eth v6", LinkType::Ethernet, eth(0x86dd, &[], &v6), Ok(100)),
+            (
+                "802.1Q",
+                LinkType::Ethernet,
+                eth(0x0800, &[0x8100], &v4),
+                Ok(100),
+            ),
+            (
+                "QinQ x3",
+                LinkType::Ethernet,
+                eth(0x86dd, &[0x88a8, 0x9100, 0x8100], &v6),
+                Ok(100),
+            ),
+            ("arp", LinkType::Ethernet, arp, Err(Decoded::NotTcp)),
+            (
+                "eth short",
+                LinkType::Ethernet,
+                vec![0; 13],
+                Err(Decoded::Truncated),
+            ),
+            (
+                "vlan short",
+                LinkType::Ethernet,
+                eth(0x0800, &[0x8100], &v4)[..17].to_vec(),
+                Err(Decoded::Truncated),
+            ),
+            ("sll v4", LinkType::LinuxSll, sll(0x0800, &v4), Ok(100)),
+            ("sll v6", LinkType::LinuxSll, sll(0x86dd, &v6), Ok(100)),
+            (
+                "sll vlan",
+                LinkType::LinuxSll,
+                sll(0x8100, &cat(&[&[0, 5, 0x08, 0x00], &v4])),
+                Ok(100),
+            ),
+            (
+                "sll short",
+                LinkType::LinuxSll,
+                vec![0; 15],
+                Err(Decoded::Truncated),
+            ),
+            ("sll2 v4", LinkType::LinuxSll2, sll2(0x0800, &v4), Ok(100)),
+            ("sll2 v6", LinkType::LinuxSll2, sll2(0x86dd, &v6), Ok(100)),
+            (
+                "sll2 arp",
+                LinkType::LinuxSll2,
+                sll2(0x0806, &[0; 28]),
+                Err(Decoded::NotTcp),
+            ),
+            ("raw v4", LinkType::RawIp, v4.clone(), Ok(100)),
+            ("raw v6", LinkType::RawIp, v6.clone(), Ok(100)),
+            (
+                "raw v5",
+                LinkType::RawIp,
+                vec![0x50; 40],
+                Err(Decoded::NotTcp),
+            ),
+            (
+                "raw empty",
+                LinkType::RawIp,
+                vec![],
+                Err(Decoded::Truncated),
+            ),
+            ("ipv4", LinkType::Ipv4, v4.clone(), Ok(100)),
+            (
+                "ipv4 link, v6 bytes",
+                LinkType::Ipv4,
+                v6.clone(),
+                Err(Decoded::NotTcp),
+            ),
+            ("ipv6", LinkType::Ipv6, v6.clone(), Ok(100)),
+            ("null le 2", LinkType::Null, af(2, false, &v4), Ok(100)),
+            ("null be 2", LinkType::Null, af(2, true, &v4), Ok(100)),
+            ("null le 10", LinkType::Null, af(10, false, &v6), Ok(100)),
+            ("null be 24", LinkType::Null, af(24, true, &v6), Ok(100)),
+            ("null le 28", LinkType::Null, af(28, false, &v6), Ok(100)),
+            ("null le 30", LinkType::Null, af(30, false, &v6), Ok(100)),
+            (
+                "null af 7",
+                LinkType::Null,
+                af(7, false, &v4),
+                Err(Decoded::NotTcp),
+            ),
+            (
+                "null short",
+                LinkType::Null,
+                vec![2, 0],
+                Err(Decoded::Truncated),
+            ),
+            ("loop 2", LinkType::Loop, af(2, true, &v4), Ok(100)),
+            ("loop 24", LinkType::Loop, af(24, true, &v6), Ok(100)),
+            (
+                "loop le",
+                LinkType::Loop,
+                af(2, false, &v4),
+                Err(Decoded::NotTcp),
+            ),
+            (
+                "other",
+                LinkType::Other(105),
+                v4.clone(),
+                Err(Decoded::UnsupportedLink),
+            ),
+        ];
+        for (name, link, bytes, want) in cases {
+            assert_eq!(outcome(link, &bytes, bytes.len()), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn payload_length_comes_from_headers() {
+        let full = eth(0x0800, &[], &ipv4_pkt(6, 0, None, &[], &seg(&[], 1448)));
+        let v6 = eth(0x86dd, &[], &ipv6_pkt(6, &[], &seg(&[], 1448), None));
+        let tso = eth(0x0800, &[], &ipv4_pkt(6, 0, Some(0), &[], &seg(&[], 100)));
+        let padded = cat(&[
+            &eth(0x0800, &[], &ipv4_pkt(6, 0, None, &[], &seg(&[], 0))),
+            &[0; 6],
+        ]);
+        let eth_ = LinkType::Ethernet;
+        // (name, captured bytes, wire length, expected)
+        let cases: Vec<(&str, &[u8], usize, Want)> = vec![
+            ("full", &full, full.len(), Ok(1448)),
+            ("snaplen 96", &full[..96], full.len(), Ok(1448)),
+            ("base header only", &full[..54], full.len(), Ok(1448)),
+            ("tcp cut", &full[..53], full.len(), Err(Decoded::Truncated)),
+            ("ip cut", &full[..30], full.len(), Err(Decoded::Truncated)),
+            ("v6 snaplen", &v6[..74], v6.len(), Ok(1448)),
+            ("v6 tcp cut", &v6[..73], v6.len(), Err(Decoded::Truncated)),
+            ("tso zero length", &tso, 14 + 20 + 20 + 64_000, Ok(64_000)),
+            ("tso snaplen", &tso[..60], 14 + 40 + 5000, Ok(5000)),
+            ("ethernet padding", &padded, padded.len(), Ok(0)),
+            ("orig shorter than ip", &full, 100, Ok(1448)),
+            ("orig shorter, cut", &full[..80], 100, Ok(46)),
+        ];
+        for (name, bytes, wire, want) in cases {
+            assert_eq!(outcome(eth_, bytes, wire), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn bad_data_offsets_are_not_tcp() {
+        for (doff, ip_total, want) in [
+            (4u8, None, Err(Decoded::NotTcp)),
+            (0, None, Err(Decoded::NotTcp)),
+            (15, None, Err(Decoded::NotTcp)),
+            (8, Some(20 + 31), Err(Decoded::NotTcp)),
+            (8, Some(20 + 32), Ok(0)),
+        ] {
+            let mut s = seg(&[], 0);
+            s[12] = doff << 4;
+            s.resize(56, 1);
+            let p = ipv4_pkt(6, 0, ip_total, &[], &s);
+            assert_eq!(outcome(LinkType::RawIp, &p, p.len()), want, "doff {doff}");
+        }
+    }
+
+    #[test]
+    fn fields_and_options() {
+        let syn_opts = [
+            2, 4, 0x05, 0xb4, // MSS 1460
+            4, 2, // SACK permitted
+            8, 10, 0, 0, 0, 7, 0, 0, 0, 9, // TS 7, 9
+            1, // NOP
+            3, 3, 7, // WS 7
+        ];
+        let t = Tcp {
+            sport: 40000,
+            dport: 443,
+            seq: 0xdead_beef,
+            ack: 17,
+            flags: TcpFlags::SYN | TcpFlags::ACK,
+            window: 65535,
+            options: syn_opts.to_vec(),
+        };
+        let p = ipv4_pkt(6, 0, None, &[], &tcp_hdr(&t));
+        let Decoded::Tcp(s) = decode_tcp(LinkType::RawIp, &p, p.len() as u32) else {
+            panic!("not tcp")
+        };
+        assert_eq!(s.src.to_string(), "10.0.0.1:40000");
+        assert_eq!(s.dst.to_string(), "10.0.0.2:443");
+        assert_eq!(
+            (s.seq, s.ack, s.window, s.payload_len),
+            (0xdead_beef, 17, 65535, 0)
+        );
+        assert_eq!(s.flags.to_string(), "S.");
+        let want = TcpOptions {
+            mss: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            sack_blocks: 0,
+            timestamp: Some((7, 9)),
+        };
+        assert_eq!(s.options, want);
+        // Options cut by the snap length: only the complete ones before the cut are read.
+        let Decoded::Tcp(s) = decode_tcp(LinkType::RawIp, &p[..20 + 20 + 10], p.len() as u32)
+        else {
+            panic!("not tcp")
+        };
+        let cut = TcpOptions {
+            mss: Some(1460),
+            sack_permitted: true,
+            ..TcpOptions::default()
+        };
+        assert_eq!(s.options, cut);
+    }
+
+    #[test]
+    fn options_table() {
+        let sack3 = cat(&[&[1, 1, 5, 26], &[0; 24]]);
+        let cases: Vec<(&[u8], TcpOptions)> = vec![
+            (&[], TcpOptions::default()),
+            (
+                &sack3,
+                TcpOptions {
+                    sack_blocks: 3,
+                    ..Default::default()
+                },
+            ),
+            (&[0, 2, 4, 5, 0xb4], TcpOptions::default()),
+            (&[2, 4, 5], TcpOptions::default()),
+            (&[2, 1, 2, 4, 5, 0xb4], TcpOptions::default()),
+            (&[2, 0, 2, 4], TcpOptions::default()),
+            (
+                &[99, 3, 0, 3, 3, 14],
+                TcpOptions {
+                    window_scale: Some(14),
+                    ..Default::default()
+                },
+            ),
+            (
+                &[2, 3, 5, 4, 2],
+                TcpOptions {
+                    sack_permitted: true,
+                    ..Default::default()
+                },
+            ),
+            (&[8, 6, 0, 0, 0, 1], TcpOptions::default()),
+            (&[1, 1, 1, 1], TcpOptions::default()),
+        ];
+        for (i, (bytes, want)) in cases.into_iter().enumerate() {
+            assert_eq!(options(bytes), want, "case {i}");
+        }
+    }
 }
