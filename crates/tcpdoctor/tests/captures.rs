@@ -5,7 +5,8 @@
 //! - `must KIND DIRECTION` — this finding must be reported in that direction;
 //! - `must_not KIND` — this kind must not be reported;
 //! - `clean` — nothing at all may be reported;
-//! - `stalls_at_least N` — the `nagle_delayed_ack` finding counts at least N stalled turns;
+//! - `stalls_at_least N` — a finding named by a `must` line counts at least N stalls (stalled
+//!   turns for `nagle_delayed_ack`, timeout stalls for `retransmission_stall`);
 //! - `rtt_ms X` — the configured path RTT; a reported `rtt_bound` must measure it within 25%.
 
 mod common;
@@ -62,7 +63,9 @@ fn check(expect: &Path) -> Vec<String> {
     let name = capture.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let mut problems = Vec::new();
     let all = findings(&report);
-    let find = |kind: &str| all.iter().copied().filter(move |f| f["kind"] == kind);
+    fn find<'a>(all: &'a [&'a Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        all.iter().copied().filter(move |f| f["kind"] == kind)
+    }
     for (lineno, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -72,12 +75,12 @@ fn check(expect: &Path) -> Vec<String> {
         let at = format!("{}:{}", expect.display(), lineno + 1);
         match words.as_slice() {
             ["must", kind, dir] => {
-                if !find(kind).any(|f| f["direction"] == *dir) {
+                if !find(&all, kind).any(|f| f["direction"] == *dir) {
                     problems.push(format!("{name}: expected {kind} {dir} ({at})"));
                 }
             }
             ["must_not", kind] => {
-                if find(kind).next().is_some() {
+                if find(&all, kind).next().is_some() {
                     problems.push(format!("{name}: {kind} must not be reported ({at})"));
                 }
             }
@@ -88,17 +91,28 @@ fn check(expect: &Path) -> Vec<String> {
             }
             ["stalls_at_least", n] => {
                 let n: u64 = n.parse().expect("stalls_at_least N");
-                let got = find("nagle_delayed_ack")
-                    .map(|f| f["evidence"]["counts"]["stalled_turns"].as_u64().unwrap_or(0))
+                let musts: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.split('#').next()?.trim().strip_prefix("must "))
+                    .filter_map(|rest| rest.split_whitespace().next())
+                    .collect();
+                let got = all
+                    .iter()
+                    .filter(|f| musts.iter().any(|k| f["kind"] == *k))
+                    .flat_map(|f| {
+                        let c = &f["evidence"]["counts"];
+                        [c["stalled_turns"].as_u64(), c["stalls"].as_u64()]
+                    })
+                    .flatten()
                     .max()
                     .unwrap_or(0);
                 if got < n {
-                    problems.push(format!("{name}: {got} stalled turns, expected ≥ {n} ({at})"));
+                    problems.push(format!("{name}: {got} stalls, expected ≥ {n} ({at})"));
                 }
             }
             ["rtt_ms", x] => {
                 let want: f64 = x.parse().expect("rtt_ms X");
-                for f in find("rtt_bound") {
+                for f in find(&all, "rtt_bound") {
                     let got = f["evidence"]["values"]["rtt_ms"].as_f64().unwrap_or(0.0);
                     if (got - want).abs() > want * 0.25 {
                         problems.push(format!("{name}: RTT {got} ms, expected ≈{want} ({at})"));
