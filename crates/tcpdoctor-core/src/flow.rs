@@ -128,6 +128,8 @@ pub struct SegmentEvent {
     pub has_ack: bool,
     /// The window this segment advertises, scaled when the scale is known.
     pub window: u64,
+    /// Both SYNs were seen, so `window` is exact (scaled or not, as negotiated).
+    pub window_exact: bool,
     /// Bytes of the peer's data this segment acknowledges for the first time.
     pub newly_acked: u32,
     /// After this segment, everything the peer has sent is acknowledged.
@@ -344,6 +346,7 @@ impl Flow {
             _ => None,
         };
         let window = u64::from(seg.window) << scale.unwrap_or(0);
+        let window_exact = self.half[d].isn.is_some() && self.half[p].isn.is_some();
 
         // ACK side: what this segment acknowledges of the peer's data.
         let mut newly_acked = 0u32;
@@ -509,6 +512,7 @@ impl Flow {
             psh: flags.psh(),
             has_ack: flags.ack(),
             window,
+            window_exact,
             newly_acked,
             acks_all_peer_data,
             dup_ack,

@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
+use crate::seq::SeqNum;
 use crate::time::Timestamp;
 
 /// Silences inside a turn shorter than this are not recorded as pauses.
@@ -28,6 +29,8 @@ pub const PAUSES_KEPT: usize = 8;
 pub struct DataRef {
     pub pkt: PacketRef,
     pub len: u32,
+    /// Sequence number just after this segment's payload.
+    pub end: SeqNum,
 }
 
 /// A pure ACK from the peer.
@@ -47,9 +50,9 @@ pub struct Pause {
     pub after: DataRef,
     /// The last pure ACK the peer sent during the silence, if any.
     pub ack: Option<AckRef>,
-    /// The peer advertised a zero window during the silence: flow control, not Nagle, held
-    /// the data.
-    pub zero_window: bool,
+    /// The peer's receive window was closed (zero, or too small for the data that followed)
+    /// when the silence began or during it: flow control, not Nagle, held the data.
+    pub window_limited: bool,
 }
 
 impl Pause {
@@ -143,6 +146,11 @@ pub struct TurnTracker {
     pending_ack: Option<AckRef>,
     /// That side advertised a zero window since the talker's last data.
     pending_zero_window: bool,
+    /// Right edge of the receive window each side advertised (indexed by the direction of the
+    /// data it limits), when the window is known exactly.
+    edge: [Option<SeqNum>; 2],
+    /// The edge that limited the talker when it sent its last data segment.
+    edge_at_last_data: Option<SeqNum>,
     /// The last finished client→server turn, waiting for its response.
     request: Option<Turn>,
     turns: u32,
@@ -153,6 +161,11 @@ pub struct TurnTracker {
 impl TurnTracker {
     pub fn on_segment(&mut self, ev: &SegmentEvent) -> TurnOutput {
         let mut out = TurnOutput::default();
+        if ev.has_ack && !ev.syn {
+            self.edge[ev.dir.reverse().index()] = ev
+                .window_exact
+                .then(|| ev.ack.plus(ev.window.min(u64::from(u32::MAX >> 1)) as u32));
+        }
         let carries_new_data = matches!(
             ev.kind,
             SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
@@ -183,6 +196,7 @@ impl TurnTracker {
         let this = DataRef {
             pkt: ev.pkt,
             len: ev.len,
+            end: ev.seq.plus(ev.len),
         };
         if let Some(prev) = self.last_data {
             if turn.segments > 0 && ev.pkt.ts.since(prev.pkt.ts) >= PAUSE_MIN {
@@ -191,7 +205,10 @@ impl TurnTracker {
                         before: prev,
                         after: this,
                         ack: self.pending_ack,
-                        zero_window: self.pending_zero_window,
+                        window_limited: self.pending_zero_window
+                            || self
+                                .edge_at_last_data
+                                .is_some_and(|edge| edge.diff(prev.end) < i64::from(ev.len)),
                     });
                 } else {
                     turn.pauses_dropped += 1;
@@ -206,6 +223,7 @@ impl TurnTracker {
             turn.sizes.push(ev.len);
         }
         self.last_data = Some(this);
+        self.edge_at_last_data = self.edge[ev.dir.index()];
         self.pending_ack = None;
         self.pending_zero_window = false;
         out
@@ -254,7 +272,6 @@ impl TurnTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seq::SeqNum;
 
     const C2S: Direction = Direction::ClientToServer;
     const S2C: Direction = Direction::ServerToClient;
@@ -280,6 +297,7 @@ mod tests {
             psh: len > 0,
             has_ack: true,
             window: 65535,
+            window_exact: false,
             newly_acked: 0,
             acks_all_peer_data: covers_all,
             dup_ack: false,

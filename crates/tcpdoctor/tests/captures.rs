@@ -2,8 +2,8 @@
 //!
 //! The expectations were written from what each specimen did and from the physics, not from
 //! tcpdoctor's output. Format, one directive per line (`#` starts a comment):
-//! - `must KIND DIRECTION` — this finding must be reported in that direction;
-//! - `must_not KIND` — this kind must not be reported;
+//! - `must KIND [DIRECTION]` — this finding must be reported (in that direction);
+//! - `must_not KIND [DIRECTION]` — this kind must not be reported (in that direction);
 //! - `clean` — nothing at all may be reported;
 //! - `stalls_at_least N` — a finding named by a `must` line counts at least N stalls (stalled
 //!   turns for `nagle_delayed_ack`, timeout stalls for `retransmission_stall`);
@@ -79,9 +79,19 @@ fn check(expect: &Path) -> Vec<String> {
                     problems.push(format!("{name}: expected {kind} {dir} ({at})"));
                 }
             }
+            ["must", kind] => {
+                if find(&all, kind).next().is_none() {
+                    problems.push(format!("{name}: expected {kind} ({at})"));
+                }
+            }
             ["must_not", kind] => {
                 if find(&all, kind).next().is_some() {
                     problems.push(format!("{name}: {kind} must not be reported ({at})"));
+                }
+            }
+            ["must_not", kind, dir] => {
+                if find(&all, kind).any(|f| f["direction"] == *dir) {
+                    problems.push(format!("{name}: {kind} {dir} must not be reported ({at})"));
                 }
             }
             ["clean"] => {
@@ -160,7 +170,10 @@ fn every_detector_has_a_positive_and_a_negative_capture() {
     for kind in kinds {
         let positive = texts.iter().any(|t| {
             t.lines()
-                .any(|l| l.split('#').next().unwrap_or("").trim().starts_with(&format!("must {kind} ")))
+                .any(|l| {
+                    let l = l.split('#').next().unwrap_or("").trim();
+                    l == format!("must {kind}") || l.starts_with(&format!("must {kind} "))
+                })
         });
         let negative = texts.iter().any(|t| {
             t.lines().any(|l| {

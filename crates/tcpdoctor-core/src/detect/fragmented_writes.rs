@@ -137,7 +137,7 @@ fn finding(
     let size_dist = st.sizes.distribution();
     let mut verdict = format!(
         "The {sender} writes {what} in pieces: {} {what} left as several small segments \
-         (median {} segments of {} bytes) — one syscall and one packet per piece",
+         (median {} segments each, median segment {} bytes) — one syscall and one packet per piece",
         st.fragmented, seg_dist.p50, size_dist.p50
     );
     if st.held_by_nagle > 0 {

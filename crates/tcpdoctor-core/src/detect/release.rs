@@ -90,7 +90,7 @@ impl NagleRelease {
 /// Applies the rule above to one pause of a turn sent in `dir`.
 pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let ack = pause.ack?;
-    if !ack.covers_all || pause.zero_window || pause.before.len >= flow.mss(dir) {
+    if !ack.covers_all || pause.window_limited || pause.before.len >= flow.mss(dir) {
         return None;
     }
     let to_receiver = flow.rtt_towards_receiver(dir).unwrap_or_default();

@@ -30,12 +30,13 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     let _ = writeln!(out, "{}", c.file);
     let _ = writeln!(
         out,
-        "  {}, {}; {} frames, {} TCP segments, {} flows, {} exchanges over {}",
+        "  {}, {}; {} frames, {} TCP segments, {} flow{}, {} exchanges over {}",
         c.format,
         c.link_types.join(" + "),
         c.frames,
         c.tcp_segments,
         c.flows,
+        if c.flows == 1 { "" } else { "s" },
         c.exchanges,
         crate::units::fmt_duration(std::time::Duration::from_secs_f64(c.duration_ms / 1e3))
     );
