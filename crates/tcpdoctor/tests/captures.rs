@@ -37,7 +37,11 @@ fn capture_for(expect: &Path) -> PathBuf {
 }
 
 fn findings(report: &Value) -> Vec<&Value> {
-    report["findings"].as_array().expect("findings").iter().collect()
+    report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .collect()
 }
 
 fn describe(report: &Value) -> String {
@@ -60,7 +64,10 @@ fn check(expect: &Path) -> Vec<String> {
     let capture = capture_for(expect);
     let (report, _) = common::analyze_json(&capture);
     let text = std::fs::read_to_string(expect).expect("read .expect");
-    let name = capture.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = capture
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     let mut problems = Vec::new();
     let all = findings(&report);
     fn find<'a>(all: &'a [&'a Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
@@ -169,11 +176,10 @@ fn every_detector_has_a_positive_and_a_negative_capture() {
         .collect();
     for kind in kinds {
         let positive = texts.iter().any(|t| {
-            t.lines()
-                .any(|l| {
-                    let l = l.split('#').next().unwrap_or("").trim();
-                    l == format!("must {kind}") || l.starts_with(&format!("must {kind} "))
-                })
+            t.lines().any(|l| {
+                let l = l.split('#').next().unwrap_or("").trim();
+                l == format!("must {kind}") || l.starts_with(&format!("must {kind} "))
+            })
         });
         let negative = texts.iter().any(|t| {
             t.lines().any(|l| {

@@ -46,7 +46,11 @@ fn malformed_corpus_never_panics_and_always_exits_2() {
         let e = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{}: {e}", path.display());
         assert!(!e.contains("panicked"), "{}: {e}", path.display());
-        let name = path.file_name().expect("name").to_string_lossy().to_string();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
         assert!(e.contains(&name), "error must name the file: {e}");
     }
     assert!(n >= 5, "malformed corpus has {n} files");
@@ -57,7 +61,10 @@ fn unknown_fail_on_kind_is_a_usage_error() {
     let out = common::tcpdoctor(&["analyze", "--fail-on", "nagle", &a_stall_capture()]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
-    assert!(e.contains("nagle_delayed_ack"), "lists the valid kinds: {e}");
+    assert!(
+        e.contains("nagle_delayed_ack"),
+        "lists the valid kinds: {e}"
+    );
 }
 
 #[test]
@@ -70,7 +77,11 @@ fn fail_on_sets_exit_1_only_for_the_kinds_named() {
     let out = common::tcpdoctor(&["analyze", "--fail-on", "any", &cap]);
     assert_eq!(out.status.code(), Some(1));
     let out = common::tcpdoctor(&["analyze", &cap]);
-    assert_eq!(out.status.code(), Some(0), "without --fail-on, findings exit 0");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "without --fail-on, findings exit 0"
+    );
 }
 
 #[test]
@@ -126,5 +137,8 @@ fn closed_pipe_is_not_an_error() {
         .read_to_string(&mut err)
         .expect("stderr");
     assert!(!err.contains("panicked"), "{err}");
-    assert!(status.code() == Some(0) || status.code() == Some(1), "{status:?} {err}");
+    assert!(
+        status.code() == Some(0) || status.code() == Some(1),
+        "{status:?} {err}"
+    );
 }

@@ -19,7 +19,12 @@ pub fn tcpdoctor(args: &[&str]) -> Output {
 
 /// Runs `analyze --format json` and returns the report, validated against the schema.
 pub fn analyze_json(file: &Path) -> (serde_json::Value, i32) {
-    let out = tcpdoctor(&["analyze", "--format", "json", file.to_str().expect("utf-8 path")]);
+    let out = tcpdoctor(&[
+        "analyze",
+        "--format",
+        "json",
+        file.to_str().expect("utf-8 path"),
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() == Some(0),
