@@ -100,7 +100,7 @@ mod tests {
             let mut d = Delay::new(Duration::from_millis(10), Duration::from_millis(8), seed);
             let mut dues = Vec::new();
             for i in 0..500u64 {
-                d.push(vec![i as u8], us(i * 100));
+                d.push(vec![i as u8], us(i * 20_000));
             }
             let mut now = us(0);
             let mut order = Vec::new();
@@ -123,7 +123,7 @@ mod tests {
         // bounded, so every chunk stays within delay ± jitter.
         let mut spread = std::collections::BTreeSet::new();
         for (i, due) in dues.iter().enumerate() {
-            let waited = due.since(us(i as u64 * 100));
+            let waited = due.since(us(i as u64 * 20_000));
             assert!(
                 waited <= Duration::from_millis(18),
                 "chunk {i} waited {waited:?}"
