@@ -11,13 +11,14 @@
 //!    single one is real (a POST whose body waited 40 ms). Critical when ≥ [`CRITICAL_SHARE`]
 //!    of the turns stalled and the stalls cost ≥ [`CRITICAL_LOST`] in total.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{
     nagle_release, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
     PerGroup, Timer,
 };
-use crate::flow::Direction;
+use crate::flow::{Direction, PacketRef};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::Histogram;
 use crate::turns::Turn;
@@ -37,13 +38,32 @@ struct State {
     lost: Duration,
     timers: [u64; 4],
     flows: u64,
-    example: Option<(FlowRef, Turn, NagleRelease)>,
+    example: Option<Example>,
+}
+
+#[derive(Clone)]
+struct Example {
+    flow: FlowRef,
+    turn: Turn,
+    release: NagleRelease,
+    /// The other side's turn just before (the request, for a stalled response).
+    before: Option<PrevTurn>,
+}
+
+#[derive(Clone, Copy)]
+struct PrevTurn {
+    first: PacketRef,
+    last: PacketRef,
+    bytes: u64,
+    segments: u32,
 }
 
 #[derive(Default)]
 pub struct NagleDelayedAck {
     state: PerGroup<State>,
     marks: FlowMarks,
+    /// The last turn of each open flow, for the example timeline.
+    last_turn: HashMap<u64, PrevTurn>,
 }
 
 impl Detector for NagleDelayedAck {
@@ -52,6 +72,15 @@ impl Detector for NagleDelayedAck {
     }
 
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
+        let prev = self.last_turn.insert(
+            flow.flow.id,
+            PrevTurn {
+                first: turn.first,
+                last: turn.last,
+                bytes: turn.bytes,
+                segments: turn.segments,
+            },
+        );
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
         let mut stalled = false;
@@ -66,7 +95,12 @@ impl Detector for NagleDelayedAck {
             st.lost += r.stall();
             st.timers[r.timer as usize] += 1;
             if st.example.is_none() {
-                st.example = Some((flow.flow_ref(), turn.clone(), r));
+                st.example = Some(Example {
+                    flow: flow.flow_ref(),
+                    turn: turn.clone(),
+                    release: r,
+                    before: prev.filter(|_| turn.dir == Direction::ServerToClient),
+                });
             }
         }
         if stalled {
@@ -79,6 +113,7 @@ impl Detector for NagleDelayedAck {
 
     fn on_flow_end(&mut self, flow: &FlowView) {
         self.marks.forget(flow.flow.id);
+        self.last_turn.remove(&flow.flow.id);
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -87,24 +122,23 @@ impl Detector for NagleDelayedAck {
             if st.stalls < MIN_STALLS {
                 continue;
             }
-            let Some((flow_ref, turn, example)) = st.example.clone() else {
+            let Some(example) = st.example.clone() else {
                 continue;
             };
-            out.push(finding(group, dir, &st, flow_ref, &turn, &example, groups));
+            out.push(finding(group, dir, &st, example, groups));
         }
         out
     }
 }
 
-fn finding(
-    group: usize,
-    dir: Direction,
-    st: &State,
-    example_flow: FlowRef,
-    turn: &Turn,
-    ex: &NagleRelease,
-    groups: &Groups,
-) -> Finding {
+fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &Groups) -> Finding {
+    let Example {
+        flow: example_flow,
+        turn,
+        release,
+        before,
+    } = example;
+    let ex = &release;
     let share = st.stalled_turns as f64 / st.turns.max(1) as f64;
     let severity = if share >= CRITICAL_SHARE && st.lost >= CRITICAL_LOST {
         Severity::Critical
@@ -162,11 +196,24 @@ fn finding(
     let p = ex.pause;
     let ack = p.ack.map(|a| a.pkt).unwrap_or(p.after.pkt);
     ev.frames = vec![p.before.pkt.frame, ack.frame, p.after.pkt.frame];
-    let origin = turn.first.ts;
+    let origin = before.map_or(turn.first.ts, |b| b.first.ts);
+    if let Some(b) = before {
+        ev.timeline.push(TimelineEntry {
+            frame: b.first.frame,
+            t_ms: 0.0,
+            direction: dir.reverse(),
+            what: format!("request: {} bytes in {} segment(s)", b.bytes, b.segments),
+            note: if b.last.frame != b.first.frame {
+                format!("through frame {}", b.last.frame)
+            } else {
+                String::new()
+            },
+        });
+    }
     if turn.first.frame != p.before.pkt.frame {
         ev.timeline.push(TimelineEntry {
             frame: turn.first.frame,
-            t_ms: 0.0,
+            t_ms: rel_ms(turn.first.ts, origin),
             direction: dir,
             what: format!("first {whose} segment ({} bytes)", turn.sizes[0]),
             note: String::new(),
