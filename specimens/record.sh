@@ -26,7 +26,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
-OUT=$ROOT/testdata/captures
+OUT=${RECORD_OUT:-$ROOT/testdata/captures} # RECORD_OUT=/tmp/x: record elsewhere, e.g. to compare
 BIN=$HERE/bin
 PY=${PYTHON:-python3}
 LIMIT=60 # seconds any single process may run
