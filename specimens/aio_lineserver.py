@@ -16,9 +16,8 @@ Prints `PORT <n>` when listening; exits after --max-conns connections have close
 import argparse
 import asyncio
 import socket
-import sys
 
-from latency import announce_port
+from latency import announce_port, note
 
 
 class PerLine(asyncio.Protocol):
@@ -31,7 +30,7 @@ class PerLine(asyncio.Protocol):
         self.transport = transport
         sock = transport.get_extra_info("socket")
         nodelay = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-        print(f"aio_lineserver: accepted, TCP_NODELAY={nodelay} (set by asyncio)", file=sys.stderr)
+        note(f"aio_lineserver: accepted, TCP_NODELAY={nodelay} (set by asyncio)")
         self.server.touch()
 
     def data_received(self, data):
@@ -83,8 +82,7 @@ async def run(args):
         pass
     srv.close()
     await srv.wait_closed()
-    print(f"aio_lineserver served {state.requests} requests on {state.closed} connections",
-          file=sys.stderr)
+    note(f"aio_lineserver served {state.requests} requests on {state.closed} connections")
 
 
 def main():

@@ -15,6 +15,13 @@ import sys
 STALL_MS = 30.0
 
 
+def note(msg):
+    """One line to stderr in a single write, so it cannot interleave with a client's output
+    in a shared log."""
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
 def announce_port(sock):
     """Print the readiness line for a listening socket."""
     print(f"PORT {sock.getsockname()[1]}", flush=True)

@@ -11,7 +11,9 @@ Modes (the pathology each shows, and how its fixed twin differs):
                    client, waiting for the rest of the reply, delays that ACK by ~40 ms (Linux
                    ato). Shows nagle_delayed_ack + fragmented_writes, server_to_client.
   fixed (--fixed)  The fixed twin: the whole response is built in user space and sent with one
-                   sendall(). Same bytes, one segment, no stall.
+                   sendall(). Same bytes, one segment, no stall. Requests that arrive together
+                   (a pipelining client) get all their responses in that one sendall(), the way
+                   an event-loop server flushes its output buffer once per read.
   think            A slow server that is NOT a Nagle stall: sleeps --think-ms (40 ms) and then
                    answers in ONE send. Latency looks like a stall, the packets do not: no data
                    is held, the 40 ms gap sits between the request and the whole reply.
@@ -25,10 +27,9 @@ seconds without a new connection or request, or at --deadline seconds, whichever
 
 import argparse
 import socket
-import sys
 import time
 
-from latency import announce_port
+from latency import announce_port, note
 
 MODES = ("perline", "fixed", "think", "perline-nodelay")
 
@@ -53,6 +54,7 @@ def serve_connection(conn, args, deadline):
         if not data:
             break
         buf += data
+        out = []  # --fixed: everything owed for this read, sent once
         while b"\r\n" in buf:
             line, buf = buf.split(b"\r\n", 1)
             parts = line.split()
@@ -61,11 +63,14 @@ def serve_connection(conn, args, deadline):
             if args.mode in ("perline", "perline-nodelay"):
                 for piece in lines:
                     conn.sendall(piece)
-            else:
-                if args.mode == "think":
-                    time.sleep(args.think_ms / 1000.0)
+            elif args.mode == "think":
+                time.sleep(args.think_ms / 1000.0)
                 conn.sendall(b"".join(lines))
+            else:
+                out.extend(lines)
             served += 1
+        if out:
+            conn.sendall(b"".join(out))
     return served
 
 
@@ -100,8 +105,7 @@ def main():
         with conn:
             requests += serve_connection(conn, args, deadline)
         conns += 1
-    print(f"lineserver mode={args.mode} served {requests} requests on {conns} connections",
-          file=sys.stderr)
+    note(f"lineserver mode={args.mode} served {requests} requests on {conns} connections")
 
 
 if __name__ == "__main__":

@@ -24,10 +24,9 @@ finished, after --idle-timeout seconds without traffic, or at --deadline.
 import argparse
 import selectors
 import socket
-import sys
 import time
 
-from latency import announce_port
+from latency import announce_port, note
 
 
 def main():
@@ -91,8 +90,7 @@ def main():
                 sock.close()
                 peer.close()
                 finished += 1
-    print(f"nagle_forwarder nagle={args.nagle} forwarded {chunks} chunks for {finished} connections",
-          file=sys.stderr)
+    note(f"nagle_forwarder nagle={args.nagle} forwarded {chunks} chunks for {finished} connections")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # srv_port, fwd_port, ... are set by spawn/wait_port via printf -v
 # record.sh: record the specimen scenarios into testdata/captures/<name>.pcap.
 #
 #   sudo specimens/record.sh              record every scenario
@@ -16,11 +17,16 @@
 # tail when tcpdump stopped. Otherwise it is recorded again (at most 3 attempts).
 #
 # All traffic is to 127.0.0.1. Every process runs under `timeout`, every server exits by itself.
+#
+# Path scenarios (*_30ms, retransmission_*) also need iptables-legacy: they add rules to the raw
+# table's PREROUTING chain matching only the scenario's own server port (a delay queue served
+# by nfq_delay, or a DROP of every Nth segment) and delete them when the scenario ends, however
+# it ends. nfq_delay needs libnetfilter-queue-dev to build.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
-OUT=$ROOT/testdata/captures
+OUT=${RECORD_OUT:-$ROOT/testdata/captures} # RECORD_OUT=/tmp/x: record elsewhere, e.g. to compare
 BIN=$HERE/bin
 PY=${PYTHON:-python3}
 LIMIT=60 # seconds any single process may run
@@ -33,6 +39,9 @@ SCENARIOS=(
   churn_conn_per_request churn_fixed_keepalive
   zero_window_slow_reader bulk_fast_reader
   healthy_redis_benchmark healthy_redis_pipelined
+  rtt_bound_sequential_30ms rtt_bound_pipelined_30ms
+  nagle_perline_server_wan30ms nagle_wwr_client_wan30ms
+  retransmission_rto_reply_loss retransmission_fast_recovery_bulk
 )
 
 die() { echo "record.sh: $*" >&2; exit 2; }
@@ -40,6 +49,7 @@ die() { echo "record.sh: $*" >&2; exit 2; }
 # --- process plumbing ---------------------------------------------------------------------
 
 PIDS=()  # everything started by the current scenario
+RULES=() # iptables rules (raw PREROUTING) added by the current scenario
 LOG=/dev/null
 
 # spawn VAR cmd...: run cmd in the background with its stdout on a new fd (stored in VAR_fd)
@@ -75,10 +85,51 @@ run_client() {
   timeout "$LIMIT" "$@" 2>&1 | tr "\r" "\n" >>"$LOG" || die "client failed: $* (see $LOG)"
 }
 
-# Runs when a scenario's subshell exits: ends whatever it started that is still running.
+# Runs when a scenario's subshell exits: removes its iptables rules, ends whatever it
+# started that is still running.
 cleanup() {
-  local p
+  local p r
+  for r in "${RULES[@]}"; do
+    # shellcheck disable=SC2086 # a rule is stored as one string of words
+    iptables-legacy -t raw -D PREROUTING $r 2>/dev/null || true
+  done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+
+# --- path impairments (iptables raw PREROUTING on lo, i.e. after tcpdump has seen the packet) -
+
+add_rule() {
+  command -v iptables-legacy >/dev/null || die "needs iptables-legacy (Debian: apt-get install iptables)"
+  iptables-legacy -t raw -A PREROUTING "$@" || die "iptables-legacy refused: $*"
+  RULES+=("$*")
+}
+
+remove_rules() {
+  local r
+  for r in "${RULES[@]}"; do
+    # shellcheck disable=SC2086
+    iptables-legacy -t raw -D PREROUTING $r
+  done
+  RULES=()
+}
+
+# path_delay PORT MS: every packet from PORT reaches its receiver MS later (RTT + MS).
+# The capture is then the one taken at the server's end of such a path.
+path_delay() {
+  [[ -x $BIN/nfq_delay ]] || die "needs specimens/bin/nfq_delay (libnetfilter-queue-dev to build it)"
+  # Real-time priority, so that other load on the machine does not stretch the delay (netem
+  # would run in the kernel); the endpoints keep ordinary priority.
+  spawn nfq chrt -f 10 "$BIN/nfq_delay" --queue "$1" --delay-ms "$2" --deadline "$LIMIT"
+  local line
+  if ! read -r -t 10 line <&"$nfq_fd" || [[ $line != READY ]]; then die "nfq_delay did not start"; fi
+  add_rule -i lo -p tcp --sport "$1" -j NFQUEUE --queue-num "$1" --queue-bypass
+}
+
+# path_delay_end: let nfq_delay drain (it exits once idle for two delays), drop the rule.
+path_delay_end() {
+  kill -TERM "$nfq_pid"
+  wait_exit nfq
+  remove_rules
 }
 
 # --- capture ------------------------------------------------------------------------------
@@ -113,12 +164,12 @@ capture_start_dumpcap() {
 
 # capture_stop: SIGINT, wait, and fail if the kernel dropped packets.
 capture_stop() {
-  local line stats="" i
+  local line stats=""
   if [[ $cap_tool == dumpcap ]]; then
     # dumpcap has no immediate mode: the last packets wait in the kernel's ring block until
     # its timeout (250 ms) retires it. dumpcap prints "\rPackets: N" whenever it has read
     # more; stop once it has been silent for a second.
-    for i in {1..60}; do read -r -t 1 -d $'\r' line <&"$cap_fd" || break; done
+    for _ in {1..60}; do read -r -t 1 -d $'\r' line <&"$cap_fd" || break; done
   fi
   kill -INT "$cap_pid"
   while read -r -t 10 line <&"$cap_fd"; do
@@ -260,6 +311,63 @@ redis_scenario() { # file redis-benchmark-options...
 sc_healthy_redis_benchmark() { redis_scenario "$1" -n 300; }
 sc_healthy_redis_pipelined() { redis_scenario "$1" -n 1200 -P 8; }
 
+# Over a 30 ms path (server->client packets delayed 30 ms; captured at the server's end).
+wan_line_scenario() { # file server-mode client-options...
+  local file=$1 mode=$2; shift 2
+  spawn srv "$PY" "$HERE/lineserver.py" --mode "$mode" --max-conns 1
+  wait_port srv
+  path_delay "$srv_port" 30
+  capture_start "$file" "tcp port $srv_port" -i lo -s 256
+  run_client "$PY" "$HERE/lineclient.py" --port "$srv_port" "$@"
+  wait_exit srv
+  path_delay_end
+  capture_stop
+}
+
+sc_rtt_bound_sequential_30ms()    { wan_line_scenario "$1" fixed --count 30; }
+sc_rtt_bound_pipelined_30ms()     { wan_line_scenario "$1" fixed --count 30 --pipeline 30; }
+sc_nagle_perline_server_wan30ms() { wan_line_scenario "$1" perline --count 30; }
+
+sc_nagle_wwr_client_wan30ms() {
+  spawn srv "$PY" "$HERE/wwr_server.py" --max-conns 1
+  wait_port srv
+  path_delay "$srv_port" 30
+  capture_start "$1" "tcp port $srv_port" -i lo -s 256
+  run_client "$BIN/wwr_client" --port "$srv_port" --count 30
+  wait_exit srv
+  path_delay_end
+  capture_stop
+}
+
+# Loss: every 5th server segment carrying PSH (a whole reply here; retransmissions count too)
+# is dropped after tcpdump saw it, so the capture shows the original and its retransmission,
+# as a capture at the sender would.
+sc_retransmission_rto_reply_loss() {
+  spawn srv "$PY" "$HERE/lineserver.py" --fixed --max-conns 1
+  wait_port srv
+  add_rule -i lo -p tcp --sport "$srv_port" --tcp-flags PSH PSH \
+    -m statistic --mode nth --every 5 --packet 0 -j DROP
+  capture_start "$1" "tcp port $srv_port" -i lo -s 256
+  run_client "$PY" "$HERE/lineclient.py" --port "$srv_port" --count 40
+  wait_exit srv
+  remove_rules
+  capture_stop
+}
+
+# Loss in a bulk transfer: every 20th large segment is dropped; SACK and fast retransmit repair
+# each loss while data keeps flowing, so nothing waits for a retransmission timeout.
+sc_retransmission_fast_recovery_bulk() {
+  spawn srv "$PY" "$HERE/slow_reader.py" server --bytes $((4 * 1024 * 1024))
+  wait_port srv
+  add_rule -i lo -p tcp --sport "$srv_port" -m length --length 1000:65535 \
+    -m statistic --mode nth --every 20 --packet 5 -j DROP
+  capture_start "$1" "tcp port $srv_port" -i lo -s 96
+  run_client "$PY" "$HERE/slow_reader.py" client --port "$srv_port" --fixed
+  wait_exit srv
+  remove_rules
+  capture_stop
+}
+
 # --- main ---------------------------------------------------------------------------------
 
 capture_path() { # scenario name -> file; the dumpcap scenario writes pcapng
@@ -285,7 +393,7 @@ record() {
 
 case "${1:-}" in
   --list) printf '%s\n' "${SCENARIOS[@]}"; exit 0 ;;
-  -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+  -h | --help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
 esac
 [[ $(id -u) == 0 ]] || die "needs root to capture on the loopback interface: run 'sudo $0 $*'"
 for tool in tcpdump tshark dumpcap cc redis-server redis-benchmark timeout; do
@@ -293,6 +401,9 @@ for tool in tcpdump tshark dumpcap cc redis-server redis-benchmark timeout; do
 done
 mkdir -p "$OUT" "$BIN"
 cc -O2 -Wall -o "$BIN/wwr_client" "$HERE/wwr_client.c"
+if [[ -e /usr/include/libnetfilter_queue/libnetfilter_queue.h ]]; then
+  cc -O2 -Wall -o "$BIN/nfq_delay" "$HERE/nfq_delay.c" -lnetfilter_queue
+fi
 
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=("${SCENARIOS[@]}")

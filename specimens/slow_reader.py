@@ -22,10 +22,9 @@ EOF or at its own --deadline.
 
 import argparse
 import socket
-import sys
 import time
 
-from latency import announce_port
+from latency import announce_port, note
 
 
 def run_server(args):
@@ -38,7 +37,7 @@ def run_server(args):
     try:
         conn, _ = lst.accept()
     except socket.timeout:
-        print("slow_reader server: no client", file=sys.stderr)
+        note("slow_reader server: no client")
         return
     conn.settimeout(10.0)
     block = bytes(range(256)) * 256  # 64 KiB
@@ -51,8 +50,8 @@ def run_server(args):
                 conn.sendall(block[:n])
                 sent += n
         except OSError as e:
-            print(f"slow_reader server: stopped: {e}", file=sys.stderr)
-    print(f"slow_reader server sent {sent} bytes in {time.perf_counter() - t0:.3f} s", file=sys.stderr)
+            note(f"slow_reader server: stopped: {e}")
+    note(f"slow_reader server sent {sent} bytes in {time.perf_counter() - t0:.3f} s")
 
 
 def run_client(args):

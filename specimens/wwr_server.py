@@ -17,10 +17,9 @@ seconds without activity, or at --deadline.
 import argparse
 import socket
 import struct
-import sys
 import time
 
-from latency import announce_port
+from latency import announce_port, note
 
 
 def recv_exact(conn, n):
@@ -71,7 +70,7 @@ def main():
                 conn.sendall(struct.pack("!I", len(reply)) + reply)
                 requests += 1
         conns += 1
-    print(f"wwr_server served {requests} requests on {conns} connections", file=sys.stderr)
+    note(f"wwr_server served {requests} requests on {conns} connections")
 
 
 if __name__ == "__main__":
