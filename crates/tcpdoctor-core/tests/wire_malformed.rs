@@ -39,7 +39,12 @@ fn every_malformed_file_gives_its_error() {
         let (name, want) = line
             .split_once('\t')
             .unwrap_or_else(|| panic!("EXPECTED line without a tab: {line:?}"));
-        assert!(expected.insert(name.to_string(), want.to_string()).is_none(), "{name} twice");
+        assert!(
+            expected
+                .insert(name.to_string(), want.to_string())
+                .is_none(),
+            "{name} twice"
+        );
     }
     let mut files: Vec<String> = std::fs::read_dir(dir())
         .expect("testdata/malformed")

@@ -31,7 +31,10 @@ fn tshark_rows(capture: &Path) -> BTreeMap<u64, Row> {
     for line in text.lines() {
         let c: Vec<&str> = line.split('\t').collect();
         assert_eq!(c.len(), 18, "{path:?}: {line}");
-        let num = |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("{s:?} in {line}"));
+        let num = |s: &str| {
+            s.parse::<u64>()
+                .unwrap_or_else(|_| panic!("{s:?} in {line}"))
+        };
         let src = if c[4].is_empty() { c[5] } else { c[4] };
         let tcp = (!c[12].is_empty()).then(|| c[6..18].iter().map(|s| s.to_string()).collect());
         let row = Row {
@@ -85,17 +88,26 @@ fn check(name: &str) -> Summary {
     let mut seen = Vec::new();
     while let Some(f) = r.next_frame().unwrap_or_else(|e| panic!("{name}: {e}")) {
         let at = format!("{name} frame {}", f.number);
-        let row = rows.get(&f.number).unwrap_or_else(|| panic!("{at}: not in tshark output"));
+        let row = rows
+            .get(&f.number)
+            .unwrap_or_else(|| panic!("{at}: not in tshark output"));
         seen.push(f.number);
         s.frames += 1;
         if !s.links.contains(&f.link) {
             s.links.push(f.link);
         }
         assert_eq!(f.ts.as_nanos(), epoch_ns(&row.time), "{at}: time");
-        assert_eq!((f.orig_len, f.data.len()), (row.len, row.cap_len), "{at}: lengths");
+        assert_eq!(
+            (f.orig_len, f.data.len()),
+            (row.len, row.cap_len),
+            "{at}: lengths"
+        );
         let decoded = decode_tcp(f.link, f.data, f.orig_len);
         let Some(t) = &row.tcp else {
-            assert!(!matches!(decoded, Decoded::Tcp(_)), "{at}: tshark says not TCP");
+            assert!(
+                !matches!(decoded, Decoded::Tcp(_)),
+                "{at}: tshark says not TCP"
+            );
             continue;
         };
         let Decoded::Tcp(seg) = decoded else {
@@ -108,7 +120,13 @@ fn check(name: &str) -> Summary {
         }
         let flags = u16::from_str_radix(t[4].trim_start_matches("0x"), 16).expect("flags");
         assert_eq!(seg.src.ip.to_string(), row.src, "{at}: src");
-        let got = (seg.src.port, seg.dst.port, seg.seq, seg.ack, u16::from(seg.flags.0));
+        let got = (
+            seg.src.port,
+            seg.dst.port,
+            seg.seq,
+            seg.ack,
+            u16::from(seg.flags.0),
+        );
         let want = (opt(&t[0]), opt(&t[1]), opt(&t[2]), opt(&t[3]), flags & 0xff);
         assert_eq!(
             (Some(got.0), Some(got.1), Some(got.2), Some(got.3), got.4),
@@ -120,7 +138,11 @@ fn check(name: &str) -> Summary {
         let o = seg.options;
         assert_eq!(o.mss, opt(&t[7]), "{at}: mss");
         assert_eq!(o.window_scale, opt(&t[8]), "{at}: wscale");
-        assert_eq!(o.sack_permitted, t[9].split(',').any(|k| k == "4"), "{at}: sack_perm");
+        assert_eq!(
+            o.sack_permitted,
+            t[9].split(',').any(|k| k == "4"),
+            "{at}: sack_perm"
+        );
         let ts = opt::<u32>(&t[10]).zip(opt::<u32>(&t[11]));
         assert_eq!(o.timestamp, ts, "{at}: timestamps");
     }
@@ -128,11 +150,28 @@ fn check(name: &str) -> Summary {
     // may be missing.
     for (n, row) in &rows {
         if !seen.contains(n) {
-            assert!(row.time.is_empty(), "{name}: frame {n} was not read: {row:?}");
+            assert!(
+                row.time.is_empty(),
+                "{name}: frame {n} was not read: {row:?}"
+            );
         }
     }
-    assert_eq!(r.bytes_read(), std::fs::metadata(&path).expect("size").len());
+    assert_eq!(
+        r.bytes_read(),
+        std::fs::metadata(&path).expect("size").len()
+    );
     s
+}
+
+/// Every frame's number, time, bytes and original length, read with a given buffer size.
+fn frames(name: &str, buffer: usize) -> Vec<(u64, u64, Vec<u8>, u32)> {
+    let file = File::open(dir().join(name)).expect("open");
+    let mut r = CaptureReader::with_buffer_size(file, buffer).expect("header");
+    let mut out = Vec::new();
+    while let Some(f) = r.next_frame().expect("frame") {
+        out.push((f.number, f.ts.as_nanos(), f.data.to_vec(), f.orig_len));
+    }
+    out
 }
 
 #[test]
@@ -147,8 +186,17 @@ fn every_capture_has_a_tshark_view_and_matches_it() {
     assert!(names.len() >= 14, "{names:?}");
     for name in names {
         let s = check(&name);
-        assert!(s.tcp > 0 && s.tcp == s.frames, "{name}: {} of {}", s.tcp, s.frames);
+        assert!(
+            s.tcp > 0 && s.tcp == s.frames,
+            "{name}: {} of {}",
+            s.tcp,
+            s.frames
+        );
         assert!(std::fs::metadata(dir().join(&name)).expect("size").len() < 100_000);
+        // Buffers smaller than a packet take the refill-and-grow paths: same frames.
+        let want = frames(&name, 1 << 20);
+        assert_eq!(frames(&name, 16), want, "{name}");
+        assert_eq!(frames(&name, 1500), want, "{name}");
     }
 }
 
@@ -157,7 +205,15 @@ fn link_types_formats_and_totals() {
     use CaptureFormat::{Pcap, Pcapng};
     use LinkType::*;
     // (file, format, link types in order of appearance, frames, payload bytes, snapped)
-    let cases: [(&str, CaptureFormat, &[LinkType], usize, u64, usize); 15] = [
+    type Case = (
+        &'static str,
+        CaptureFormat,
+        &'static [LinkType],
+        usize,
+        u64,
+        usize,
+    );
+    let cases: [Case; 15] = [
         ("lo_eth.pcap", Pcap, &[Ethernet], 29, 5973, 0),
         ("lo_nano.pcap", Pcap, &[Ethernet], 29, 5973, 0),
         ("lo_be.pcap", Pcap, &[Ethernet], 29, 5973, 0),
@@ -171,13 +227,24 @@ fn link_types_formats_and_totals() {
         ("lo_eth.pcapng", Pcapng, &[Ethernet], 29, 5973, 0),
         ("lo_nano.pcapng", Pcapng, &[Ethernet], 29, 5973, 0),
         ("rawip4_snap96.pcapng", Pcapng, &[Ipv4], 42, 305_981, 11),
-        ("merged.pcapng", Pcapng, &[Ethernet, LinuxSll], 58, 11_946, 0),
+        (
+            "merged.pcapng",
+            Pcapng,
+            &[Ethernet, LinuxSll],
+            58,
+            11_946,
+            0,
+        ),
         ("multi.pcapng", Pcapng, &[Ethernet, LinuxSll2], 24, 3_684, 0),
     ];
     for (name, format, links, frames, payload, snapped) in cases {
         let s = check(name);
         assert_eq!(s.format, format, "{name}");
         assert_eq!(s.links, links, "{name}");
-        assert_eq!((s.frames, s.payload_bytes, s.snapped), (frames, payload, snapped), "{name}");
+        assert_eq!(
+            (s.frames, s.payload_bytes, s.snapped),
+            (frames, payload, snapped),
+            "{name}"
+        );
     }
 }
