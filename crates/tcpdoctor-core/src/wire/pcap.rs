@@ -107,6 +107,7 @@ impl PcapState {
     }
 
     /// The next record, or `None` at a clean end of file.
+    #[inline(always)]
     pub(super) fn next_record<R: Read>(
         &mut self,
         buf: &mut Buf<R>,

@@ -129,6 +129,7 @@ pub(super) struct NgState {
     skipped: u64,
 }
 
+#[cold]
 fn malformed(what: &'static str, offset: u64, detail: String) -> CaptureError {
     CaptureError::Malformed {
         what,
@@ -178,6 +179,7 @@ impl NgState {
     }
 
     /// Reads a section header block: byte order, version; forgets the previous interfaces.
+    #[inline(never)]
     fn read_section<R: Read>(&mut self, buf: &mut Buf<R>) -> Result<(), CaptureError> {
         let what = block_name(SHB);
         let offset = buf.offset();
@@ -248,6 +250,7 @@ impl NgState {
     }
 
     /// The next packet block, or `None` at a clean end of file.
+    #[inline(always)]
     pub(super) fn next_record<R: Read>(
         &mut self,
         buf: &mut Buf<R>,
@@ -308,6 +311,7 @@ impl NgState {
     }
 
     /// Skips a block tcpdoctor does not read, checking only its two lengths.
+    #[inline(never)]
     fn skip_block<R: Read>(
         &self,
         buf: &mut Buf<R>,
@@ -342,6 +346,7 @@ impl NgState {
         Ok(())
     }
 
+    #[inline(never)]
     fn add_interface(&mut self, block: &[u8], offset: u64) -> Result<(), CaptureError> {
         let what = block_name(IDB);
         let big = self.big;
@@ -410,6 +415,7 @@ impl NgState {
     }
 
     /// An enhanced packet block, or the obsolete packet block (16-bit interface id).
+    #[inline(always)]
     fn packet(&mut self, btype: u32, block: &[u8], offset: u64) -> Result<Record, CaptureError> {
         let big = self.big;
         let id = if btype == EPB {

@@ -2,7 +2,7 @@
 //!
 //! Captures can be many gigabytes, so nothing here holds more than one record at a time. Bytes
 //! are read into one buffer (1 MiB, grown only when a single record is larger, never beyond
-//! [`MAX_RECORD`]); each [`Frame`] borrows its bytes straight from that buffer, so reading a
+//! [`MAX_RECORD`], and only as fast as the record's bytes actually arrive); each [`Frame`] borrows its bytes straight from that buffer, so reading a
 //! packet costs one header parse and no allocation. When the unread tail of the buffer is too
 //! short for the next record, it is moved to the front and the rest refilled.
 //!
@@ -36,10 +36,10 @@ pub(super) struct Buf<R> {
 }
 
 impl<R: Read> Buf<R> {
-    fn new(inner: R) -> Self {
+    fn new(inner: R, size: usize) -> Self {
         Buf {
             inner,
-            buf: vec![0; INITIAL_BUF],
+            buf: vec![0; size.max(16)],
             pos: 0,
             end: 0,
             base: 0,
@@ -59,21 +59,25 @@ impl<R: Read> Buf<R> {
 
     /// Makes at least `n` bytes available (`n` ≤ [`MAX_RECORD`] + a little) unless the stream
     /// ends first. Returns how many bytes are available, which is less than `n` only at EOF.
+    ///
+    /// The buffer grows (doubling) only while data keeps arriving, so a header claiming a
+    /// huge record in a tiny file costs at most twice the file, not the claimed size.
     pub(super) fn fill(&mut self, n: usize) -> Result<usize, CaptureError> {
         if self.end - self.pos >= n {
             return Ok(self.end - self.pos);
         }
-        if self.pos + n > self.buf.len() {
+        if self.pos + n > self.buf.len() && self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.base += self.pos as u64;
             self.end -= self.pos;
             self.pos = 0;
-            if n > self.buf.len() {
-                let want = n.checked_next_power_of_two().unwrap_or(n);
-                self.buf.resize(want.min(MAX_RECORD + 64).max(n), 0);
-            }
         }
         while self.end - self.pos < n && !self.eof {
+            if self.end == self.buf.len() {
+                // Only reachable with pos == 0 and n > len: one record larger than the buffer.
+                let grown = self.buf.len().saturating_mul(2).min(n).max(self.end + 1);
+                self.buf.resize(grown, 0);
+            }
             match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
                 Ok(k) => self.end += k,
@@ -150,7 +154,13 @@ impl<R: Read> CaptureReader<R> {
     /// For pcap, a link type tcpdoctor cannot decode is refused here. For pcapng the first
     /// section header is read; link types are per interface and checked per frame.
     pub fn new(inner: R) -> Result<Self, CaptureError> {
-        let mut buf = Buf::new(inner);
+        Self::with_buffer_size(inner, INITIAL_BUF)
+    }
+
+    /// Like [`CaptureReader::new`] with an initial buffer of `size` bytes (at least 16; grown
+    /// for any larger record). Small sizes exercise the refill paths in tests and fuzzing.
+    pub fn with_buffer_size(inner: R, size: usize) -> Result<Self, CaptureError> {
+        let mut buf = Buf::new(inner, size);
         let avail = buf.fill(4)?;
         if avail == 0 {
             return Err(CaptureError::Empty);
@@ -252,11 +262,14 @@ mod tests {
     #[test]
     fn buf_fill_consume_skip_track_offsets() {
         let data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
-        let mut b = Buf::new(Trickle {
-            data: &data,
-            chunk: 7,
-            calls: 0,
-        });
+        let mut b = Buf::new(
+            Trickle {
+                data: &data,
+                chunk: 7,
+                calls: 0,
+            },
+            INITIAL_BUF,
+        );
         assert_eq!(b.fill(10).ok(), Some(14));
         assert_eq!(&b.bytes()[..3], &[0, 1, 2]);
         b.consume(10);
@@ -270,13 +283,75 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_claimed_record_in_a_small_file_does_not_allocate_it() {
+        let data = vec![1u8; 5000];
+        let mut b = Buf::new(&data[..], 64);
+        assert_eq!(b.fill(MAX_RECORD).ok(), Some(5000));
+        assert!(b.buf.len() <= 2 * 5000 + 64, "{}", b.buf.len());
+    }
+
+    #[test]
     fn buf_grows_for_a_large_record() {
         let data = vec![9u8; INITIAL_BUF * 2 + 5];
-        let mut b = Buf::new(&data[..]);
+        let mut b = Buf::new(&data[..], INITIAL_BUF);
         b.fill(100).ok();
         b.consume(50);
-        assert_eq!(b.fill(INITIAL_BUF + 10).ok(), Some(data.len() - 50));
+        assert_eq!(b.fill(INITIAL_BUF + 10).ok(), Some(INITIAL_BUF + 10));
         assert_eq!(b.offset(), 50);
+        assert_eq!(b.bytes().len(), INITIAL_BUF + 10);
+        b.consume(INITIAL_BUF + 10);
+        assert_eq!(
+            b.fill(INITIAL_BUF * 2).ok(),
+            Some(data.len() - 60 - INITIAL_BUF)
+        );
+    }
+
+    type Seen = (u64, u64, Vec<u8>, u32, u64);
+
+    fn read_all<T: Read>(mut r: CaptureReader<T>) -> (Vec<Seen>, String, u64) {
+        let mut seen = Vec::new();
+        loop {
+            match r.next_frame() {
+                Ok(Some(f)) => seen.push((f.number, f.ts.0, f.data.to_vec(), f.orig_len, f.offset)),
+                Ok(None) => return (seen, String::new(), r.bytes_read()),
+                Err(e) => return (seen, e.to_string(), r.bytes_read()),
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_buffers_and_trickling_reads_see_the_same_frames() {
+        use super::super::testutil::{eth_v4_tcp, pcap, Ng};
+        let pkts: Vec<Vec<u8>> = (0..40).map(|i| eth_v4_tcp(i * 37 % 300)).collect();
+        let recs: Vec<(u32, u32, &[u8], Option<u32>)> =
+            pkts.iter().map(|p| (1, 2, &p[..], None)).collect();
+        let mut ng = Ng::new(true);
+        ng.idb(1, 0, &[]);
+        for (i, p) in pkts.iter().enumerate() {
+            ng.block(0xbad, &[0; 40]);
+            ng.epb(0, i as u64, p, None);
+        }
+        let ng = ng.bytes();
+        let pc = pcap(false, true, 1, 65535, &recs);
+        for file in [pc, ng] {
+            let want = read_all(CaptureReader::new(&file[..]).expect("header"));
+            assert_eq!(want.0.len(), 40);
+            for cut in [file.len(), file.len() - 3] {
+                let want = read_all(CaptureReader::new(&file[..cut]).expect("header"));
+                for size in [0, 16, 17, 63, 100, 333] {
+                    for chunk in [1, 7, 64] {
+                        let src = Trickle {
+                            data: &file[..cut],
+                            chunk,
+                            calls: 0,
+                        };
+                        let got =
+                            read_all(CaptureReader::with_buffer_size(src, size).expect("hdr"));
+                        assert_eq!(got, want, "size {size} chunk {chunk} cut {cut}");
+                    }
+                }
+            }
+        }
     }
 
     struct Failing;

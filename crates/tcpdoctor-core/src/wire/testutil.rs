@@ -1,8 +1,6 @@
 //! Test-only builders: packets (Ethernet, IPv4, IPv6, TCP) and capture files (pcap, pcapng)
 //! assembled byte by byte, so each test states exactly what is on the wire.
 
-#![allow(clippy::unwrap_used)]
-
 /// A pcap file: `records` are (seconds, fraction, captured bytes, original length if larger).
 pub(crate) fn pcap(
     big: bool,
