@@ -18,7 +18,7 @@ use crate::wire::{decode_tcp, Decoded, Endpoint, LinkType, TcpSegment};
 /// A flow with no packet for this long (capture time) is ended.
 pub const IDLE_FLOW_TIMEOUT: Duration = Duration::from_secs(600);
 /// Ended flows are kept this long to absorb their last ACKs, then forgotten.
-pub const ENDED_FLOW_LINGER: Duration = Duration::from_secs(30);
+pub const ENDED_FLOW_LINGER: Duration = Duration::from_secs(5);
 /// How often (in packets) the flow table is swept.
 const SWEEP_EVERY: u64 = 1 << 16;
 
@@ -106,6 +106,8 @@ impl Sinks {
             d.on_flow_end(&view);
         }
         entry.flow.state = FlowState::Ended;
+        entry.flow.forget_history();
+        entry.turns = TurnTracker::default();
     }
 }
 
