@@ -8,8 +8,9 @@
 //!    PHYSICS §3: once Nagle holds, everything written meanwhile leaves as one segment, so a
 //!    per-line response is often only two segments on the wire).
 //! 3. Report when at least [`MIN_TURNS`] turns and [`MIN_SHARE`] of the turns in that
-//!    direction are fragmented. Warning when Nagle held some of them (they cost time behind
-//!    any Nagle-on hop) or most turns are fragmented; info otherwise.
+//!    direction are fragmented. Warning when Nagle held some of them, or when at least
+//!    [`WARN_SHARE`] of the turns are fragmented (a stall waiting to happen behind any Nagle-on
+//!    hop); info otherwise.
 
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ pub const MIN_SEGMENTS: u32 = 3;
 pub const SMALL_SEGMENT: u32 = 512;
 pub const MIN_TURNS: u64 = 3;
 pub const MIN_SHARE: f64 = 0.20;
+/// From this share of fragmented turns, the finding is a warning even without a Nagle hold.
+pub const WARN_SHARE: f64 = 0.5;
 
 #[derive(Default)]
 struct State {
@@ -124,7 +127,7 @@ fn finding(
     turn: &Turn,
     groups: &Groups,
 ) -> Finding {
-    let severity = if st.held_by_nagle > 0 || share >= 0.5 {
+    let severity = if st.held_by_nagle > 0 || share >= WARN_SHARE {
         Severity::Warning
     } else {
         Severity::Info

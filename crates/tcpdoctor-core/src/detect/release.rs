@@ -7,7 +7,8 @@
 //!    receiver, the receiver held it at least [`DELAYED_ACK_MIN`] (a delayed-ACK timer, not
 //!    an immediate ACK on a long path);
 //! 3. the data after the pause followed that ACK within the round trip from the capture point
-//!    to the sender, plus [`RELEASE_SLACK`]: the sender was waiting for exactly that ACK;
+//!    to the sender (plus a quarter of it, for jitter) plus [`RELEASE_SLACK`]: the sender was
+//!    waiting for exactly that ACK;
 //! 4. the segment before the pause was smaller than the MSS (Linux holds a small segment only
 //!    while an earlier *small* one is unacknowledged), and the peer did not advertise a zero
 //!    window during the pause (then flow control held the data, not Nagle).

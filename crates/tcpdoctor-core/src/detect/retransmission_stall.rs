@@ -11,7 +11,8 @@
 //!    longest wait.
 //! 4. A SYN sent again after going unanswered for at least [`MIN_SYN_STALL`] is a timeout
 //!    stall of the connection's start (a full accept queue, or a dropping hop).
-//! 5. Report every server and direction with at least one stall.
+//! 5. Report every server and direction with at least one stall; critical from
+//!    [`CRITICAL_LOST`] in total.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,6 +26,8 @@ use crate::units::fmt_duration;
 pub const MIN_STALL: Duration = Duration::from_millis(150);
 pub const MIN_SYN_STALL: Duration = Duration::from_millis(500);
 pub const FAST_RETRANSMIT_DUP_ACKS: u32 = 3;
+/// Critical when the stalls cost at least this much in total.
+pub const CRITICAL_LOST: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct State {
@@ -143,7 +146,7 @@ fn finding(
     groups: &Groups,
 ) -> Finding {
     let dist = st.wait_us.distribution(1e-3);
-    let severity = if st.lost >= Duration::from_secs(1) {
+    let severity = if st.lost >= CRITICAL_LOST {
         Severity::Critical
     } else {
         Severity::Warning

@@ -9,6 +9,7 @@
 //! 3. Waiting on round trips — exchanges × RTT — is at least [`MIN_SHARE`] of the time from
 //!    the first request to the last response, and pipelining would save at least [`MIN_SAVING`]
 //!    ((exchanges − 1) × RTT).
+//! 4. Critical from [`CRITICAL_SHARE`] of the wall time and a saving of [`CRITICAL_SAVING`].
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,6 +26,10 @@ pub const MIN_EXCHANGES: u64 = 10;
 pub const MIN_RTT: Duration = Duration::from_millis(1);
 pub const MIN_SHARE: f64 = 0.5;
 pub const MIN_SAVING: Duration = Duration::from_millis(100);
+/// Critical when round trips are at least this share of the wall time…
+pub const CRITICAL_SHARE: f64 = 0.8;
+/// …and pipelining would save at least this much.
+pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct FlowState {
@@ -115,7 +120,7 @@ fn finding(
     let share = st.waiting.as_secs_f64() / st.wall.as_secs_f64().max(1e-9);
     let rtt = st.rtt_us.distribution(1e-3);
     let latency = st.latency_us.distribution(1e-3);
-    let severity = if share >= 0.8 && st.saving >= Duration::from_secs(1) {
+    let severity = if share >= CRITICAL_SHARE && st.saving >= CRITICAL_SAVING {
         Severity::Critical
     } else {
         Severity::Warning
