@@ -4,15 +4,17 @@
 //! servers, never with the number of packets: ended flows are swept out as the capture's own
 //! clock moves on, and flows idle for [`IDLE_FLOW_TIMEOUT`] are ended.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry as MapEntry;
 use std::time::Duration;
 
 use crate::detect::{self, Detector, FlowView, GroupId, GroupInfo};
 use crate::flow::{Direction, Flow, FlowKey, FlowState, PacketRef, SegmentKind};
+use crate::fxhash::FxHashMap;
 use crate::report::{CaptureSummary, Finding, ServerSummary, Skipped, MAX_SERVERS_LISTED};
+use crate::seq::SeqNum;
 use crate::stats::{round3, Histogram};
 use crate::time::Timestamp;
-use crate::turns::{TurnOutput, TurnTracker};
+use crate::turns::{Ended, TurnTracker};
 use crate::wire::{decode_tcp, Decoded, Endpoint, LinkType, TcpSegment};
 
 /// A flow with no packet for this long (capture time) is ended.
@@ -35,6 +37,34 @@ struct GroupTotals {
     bytes: [u64; 2],
     latency_us: Histogram,
     rtt_us: Histogram,
+}
+
+/// Starts tracking a flow first seen in `seg`.
+fn new_entry(
+    next_id: &mut u64,
+    group_of: &mut FxHashMap<Endpoint, GroupId>,
+    sinks: &mut Sinks,
+    seg: &TcpSegment,
+    pkt: PacketRef,
+) -> Entry {
+    let flow = Flow::new(*next_id, seg, pkt);
+    *next_id += 1;
+    let group = *group_of.entry(flow.server).or_insert_with(|| {
+        sinks.groups.push(GroupInfo {
+            server: flow.server,
+            flows: 0,
+            exchanges: 0,
+        });
+        sinks.totals.push(GroupTotals::default());
+        sinks.groups.len() - 1
+    });
+    sinks.groups[group].flows += 1;
+    Entry {
+        flow,
+        turns: TurnTracker::default(),
+        group,
+        first_data: None,
+    }
 }
 
 /// Everything that hears about flows: the detectors and the per-server totals.
@@ -65,21 +95,24 @@ impl Sinks {
             entry.first_data.get_or_insert(pkt.ts);
             self.totals[entry.group].bytes[ev.dir.index()] += u64::from(ev.len);
         }
-        let out = entry.turns.on_segment(&ev);
+        let ended = entry.turns.on_segment(&ev);
         let view = Self::view(entry);
         for d in self.detectors.iter_mut() {
             d.on_segment(&view, &ev);
         }
-        self.dispatch(&view, out);
+        self.dispatch(&view, &entry.turns, ended);
     }
 
-    fn dispatch(&mut self, view: &FlowView, out: TurnOutput) {
-        if let Some(turn) = &out.turn {
+    fn dispatch(&mut self, view: &FlowView, turns: &TurnTracker, ended: Ended) {
+        if !ended.turn {
+            return;
+        }
+        if let Some(turn) = turns.ended_turn() {
             for d in self.detectors.iter_mut() {
                 d.on_turn(view, turn);
             }
         }
-        if let Some(ex) = &out.exchange {
+        if let Some(ex) = turns.ended_exchange() {
             self.exchanges += 1;
             self.totals[view.group]
                 .latency_us
@@ -95,9 +128,9 @@ impl Sinks {
         if entry.flow.state == FlowState::Ended {
             return;
         }
-        let out = entry.turns.finish();
+        let ended = entry.turns.finish();
         let view = Self::view(entry);
-        self.dispatch(&view, out);
+        self.dispatch(&view, &entry.turns, ended);
         self.groups[entry.group].exchanges += u64::from(entry.turns.exchanges());
         if let (Some(rtt), Some(_)) = (entry.flow.rtt(), entry.first_data) {
             self.totals[entry.group].rtt_us.record_duration(rtt);
@@ -113,9 +146,9 @@ impl Sinks {
 
 /// Analyses one capture, packet by packet.
 pub struct Analyzer {
-    flows: HashMap<FlowKey, Entry>,
+    flows: FxHashMap<FlowKey, Entry>,
     next_flow_id: u64,
-    group_of: HashMap<Endpoint, GroupId>,
+    group_of: FxHashMap<Endpoint, GroupId>,
     sinks: Sinks,
     frames: u64,
     tcp_segments: u64,
@@ -134,9 +167,9 @@ impl Default for Analyzer {
 impl Analyzer {
     pub fn new(detectors: Vec<Box<dyn Detector>>) -> Analyzer {
         Analyzer {
-            flows: HashMap::new(),
+            flows: FxHashMap::default(),
             next_flow_id: 1,
-            group_of: HashMap::new(),
+            group_of: FxHashMap::default(),
             sinks: Sinks {
                 groups: Vec::new(),
                 totals: Vec::new(),
@@ -181,33 +214,32 @@ impl Analyzer {
         }
         let key = FlowKey::of(seg);
         let starts_new = seg.flags.syn() && !seg.flags.ack();
-        let reuse = self.flows.get(&key).is_some_and(|e| {
-            starts_new
-                && e.flow.is_closed()
-                && e.flow.half(e.flow.direction_of(seg)).isn != Some(crate::seq::SeqNum(seg.seq))
-        });
-        if reuse {
-            if let Some(mut old) = self.flows.remove(&key) {
-                self.sinks.end_flow(&mut old);
+        let entry = match self.flows.entry(key) {
+            MapEntry::Occupied(o) => {
+                let e = o.into_mut();
+                let reuse = starts_new
+                    && e.flow.is_closed()
+                    && e.flow.half(e.flow.direction_of(seg)).isn != Some(SeqNum(seg.seq));
+                if reuse {
+                    let fresh = new_entry(
+                        &mut self.next_flow_id,
+                        &mut self.group_of,
+                        &mut self.sinks,
+                        seg,
+                        pkt,
+                    );
+                    let mut old = std::mem::replace(e, fresh);
+                    self.sinks.end_flow(&mut old);
+                }
+                e
             }
-        }
-        if !self.flows.contains_key(&key) {
-            let flow = Flow::new(self.next_flow_id, seg, pkt);
-            self.next_flow_id += 1;
-            let group = self.group_for(flow.server);
-            self.sinks.groups[group].flows += 1;
-            self.flows.insert(
-                key,
-                Entry {
-                    flow,
-                    turns: TurnTracker::default(),
-                    group,
-                    first_data: None,
-                },
-            );
-        }
-        let Some(entry) = self.flows.get_mut(&key) else {
-            return;
+            MapEntry::Vacant(v) => v.insert(new_entry(
+                &mut self.next_flow_id,
+                &mut self.group_of,
+                &mut self.sinks,
+                seg,
+                pkt,
+            )),
         };
         if entry.flow.state == FlowState::Ended {
             entry.flow.last_ts = pkt.ts;
@@ -217,21 +249,6 @@ impl Analyzer {
         if entry.flow.is_closed() {
             self.sinks.end_flow(entry);
         }
-    }
-
-    fn group_for(&mut self, server: Endpoint) -> GroupId {
-        if let Some(&g) = self.group_of.get(&server) {
-            return g;
-        }
-        let g = self.sinks.groups.len();
-        self.sinks.groups.push(GroupInfo {
-            server,
-            flows: 0,
-            exchanges: 0,
-        });
-        self.sinks.totals.push(GroupTotals::default());
-        self.group_of.insert(server, g);
-        g
     }
 
     /// Ends idle flows and forgets long-ended ones.

@@ -74,7 +74,7 @@ pub struct Turn {
     pub segments: u32,
     pub retransmissions: u32,
     /// Payload sizes of the first [`SIZES_KEPT`] segments.
-    pub sizes: Vec<u32>,
+    pub sizes: Sizes,
     pub max_segment: u32,
     pub pauses: Vec<Pause>,
     /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
@@ -91,7 +91,7 @@ impl Turn {
             bytes: 0,
             segments: 0,
             retransmissions: 0,
-            sizes: Vec::new(),
+            sizes: Sizes::default(),
             max_segment: 0,
             pauses: Vec::new(),
             pauses_dropped: 0,
@@ -100,6 +100,31 @@ impl Turn {
 
     pub fn duration(&self) -> Duration {
         self.last.ts.since(self.first.ts)
+    }
+}
+
+/// The first payload sizes of a turn, kept inline (no allocation per turn).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sizes {
+    buf: [u32; SIZES_KEPT],
+    len: u8,
+}
+
+impl Sizes {
+    /// Keeps `size` if fewer than [`SIZES_KEPT`] are kept already.
+    pub fn push(&mut self, size: u32) {
+        if usize::from(self.len) < SIZES_KEPT {
+            self.buf[usize::from(self.len)] = size;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::ops::Deref for Sizes {
+    type Target = [u32];
+
+    fn deref(&self) -> &[u32] {
+        &self.buf[..usize::from(self.len)]
     }
 }
 
@@ -130,11 +155,25 @@ impl Exchange {
     }
 }
 
-/// What the tracker produced for one segment.
-#[derive(Debug, Default)]
-pub struct TurnOutput {
-    pub turn: Option<Turn>,
-    pub exchange: Option<Exchange>,
+/// What ended with the last segment (or [`TurnTracker::finish`]); read it from the tracker
+/// with [`TurnTracker::ended_turn`] and [`TurnTracker::ended_exchange`] before the next call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ended {
+    pub turn: bool,
+    pub exchange: bool,
+}
+
+/// Where the turn that just ended lives (turns are moved, never cloned, on the hot path).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Last {
+    #[default]
+    Nothing,
+    /// A client→server turn, now waiting in `request` for its response.
+    Request,
+    /// A server→client turn with no request before it, in `unsolicited`.
+    Unsolicited,
+    /// A server→client turn that completed the exchange in `exchange`.
+    Exchange,
 }
 
 /// Builds turns and exchanges for one flow.
@@ -153,14 +192,18 @@ pub struct TurnTracker {
     edge_at_last_data: Option<SeqNum>,
     /// The last finished client→server turn, waiting for its response.
     request: Option<Turn>,
+    unsolicited: Option<Turn>,
+    exchange: Option<Exchange>,
+    last: Last,
     turns: u32,
     exchanges: u32,
     last_response_end: Option<Timestamp>,
 }
 
 impl TurnTracker {
-    pub fn on_segment(&mut self, ev: &SegmentEvent) -> TurnOutput {
-        let mut out = TurnOutput::default();
+    pub fn on_segment(&mut self, ev: &SegmentEvent) -> Ended {
+        let mut out = Ended::default();
+        self.last = Last::Nothing;
         if ev.has_ack && !ev.syn {
             self.edge[ev.dir.reverse().index()] = ev
                 .window_exact
@@ -219,9 +262,7 @@ impl TurnTracker {
         turn.bytes += u64::from(ev.len);
         turn.segments += 1;
         turn.max_segment = turn.max_segment.max(ev.len);
-        if turn.sizes.len() < SIZES_KEPT {
-            turn.sizes.push(ev.len);
-        }
+        turn.sizes.push(ev.len);
         self.last_data = Some(this);
         self.edge_at_last_data = self.edge[ev.dir.index()];
         self.pending_ack = None;
@@ -230,34 +271,70 @@ impl TurnTracker {
     }
 
     /// Ends the current turn (the other side spoke, or the flow ended).
-    pub fn finish(&mut self) -> TurnOutput {
-        let mut out = TurnOutput::default();
+    pub fn finish(&mut self) -> Ended {
         let Some(turn) = self.current.take() else {
-            return out;
+            self.last = Last::Nothing;
+            return Ended::default();
         };
         self.pending_ack = None;
         self.pending_zero_window = false;
         self.last_data = None;
         match turn.dir {
-            Direction::ClientToServer => self.request = Some(turn.clone()),
-            Direction::ServerToClient => {
-                if let Some(request) = self.request.take() {
+            Direction::ClientToServer => {
+                self.request = Some(turn);
+                self.last = Last::Request;
+                Ended {
+                    turn: true,
+                    exchange: false,
+                }
+            }
+            Direction::ServerToClient => match self.request.take() {
+                Some(request) => {
                     let idle_before = self
                         .last_response_end
                         .map(|end| request.first.ts.since(end));
                     self.last_response_end = Some(turn.last.ts);
-                    out.exchange = Some(Exchange {
+                    self.exchange = Some(Exchange {
                         index: self.exchanges,
                         request,
-                        response: turn.clone(),
+                        response: turn,
                         idle_before,
                     });
                     self.exchanges += 1;
+                    self.last = Last::Exchange;
+                    Ended {
+                        turn: true,
+                        exchange: true,
+                    }
                 }
-            }
+                None => {
+                    self.unsolicited = Some(turn);
+                    self.last = Last::Unsolicited;
+                    Ended {
+                        turn: true,
+                        exchange: false,
+                    }
+                }
+            },
         }
-        out.turn = Some(turn);
-        out
+    }
+
+    /// The turn that the last call ended, if it ended one.
+    pub fn ended_turn(&self) -> Option<&Turn> {
+        match self.last {
+            Last::Nothing => None,
+            Last::Request => self.request.as_ref(),
+            Last::Unsolicited => self.unsolicited.as_ref(),
+            Last::Exchange => self.exchange.as_ref().map(|x| &x.response),
+        }
+    }
+
+    /// The exchange that the last call completed, if it completed one.
+    pub fn ended_exchange(&self) -> Option<&Exchange> {
+        match self.last {
+            Last::Exchange => self.exchange.as_ref(),
+            _ => None,
+        }
     }
 
     pub fn turns(&self) -> u32 {
@@ -317,17 +394,16 @@ mod tests {
             ev(4, 40_080, S2C, 90, true),
             ev(5, 41_000, C2S, 10, true),
         ];
-        let mut outs = Vec::new();
+        let mut exchange = None;
         for e in &timeline {
-            outs.push(t.on_segment(e));
+            if t.on_segment(e).exchange {
+                exchange = t.ended_exchange().cloned();
+            }
         }
-        let ex = outs[4]
-            .exchange
-            .as_ref()
-            .expect("exchange closed by the next request");
+        let ex = exchange.expect("exchange closed by the next request");
         assert_eq!(ex.request.segments, 1);
         assert_eq!(ex.response.segments, 2);
-        assert_eq!(ex.response.sizes, vec![12, 90]);
+        assert_eq!(&*ex.response.sizes, &[12, 90]);
         assert_eq!(ex.latency(), Duration::from_micros(40_080));
         let p = ex.response.pauses[0];
         assert_eq!(p.before.pkt.frame, 2);
@@ -341,18 +417,22 @@ mod tests {
     #[test]
     fn greeting_is_a_turn_but_not_an_exchange_and_idle_is_measured() {
         let mut t = TurnTracker::default();
-        assert!(t.on_segment(&ev(1, 0, S2C, 20, true)).turn.is_none());
+        assert!(!t.on_segment(&ev(1, 0, S2C, 20, true)).turn);
         let o = t.on_segment(&ev(2, 100, C2S, 5, true));
-        assert_eq!(o.turn.unwrap().dir, S2C);
-        assert!(o.exchange.is_none());
+        assert!(o.turn && !o.exchange);
+        assert_eq!(t.ended_turn().unwrap().dir, S2C);
+        assert!(t.ended_exchange().is_none());
         t.on_segment(&ev(3, 200, S2C, 5, true));
-        let o = t.on_segment(&ev(4, 1_200, C2S, 5, true));
-        assert_eq!(o.exchange.as_ref().unwrap().idle_before, None);
+        assert_eq!(t.ended_turn().unwrap().dir, C2S, "the request ended");
+        t.on_segment(&ev(30, 210, S2C, 5, true));
+        assert!(t.ended_turn().is_none(), "nothing ended with that segment");
+        assert!(t.on_segment(&ev(4, 1_200, C2S, 5, true)).exchange);
+        assert_eq!(t.ended_exchange().unwrap().idle_before, None);
         t.on_segment(&ev(5, 1_300, S2C, 5, true));
-        let o = t.finish();
-        let ex = o.exchange.unwrap();
+        assert!(t.finish().exchange);
+        let ex = t.ended_exchange().unwrap();
         assert_eq!(ex.index, 1);
-        assert_eq!(ex.idle_before, Some(Duration::from_micros(1_000)));
+        assert_eq!(ex.idle_before, Some(Duration::from_micros(990)));
         assert_eq!(t.turns(), 5);
         assert_eq!(t.exchanges(), 2);
     }
@@ -363,8 +443,8 @@ mod tests {
         t.on_segment(&ev(1, 0, C2S, 10, true));
         t.on_segment(&ev(2, 100, S2C, 0, true));
         t.on_segment(&ev(3, 500, C2S, 10, true));
-        let o = t.finish();
-        let turn = o.turn.unwrap();
+        assert!(t.finish().turn);
+        let turn = t.ended_turn().unwrap();
         assert_eq!(turn.segments, 2);
         assert!(turn.pauses.is_empty());
     }

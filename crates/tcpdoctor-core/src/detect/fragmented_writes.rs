@@ -59,7 +59,7 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<bool> {
     }
     let mss = u64::from(flow.flow.mss(turn.dir).max(1));
     let needed = turn.bytes.div_ceil(mss).max(1);
-    let mut sizes = turn.sizes.clone();
+    let mut sizes = turn.sizes.to_vec();
     sizes.sort_unstable();
     let median = sizes[sizes.len() / 2];
     let small = median <= SMALL_SEGMENT && u64::from(median) * 2 <= mss;
@@ -82,7 +82,7 @@ impl Detector for FragmentedWrites {
         let mss = u64::from(flow.flow.mss(turn.dir).max(1));
         st.extra_segments += u64::from(turn.segments).saturating_sub(turn.bytes.div_ceil(mss));
         st.segments_per_turn.record(turn.segments);
-        for &s in &turn.sizes {
+        for &s in turn.sizes.iter() {
             st.sizes.record(s);
         }
         if self.marks.mark(flow.flow.id, turn.dir) {
