@@ -21,7 +21,7 @@
 pub mod analysis;
 pub mod detect;
 pub mod flow;
-mod fxhash;
+pub(crate) mod fxhash;
 pub mod impair;
 pub mod report;
 pub mod seq;

@@ -5,17 +5,20 @@ use std::time::Duration;
 
 use crate::report::{Bucket, Distribution};
 
-/// Relative width of one bucket: values are kept to within ±2%.
-const GROWTH: f64 = 1.04;
-/// Values below this (in the histogram's unit) share the first bucket.
-const FLOOR: f64 = 1.0;
-const BUCKETS: usize = 640;
+/// Values are scaled by this before bucketing: the finest resolution is 1/16 of the unit.
+const SCALE: f64 = 16.0;
+/// Sub-buckets per power of two: each bucket is 1/32 of an octave wide (±1.6%).
+const SUB_BITS: u32 = 5;
+const SUB: usize = 1 << SUB_BITS;
+/// Scaled values below 2·SUB get a bucket each; above, log-linear buckets up to 2^63.
+const BUCKETS: usize = 2 * SUB + (63 - SUB_BITS as usize) * SUB;
 
-/// A histogram of non-negative values with ±2% precision, exact count, min, max and sum.
-/// Memory is allocated on the first value and never grows after.
+/// A histogram of non-negative values with ±1.6% precision, exact count, min, max and sum.
+/// Log-linear buckets (no logarithm is computed). Memory is allocated on the first value and
+/// never grows after.
 #[derive(Clone, Debug, Default)]
 pub struct Histogram {
-    counts: Vec<u64>,
+    counts: Vec<u32>,
     count: u64,
     min: f64,
     max: f64,
@@ -35,7 +38,7 @@ impl Histogram {
             self.max = value;
         }
         let i = bucket_of(value);
-        self.counts[i] += 1;
+        self.counts[i] = self.counts[i].saturating_add(1);
         self.count += 1;
         self.min = self.min.min(value);
         self.max = self.max.max(value);
@@ -73,7 +76,7 @@ impl Histogram {
         let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
         let mut seen = 0;
         for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
+            seen += u64::from(c);
             if seen >= rank {
                 return bucket_mid(i).clamp(self.min, self.max);
             }
@@ -90,7 +93,7 @@ impl Histogram {
             return;
         }
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
         self.count += other.count;
         self.min = self.min.min(other.min);
@@ -122,25 +125,31 @@ impl Histogram {
             return 0.0;
         }
         let from = bucket_of(threshold);
-        let n: u64 = self.counts[from..].iter().sum();
+        let n: u64 = self.counts[from..].iter().map(|&c| u64::from(c)).sum();
         n as f64 / self.count as f64
     }
 }
 
 fn bucket_of(value: f64) -> usize {
-    if value < FLOOR {
-        return 0;
+    let x = (value * SCALE) as u64;
+    if x < 2 * SUB as u64 {
+        return x as usize;
     }
-    let i = 1 + ((value / FLOOR).ln() / GROWTH.ln()) as usize;
-    i.min(BUCKETS - 1)
+    let e = 63 - x.leading_zeros();
+    let sub = (x >> (e - SUB_BITS)) as usize & (SUB - 1);
+    (2 * SUB + (e - SUB_BITS - 1) as usize * SUB + sub).min(BUCKETS - 1)
 }
 
 fn bucket_mid(i: usize) -> f64 {
-    if i == 0 {
-        return FLOOR / 2.0;
+    if i < 2 * SUB {
+        return (i as f64 + 0.5) / SCALE;
     }
-    let lo = FLOOR * GROWTH.powi(i as i32 - 1);
-    lo * (1.0 + GROWTH) / 2.0
+    let k = i - 2 * SUB;
+    let e = (k / SUB) as u32 + SUB_BITS + 1;
+    let sub = (k % SUB) as u64;
+    let width = 1u64 << (e - SUB_BITS);
+    let lo = (SUB as u64 + sub) * width;
+    (lo as f64 + width as f64 / 2.0) / SCALE
 }
 
 /// Rounds to three decimals, for stable, readable JSON.
@@ -262,6 +271,17 @@ mod tests {
             (0.11..0.16).contains(&share),
             "{share} (one bucket is 4% wide)"
         );
+    }
+
+    #[test]
+    fn buckets_round_trip_within_precision() {
+        let mut v = 2.0;
+        while v < 1e15 {
+            let mid = bucket_mid(bucket_of(v));
+            assert!((mid - v).abs() / v < 0.017, "{v} -> {mid}");
+            v *= 1.013;
+        }
+        assert!(bucket_of(f64::MAX) < BUCKETS);
     }
 
     #[test]

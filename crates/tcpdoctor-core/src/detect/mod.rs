@@ -12,7 +12,7 @@ mod retransmission_stall;
 mod rtt_bound;
 mod zero_window;
 
-use std::collections::HashSet;
+use crate::fxhash::FxHashSet as HashSet;
 use std::time::Duration;
 
 use crate::flow::{Direction, Flow, SegmentEvent};

@@ -11,7 +11,7 @@
 //!    single one is real (a POST whose body waited 40 ms). Critical when ≥ [`CRITICAL_SHARE`]
 //!    of the turns stalled and the stalls cost ≥ [`CRITICAL_LOST`] in total.
 
-use std::collections::HashMap;
+use crate::fxhash::FxHashMap as HashMap;
 use std::time::Duration;
 
 use super::{

@@ -14,7 +14,7 @@
 //! 5. Report every server and direction with at least one stall; critical from
 //!    [`CRITICAL_LOST`] in total.
 
-use std::collections::HashMap;
+use crate::fxhash::FxHashMap as HashMap;
 use std::time::Duration;
 
 use super::{rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};

@@ -8,7 +8,7 @@
 //! 3. Report when the episodes of at least [`MIN_EPISODE`] add up to [`MIN_TOTAL`] or more.
 //!    Critical from [`CRITICAL_TOTAL`].
 
-use std::collections::HashMap;
+use crate::fxhash::FxHashMap as HashMap;
 use std::time::Duration;
 
 use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
