@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # srv_port, fwd_port, ... are set by spawn/wait_port via printf -v
 # record.sh: record the specimen scenarios into testdata/captures/<name>.pcap.
 #
 #   sudo specimens/record.sh              record every scenario
@@ -113,12 +114,12 @@ capture_start_dumpcap() {
 
 # capture_stop: SIGINT, wait, and fail if the kernel dropped packets.
 capture_stop() {
-  local line stats="" i
+  local line stats=""
   if [[ $cap_tool == dumpcap ]]; then
     # dumpcap has no immediate mode: the last packets wait in the kernel's ring block until
     # its timeout (250 ms) retires it. dumpcap prints "\rPackets: N" whenever it has read
     # more; stop once it has been silent for a second.
-    for i in {1..60}; do read -r -t 1 -d $'\r' line <&"$cap_fd" || break; done
+    for _ in {1..60}; do read -r -t 1 -d $'\r' line <&"$cap_fd" || break; done
   fi
   kill -INT "$cap_pid"
   while read -r -t 10 line <&"$cap_fd"; do
@@ -285,7 +286,7 @@ record() {
 
 case "${1:-}" in
   --list) printf '%s\n' "${SCENARIOS[@]}"; exit 0 ;;
-  -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+  -h | --help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
 esac
 [[ $(id -u) == 0 ]] || die "needs root to capture on the loopback interface: run 'sudo $0 $*'"
 for tool in tcpdump tshark dumpcap cc redis-server redis-benchmark timeout; do
