@@ -11,7 +11,7 @@
 # re-recording, update the figures quoted in each .expect from the new .log and tshark.
 #
 # Needs root (tcpdump on lo; network namespaces for the WAN ones; postgres runs as the
-# `postgres` user), and: javac java go node cc python3 tcpdump tshark nginx wrk ab memcached
+# `postgres` user), and: javac java go node cc python3 tcpdump tshark nginx wrk ab curl memcached
 # redis-server redis-benchmark pgbench initdb pg_ctl (Debian: openjdk-17-jdk-headless nodejs
 # nginx-light wrk apache2-utils memcached redis-server postgresql; Go from go.dev).
 #
@@ -39,8 +39,10 @@ SCENARIOS=(
   lang_node_perline_server lang_node_perline_nodelay
   lang_c_http_wwr_client lang_c_http_wwr_client_fixed
   real_nginx_wrk_keepalive real_nginx_ab_churn
+  real_python_httpserver_keepalive real_python_httpserver_http10_churn
   real_memcached_sequential real_postgres_pgbench_select real_redis_ipv6_benchmark
   real_redis_wan10ms_c1 real_redis_wan10ms_pipelined16
+  real_python_httpserver_wan10ms real_nginx_wan10ms_bulk
 )
 
 die() { echo "record-lang.sh: $*" >&2; exit 2; }
@@ -50,7 +52,7 @@ case "${1:-}" in
   -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
 esac
 [[ $(id -u) == 0 ]] || die "needs root (tcpdump, network namespaces, the postgres user): run 'sudo $0 $*'"
-for tool in javac java go node cc "$PY" tcpdump tshark nginx wrk ab memcached redis-server \
+for tool in javac java go node cc "$PY" tcpdump tshark nginx wrk ab curl memcached redis-server \
   redis-benchmark pgbench initdb pg_ctl runuser timeout ss ip; do
   command -v "$tool" >/dev/null || die "needs $tool on PATH"
 done
@@ -216,10 +218,10 @@ sc_lang_c_http_wwr_client_fixed() { http_wwr_scenario "$1" --fixed; }
 
 # --- real products on loopback -------------------------------------------------------------
 
-# nginx_start DIR PORT: a throwaway nginx (not the system service) serving DIR/www on PORT.
+# nginx_conf DIR ADDR:PORT: a throwaway nginx config (not the system service) serving DIR/www.
 # sendfile/tcp_nopush/tcp_nodelay as in Debian's stock nginx.conf.
-nginx_start() {
-  local dir=$1 port=$2
+nginx_conf() {
+  local dir=$1 listen=$2
   mkdir -p "$dir/www" "$dir/tmp"
   "$PY" -c 'import sys; sys.stdout.write("".join("<p>line %03d of a small static page</p>\n" % i for i in range(16)))' \
     >"$dir/www/small.html"
@@ -237,20 +239,24 @@ http {
   tcp_nopush on;
   tcp_nodelay on;
   keepalive_timeout 5s;
-  types { text/html html; }
+  types { text/html html; application/octet-stream bin; }
   client_body_temp_path $dir/tmp/body;
   proxy_temp_path $dir/tmp/proxy;
   fastcgi_temp_path $dir/tmp/fastcgi;
   uwsgi_temp_path $dir/tmp/uwsgi;
   scgi_temp_path $dir/tmp/scgi;
   server {
-    listen 127.0.0.1:$port;
+    listen $listen;
     root $dir/www;
   }
 }
 EOF
-  spawn nginx nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
-  wait_listening "$port"
+}
+
+nginx_start() { # DIR PORT: run it on 127.0.0.1:PORT and wait until it listens
+  nginx_conf "$1" "127.0.0.1:$2"
+  spawn nginx nginx -p "$1" -c "$1/nginx.conf" -e "$1/error.log"
+  wait_listening "$2"
 }
 
 nginx_stop() {
@@ -291,6 +297,31 @@ sc_real_nginx_ab_churn() {
   capture_stop
 }
 
+# CPython's own http.server (python3 -m http.server) serving the same small page, and curl
+# fetching it 40 times with one command (URL globbing: curl reuses its connection when the
+# server keeps it open). -p HTTP/1.1 turns keep-alive on; the default HTTP/1.0 closes after
+# each response.
+python_httpserver_scenario() { # file protocol
+  local dir line port
+  dir=$(mktemp -d /tmp/record-lang-httpserver.XXXXXX)
+  ON_EXIT+=("rm -rf '$dir'")
+  "$PY" -c 'import sys; sys.stdout.write("".join("<p>line %03d of a small static page</p>\n" % i for i in range(16)))' \
+    >"$dir/small.html"
+  spawn srv "$PY" -u -m http.server -b 127.0.0.1 -p "$2" -d "$dir" 0
+  read -r -t 20 line <&"$srv_fd" || die "http.server did not start"
+  echo "http.server: $line" >>"$LOG"
+  [[ $line =~ port\ ([0-9]+) ]] || die "no port in '$line'"
+  port=${BASH_REMATCH[1]}
+  capture_start "$1" "tcp port $port" -i lo -s 256
+  run_client curl -sS -o /dev/null -w 'exchange %{url_effective} total %{time_total} s connect %{time_connect} s\n' \
+    "http://127.0.0.1:$port/small.html?n=[1-40]"
+  stop srv
+  capture_stop
+}
+
+sc_real_python_httpserver_keepalive()   { python_httpserver_scenario "$1" HTTP/1.1; }
+sc_real_python_httpserver_http10_churn() { python_httpserver_scenario "$1" HTTP/1.0; }
+
 sc_real_memcached_sequential() {
   local port
   port=$(free_port)
@@ -315,8 +346,10 @@ sc_real_postgres_pgbench_select() {
   capture_start "$1" "tcp port $port" -i lo -s 256
   # -t, not -T: 30 transactions per client keeps the capture small; -n: no vacuum first.
   run_client pgbench -h 127.0.0.1 -p "$port" -U postgres -S -n -c 2 -t 30 -r postgres
-  capture_stop
+  # Stop the server before the capture: pgbench exits as soon as it has sent Terminate, and
+  # the backends' FINs follow a few ms later; pg_ctl stop returns once they are all gone.
   runuser -u postgres -- "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >>"$LOG"
+  capture_stop
   cat "$dir/server.log" >>"$LOG"
 }
 
@@ -343,6 +376,38 @@ wan_redis() { # file wanlink-delay redis-benchmark-options...
 
 sc_real_redis_wan10ms_c1()          { wan_redis "$1" 10ms -c 1 -n 300 -t get; }
 sc_real_redis_wan10ms_pipelined16() { wan_redis "$1" 10ms -c 1 -n 300 -t get -P 16; }
+
+# CPython's http.server with keep-alive (see real_python_httpserver_keepalive) over the same
+# 20 ms RTT: curl fetches the small page 20 times on one connection.
+sc_real_python_httpserver_wan10ms() {
+  local dir
+  dir=$(mktemp -d /tmp/record-lang-httpserver.XXXXXX)
+  ON_EXIT+=("rm -rf '$dir'")
+  "$PY" -c 'import sys; sys.stdout.write("".join("<p>line %03d of a small static page</p>\n" % i for i in range(16)))' \
+    >"$dir/small.html"
+  chmod -R a+rX "$dir"
+  (cd "$SPEC" && timeout 120 "$PY" wanlink.py --delay 10ms --capture-side client --capture "$1" \
+    --ready 'Serving HTTP' \
+    --server "$(command -v "$PY") -u -m http.server -b 198.18.0.1 -p HTTP/1.1 -d $dir 7070" \
+    --client "curl -sS -o /dev/null -w 'exchange %{url_effective} total %{time_total} s connect %{time_connect} s\n' 'http://198.18.0.1:7070/small.html?n=[1-20]'") \
+    2>&1 | tr "\r" "\n" >>"$LOG"
+}
+
+# nginx sending two 400 KB files over one keep-alive connection across the 20 ms RTT: bulk
+# transfer, slow start, nothing wrong. nginx does not announce readiness: the server command
+# polls for its listening socket inside the namespace, then prints LISTENING.
+sc_real_nginx_wan10ms_bulk() {
+  local dir
+  dir=$(mktemp -d /tmp/record-lang-nginx.XXXXXX)
+  ON_EXIT+=("rm -rf '$dir'")
+  nginx_conf "$dir" 198.18.0.1:7070
+  head -c 409600 /dev/urandom >"$dir/www/big.bin"
+  chmod a+r "$dir/www/big.bin"
+  (cd "$SPEC" && timeout 120 "$PY" wanlink.py --delay 10ms --capture-side client --capture "$1" \
+    --server "nginx -p $dir -c $dir/nginx.conf -e $dir/error.log & for _ in \$(seq 200); do ss -Hltn 'sport = :7070' | grep -q . && break; sleep 0.05; done; echo LISTENING; wait" \
+    --client "curl -sS -o /dev/null -w 'exchange %{url_effective} total %{time_total} s first-byte %{time_starttransfer} s size %{size_download}\n' 'http://198.18.0.1:7070/big.bin?n=[1-2]'") \
+    2>&1 | tr "\r" "\n" >>"$LOG"
+}
 
 # --- main -----------------------------------------------------------------------------------
 
