@@ -39,7 +39,7 @@ SCENARIOS=(
   lang_node_perline_server lang_node_perline_nodelay
   lang_c_http_wwr_client lang_c_http_wwr_client_fixed
   real_nginx_wrk_keepalive real_nginx_ab_churn
-  real_python_httpserver_keepalive real_python_httpserver_http10_churn
+  real_python_httpserver_keepalive real_python_httpserver_http10_churn real_nginx_proxy_upstream_churn
   real_memcached_sequential real_postgres_pgbench_select real_redis_ipv6_benchmark
   real_redis_wan10ms_c1 real_redis_wan10ms_pipelined16
   real_python_httpserver_wan10ms real_nginx_wan10ms_bulk
@@ -220,8 +220,8 @@ sc_lang_c_http_wwr_client_fixed() { http_wwr_scenario "$1" --fixed; }
 
 # nginx_conf DIR ADDR:PORT: a throwaway nginx config (not the system service) serving DIR/www.
 # sendfile/tcp_nopush/tcp_nodelay as in Debian's stock nginx.conf.
-nginx_conf() {
-  local dir=$1 listen=$2
+nginx_conf() { # DIR ADDR:PORT [server-block directives]
+  local dir=$1 listen=$2 extra=${3:-}
   mkdir -p "$dir/www" "$dir/tmp"
   "$PY" -c 'import sys; sys.stdout.write("".join("<p>line %03d of a small static page</p>\n" % i for i in range(16)))' \
     >"$dir/www/small.html"
@@ -248,13 +248,14 @@ http {
   server {
     listen $listen;
     root $dir/www;
+    $extra
   }
 }
 EOF
 }
 
-nginx_start() { # DIR PORT: run it on 127.0.0.1:PORT and wait until it listens
-  nginx_conf "$1" "127.0.0.1:$2"
+nginx_start() { # DIR PORT [directives]: run it on 127.0.0.1:PORT and wait until it listens
+  nginx_conf "$1" "127.0.0.1:$2" "${3:-}"
   spawn nginx nginx -p "$1" -c "$1/nginx.conf" -e "$1/error.log"
   wait_listening "$2"
 }
@@ -321,6 +322,31 @@ python_httpserver_scenario() { # file protocol
 
 sc_real_python_httpserver_keepalive()   { python_httpserver_scenario "$1" HTTP/1.1; }
 sc_real_python_httpserver_http10_churn() { python_httpserver_scenario "$1" HTTP/1.0; }
+
+# nginx as a reverse proxy in front of CPython's http.server, with nginx's default upstream
+# settings (proxy_http_version 1.0, no upstream keepalive): the client keeps one connection to
+# nginx, nginx opens a new upstream connection for every request. Both legs are captured.
+sc_real_nginx_proxy_upstream_churn() {
+  local dir line up port
+  dir=$(mktemp -d /tmp/record-lang-nginx.XXXXXX)
+  ON_EXIT+=("rm -rf '$dir'")
+  mkdir -p "$dir/up"
+  "$PY" -c 'import sys; sys.stdout.write("".join("<p>line %03d of a small static page</p>\n" % i for i in range(16)))' \
+    >"$dir/up/small.html"
+  spawn up "$PY" -u -m http.server -b 127.0.0.1 -d "$dir/up" 0
+  read -r -t 20 line <&"$up_fd" || die "http.server did not start"
+  echo "upstream http.server: $line" >>"$LOG"
+  [[ $line =~ port\ ([0-9]+) ]] || die "no port in '$line'"
+  up=${BASH_REMATCH[1]}
+  port=$(free_port)
+  nginx_start "$dir" "$port" "location / { proxy_pass http://127.0.0.1:$up; }"
+  capture_start "$1" "tcp port $port or tcp port $up" -i lo -s 256
+  run_client curl -sS -o /dev/null -w 'exchange %{url_effective} total %{time_total} s connect %{time_connect} s\n' \
+    "http://127.0.0.1:$port/small.html?n=[1-30]"
+  nginx_stop "$dir"
+  stop up
+  capture_stop
+}
 
 sc_real_memcached_sequential() {
   local port
