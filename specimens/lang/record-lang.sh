@@ -40,6 +40,7 @@ SCENARIOS=(
   lang_c_http_wwr_client lang_c_http_wwr_client_fixed
   real_nginx_wrk_keepalive real_nginx_ab_churn
   real_python_httpserver_keepalive real_python_httpserver_http10_churn real_nginx_proxy_upstream_churn
+  real_nginx_curl_ratelimited
   real_memcached_sequential real_postgres_pgbench_select real_redis_ipv6_benchmark
   real_redis_wan10ms_c1 real_redis_wan10ms_pipelined16
   real_python_httpserver_wan10ms real_nginx_wan10ms_bulk
@@ -345,6 +346,24 @@ sc_real_nginx_proxy_upstream_churn() {
     "http://127.0.0.1:$port/small.html?n=[1-30]"
   nginx_stop "$dir"
   stop up
+  capture_stop
+}
+
+# A slow reader: curl --limit-rate downloading 300 KB from nginx at 100 KB/s. curl reads only
+# as fast as its limit allows, its receive buffer fills and it advertises a zero window.
+sc_real_nginx_curl_ratelimited() {
+  local dir port
+  dir=$(mktemp -d /tmp/record-lang-nginx.XXXXXX)
+  ON_EXIT+=("rm -rf '$dir'")
+  port=$(free_port)
+  mkdir -p "$dir/www"
+  head -c 307200 /dev/urandom >"$dir/www/big.bin"
+  nginx_start "$dir" "$port"
+  capture_start "$1" "tcp port $port" -i lo -s 256
+  run_client curl -sS -o /dev/null --limit-rate 100K \
+    -w 'exchange %{url_effective} total %{time_total} s first-byte %{time_starttransfer} s size %{size_download}\n' \
+    "http://127.0.0.1:$port/big.bin"
+  nginx_stop "$dir"
   capture_stop
 }
 
