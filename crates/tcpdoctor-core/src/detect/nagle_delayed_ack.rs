@@ -180,7 +180,8 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
     ));
     ev.facts.push(format!(
         "each stall: a small {sender} segment, silence, a pure ACK from the {receiver} \
-         acknowledging all of it, then the rest of the {whose} right after that ACK"
+         acknowledging all of it, then the rest of the {whose} as soon as that ACK reached the \
+         {sender} (at once at the {sender}'s end, one round trip later at the {receiver}'s)"
     ));
     ev.counts.insert("stalled_turns".into(), st.stalled_turns);
     ev.counts.insert("turns".into(), st.turns);
