@@ -226,17 +226,27 @@ impl SyntheticTcp {
 
     /// `data` sent by `from` at `ts` in one write: segments of at most the MSS.
     pub fn data(&mut self, ts: Timestamp, from: Side, data: &[u8]) -> Vec<Packet> {
+        self.data_len(ts, from, data, data.len())
+    }
+
+    /// A write of `len` bytes of which only the first ones, `head`, are known (a recorder
+    /// that keeps only what the snap length would): segment lengths are the real ones.
+    pub fn data_len(&mut self, ts: Timestamp, from: Side, head: &[u8], len: usize) -> Vec<Packet> {
         let me = Self::idx(from);
         let ack = self.next[Self::idx(Self::other(from))];
+        let mss = usize::from(SYNTHETIC_MSS);
         let mut out = Vec::new();
-        let mut segs = data.chunks(usize::from(SYNTHETIC_MSS)).peekable();
-        while let Some(seg) = segs.next() {
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(mss);
             let mut flags = TcpFlags::ACK;
-            if segs.peek().is_none() {
+            if off + n == len {
                 flags |= TcpFlags::PSH;
             }
-            out.push(self.packet(ts, from, self.next[me], ack, flags, None, seg, seg.len()));
-            self.next[me] = self.next[me].wrapping_add(seg.len() as u32);
+            let known = head.get(off..(off + n).min(head.len())).unwrap_or(&[]);
+            out.push(self.packet(ts, from, self.next[me], ack, flags, None, known, n));
+            self.next[me] = self.next[me].wrapping_add(n as u32);
+            off += n;
         }
         out
     }
