@@ -54,16 +54,19 @@ ECHO=$(free_port); SINK=$(free_port)
 start_ready "$NB" echo "127.0.0.1:$ECHO"
 start_ready "$NB" sink "127.0.0.1:$SINK"
 
-# start_proxy KIND UPSTREAM_PORT -> prints the port it listens on
+# start_proxy KIND UPSTREAM_PORT: starts it and sets PORT to the port it listens on. (Not run
+# in $(...): the background process would hold the substitution's pipe open forever.)
 start_proxy() {
     local kind=$1 up=$2 port
     port=$(free_port)
     case $kind in
     tcpdoctor)
-        "$TD" proxy --listen "127.0.0.1:$port" --upstream "127.0.0.1:$up" 2>"$WORK/td.$port.log" &
+        "$TD" proxy --listen "127.0.0.1:$port" --upstream "127.0.0.1:$up" \
+            >/dev/null 2>"$WORK/td.$port.log" &
         ;;
     socat)
-        socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork,nodelay" "TCP:127.0.0.1:$up,nodelay" &
+        socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork,nodelay" "TCP:127.0.0.1:$up,nodelay" \
+            >/dev/null 2>&1 &
         ;;
     haproxy)
         cat >"$WORK/haproxy.$port.cfg" <<EOF
@@ -84,8 +87,8 @@ EOF
         ;;
     esac
     PIDS+=($!)
-    wait_port "$port" >&2
-    echo "$port"
+    wait_port "$port"
+    PORT=$port
 }
 
 KINDS=(tcpdoctor)
@@ -94,8 +97,8 @@ command -v haproxy >/dev/null && KINDS+=(haproxy) || echo "haproxy not found: sk
 
 declare -A EPORT SPORT
 for k in "${KINDS[@]}"; do
-    EPORT[$k]=$(start_proxy "$k" "$ECHO")
-    SPORT[$k]=$(start_proxy "$k" "$SINK")
+    start_proxy "$k" "$ECHO"; EPORT[$k]=$PORT
+    start_proxy "$k" "$SINK"; SPORT[$k]=$PORT
 done
 
 echo "== ping-pong: $ROUNDS round trips on one connection, TCP_NODELAY (µs) =="

@@ -26,6 +26,8 @@ use super::{Clock, DirConfig, LegConfig, ProxyConfig, Reader, Stream, Writer};
 
 /// Read buffer per direction.
 const BUF: usize = 128 * 1024;
+/// Longest wait for the upstream to accept.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a held (Nagle) send queue is checked while writing a `--pcap`.
 const HELD_POLL: Duration = Duration::from_millis(1);
 
@@ -72,7 +74,14 @@ async fn serve_inner(
         }
     }
     let mut client = client;
-    let mut upstream = match Stream::connect(&cfg.upstream).await {
+    let connect = tokio::time::timeout(CONNECT_TIMEOUT, Stream::connect(&cfg.upstream));
+    let connected = connect.await.unwrap_or_else(|_| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {CONNECT_TIMEOUT:?}"),
+        ))
+    });
+    let mut upstream = match connected {
         Ok(s) => s,
         Err(e) => {
             let verb = match e.kind() {
