@@ -5,6 +5,7 @@
 #
 #   scripts/bench-proxy.sh                 # 20000 round trips, 2 GiB bulk
 #   ROUNDS=5000 BULK_BYTES=$((1<<30)) scripts/bench-proxy.sh
+#   TD_ARGS="--threads 2" scripts/bench-proxy.sh   # extra flags for tcpdoctor proxy
 #
 # Needs: cargo, socat, haproxy (apt-get install socat haproxy). Proxies missing are skipped.
 # Everything listens on 127.0.0.1 on free ports; every process started here is stopped on exit.
@@ -61,7 +62,7 @@ start_proxy() {
     port=$(free_port)
     case $kind in
     tcpdoctor)
-        "$TD" proxy --listen "127.0.0.1:$port" --upstream "127.0.0.1:$up" \
+        "$TD" proxy --listen "127.0.0.1:$port" --upstream "127.0.0.1:$up" ${TD_ARGS:-} \
             >/dev/null 2>"$WORK/td.$port.log" &
         ;;
     socat)

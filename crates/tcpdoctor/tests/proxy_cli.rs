@@ -15,7 +15,13 @@ fn flag_errors_exit_2_and_name_the_flag() {
         ("--rate", "c2s=fast"),
         ("--upstream", "unix:"),
     ] {
-        let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"];
+        let mut args = vec![
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "127.0.0.1:9",
+        ];
         if flag == "--upstream" {
             args[4] = value;
         } else {

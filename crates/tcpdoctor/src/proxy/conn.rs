@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use tcpdoctor_core::impair::Poll;
 use tcpdoctor_core::Timestamp;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
 
 use super::record::{Event, RecordHandle, PCAP_PAYLOAD};
 use super::sockopt;
@@ -112,8 +113,6 @@ async fn serve_inner(
     }
     let (cfd, ufd) = (client.fd(), upstream.fd());
     let (ctcp, utcp) = (client.is_tcp(), upstream.is_tcp());
-    let (mut cr, mut cw) = client.split();
-    let (mut ur, mut uw) = upstream.split();
     let c2s = Dir {
         id,
         dir: C2S,
@@ -141,40 +140,19 @@ async fn serve_inner(
         out_tcp: ctcp,
         ..c2s
     };
-    let a = c2s.run(&mut cr, &mut uw);
-    let b = s2c.run(&mut ur, &mut cw);
-    let mut a = std::pin::pin!(a);
-    let mut b = std::pin::pin!(b);
-    let (mut a_out, mut b_out) = (None, None);
-    // The socket to reset, and which direction's sender the RST stands for in the pcap.
-    let mut reset: Option<(RawFd, usize)> = None;
-    while a_out.is_none() || b_out.is_none() {
-        let (d, out) = tokio::select! {
-            o = &mut a, if a_out.is_none() => (C2S, o),
-            o = &mut b, if b_out.is_none() => (S2C, o),
-        };
-        let (in_fd, out_fd) = if d == C2S { (cfd, ufd) } else { (ufd, cfd) };
-        let side = |d: usize| if d == C2S { "client" } else { "server" };
-        match &out {
-            Outcome::Done => {}
-            Outcome::ReadFailed(e) => {
-                st.set_end(format!("{} reset: {e}", side(d)));
-                reset = Some((out_fd, d));
-            }
-            Outcome::WriteFailed(e) => {
-                st.set_end(format!("{} went away: {e}", side(1 - d)));
-                reset = Some((in_fd, 1 - d));
-            }
+    let splice = cfg.c2s.is_passthrough() && cfg.s2c.is_passthrough() && !rec.pcap;
+    let reset = match (&client, &upstream) {
+        (Stream::Tcp(c), Stream::Tcp(u)) if splice => {
+            drive(st, cfd, ufd, c2s.spliced(c, u), s2c.spliced(u, c)).await
         }
-        if d == C2S {
-            a_out = Some(out);
-        } else {
-            b_out = Some(out);
+        _ => {
+            let (mut cr, mut cw) = client.split();
+            let (mut ur, mut uw) = upstream.split();
+            let a = c2s.run(&mut cr, &mut uw);
+            let b = s2c.run(&mut ur, &mut cw);
+            drive(st, cfd, ufd, a, b).await
         }
-        if reset.is_some() {
-            break;
-        }
-    }
+    };
     if let Some((fd, from)) = reset {
         // Both sockets are still open here: they live until the end of this function.
         let _ = sockopt::linger_zero(fd);
@@ -189,6 +167,45 @@ async fn serve_inner(
     } else {
         st.set_end("closed");
     }
+}
+
+/// Runs both directions until both are done, or one fails: then returns the socket to reset
+/// and which direction's sender the RST stands for.
+async fn drive(
+    st: &ConnStats,
+    cfd: RawFd,
+    ufd: RawFd,
+    a: impl std::future::Future<Output = Outcome>,
+    b: impl std::future::Future<Output = Outcome>,
+) -> Option<(RawFd, usize)> {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    let (mut a_done, mut b_done) = (false, false);
+    while !a_done || !b_done {
+        let (d, out) = tokio::select! {
+            o = &mut a, if !a_done => (C2S, o),
+            o = &mut b, if !b_done => (S2C, o),
+        };
+        let (in_fd, out_fd) = if d == C2S { (cfd, ufd) } else { (ufd, cfd) };
+        let side = |d: usize| if d == C2S { "client" } else { "server" };
+        match &out {
+            Outcome::Done => {}
+            Outcome::ReadFailed(e) => {
+                st.set_end(format!("{} reset: {e}", side(d)));
+                return Some((out_fd, d));
+            }
+            Outcome::WriteFailed(e) => {
+                st.set_end(format!("{} went away: {e}", side(1 - d)));
+                return Some((in_fd, 1 - d));
+            }
+        }
+        if d == C2S {
+            a_done = true;
+        } else {
+            b_done = true;
+        }
+    }
+    None
 }
 
 /// One direction: read from one socket, impair, write to the other.
@@ -267,6 +284,53 @@ impl Dir<'_> {
             }
             self.on_write(&buf[..n], track).await;
             if self.out_leg.cork && self.out_tcp {
+                let _ = sockopt::uncork(self.out_fd);
+            }
+        }
+    }
+
+    /// The zero-copy path (TCP to TCP, no impairment, no pcap): `splice(2)` moves each chunk
+    /// from the socket into a pipe and on into the other socket without entering user space.
+    /// One chunk read is still one chunk written: the pipe is emptied before the next read.
+    async fn spliced(&self, src: &TcpStream, dst: &TcpStream) -> Outcome {
+        let out = self.splice_loop(src, dst).await;
+        if matches!(out, Outcome::Done) {
+            let _ = socket2::SockRef::from(dst).shutdown(std::net::Shutdown::Write);
+        }
+        out
+    }
+
+    async fn splice_loop(&self, src: &TcpStream, dst: &TcpStream) -> Outcome {
+        let pipe = match sockopt::Pipe::new() {
+            Ok(p) => p,
+            Err(e) => return Outcome::ReadFailed(e),
+        };
+        let mut track = Track::default();
+        loop {
+            let n = loop {
+                if let Err(e) = src.readable().await {
+                    return Outcome::ReadFailed(e);
+                }
+                match src.try_io(Interest::READABLE, || pipe.fill_from(self.in_fd)) {
+                    Ok(0) => return Outcome::Done,
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Outcome::ReadFailed(e),
+                }
+            };
+            self.on_read(n, &mut track).await;
+            let mut left = n;
+            while left > 0 {
+                if let Err(e) = dst.writable().await {
+                    return Outcome::WriteFailed(e);
+                }
+                match dst.try_io(Interest::WRITABLE, || pipe.drain_to(self.out_fd, left)) {
+                    Ok(k) => left -= k,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Outcome::WriteFailed(e),
+                }
+            }
+            if self.out_leg.cork {
                 let _ = sockopt::uncork(self.out_fd);
             }
         }

@@ -64,3 +64,64 @@ fn with<T>(fd: RawFd, f: impl FnOnce(SockRef<'_>) -> io::Result<T>) -> io::Resul
     let b = unsafe { BorrowedFd::borrow_raw(fd) };
     f(SockRef::from(&b))
 }
+
+/// A pipe for `splice(2)`: socket → pipe → socket, with no copy through user space.
+pub struct Pipe {
+    r: std::os::fd::OwnedFd,
+    w: std::os::fd::OwnedFd,
+}
+
+/// Largest chunk moved per splice: the pipe's capacity.
+const PIPE_SIZE: libc::c_int = 1 << 20;
+
+impl Pipe {
+    pub fn new() -> io::Result<Pipe> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two fds into the array we own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both fds were just created and are owned by nobody else.
+        let (r, w) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        // A bigger pipe moves more per call; refused above /proc/sys/fs/pipe-max-size, fine.
+        // SAFETY: F_SETPIPE_SZ on a pipe we own.
+        unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_SIZE) };
+        Ok(Pipe { r, w })
+    }
+
+    /// Moves what `fd` has to read into the (empty) pipe; 0 at EOF.
+    pub fn fill_from(&self, fd: RawFd) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        splice(fd, self.w.as_raw_fd(), PIPE_SIZE as usize)
+    }
+
+    /// Moves up to `n` bytes from the pipe into `fd`.
+    pub fn drain_to(&self, fd: RawFd, n: usize) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        splice(self.r.as_raw_fd(), fd, n)
+    }
+}
+
+fn splice(from: RawFd, to: RawFd, n: usize) -> io::Result<usize> {
+    // SAFETY: plain fds owned by the caller; null offsets (both are pipes or sockets).
+    let r = unsafe {
+        libc::splice(
+            from,
+            std::ptr::null_mut(),
+            to,
+            std::ptr::null_mut(),
+            n,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
