@@ -102,13 +102,30 @@ for k in "${KINDS[@]}"; do
     start_proxy "$k" "$SINK"; SPORT[$k]=$PORT
 done
 
-echo "== ping-pong: $ROUNDS round trips on one connection, TCP_NODELAY (µs) =="
+# Quantile $2 (0..1) of the numbers in file $1.
+quantile() {
+    sort -n "$1" | awk -v q="$2" '{ v[NR] = $1 } END { i = int(NR * q); if (i < 1) i = 1; print v[i] }'
+}
+
+# The paths take turns (REPEATS rounds each), so drifting background load hits all alike.
+REPEATS=${REPEATS:-4}
+PATHS=(direct "${KINDS[@]}")
+echo "== ping-pong: $ROUNDS round trips per path on one connection each, TCP_NODELAY, in $REPEATS interleaved rounds (µs) =="
 printf '%-10s %6s %10s %10s %14s %14s\n' path size median p99 "added median" "added p99"
 for size in 1 1024; do
-    read -r dmed dp99 < <("$NB" pingpong "127.0.0.1:$ECHO" "$size" "$ROUNDS")
+    for _ in $(seq "$REPEATS"); do
+        for p in "${PATHS[@]}"; do
+            port=$ECHO
+            [ "$p" = direct ] || port=${EPORT[$p]}
+            "$NB" pingpong "127.0.0.1:$port" "$size" $((ROUNDS / REPEATS)) "$WORK/pp.$p.$size" >/dev/null
+        done
+    done
+    dmed=$(quantile "$WORK/pp.direct.$size" 0.5)
+    dp99=$(quantile "$WORK/pp.direct.$size" 0.99)
     printf '%-10s %6s %10s %10s %14s %14s\n' direct "$size" "$dmed" "$dp99" - -
     for k in "${KINDS[@]}"; do
-        read -r med p99 < <("$NB" pingpong "127.0.0.1:${EPORT[$k]}" "$size" "$ROUNDS")
+        med=$(quantile "$WORK/pp.$k.$size" 0.5)
+        p99=$(quantile "$WORK/pp.$k.$size" 0.99)
         printf '%-10s %6s %10s %10s %14s %14s\n' "$k" "$size" "$med" "$p99" \
             "$(echo "$med - $dmed" | bc)" "$(echo "$p99 - $dp99" | bc)"
     done

@@ -3,7 +3,8 @@
 //!
 //!   netbench echo ADDR              echo server (one thread per connection)
 //!   netbench sink ADDR              reads to EOF, then answers one byte
-//!   netbench pingpong ADDR SIZE N   N round trips of SIZE bytes; prints median and p99 in µs
+//!   netbench pingpong ADDR SIZE N [FILE]   N round trips of SIZE bytes; prints median and
+//!                                   p99 in µs, and appends every sample to FILE if given
 //!   netbench bulk ADDR BYTES        sends BYTES, waits for the sink's byte; prints GB/s
 //!
 //! Servers print `ready` on stdout once listening.
@@ -18,7 +19,7 @@ fn main() {
     match arg(1) {
         "echo" => serve(arg(2), echo),
         "sink" => serve(arg(2), sink),
-        "pingpong" => pingpong(arg(2), parse(arg(3)), parse(arg(4))),
+        "pingpong" => pingpong(arg(2), parse(arg(3)), parse(arg(4)), arg(5)),
         "bulk" => bulk(arg(2), parse(arg(3)) as u64),
         _ => {
             eprintln!("usage: netbench echo|sink ADDR | pingpong ADDR SIZE N | bulk ADDR BYTES");
@@ -63,7 +64,7 @@ fn sink(mut s: TcpStream) -> std::io::Result<()> {
     s.write_all(b"k")
 }
 
-fn pingpong(addr: &str, size: usize, n: usize) {
+fn pingpong(addr: &str, size: usize, n: usize, samples: &str) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_nodelay(true).expect("nodelay");
     let msg = vec![b'x'; size];
@@ -77,6 +78,15 @@ fn pingpong(addr: &str, size: usize, n: usize) {
             // the first 10% warm up caches and the connection
             lat.push(t.elapsed().as_nanos() as f64 / 1e3);
         }
+    }
+    if !samples.is_empty() {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(samples)
+            .expect("samples file");
+        let text: String = lat.iter().map(|v| format!("{v:.1}\n")).collect();
+        f.write_all(text.as_bytes()).expect("write samples");
     }
     lat.sort_by(f64::total_cmp);
     let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];

@@ -231,6 +231,15 @@ impl Listener {
     }
 }
 
+impl Drop for Listener {
+    /// A Unix listener leaves its socket file behind; remove it so the next run can bind.
+    fn drop(&mut self) {
+        if let Listener::Unix(_, p) = self {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// One side's socket.
 pub(crate) enum Stream {
     Tcp(TcpStream),
