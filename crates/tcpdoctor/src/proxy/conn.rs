@@ -113,6 +113,7 @@ async fn serve_inner(
     }
     let (cfd, ufd) = (client.fd(), upstream.fd());
     let (ctcp, utcp) = (client.is_tcp(), upstream.is_tcp());
+    let held = Held::default();
     let c2s = Dir {
         id,
         dir: C2S,
@@ -128,6 +129,7 @@ async fn serve_inner(
         clock,
         rec,
         st,
+        held: &held,
     };
     let s2c = Dir {
         dir: S2C,
@@ -225,14 +227,17 @@ struct Dir<'a> {
     clock: Clock,
     rec: &'a RecordHandle,
     st: &'a ConnStats,
+    /// Per direction, heads and lengths of writes the kernel still holds (pcap + Nagle only).
+    /// Shared, so that one direction can record the other's release before its own bytes.
+    held: &'a Held,
 }
+
+type Held = std::sync::Mutex<[Vec<(Vec<u8>, usize)>; 2]>;
 
 /// Per-direction bookkeeping for recordings.
 #[derive(Default)]
 struct Track {
     last_read: Option<Timestamp>,
-    /// Heads and lengths of writes the kernel still holds (pcap + Nagle only).
-    held: Vec<(Vec<u8>, usize)>,
 }
 
 impl Dir<'_> {
@@ -249,7 +254,7 @@ impl Dir<'_> {
             self.impaired(r, w, &mut track).await
         };
         if matches!(out, Outcome::Done) {
-            self.release_held(&mut track, false).await;
+            self.release_held(self.dir, false).await;
             let _ = w.shutdown().await;
             if self.rec.pcap {
                 self.rec
@@ -381,8 +386,8 @@ impl Dir<'_> {
                     Err(e) => return Outcome::ReadFailed(e),
                 },
                 _ = sleep_opt(sleep_until) => {}
-                _ = tokio::time::sleep(HELD_POLL), if !track.held.is_empty() => {
-                    self.release_held(track, true).await;
+                _ = tokio::time::sleep(HELD_POLL), if self.has_held(self.dir) => {
+                    self.release_held(self.dir, true).await;
                 }
             }
         }
@@ -413,29 +418,51 @@ impl Dir<'_> {
 
     /// Records bytes just written: at once, or — when the kernel holds them (Nagle) — later,
     /// when they leave.
-    async fn on_write(&self, d: &[u8], track: &mut Track) {
+    async fn on_write(&self, d: &[u8], _track: &mut Track) {
         if !self.rec.pcap {
             return;
         }
+        // Bytes the other direction's kernel held and has since sent left before these (the
+        // peer received them and answered): record them first, in wire order.
+        self.release_held(1 - self.dir, true).await;
         let head = d[..d.len().min(PCAP_PAYLOAD)].to_vec();
         if self.watch_held() {
-            let held =
-                !track.held.is_empty() || sockopt::unsent_bytes(self.out_fd).is_ok_and(|n| n > 0);
-            if held {
-                track.held.push((head, d.len()));
-                return;
+            let queued =
+                self.has_held(self.dir) || sockopt::unsent_bytes(self.out_fd).is_ok_and(|n| n > 0);
+            if queued {
+                if let Ok(mut h) = self.held.lock() {
+                    h[self.dir].push((head, d.len()));
+                    return;
+                }
             }
         }
-        self.sent(head, d.len(), self.clock.now()).await;
+        self.sent(self.dir, head, d.len(), self.clock.now()).await;
     }
 
-    /// If the held bytes have left (or `check` is false: they leave now, with a FIN), records
-    /// the peer's ACK that released them and then the bytes.
-    async fn release_held(&self, track: &mut Track, check: bool) {
-        if track.held.is_empty() {
+    fn has_held(&self, dir: usize) -> bool {
+        self.held.lock().is_ok_and(|h| !h[dir].is_empty())
+    }
+
+    /// If the bytes held in `dir` have left (or `check` is false: they leave now, with a FIN),
+    /// records the peer's ACK that released them and then the bytes.
+    async fn release_held(&self, dir: usize, check: bool) {
+        if !self.has_held(dir) {
             return;
         }
-        if check && sockopt::unsent_bytes(self.out_fd).is_ok_and(|n| n > 0) {
+        // The socket `dir` writes to: ours, or for the other direction the one we read from.
+        let fd = if dir == self.dir {
+            self.out_fd
+        } else {
+            self.in_fd
+        };
+        if check && sockopt::unsent_bytes(fd).is_ok_and(|n| n > 0) {
+            return;
+        }
+        let taken = match self.held.lock() {
+            Ok(mut h) => std::mem::take(&mut h[dir]),
+            Err(_) => return,
+        };
+        if taken.is_empty() {
             return;
         }
         let ts = self.clock.now();
@@ -443,21 +470,21 @@ impl Dir<'_> {
             self.rec
                 .send(Event::Acked {
                     conn: self.id,
-                    dir: self.dir,
+                    dir,
                     ts,
                 })
                 .await;
         }
-        for (head, len) in std::mem::take(&mut track.held) {
-            self.sent(head, len, ts).await;
+        for (head, len) in taken {
+            self.sent(dir, head, len, ts).await;
         }
     }
 
-    async fn sent(&self, head: Vec<u8>, len: usize, ts: Timestamp) {
+    async fn sent(&self, dir: usize, head: Vec<u8>, len: usize, ts: Timestamp) {
         self.rec
             .send(Event::Sent {
                 conn: self.id,
-                dir: self.dir,
+                dir,
                 ts,
                 head,
                 len,
