@@ -475,9 +475,19 @@ impl Dir<'_> {
                 })
                 .await;
         }
-        for (head, len) in taken {
-            self.sent(dir, head, len, ts).await;
+        // Released together, the held writes leave together: as one segment (up to the MSS,
+        // which the synthetic capture applies).
+        let mut head = Vec::new();
+        let mut len = 0;
+        for (h, n) in taken {
+            if head.len() == len {
+                head.extend_from_slice(
+                    &h[..h.len().min(PCAP_PAYLOAD - head.len().min(PCAP_PAYLOAD))],
+                );
+            }
+            len += n;
         }
+        self.sent(dir, head, len, ts).await;
     }
 
     async fn sent(&self, dir: usize, head: Vec<u8>, len: usize, ts: Timestamp) {
