@@ -9,6 +9,11 @@
 //! 4. Each direction reads continuously while bytes wait in its pipeline (a delay never stops
 //!    the reading), but stops reading while more than `max_queued` bytes wait: back-pressure,
 //!    bounded memory.
+//! 5. Three ways to move bytes, the same contract (one write per chunk read unless the
+//!    direction's chunk mode says otherwise): `splice(2)` for unimpaired TCP-to-TCP without a
+//!    pcap (no copy through user space), a plain read/write loop for other unimpaired
+//!    directions, and the impairment pipeline. Delays are as precise as tokio's 1 ms timer:
+//!    a delayed chunk may leave up to 1 ms late.
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;

@@ -9,7 +9,8 @@
 //! - `conn.rs`: one connection — upstream connect, two directions, half-close and reset.
 //! - `record.rs`: the JSON Lines and pcap sinks, on their own thread behind a bounded channel.
 //! - `summary.rs`: byte and chunk counters, chunk-size distributions, the printed summary.
-//! - `sockopt.rs`: per-leg socket options (Nagle, cork, quickack, buffers, linger).
+//! - `sockopt.rs`: per-leg socket options (Nagle, cork, quickack, buffers, linger), the
+//!   unsent-bytes probe behind `--pcap`'s Nagle tracking, and the `splice(2)` pipe.
 
 mod conn;
 mod record;
