@@ -5,6 +5,7 @@
 
 mod cli;
 mod output;
+mod proxy;
 
 use std::process::ExitCode;
 

@@ -7,12 +7,19 @@
 //!    followed by 52 ms of silence.
 //! 3. The link is idle-aware: after a quiet spell, sending starts at once (no credit is saved
 //!    up for a burst either).
+//! 4. A caller that wakes late (timers have a granularity, tokio's is 1 ms) keeps the average
+//!    rate: up to [`CATCH_UP`] behind schedule, the link sends what it owes at once instead of
+//!    restarting the schedule from the late instant, which would lose up to half the rate.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::{Poll, Stage};
 use crate::time::Timestamp;
+
+/// How far behind schedule a late caller may be and still catch up (beyond it, the link was
+/// idle, rule 3).
+pub const CATCH_UP: Duration = Duration::from_millis(5);
 
 pub struct Rate {
     bits_per_sec: u64,
@@ -71,7 +78,12 @@ impl Stage for Rate {
             std::mem::replace(front, rest)
         };
         self.bytes -= slice.len();
-        self.next_free = self.next_free.max(now).plus(self.airtime(slice.len()));
+        let start = if now.since(self.next_free) <= CATCH_UP {
+            self.next_free
+        } else {
+            now
+        };
+        self.next_free = start.plus(self.airtime(slice.len()));
         Poll::Emit(slice)
     }
 
@@ -111,6 +123,26 @@ mod tests {
         for w in slices.windows(2) {
             assert!(w[1].0.since(w[0].0) <= Duration::from_micros(1_001));
         }
+    }
+
+    #[test]
+    fn late_wakeups_keep_the_average_rate() {
+        // 10 mbit/s, 100 kB: 80 ms of link time. A caller whose every sleep ends 1 ms late
+        // (a 1 ms timer wheel) must still finish near 80 ms, not near 160 ms.
+        let mut r = Rate::new(10_000_000);
+        r.push(vec![0; 100_000], us(0));
+        let mut now = us(0);
+        let mut sent = 0;
+        for _ in 0..10_000 {
+            match r.poll(now) {
+                Poll::Emit(d) => sent += d.len(),
+                Poll::WaitUntil(t) => now = t.plus(Duration::from_millis(1)),
+                Poll::Idle => break,
+            }
+        }
+        assert_eq!(sent, 100_000);
+        let took = now.since(us(0));
+        assert!(took <= Duration::from_millis(82), "{took:?}");
     }
 
     #[test]

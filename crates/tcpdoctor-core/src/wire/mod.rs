@@ -16,6 +16,7 @@ mod reader;
 mod tcp;
 #[cfg(test)]
 mod testutil;
+pub mod write;
 
 use std::net::IpAddr;
 

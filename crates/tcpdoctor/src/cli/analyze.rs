@@ -97,7 +97,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
 }
 
 /// Streams one capture through the analyzer.
-fn analyze_file(
+pub(crate) fn analyze_file(
     path: &PathBuf,
 ) -> anyhow::Result<(
     tcpdoctor_core::report::CaptureSummary,

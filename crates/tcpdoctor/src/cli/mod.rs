@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand.
 
 pub mod analyze;
+pub mod proxy;
 
 use clap::{Parser, Subcommand};
 
@@ -23,11 +24,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Analyze(analyze::AnalyzeArgs),
+    Proxy(Box<proxy::ProxyArgs>),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::Proxy(args) => proxy::run(*args),
     }
 }

@@ -1,0 +1,127 @@
+//! Socket options per leg. Nagle, cork and quickack only mean something on TCP; on a Unix
+//! socket they are skipped.
+
+use std::io;
+use std::os::fd::{BorrowedFd, RawFd};
+
+use socket2::SockRef;
+
+use super::LegConfig;
+
+/// Applies `leg` to a connected TCP socket.
+pub fn apply(fd: RawFd, leg: &LegConfig) -> io::Result<()> {
+    with(fd, |s| {
+        s.set_nodelay(!leg.nagle)?;
+        if let Some(b) = leg.sndbuf {
+            s.set_send_buffer_size(b)?;
+        }
+        if let Some(b) = leg.rcvbuf {
+            s.set_recv_buffer_size(b)?;
+        }
+        if leg.cork {
+            s.set_cork(true)?;
+        }
+        if leg.quickack {
+            s.set_quickack(true)?;
+        }
+        Ok(())
+    })
+}
+
+/// `TCP_CORK` off then on again: pushes out a partial segment held by the cork.
+pub fn uncork(fd: RawFd) -> io::Result<()> {
+    with(fd, |s| {
+        s.set_cork(false)?;
+        s.set_cork(true)
+    })
+}
+
+/// Re-arms `TCP_QUICKACK` (the kernel clears it by itself).
+pub fn quickack(fd: RawFd) -> io::Result<()> {
+    with(fd, |s| s.set_quickack(true))
+}
+
+/// `SO_LINGER` 0: closing the socket then sends RST instead of FIN.
+pub fn linger_zero(fd: RawFd) -> io::Result<()> {
+    with(fd, |s| s.set_linger(Some(std::time::Duration::ZERO)))
+}
+
+/// Bytes written but not yet sent (held by Nagle, cork or the window): `SIOCOUTQNSD`.
+pub fn unsent_bytes(fd: RawFd) -> io::Result<usize> {
+    const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+    let mut n: libc::c_int = 0;
+    // SAFETY: `fd` is an open socket owned by the caller for the duration of the call, and
+    // SIOCOUTQNSD writes one c_int through the pointer, which points at a live local.
+    let r = unsafe { libc::ioctl(fd, SIOCOUTQNSD, &mut n as *mut libc::c_int) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as usize)
+}
+
+fn with<T>(fd: RawFd, f: impl FnOnce(SockRef<'_>) -> io::Result<T>) -> io::Result<T> {
+    // SAFETY: callers pass the fd of a socket they own and keep open during this call.
+    let b = unsafe { BorrowedFd::borrow_raw(fd) };
+    f(SockRef::from(&b))
+}
+
+/// A pipe for `splice(2)`: socket → pipe → socket, with no copy through user space.
+pub struct Pipe {
+    r: std::os::fd::OwnedFd,
+    w: std::os::fd::OwnedFd,
+}
+
+/// Largest chunk moved per splice: the pipe's capacity.
+const PIPE_SIZE: libc::c_int = 1 << 20;
+
+impl Pipe {
+    pub fn new() -> io::Result<Pipe> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two fds into the array we own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both fds were just created and are owned by nobody else.
+        let (r, w) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        // A bigger pipe moves more per call; refused above /proc/sys/fs/pipe-max-size, fine.
+        // SAFETY: F_SETPIPE_SZ on a pipe we own.
+        unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_SIZE) };
+        Ok(Pipe { r, w })
+    }
+
+    /// Moves what `fd` has to read into the (empty) pipe; 0 at EOF.
+    pub fn fill_from(&self, fd: RawFd) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        splice(fd, self.w.as_raw_fd(), PIPE_SIZE as usize)
+    }
+
+    /// Moves up to `n` bytes from the pipe into `fd`.
+    pub fn drain_to(&self, fd: RawFd, n: usize) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        splice(self.r.as_raw_fd(), fd, n)
+    }
+}
+
+fn splice(from: RawFd, to: RawFd, n: usize) -> io::Result<usize> {
+    // SAFETY: plain fds owned by the caller; null offsets (both are pipes or sockets).
+    let r = unsafe {
+        libc::splice(
+            from,
+            std::ptr::null_mut(),
+            to,
+            std::ptr::null_mut(),
+            n,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
