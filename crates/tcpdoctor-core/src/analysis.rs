@@ -112,7 +112,7 @@ impl Sinks {
                 d.on_turn(view, turn);
             }
         }
-        if let Some(ex) = turns.ended_exchange() {
+        if let Some(ex) = &turns.ended_exchange() {
             self.exchanges += 1;
             self.totals[view.group]
                 .latency_us

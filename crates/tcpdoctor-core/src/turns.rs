@@ -128,18 +128,18 @@ impl std::ops::Deref for Sizes {
     }
 }
 
-/// A request turn and its response turn.
-#[derive(Clone, Debug)]
-pub struct Exchange {
+/// A request turn and its response turn (borrowed from the tracker: turns are never copied).
+#[derive(Clone, Copy, Debug)]
+pub struct Exchange<'a> {
     /// 0-based position among the flow's exchanges.
     pub index: u32,
-    pub request: Turn,
-    pub response: Turn,
+    pub request: &'a Turn,
+    pub response: &'a Turn,
     /// Idle time between the previous exchange's last response byte and this request.
     pub idle_before: Option<Duration>,
 }
 
-impl Exchange {
+impl Exchange<'_> {
     /// First request byte to last response byte.
     pub fn latency(&self) -> Duration {
         self.response.last.ts.since(self.request.first.ts)
@@ -170,9 +170,9 @@ enum Last {
     Nothing,
     /// A client→server turn, now waiting in `request` for its response.
     Request,
-    /// A server→client turn with no request before it, in `unsolicited`.
+    /// A server→client turn with no request before it, in `response`.
     Unsolicited,
-    /// A server→client turn that completed the exchange in `exchange`.
+    /// A server→client turn, in `response`, that completed an exchange with `request`.
     Exchange,
 }
 
@@ -190,10 +190,14 @@ pub struct TurnTracker {
     edge: [Option<SeqNum>; 2],
     /// The edge that limited the talker when it sent its last data segment.
     edge_at_last_data: Option<SeqNum>,
-    /// The last finished client→server turn, waiting for its response.
+    /// The last finished client→server turn.
     request: Option<Turn>,
-    unsolicited: Option<Turn>,
-    exchange: Option<Exchange>,
+    /// `request` still waits for its response.
+    request_pending: bool,
+    /// The last finished server→client turn.
+    response: Option<Turn>,
+    /// Idle time before the exchange that `response` completed.
+    exchange_idle: Option<Duration>,
     last: Last,
     turns: u32,
     exchanges: u32,
@@ -282,40 +286,34 @@ impl TurnTracker {
         match turn.dir {
             Direction::ClientToServer => {
                 self.request = Some(turn);
+                self.request_pending = true;
                 self.last = Last::Request;
                 Ended {
                     turn: true,
                     exchange: false,
                 }
             }
-            Direction::ServerToClient => match self.request.take() {
-                Some(request) => {
-                    let idle_before = self
-                        .last_response_end
-                        .map(|end| request.first.ts.since(end));
+            Direction::ServerToClient => {
+                let paired = std::mem::take(&mut self.request_pending);
+                if paired {
+                    self.exchange_idle = match (&self.request, self.last_response_end) {
+                        (Some(r), Some(end)) => Some(r.first.ts.since(end)),
+                        _ => None,
+                    };
                     self.last_response_end = Some(turn.last.ts);
-                    self.exchange = Some(Exchange {
-                        index: self.exchanges,
-                        request,
-                        response: turn,
-                        idle_before,
-                    });
                     self.exchanges += 1;
-                    self.last = Last::Exchange;
-                    Ended {
-                        turn: true,
-                        exchange: true,
-                    }
                 }
-                None => {
-                    self.unsolicited = Some(turn);
-                    self.last = Last::Unsolicited;
-                    Ended {
-                        turn: true,
-                        exchange: false,
-                    }
+                self.response = Some(turn);
+                self.last = if paired {
+                    Last::Exchange
+                } else {
+                    Last::Unsolicited
+                };
+                Ended {
+                    turn: true,
+                    exchange: paired,
                 }
-            },
+            }
         }
     }
 
@@ -324,15 +322,19 @@ impl TurnTracker {
         match self.last {
             Last::Nothing => None,
             Last::Request => self.request.as_ref(),
-            Last::Unsolicited => self.unsolicited.as_ref(),
-            Last::Exchange => self.exchange.as_ref().map(|x| &x.response),
+            Last::Unsolicited | Last::Exchange => self.response.as_ref(),
         }
     }
 
     /// The exchange that the last call completed, if it completed one.
-    pub fn ended_exchange(&self) -> Option<&Exchange> {
-        match self.last {
-            Last::Exchange => self.exchange.as_ref(),
+    pub fn ended_exchange(&self) -> Option<Exchange<'_>> {
+        match (self.last, &self.request, &self.response) {
+            (Last::Exchange, Some(request), Some(response)) => Some(Exchange {
+                index: self.exchanges - 1,
+                request,
+                response,
+                idle_before: self.exchange_idle,
+            }),
             _ => None,
         }
     }
@@ -397,15 +399,16 @@ mod tests {
         let mut exchange = None;
         for e in &timeline {
             if t.on_segment(e).exchange {
-                exchange = t.ended_exchange().cloned();
+                let x = t.ended_exchange().expect("exchange");
+                exchange = Some((x.request.clone(), x.response.clone(), x.latency()));
             }
         }
-        let ex = exchange.expect("exchange closed by the next request");
-        assert_eq!(ex.request.segments, 1);
-        assert_eq!(ex.response.segments, 2);
-        assert_eq!(&*ex.response.sizes, &[12, 90]);
-        assert_eq!(ex.latency(), Duration::from_micros(40_080));
-        let p = ex.response.pauses[0];
+        let (request, response, latency) = exchange.expect("exchange closed by the next request");
+        assert_eq!(request.segments, 1);
+        assert_eq!(response.segments, 2);
+        assert_eq!(&*response.sizes, &[12, 90]);
+        assert_eq!(latency, Duration::from_micros(40_080));
+        let p = response.pauses[0];
         assert_eq!(p.before.pkt.frame, 2);
         assert_eq!(p.after.pkt.frame, 4);
         let ack = p.ack.expect("the client's pure ACK is remembered");

@@ -62,7 +62,7 @@ pub trait Detector {
     fn kind(&self) -> FindingKind;
     fn on_segment(&mut self, _flow: &FlowView, _ev: &SegmentEvent) {}
     fn on_turn(&mut self, _flow: &FlowView, _turn: &Turn) {}
-    fn on_exchange(&mut self, _flow: &FlowView, _ex: &Exchange) {}
+    fn on_exchange(&mut self, _flow: &FlowView, _ex: &Exchange<'_>) {}
     fn on_flow_end(&mut self, _flow: &FlowView) {}
     /// The findings, once every flow has ended.
     fn finish(&mut self, groups: &Groups) -> Vec<Finding>;

@@ -62,7 +62,7 @@ impl Detector for RttBound {
         FindingKind::RttBound
     }
 
-    fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange) {
+    fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange<'_>) {
         let fs = self.open.entry(flow.flow.id).or_default();
         fs.exchanges += 1;
         fs.first.get_or_insert(ex.start());
