@@ -79,10 +79,21 @@ pub struct Turn {
     pub pauses: Vec<Pause>,
     /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
     pub pauses_dropped: u32,
+    /// The flow's turn just before this one (the other side's), in brief.
+    pub previous: Option<TurnBrief>,
+}
+
+/// Where a turn started and ended, and how big it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnBrief {
+    pub first: PacketRef,
+    pub last: PacketRef,
+    pub bytes: u64,
+    pub segments: u32,
 }
 
 impl Turn {
-    fn start(dir: Direction, index: u32, ev: &SegmentEvent) -> Turn {
+    fn start(dir: Direction, index: u32, ev: &SegmentEvent, previous: Option<TurnBrief>) -> Turn {
         Turn {
             dir,
             index,
@@ -95,6 +106,16 @@ impl Turn {
             max_segment: 0,
             pauses: Vec::new(),
             pauses_dropped: 0,
+            previous,
+        }
+    }
+
+    pub fn brief(&self) -> TurnBrief {
+        TurnBrief {
+            first: self.first,
+            last: self.last,
+            bytes: self.bytes,
+            segments: self.segments,
         }
     }
 
@@ -202,6 +223,8 @@ pub struct TurnTracker {
     turns: u32,
     exchanges: u32,
     last_response_end: Option<Timestamp>,
+    /// Brief of the last turn that ended, for the next turn's `previous`.
+    previous: Option<TurnBrief>,
 }
 
 impl TurnTracker {
@@ -235,8 +258,9 @@ impl TurnTracker {
         if self.current.as_ref().is_some_and(|t| t.dir != ev.dir) {
             out = self.finish();
         }
+        let previous = self.previous;
         let turn = self.current.get_or_insert_with(|| {
-            let t = Turn::start(ev.dir, self.turns, ev);
+            let t = Turn::start(ev.dir, self.turns, ev, previous);
             self.turns += 1;
             t
         });
@@ -280,6 +304,7 @@ impl TurnTracker {
             self.last = Last::Nothing;
             return Ended::default();
         };
+        self.previous = Some(turn.brief());
         self.pending_ack = None;
         self.pending_zero_window = false;
         self.last_data = None;

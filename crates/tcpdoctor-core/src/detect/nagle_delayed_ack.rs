@@ -11,17 +11,16 @@
 //!    single one is real (a POST whose body waited 40 ms). Critical when ≥ [`CRITICAL_SHARE`]
 //!    of the turns stalled and the stalls cost ≥ [`CRITICAL_LOST`] in total.
 
-use crate::fxhash::FxHashMap as HashMap;
 use std::time::Duration;
 
 use super::{
     nagle_release, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
     PerGroup, Timer,
 };
-use crate::flow::{Direction, PacketRef};
+use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::Histogram;
-use crate::turns::Turn;
+use crate::turns::{Turn, TurnBrief};
 use crate::units::fmt_duration;
 
 pub const MIN_STALLS: u64 = 1;
@@ -47,23 +46,13 @@ struct Example {
     turn: Turn,
     release: NagleRelease,
     /// The other side's turn just before (the request, for a stalled response).
-    before: Option<PrevTurn>,
-}
-
-#[derive(Clone, Copy)]
-struct PrevTurn {
-    first: PacketRef,
-    last: PacketRef,
-    bytes: u64,
-    segments: u32,
+    before: Option<TurnBrief>,
 }
 
 #[derive(Default)]
 pub struct NagleDelayedAck {
     state: PerGroup<State>,
     marks: FlowMarks,
-    /// The last turn of each open flow, for the example timeline.
-    last_turn: HashMap<u64, PrevTurn>,
 }
 
 impl Detector for NagleDelayedAck {
@@ -72,15 +61,6 @@ impl Detector for NagleDelayedAck {
     }
 
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
-        let prev = self.last_turn.insert(
-            flow.flow.id,
-            PrevTurn {
-                first: turn.first,
-                last: turn.last,
-                bytes: turn.bytes,
-                segments: turn.segments,
-            },
-        );
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
         let mut stalled = false;
@@ -99,7 +79,9 @@ impl Detector for NagleDelayedAck {
                     flow: flow.flow_ref(),
                     turn: turn.clone(),
                     release: r,
-                    before: prev.filter(|_| turn.dir == Direction::ServerToClient),
+                    before: turn
+                        .previous
+                        .filter(|_| turn.dir == Direction::ServerToClient),
                 });
             }
         }
@@ -113,7 +95,6 @@ impl Detector for NagleDelayedAck {
 
     fn on_flow_end(&mut self, flow: &FlowView) {
         self.marks.forget(flow.flow.id);
-        self.last_turn.remove(&flow.flow.id);
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
