@@ -72,6 +72,8 @@ struct Sinks {
     groups: Vec<GroupInfo>,
     totals: Vec<GroupTotals>,
     detectors: Vec<Box<dyn Detector>>,
+    /// Indices of the detectors that look at every segment.
+    per_segment: Vec<usize>,
     exchanges: u64,
 }
 
@@ -97,8 +99,8 @@ impl Sinks {
         }
         let ended = entry.turns.on_segment(&ev);
         let view = Self::view(entry);
-        for d in self.detectors.iter_mut() {
-            d.on_segment(&view, &ev);
+        for &i in &self.per_segment {
+            self.detectors[i].on_segment(&view, &ev);
         }
         self.dispatch(&view, &entry.turns, ended);
     }
@@ -173,6 +175,9 @@ impl Analyzer {
             sinks: Sinks {
                 groups: Vec::new(),
                 totals: Vec::new(),
+                per_segment: (0..detectors.len())
+                    .filter(|&i| detectors[i].wants_segments())
+                    .collect(),
                 detectors,
                 exchanges: 0,
             },

@@ -60,6 +60,11 @@ pub type Groups = [GroupInfo];
 /// One finding kind's rule.
 pub trait Detector {
     fn kind(&self) -> FindingKind;
+    /// Whether [`Detector::on_segment`] does anything (it is skipped otherwise: it runs for
+    /// every packet).
+    fn wants_segments(&self) -> bool {
+        false
+    }
     fn on_segment(&mut self, _flow: &FlowView, _ev: &SegmentEvent) {}
     fn on_turn(&mut self, _flow: &FlowView, _turn: &Turn) {}
     fn on_exchange(&mut self, _flow: &FlowView, _ex: &Exchange<'_>) {}

@@ -89,6 +89,10 @@ impl Detector for RetransmissionStall {
         FindingKind::RetransmissionStall
     }
 
+    fn wants_segments(&self) -> bool {
+        true
+    }
+
     fn on_segment(&mut self, flow: &FlowView, ev: &SegmentEvent) {
         if ev.kind != SegmentKind::Retransmission {
             return;

@@ -74,6 +74,10 @@ impl Detector for ZeroWindow {
         FindingKind::ZeroWindow
     }
 
+    fn wants_segments(&self) -> bool {
+        true
+    }
+
     fn on_segment(&mut self, flow: &FlowView, ev: &SegmentEvent) {
         if ev.syn || ev.rst || !ev.has_ack {
             return;
