@@ -46,7 +46,7 @@ fn new_entry(
     sinks: &mut Sinks,
     seg: &TcpSegment,
     pkt: PacketRef,
-) -> Entry {
+) -> Box<Entry> {
     let flow = Flow::new(*next_id, seg, pkt);
     *next_id += 1;
     let group = *group_of.entry(flow.server).or_insert_with(|| {
@@ -59,12 +59,12 @@ fn new_entry(
         sinks.groups.len() - 1
     });
     sinks.groups[group].flows += 1;
-    Entry {
+    Box::new(Entry {
         flow,
         turns: TurnTracker::default(),
         group,
         first_data: None,
-    }
+    })
 }
 
 /// Everything that hears about flows: the detectors and the per-server totals.
@@ -148,7 +148,9 @@ impl Sinks {
 
 /// Analyses one capture, packet by packet.
 pub struct Analyzer {
-    flows: FxHashMap<FlowKey, Entry>,
+    /// Boxed: an entry is over a kilobyte, and probing and growing the table should touch
+    /// keys and pointers only.
+    flows: FxHashMap<FlowKey, Box<Entry>>,
     next_flow_id: u64,
     group_of: FxHashMap<Endpoint, GroupId>,
     sinks: Sinks,
@@ -276,7 +278,7 @@ impl Analyzer {
 
     /// Ends every flow and collects the findings. `file` names the capture in findings.
     pub fn finish(mut self, file: &str, format: &str) -> (CaptureSummary, Vec<Finding>) {
-        let mut open: Vec<Entry> = self.flows.drain().map(|(_, e)| e).collect();
+        let mut open: Vec<Box<Entry>> = self.flows.drain().map(|(_, e)| e).collect();
         open.sort_by_key(|e| e.flow.id);
         for mut entry in open {
             self.sinks.end_flow(&mut entry);

@@ -200,7 +200,16 @@ enum Last {
 /// Builds turns and exchanges for one flow.
 #[derive(Debug, Default)]
 pub struct TurnTracker {
-    current: Option<Turn>,
+    /// The slot of the turn in progress, if any. Turns are built in place and stay in their
+    /// slot once finished, so no turn is ever moved or copied: slots 0 and 1 take client→server
+    /// turns in alternation (a new request must not overwrite the one whose exchange the caller
+    /// is about to read), slot 2 takes server→client turns.
+    active: Option<usize>,
+    slot: [Option<Turn>; 3],
+    /// The slot of the latest client→server turn.
+    req: usize,
+    /// The slot of the request of the last completed exchange.
+    exchange_req: usize,
     last_data: Option<DataRef>,
     /// The latest pure ACK from the side that is not talking, since the talker's last data.
     pending_ack: Option<AckRef>,
@@ -211,12 +220,8 @@ pub struct TurnTracker {
     edge: [Option<SeqNum>; 2],
     /// The edge that limited the talker when it sent its last data segment.
     edge_at_last_data: Option<SeqNum>,
-    /// The last finished client→server turn.
-    request: Option<Turn>,
-    /// `request` still waits for its response.
+    /// The request (client→server slot) still waits for its response.
     request_pending: bool,
-    /// The last finished server→client turn.
-    response: Option<Turn>,
     /// Idle time before the exchange that `response` completed.
     exchange_idle: Option<Duration>,
     last: Last,
@@ -241,7 +246,7 @@ impl TurnTracker {
             SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
         );
         if !carries_new_data {
-            if let Some(turn) = self.current.as_mut() {
+            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
                 if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
                     turn.retransmissions += 1;
                 } else if ev.dir != turn.dir && ev.len == 0 && ev.has_ack && !ev.syn && !ev.rst {
@@ -255,15 +260,32 @@ impl TurnTracker {
             return out;
         }
 
-        if self.current.as_ref().is_some_and(|t| t.dir != ev.dir) {
+        let active_dir = self
+            .active
+            .and_then(|i| self.slot[i].as_ref())
+            .map(|t| t.dir);
+        if active_dir.is_some_and(|d| d != ev.dir) {
             out = self.finish();
         }
-        let previous = self.previous;
-        let turn = self.current.get_or_insert_with(|| {
-            let t = Turn::start(ev.dir, self.turns, ev, previous);
-            self.turns += 1;
-            t
-        });
+        let i = match self.active {
+            Some(i) => i,
+            None => {
+                let i = match ev.dir {
+                    Direction::ClientToServer => {
+                        self.req = 1 - self.req;
+                        self.req
+                    }
+                    Direction::ServerToClient => 2,
+                };
+                self.slot[i] = Some(Turn::start(ev.dir, self.turns, ev, self.previous));
+                self.turns += 1;
+                self.active = Some(i);
+                i
+            }
+        };
+        let Some(turn) = self.slot[i].as_mut() else {
+            return out;
+        };
         let this = DataRef {
             pkt: ev.pkt,
             len: ev.len,
@@ -300,17 +322,18 @@ impl TurnTracker {
 
     /// Ends the current turn (the other side spoke, or the flow ended).
     pub fn finish(&mut self) -> Ended {
-        let Some(turn) = self.current.take() else {
+        let Some(turn) = self.active.take().and_then(|i| self.slot[i].as_ref()) else {
             self.last = Last::Nothing;
             return Ended::default();
         };
+        let dir = turn.dir;
         self.previous = Some(turn.brief());
+        let turn_last = turn.last.ts;
         self.pending_ack = None;
         self.pending_zero_window = false;
         self.last_data = None;
-        match turn.dir {
+        match dir {
             Direction::ClientToServer => {
-                self.request = Some(turn);
                 self.request_pending = true;
                 self.last = Last::Request;
                 Ended {
@@ -321,14 +344,15 @@ impl TurnTracker {
             Direction::ServerToClient => {
                 let paired = std::mem::take(&mut self.request_pending);
                 if paired {
-                    self.exchange_idle = match (&self.request, self.last_response_end) {
+                    self.exchange_req = self.req;
+                    let request = self.slot[self.req].as_ref();
+                    self.exchange_idle = match (request, self.last_response_end) {
                         (Some(r), Some(end)) => Some(r.first.ts.since(end)),
                         _ => None,
                     };
-                    self.last_response_end = Some(turn.last.ts);
+                    self.last_response_end = Some(turn_last);
                     self.exchanges += 1;
                 }
-                self.response = Some(turn);
                 self.last = if paired {
                     Last::Exchange
                 } else {
@@ -346,14 +370,14 @@ impl TurnTracker {
     pub fn ended_turn(&self) -> Option<&Turn> {
         match self.last {
             Last::Nothing => None,
-            Last::Request => self.request.as_ref(),
-            Last::Unsolicited | Last::Exchange => self.response.as_ref(),
+            Last::Request => self.slot[self.req].as_ref(),
+            Last::Unsolicited | Last::Exchange => self.slot[2].as_ref(),
         }
     }
 
     /// The exchange that the last call completed, if it completed one.
     pub fn ended_exchange(&self) -> Option<Exchange<'_>> {
-        match (self.last, &self.request, &self.response) {
+        match (self.last, &self.slot[self.exchange_req], &self.slot[2]) {
             (Last::Exchange, Some(request), Some(response)) => Some(Exchange {
                 index: self.exchanges - 1,
                 request,
