@@ -72,8 +72,10 @@ struct Sinks {
     groups: Vec<GroupInfo>,
     totals: Vec<GroupTotals>,
     detectors: Vec<Box<dyn Detector>>,
-    /// Indices of the detectors that look at every segment.
+    /// Indices of the detectors that look at every segment, turn, exchange.
     per_segment: Vec<usize>,
+    per_turn: Vec<usize>,
+    per_exchange: Vec<usize>,
     exchanges: u64,
 }
 
@@ -110,8 +112,8 @@ impl Sinks {
             return;
         }
         if let Some(turn) = turns.ended_turn() {
-            for d in self.detectors.iter_mut() {
-                d.on_turn(view, turn);
+            for &i in &self.per_turn {
+                self.detectors[i].on_turn(view, turn);
             }
         }
         if let Some(ex) = &turns.ended_exchange() {
@@ -119,8 +121,8 @@ impl Sinks {
             self.totals[view.group]
                 .latency_us
                 .record_duration(ex.latency());
-            for d in self.detectors.iter_mut() {
-                d.on_exchange(view, ex);
+            for &i in &self.per_exchange {
+                self.detectors[i].on_exchange(view, ex);
             }
         }
     }
@@ -179,6 +181,12 @@ impl Analyzer {
                 totals: Vec::new(),
                 per_segment: (0..detectors.len())
                     .filter(|&i| detectors[i].wants_segments())
+                    .collect(),
+                per_turn: (0..detectors.len())
+                    .filter(|&i| detectors[i].wants_turns())
+                    .collect(),
+                per_exchange: (0..detectors.len())
+                    .filter(|&i| detectors[i].wants_exchanges())
                     .collect(),
                 detectors,
                 exchanges: 0,

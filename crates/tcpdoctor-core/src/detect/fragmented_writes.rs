@@ -71,6 +71,10 @@ impl Detector for FragmentedWrites {
         FindingKind::FragmentedWrites
     }
 
+    fn wants_turns(&self) -> bool {
+        true
+    }
+
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;

@@ -66,7 +66,15 @@ pub trait Detector {
         false
     }
     fn on_segment(&mut self, _flow: &FlowView, _ev: &SegmentEvent) {}
+    /// Whether [`Detector::on_turn`] does anything.
+    fn wants_turns(&self) -> bool {
+        false
+    }
     fn on_turn(&mut self, _flow: &FlowView, _turn: &Turn) {}
+    /// Whether [`Detector::on_exchange`] does anything.
+    fn wants_exchanges(&self) -> bool {
+        false
+    }
     fn on_exchange(&mut self, _flow: &FlowView, _ex: &Exchange<'_>) {}
     fn on_flow_end(&mut self, _flow: &FlowView) {}
     /// The findings, once every flow has ended.

@@ -60,6 +60,10 @@ impl Detector for NagleDelayedAck {
         FindingKind::NagleDelayedAck
     }
 
+    fn wants_turns(&self) -> bool {
+        true
+    }
+
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;

@@ -62,6 +62,10 @@ impl Detector for RttBound {
         FindingKind::RttBound
     }
 
+    fn wants_exchanges(&self) -> bool {
+        true
+    }
+
     fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange<'_>) {
         let fs = self.open.entry(flow.flow.id).or_default();
         fs.exchanges += 1;
