@@ -1,7 +1,7 @@
 //! `tcpdoctor analyze`: what is wrong with this traffic?
 
 use std::fs::File;
-use std::io::{BufReader, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -106,7 +106,8 @@ pub(crate) fn analyze_file(
     let name = path.display().to_string();
     let file = File::open(path).with_context(|| format!("reading {name}"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut reader = CaptureReader::new(BufReader::with_capacity(1 << 20, file))
+    // The reader has its own large buffer: a BufReader in between would copy every byte twice.
+    let mut reader = CaptureReader::with_buffer_size(file, 4 << 20)
         .with_context(|| format!("reading {name}"))?;
     let format = reader.format();
     let mut analyzer = Analyzer::default();
