@@ -33,7 +33,7 @@ struct State {
     handshake_us: Histogram,
     lost: Duration,
     exchanges: SizeCounter,
-    example: Option<FlowRef>,
+    example: Option<(FlowRef, u64)>,
 }
 
 #[derive(Default)]
@@ -65,7 +65,8 @@ impl Detector for ConnectionChurn {
             st.lost += wait;
             st.handshake_us.record_duration(wait);
         }
-        st.example.get_or_insert_with(|| flow.flow_ref());
+        st.example
+            .get_or_insert_with(|| (flow.flow_ref(), syn.frame));
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -80,10 +81,18 @@ impl Detector for ConnectionChurn {
             if st.short < MIN_CONNECTIONS || share < MIN_SHARE || rate < MIN_RATE {
                 continue;
             }
-            let Some(example_flow) = st.example.clone() else {
+            let Some((example_flow, syn_frame)) = st.example.clone() else {
                 continue;
             };
-            out.push(finding(group, dir, &st, rate, example_flow, groups));
+            out.push(finding(
+                group,
+                dir,
+                &st,
+                rate,
+                example_flow,
+                syn_frame,
+                groups,
+            ));
         }
         out
     }
@@ -95,6 +104,7 @@ fn finding(
     st: &State,
     rate: f64,
     example_flow: FlowRef,
+    syn_frame: u64,
     groups: &Groups,
 ) -> Finding {
     let hs = st.handshake_us.distribution(1e-3);
@@ -131,7 +141,7 @@ fn finding(
     ev.distributions.insert("handshake_wait_ms".into(), hs);
     ev.distributions
         .insert("exchanges_per_connection".into(), per_conn);
-    ev.frames = Vec::new();
+    ev.frames = vec![syn_frame];
     let fix = "Reuse connections: HTTP keep-alive or a connection pool in the client (database \
                and Redis clients have one), or multiplex requests over one long-lived \
                connection. Each new connection costs a round trip before the first byte, \

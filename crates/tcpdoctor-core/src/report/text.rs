@@ -125,9 +125,15 @@ fn finding(out: &mut String, f: &Finding, name_file: bool) {
             let _ = writeln!(out, "{line}");
         }
     } else {
+        let frames = if f.evidence.frames.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = f.evidence.frames.iter().map(u64::to_string).collect();
+            format!(", frame {}", list.join(", "))
+        };
         let _ = writeln!(
             out,
-            "    example: flow {} ({} → {})",
+            "    example: flow {} ({} → {}){frames}",
             f.example_flow.id, f.example_flow.client, f.example_flow.server
         );
     }
