@@ -84,7 +84,6 @@ impl Sinks {
         FlowView {
             flow: &entry.flow,
             group: entry.group,
-            turns: entry.turns.turns(),
             exchanges: entry.turns.exchanges(),
             first_data: entry.first_data,
         }

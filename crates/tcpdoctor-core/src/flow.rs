@@ -535,10 +535,10 @@ impl Flow {
     }
 }
 
+/// Bytes sent and not yet acknowledged (0 until the peer's first ACK is seen).
 fn in_flight(h: &HalfFlow) -> u64 {
     match (h.next_seq, h.acked) {
         (Some(n), Some(a)) if n > a => n.diff(a) as u64,
-        (Some(_), None) => 0,
         _ => 0,
     }
 }

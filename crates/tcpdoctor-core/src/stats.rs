@@ -54,10 +54,6 @@ impl Histogram {
         self.count
     }
 
-    pub fn sum(&self) -> f64 {
-        self.sum
-    }
-
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

@@ -118,10 +118,6 @@ impl Turn {
             segments: self.segments,
         }
     }
-
-    pub fn duration(&self) -> Duration {
-        self.last.ts.since(self.first.ts)
-    }
 }
 
 /// The first payload sizes of a turn, kept inline (no allocation per turn).
@@ -164,11 +160,6 @@ impl Exchange<'_> {
     /// First request byte to last response byte.
     pub fn latency(&self) -> Duration {
         self.response.last.ts.since(self.request.first.ts)
-    }
-
-    /// Last request byte to first response byte (server time plus one round trip).
-    pub fn wait(&self) -> Duration {
-        self.response.first.ts.since(self.request.last.ts)
     }
 
     pub fn start(&self) -> Timestamp {

@@ -42,10 +42,6 @@ pub struct ConnectionChurn {
 }
 
 impl Detector for ConnectionChurn {
-    fn kind(&self) -> FindingKind {
-        FindingKind::ConnectionChurn
-    }
-
     fn on_flow_end(&mut self, flow: &FlowView) {
         let Some(syn) = flow.flow.handshake.first_syn else {
             return;
@@ -57,8 +53,7 @@ impl Detector for ConnectionChurn {
             return;
         }
         st.short += 1;
-        let first = *st.first_syn.get_or_insert(syn.ts);
-        st.first_syn = Some(first.min(syn.ts));
+        st.first_syn = Some(st.first_syn.map_or(syn.ts, |f| f.min(syn.ts)));
         st.last_syn = st.last_syn.max(syn.ts);
         if let Some(data) = flow.first_data {
             let wait = data.since(syn.ts);

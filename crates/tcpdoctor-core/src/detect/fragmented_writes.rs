@@ -67,10 +67,6 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<bool> {
 }
 
 impl Detector for FragmentedWrites {
-    fn kind(&self) -> FindingKind {
-        FindingKind::FragmentedWrites
-    }
-
     fn wants_turns(&self) -> bool {
         true
     }
@@ -89,9 +85,7 @@ impl Detector for FragmentedWrites {
         for &s in turn.sizes.iter() {
             st.sizes.record(s);
         }
-        if self.marks.mark(flow.flow.id, turn.dir) {
-            st.flows += 1;
-        }
+        self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
         // Prefer an example that shows the pieces themselves (no Nagle hold).
         let better = match &st.example {
             None => true,

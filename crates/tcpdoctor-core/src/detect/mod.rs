@@ -31,7 +31,6 @@ pub type GroupId = usize;
 pub struct FlowView<'a> {
     pub flow: &'a Flow,
     pub group: GroupId,
-    pub turns: u32,
     pub exchanges: u32,
     /// When the first data byte of the flow was seen.
     pub first_data: Option<Timestamp>,
@@ -59,7 +58,6 @@ pub type Groups = [GroupInfo];
 
 /// One finding kind's rule.
 pub trait Detector {
-    fn kind(&self) -> FindingKind;
     /// Whether [`Detector::on_segment`] does anything (it is skipped otherwise: it runs for
     /// every packet).
     fn wants_segments(&self) -> bool {
@@ -130,9 +128,11 @@ pub(crate) struct FlowMarks {
 }
 
 impl FlowMarks {
-    /// True the first time `(flow, dir)` is marked.
-    pub fn mark(&mut self, flow: u64, dir: Direction) -> bool {
-        self.marked.insert((flow, dir.index()))
+    /// Adds one to `affected` the first time `(flow, dir)` is seen.
+    pub fn count(&mut self, flow: u64, dir: Direction, affected: &mut u64) {
+        if self.marked.insert((flow, dir.index())) {
+            *affected += 1;
+        }
     }
 
     pub fn forget(&mut self, flow: u64) {

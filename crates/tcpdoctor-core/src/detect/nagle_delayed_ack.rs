@@ -56,10 +56,6 @@ pub struct NagleDelayedAck {
 }
 
 impl Detector for NagleDelayedAck {
-    fn kind(&self) -> FindingKind {
-        FindingKind::NagleDelayedAck
-    }
-
     fn wants_turns(&self) -> bool {
         true
     }
@@ -91,9 +87,7 @@ impl Detector for NagleDelayedAck {
         }
         if stalled {
             st.stalled_turns += 1;
-            if self.marks.mark(flow.flow.id, turn.dir) {
-                st.flows += 1;
-            }
+            self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
         }
     }
 

@@ -78,17 +78,11 @@ impl RetransmissionStall {
                 st.example = Some((flow.flow_ref(), original, retrans, syn));
             }
         }
-        if self.marks.mark(flow.flow.id, dir) {
-            st.flows += 1;
-        }
+        self.marks.count(flow.flow.id, dir, &mut st.flows);
     }
 }
 
 impl Detector for RetransmissionStall {
-    fn kind(&self) -> FindingKind {
-        FindingKind::RetransmissionStall
-    }
-
     fn wants_segments(&self) -> bool {
         true
     }

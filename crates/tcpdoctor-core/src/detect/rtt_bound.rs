@@ -58,10 +58,6 @@ pub struct RttBound {
 }
 
 impl Detector for RttBound {
-    fn kind(&self) -> FindingKind {
-        FindingKind::RttBound
-    }
-
     fn wants_exchanges(&self) -> bool {
         true
     }

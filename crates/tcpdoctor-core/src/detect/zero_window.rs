@@ -63,17 +63,11 @@ impl ZeroWindow {
         if longer {
             st.example = Some((flow.flow_ref(), start, end));
         }
-        if self.marks.mark(flow.flow.id, stalled_dir) {
-            st.flows += 1;
-        }
+        self.marks.count(flow.flow.id, stalled_dir, &mut st.flows);
     }
 }
 
 impl Detector for ZeroWindow {
-    fn kind(&self) -> FindingKind {
-        FindingKind::ZeroWindow
-    }
-
     fn wants_segments(&self) -> bool {
         true
     }

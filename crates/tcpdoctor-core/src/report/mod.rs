@@ -243,8 +243,4 @@ impl Report {
             findings,
         }
     }
-
-    pub fn has_kind(&self, kind: FindingKind) -> bool {
-        self.findings.iter().any(|f| f.kind == kind)
-    }
 }
