@@ -24,6 +24,15 @@ fn missing_file_is_exit_2_and_names_the_file() {
 }
 
 #[test]
+fn a_directory_is_exit_2_with_the_cause_said_once() {
+    let out = common::tcpdoctor(&["analyze", "testdata"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("testdata") && e.contains("byte 0"), "{e}");
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
+}
+
+#[test]
 fn not_a_capture_is_exit_2_and_names_the_offset() {
     let out = common::tcpdoctor(&["analyze", "Cargo.toml"]);
     assert_eq!(out.status.code(), Some(2));

@@ -182,10 +182,8 @@ pub enum CaptureError {
         name: &'static str,
         offset: u64,
     },
-    #[error("read error at byte {offset}: {source}")]
-    Io {
-        offset: u64,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The cause is part of the message (not a `source`), so a caller printing the error
+    /// chain does not say it twice.
+    #[error("read error at byte {offset}: {cause}")]
+    Io { offset: u64, cause: std::io::Error },
 }

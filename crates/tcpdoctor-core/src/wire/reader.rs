@@ -82,10 +82,10 @@ impl<R: Read> Buf<R> {
                 Ok(0) => self.eof = true,
                 Ok(k) => self.end += k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => {
+                Err(cause) => {
                     return Err(CaptureError::Io {
                         offset: self.base + self.end as u64,
-                        source,
+                        cause,
                     })
                 }
             }
