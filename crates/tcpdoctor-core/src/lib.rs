@@ -16,9 +16,12 @@
 //! - [`detect`]: one detector per finding kind, each fed the same event stream.
 //! - [`analysis`]: wires a packet stream through flows, turns and detectors into a report.
 //! - [`report`]: the report model every renderer reads (text, JSON).
+//! - [`bench`]: the model of a `bench` run: latency histograms, the stall view, repeat
+//!   aggregates.
 //! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
 
 pub mod analysis;
+pub mod bench;
 pub mod detect;
 pub mod flow;
 pub(crate) mod fxhash;

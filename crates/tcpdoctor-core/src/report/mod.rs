@@ -3,6 +3,7 @@
 //! Renderers never compute: a detector puts both the numbers and the sentences a person reads
 //! into its [`Finding`], and the renderers only lay them out.
 
+mod bench_text;
 mod text;
 
 use std::collections::BTreeMap;
@@ -11,6 +12,7 @@ use serde::Serialize;
 
 use crate::flow::Direction;
 
+pub use bench_text::render_bench_text;
 pub use text::render_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
