@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand.
 
 pub mod analyze;
+pub mod bench;
 pub mod proxy;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Analyze(analyze::AnalyzeArgs),
+    Bench(Box<bench::BenchArgs>),
     Proxy(Box<proxy::ProxyArgs>),
 }
 
@@ -31,6 +33,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::Bench(args) => bench::run(*args),
         Command::Proxy(args) => proxy::run(*args),
     }
 }

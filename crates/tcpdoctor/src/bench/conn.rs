@@ -1,0 +1,425 @@
+//! One benchmark connection: connect, send what the conversation allows, read, time, repeat.
+//!
+//! 1. Up to `--pipeline` requests are outstanding. Requests that can go together leave in one
+//!    `write` (a pipelined batch is one syscall), unless `--split-writes` asks for each request
+//!    in pieces, each its own `write` — the write-write-read client of PHYSICS §3.
+//! 2. Closed loop: a request's intended start is the moment a slot frees. Open loop: the slots
+//!    of a fixed per-connection schedule; a late connection sends at once and keeps the slot's
+//!    time, so the wait counts in the latency.
+//! 3. The oldest outstanding request not answered within `--timeout` costs a timeout for every
+//!    outstanding request and a new connection; so does a response the framing rejects (an
+//!    error) or the peer closing with requests outstanding.
+//! 4. A conversation that finishes its script is closed and a new one starts on a new
+//!    connection; connect failures back off (10 ms doubling to 1 s) and are counted by reason.
+
+use std::collections::VecDeque;
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tcpdoctor_core::script::{Completed, Conversation};
+use tcpdoctor_core::Timestamp;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+use super::recorder::{Local, Recorder};
+use super::{BenchConfig, SplitWrites};
+use crate::proxy::Addr;
+
+const READ_BUF: usize = 64 * 1024;
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+async fn connect(cfg: &BenchConfig) -> io::Result<Stream> {
+    let attempt = async {
+        match &cfg.target {
+            Addr::Tcp(a) => {
+                let s = TcpStream::connect(a).await?;
+                s.set_nodelay(!cfg.nagle)?;
+                Ok(Stream::Tcp(s))
+            }
+            Addr::Unix(p) => Ok(Stream::Unix(UnixStream::connect(p).await?)),
+        }
+    };
+    match tokio::time::timeout(cfg.timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+    }
+}
+
+/// One connection attempt before the first run: an unreachable target is a usage error.
+pub async fn probe(cfg: &BenchConfig) -> Result<(), String> {
+    connect(cfg).await.map(drop).map_err(|e| reason(&e))
+}
+
+/// The error without the "(os error N)" suffix, lower case: "connection refused".
+fn reason(e: &io::Error) -> String {
+    let s = e.to_string();
+    let s = s.split(" (os error").next().unwrap_or(&s);
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => "unknown error".into(),
+    }
+}
+
+/// The open-loop schedule of one connection: slot k at `offset + k × interval`.
+struct Schedule {
+    offset_ns: f64,
+    interval_ns: f64,
+    k: u64,
+}
+
+impl Schedule {
+    fn new(rate: f64, connections: u64, conn: u64) -> Schedule {
+        let interval_ns = connections as f64 * 1e9 / rate;
+        Schedule {
+            offset_ns: interval_ns * conn as f64 / connections as f64,
+            interval_ns,
+            k: 0,
+        }
+    }
+
+    fn due(&self) -> Timestamp {
+        Timestamp((self.offset_ns + self.k as f64 * self.interval_ns) as u64)
+    }
+}
+
+/// How a connection ended.
+enum End {
+    /// The script finished: start it again on a new connection.
+    Finished,
+    /// Timeout, bad response, peer closed: a new connection.
+    Reconnect,
+    /// Nothing more may be sent: the connection task is done.
+    Done,
+}
+
+/// Buffers one connection task keeps across its TCP connections.
+struct Io {
+    read: Vec<u8>,
+    write: Vec<u8>,
+    sent_at: VecDeque<Timestamp>,
+}
+
+/// The task of connection number `id`, until the run ends.
+pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64) {
+    let mut local = Local::new(rec.clone(), id);
+    let mut io = Io {
+        read: vec![0; READ_BUF],
+        write: Vec::with_capacity(4096),
+        sent_at: VecDeque::with_capacity(cfg.pipeline),
+    };
+    let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
+    let mut backoff = BACKOFF_MIN;
+    let mut round = 0u64;
+    loop {
+        if rec.is_stopped() || rec.take_would_fail(rec.clock.now()) {
+            return;
+        }
+        let stream = match connect(&cfg).await {
+            Ok(s) => s,
+            Err(e) => {
+                rec.errors().add_connect_reason(&reason(&e), 1);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        backoff = BACKOFF_MIN;
+        rec.connections_opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let seed = cfg
+            .seed
+            .wrapping_add(id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_add(round);
+        round += 1;
+        let mut conv = Conversation::new(cfg.script.clone(), id, seed);
+        let mut d = Driver {
+            cfg: &cfg,
+            rec: &rec,
+            local: &mut local,
+            io: &mut io,
+            schedule: schedule.as_mut(),
+            conv: &mut conv,
+        };
+        let end = match stream {
+            Stream::Tcp(s) => d.drive(s).await,
+            Stream::Unix(s) => d.drive(s).await,
+        };
+        match end {
+            End::Finished | End::Reconnect => continue,
+            End::Done => return,
+        }
+    }
+}
+
+struct Driver<'a> {
+    cfg: &'a BenchConfig,
+    rec: &'a Recorder,
+    local: &'a mut Local,
+    io: &'a mut Io,
+    schedule: Option<&'a mut Schedule>,
+    conv: &'a mut Conversation,
+}
+
+impl Driver<'_> {
+    async fn drive<S: AsyncRead + AsyncWrite + Unpin>(&mut self, mut s: S) -> End {
+        let clock = self.rec.clock;
+        self.io.sent_at.clear();
+        let far = clock.instant(clock.now()) + Duration::from_secs(86_400 * 365);
+        let sleep = tokio::time::sleep_until(far);
+        tokio::pin!(sleep);
+        let mut armed = far;
+        let mut last_bytes = clock.now();
+        loop {
+            let now = clock.now();
+            let (slot, blocked) = match self.issue(&mut s, now).await {
+                Ok(x) => x,
+                Err(e) => return self.lost(&e.to_string()),
+            };
+            if self.conv.is_finished() {
+                return End::Finished;
+            }
+            let outstanding = self.conv.outstanding();
+            if outstanding == 0 && blocked == Blocked::Run {
+                return End::Done;
+            }
+            let timeout_at = match self.io.sent_at.front() {
+                Some(&t) => Some(t.plus(self.cfg.timeout)),
+                None if blocked == Blocked::Script => Some(last_bytes.plus(self.cfg.timeout)),
+                None => None,
+            };
+            let idle_at = self.conv.idle_period().map(|d| last_bytes.plus(d));
+            let wake = [timeout_at, idle_at, slot].into_iter().flatten().min();
+            let wake = wake.map_or(far, |t| clock.instant(t));
+            if wake != armed {
+                sleep.as_mut().reset(wake);
+                armed = wake;
+            }
+            tokio::select! {
+                biased;
+                r = s.read(&mut self.io.read) => {
+                    let now = clock.now();
+                    match r {
+                        Ok(0) => return self.eof(now),
+                        Ok(n) => {
+                            self.local.received(n);
+                            last_bytes = now;
+                            let done = self.conv.on_bytes(&self.io.read[..n], now);
+                            match done {
+                                Ok(v) => self.completed(v),
+                                Err(e) => return self.bad_response(&e.to_string()),
+                            }
+                        }
+                        Err(e) => return self.lost(&e.to_string()),
+                    }
+                }
+                () = &mut sleep => {
+                    armed = far;
+                    let now = clock.now();
+                    if idle_at.is_some_and(|t| now >= t) {
+                        let v = self.conv.on_idle(now);
+                        self.completed(v);
+                    } else if timeout_at.is_some_and(|t| now >= t) {
+                        let n = (self.conv.outstanding() as u64).max(1);
+                        self.rec.errors().timeouts += n;
+                        return End::Reconnect;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends what may be sent now. Returns the next open-loop slot still to come, and what
+    /// stopped the sending.
+    async fn issue<S: AsyncWrite + Unpin>(
+        &mut self,
+        s: &mut S,
+        now: Timestamp,
+    ) -> io::Result<(Option<Timestamp>, Blocked)> {
+        let rec = self.rec;
+        let mut slot = None;
+        let mut blocked = Blocked::Pipeline;
+        self.io.write.clear();
+        while self.conv.outstanding() < self.cfg.pipeline {
+            let intended = match &self.schedule {
+                Some(sch) if sch.due() > now => {
+                    slot = Some(sch.due());
+                    blocked = Blocked::Schedule;
+                    break;
+                }
+                Some(sch) => sch.due(),
+                None => now,
+            };
+            let Some(ticket) = rec.take(intended) else {
+                blocked = Blocked::Run;
+                break;
+            };
+            let Some(req) = self.conv.next_request(intended) else {
+                rec.give_back(ticket);
+                blocked = Blocked::Script;
+                break;
+            };
+            if let Some(sch) = self.schedule.as_mut() {
+                sch.k += 1;
+            }
+            self.io.sent_at.push_back(now);
+            self.local.sent(req.bytes.len());
+            if self.cfg.split == SplitWrites::Whole {
+                self.io.write.extend_from_slice(&req.bytes);
+                continue;
+            }
+            if !self.io.write.is_empty() {
+                s.write_all(&self.io.write).await?;
+                self.io.write.clear();
+            }
+            for r in pieces(req.bytes.len(), self.cfg.split, req.header_len) {
+                s.write_all(&req.bytes[r]).await?;
+            }
+        }
+        if !self.io.write.is_empty() {
+            s.write_all(&self.io.write).await?;
+        }
+        Ok((slot, blocked))
+    }
+
+    fn completed(&mut self, done: Vec<Completed>) {
+        for c in done {
+            if c.request_bytes > 0 {
+                self.io.sent_at.pop_front();
+            }
+            if let Some(msg) = c.failed_assertion {
+                let name = self.step_name(c.step.0);
+                let mut e = self.rec.errors();
+                e.assertion += 1;
+                e.add_example(format!("step {name}: {msg}"));
+                continue;
+            }
+            if c.request_bytes > 0 {
+                self.local.exchange(c.step.0, c.intended, c.finished);
+            }
+        }
+    }
+
+    fn step_name(&self, i: usize) -> String {
+        self.cfg
+            .script
+            .step_names()
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("#{i}"))
+    }
+
+    fn eof(&mut self, now: Timestamp) -> End {
+        match self.conv.on_eof(now) {
+            Ok(v) => self.completed(v),
+            Err(e) => return self.bad_response(&e.to_string()),
+        }
+        let lost = self.conv.outstanding() as u64;
+        if lost > 0 {
+            let mut e = self.rec.errors();
+            e.closed += lost;
+            e.add_example(format!(
+                "the server closed the connection with {lost} request(s) unanswered"
+            ));
+        }
+        if self.conv.is_finished() {
+            End::Finished
+        } else {
+            End::Reconnect
+        }
+    }
+
+    fn bad_response(&mut self, msg: &str) -> End {
+        let mut e = self.rec.errors();
+        e.response += 1;
+        e.add_example(msg.to_string());
+        End::Reconnect
+    }
+
+    fn lost(&mut self, msg: &str) -> End {
+        let lost = (self.conv.outstanding() as u64).max(1);
+        let mut e = self.rec.errors();
+        e.closed += lost;
+        e.add_example(format!("connection lost: {msg}"));
+        End::Reconnect
+    }
+}
+
+/// Why a connection stopped sending for now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Blocked {
+    /// `--pipeline` requests are outstanding.
+    Pipeline,
+    /// The next open-loop slot is in the future.
+    Schedule,
+    /// The script waits for a response (a capture, the greeting).
+    Script,
+    /// The run sends no more (count reached, duration over, stopped).
+    Run,
+}
+
+/// The byte ranges of one request's writes (no allocation: it runs once per request).
+fn pieces(
+    len: usize,
+    split: SplitWrites,
+    header_len: Option<usize>,
+) -> impl Iterator<Item = Range<usize>> {
+    let cut = match split {
+        SplitWrites::Whole | SplitWrites::Pieces(_) => None,
+        SplitWrites::Header => Some(header_len.unwrap_or(len)),
+        SplitWrites::HeaderBytes(b) => Some(b),
+    }
+    .map(|c| c.min(len));
+    let n = match (split, cut) {
+        (_, Some(c)) if c > 0 && c < len => 2,
+        (SplitWrites::Pieces(n), _) => n.clamp(1, len.max(1)),
+        _ => 1,
+    };
+    let (q, r) = (len / n, len % n);
+    let bound = move |i: usize| match cut {
+        Some(c) if n == 2 => [0, c, len][i],
+        _ => i * q + i.min(r),
+    };
+    (0..n).map(move |i| bound(i)..bound(i + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_the_request_once() {
+        let p = |len, split, header| pieces(len, split, header).collect::<Vec<_>>();
+        assert_eq!(p(10, SplitWrites::Pieces(3), None), vec![0..4, 4..7, 7..10]);
+        assert_eq!(p(2, SplitWrites::Pieces(5), None), vec![0..1, 1..2]);
+        assert_eq!(p(10, SplitWrites::HeaderBytes(4), None), vec![0..4, 4..10]);
+        assert_eq!(p(10, SplitWrites::HeaderBytes(40), None), vec![0..10]);
+        assert_eq!(p(10, SplitWrites::Header, Some(6)), vec![0..6, 6..10]);
+        assert_eq!(p(10, SplitWrites::Header, None), vec![0..10]);
+        assert_eq!(p(10, SplitWrites::Whole, None), vec![0..10]);
+    }
+
+    #[test]
+    fn schedule_staggers_connections() {
+        let a = Schedule::new(1000.0, 4, 0);
+        let mut b = Schedule::new(1000.0, 4, 1);
+        assert_eq!(a.due(), Timestamp(0));
+        assert_eq!(b.due(), Timestamp(1_000_000));
+        b.k = 2;
+        assert_eq!(b.due(), Timestamp(9_000_000));
+    }
+
+    #[test]
+    fn reasons_read_like_sentences() {
+        let e = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(reason(&e), "connection refused");
+    }
+}

@@ -1,0 +1,303 @@
+//! What the connections of one run share: the clock, the request budget, the stop flag,
+//! histograms and counters.
+//!
+//! Each connection records into a small local buffer and flushes it, under a lock, into one of
+//! a few histogram shards every [`FLUSH_EVERY`] exchanges and when it ends (also when it is
+//! aborted: the flush runs on drop). A shard per connection would cost an HDR histogram each
+//! (a few hundred KiB); a lock per exchange would make connections queue on one another.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tcpdoctor_core::bench::{ErrorCounts, LatencyHistogram};
+use tcpdoctor_core::Timestamp;
+
+const FLUSH_EVERY: usize = 256;
+
+/// The run's monotonic clock, as the core's `Timestamp` (ns since the run started).
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    base: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Clock {
+        Clock {
+            base: Instant::now(),
+        }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        Timestamp(self.base.elapsed().as_nanos() as u64)
+    }
+
+    pub fn instant(&self, t: Timestamp) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.base + Duration::from_nanos(t.0))
+    }
+}
+
+#[derive(Default)]
+struct Shard {
+    overall: LatencyHistogram,
+    per_step: Vec<LatencyHistogram>,
+}
+
+/// Shared by every connection of one run.
+pub struct Recorder {
+    pub clock: Clock,
+    /// Exchanges intended before this are warmup: sent, answered, not recorded.
+    pub measure_from: Timestamp,
+    /// No request intended at or after this is sent (`--duration`).
+    pub stop_at: Option<Timestamp>,
+    /// Measured requests still to send (`--requests`).
+    budget: Option<AtomicU64>,
+    /// Set when the run is over: connections stop sending and leave.
+    stopped: AtomicBool,
+    /// Exchanges completed, warmup included: the progress the hang detector watches.
+    pub completed: AtomicU64,
+    last_finish: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+    pub connections_opened: AtomicU64,
+    shards: Vec<Mutex<Shard>>,
+    errors: Mutex<ErrorCounts>,
+}
+
+impl Recorder {
+    pub fn new(
+        clock: Clock,
+        measure_from: Timestamp,
+        stop_at: Option<Timestamp>,
+        requests: Option<u64>,
+        steps: usize,
+        shards: usize,
+    ) -> Recorder {
+        Recorder {
+            clock,
+            measure_from,
+            stop_at,
+            budget: requests.map(AtomicU64::new),
+            stopped: AtomicBool::new(false),
+            completed: AtomicU64::new(0),
+            last_finish: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            bytes_received: AtomicU64::new(0),
+            connections_opened: AtomicU64::new(0),
+            shards: (0..shards.max(1))
+                .map(|_| {
+                    Mutex::new(Shard {
+                        overall: LatencyHistogram::default(),
+                        per_step: vec![LatencyHistogram::default(); steps],
+                    })
+                })
+                .collect(),
+            errors: Mutex::new(ErrorCounts::default()),
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// May a request intended at `intended` be sent? Takes one unit of the budget when it is
+    /// measured; give it back with [`Recorder::give_back`] if nothing was sent after all.
+    pub fn take(&self, intended: Timestamp) -> Option<Ticket> {
+        if self.is_stopped() || self.stop_at.is_some_and(|s| intended >= s) {
+            return None;
+        }
+        if intended < self.measure_from {
+            return Some(Ticket { counted: false });
+        }
+        if let Some(b) = &self.budget {
+            b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .ok()?;
+        }
+        Some(Ticket { counted: true })
+    }
+
+    /// True when no request intended at `now` or later could be sent.
+    pub fn take_would_fail(&self, now: Timestamp) -> bool {
+        self.is_stopped()
+            || self.stop_at.is_some_and(|s| now >= s)
+            || (now >= self.measure_from && self.budget_left() == Some(0))
+    }
+
+    pub fn give_back(&self, t: Ticket) {
+        if let (true, Some(b)) = (t.counted, &self.budget) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Measured requests not yet sent, when the run is bounded by a count.
+    pub fn budget_left(&self) -> Option<u64> {
+        self.budget.as_ref().map(|b| b.load(Ordering::Relaxed))
+    }
+
+    pub fn last_finish(&self) -> Timestamp {
+        Timestamp(self.last_finish.load(Ordering::Relaxed))
+    }
+
+    pub fn errors(&self) -> MutexGuard<'_, ErrorCounts> {
+        self.errors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Merges every shard: (overall, per step).
+    pub fn histograms(&self) -> (LatencyHistogram, Vec<LatencyHistogram>) {
+        let mut overall = LatencyHistogram::default();
+        let mut steps: Vec<LatencyHistogram> = Vec::new();
+        for s in &self.shards {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            overall.merge(&s.overall);
+            if steps.is_empty() {
+                steps = s.per_step.clone();
+            } else {
+                for (a, b) in steps.iter_mut().zip(&s.per_step) {
+                    a.merge(b);
+                }
+            }
+        }
+        (overall, steps)
+    }
+}
+
+/// Permission to send one request.
+#[derive(Debug)]
+pub struct Ticket {
+    counted: bool,
+}
+
+/// One connection's view of the recorder: buffers latencies and byte counts, flushes in batches.
+pub struct Local {
+    rec: Arc<Recorder>,
+    shard: usize,
+    latencies: Vec<(usize, u64)>,
+    last_finish: u64,
+    sent: u64,
+    received: u64,
+}
+
+impl Local {
+    pub fn new(rec: Arc<Recorder>, conn: u64) -> Local {
+        let shard = (conn % rec.shards.len() as u64) as usize;
+        Local {
+            rec,
+            shard,
+            latencies: Vec::with_capacity(FLUSH_EVERY),
+            last_finish: 0,
+            sent: 0,
+            received: 0,
+        }
+    }
+
+    /// An exchange of `step` answered at `finished`, intended at `intended`.
+    pub fn exchange(&mut self, step: usize, intended: Timestamp, finished: Timestamp) {
+        self.rec.completed.fetch_add(1, Ordering::Relaxed);
+        if intended < self.rec.measure_from {
+            return;
+        }
+        self.latencies
+            .push((step, finished.0.saturating_sub(intended.0)));
+        self.last_finish = self.last_finish.max(finished.0);
+        if self.latencies.len() >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    pub fn sent(&mut self, n: usize) {
+        self.sent += n as u64;
+    }
+
+    pub fn received(&mut self, n: usize) {
+        self.received += n as u64;
+    }
+
+    pub fn flush(&mut self) {
+        if !self.latencies.is_empty() {
+            let mut s = self.rec.shards[self.shard]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for &(step, ns) in &self.latencies {
+                s.overall.record_ns(ns);
+                if let Some(h) = s.per_step.get_mut(step) {
+                    h.record_ns(ns);
+                }
+            }
+            drop(s);
+            self.latencies.clear();
+        }
+        self.rec
+            .last_finish
+            .fetch_max(self.last_finish, Ordering::Relaxed);
+        self.rec.bytes_sent.fetch_add(self.sent, Ordering::Relaxed);
+        self.rec
+            .bytes_received
+            .fetch_add(self.received, Ordering::Relaxed);
+        self.sent = 0;
+        self.received = 0;
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_counts_measured_requests_only() {
+        let rec = Recorder::new(
+            Clock::start(),
+            Timestamp(1_000),
+            Some(Timestamp(10_000)),
+            Some(2),
+            1,
+            2,
+        );
+        assert!(matches!(
+            rec.take(Timestamp(10)),
+            Some(Ticket { counted: false })
+        ));
+        let a = rec.take(Timestamp(2_000)).expect("first");
+        let _b = rec.take(Timestamp(2_000)).expect("second");
+        assert!(rec.take(Timestamp(2_000)).is_none(), "budget spent");
+        rec.give_back(a);
+        assert_eq!(rec.budget_left(), Some(1));
+        assert!(rec.take(Timestamp(10_000)).is_none(), "past --duration");
+        rec.stop();
+        assert!(rec.take(Timestamp(2_000)).is_none());
+    }
+
+    #[test]
+    fn warmup_exchanges_are_not_recorded_and_drop_flushes() {
+        let rec = Arc::new(Recorder::new(
+            Clock::start(),
+            Timestamp(1_000),
+            None,
+            None,
+            2,
+            1,
+        ));
+        {
+            let mut l = Local::new(rec.clone(), 7);
+            l.exchange(1, Timestamp(500), Timestamp(900));
+            l.exchange(1, Timestamp(1_500), Timestamp(41_500));
+            l.sent(10);
+        }
+        let (all, steps) = rec.histograms();
+        assert_eq!(all.count(), 1);
+        assert_eq!(steps[1].count(), 1);
+        assert_eq!(steps[0].count(), 0);
+        assert_eq!(rec.completed.load(Ordering::Relaxed), 2);
+        assert_eq!(rec.bytes_sent.load(Ordering::Relaxed), 10);
+        assert_eq!(rec.last_finish(), Timestamp(41_500));
+    }
+}

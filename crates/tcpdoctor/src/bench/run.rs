@@ -1,0 +1,126 @@
+//! One run: start every connection, watch them, stop them, hand the measurements over.
+//!
+//! The watcher wakes every 100 ms: it draws the progress line and declares the run hung when
+//! no exchange has completed for `--hang-after` — it then stops and aborts the connections
+//! instead of waiting for them, so a wedged server costs `--hang-after`, not forever.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tcpdoctor_core::bench::{Outcome, RunMeasurements};
+use tcpdoctor_core::units::fmt_duration;
+use tcpdoctor_core::Timestamp;
+use tokio::task::JoinSet;
+
+use super::cpu::CpuTimes;
+use super::progress::Progress;
+use super::recorder::{Clock, Recorder};
+use super::{conn, BenchConfig, Bound};
+
+const TICK: Duration = Duration::from_millis(100);
+
+pub async fn one(cfg: Arc<BenchConfig>, run_no: u64) -> RunMeasurements {
+    let clock = Clock::start();
+    let measure_from = Timestamp::ZERO.plus(cfg.warmup);
+    let (requests, stop_at) = match cfg.bound {
+        Bound::Requests(n) => (Some(n), None),
+        Bound::Duration(d) => (None, Some(measure_from.plus(d))),
+    };
+    let rec = Arc::new(Recorder::new(
+        clock,
+        measure_from,
+        stop_at,
+        requests,
+        cfg.script.step_names().len(),
+        cfg.threads * 2,
+    ));
+    let cpu_before = CpuTimes::now();
+    let mut tasks = JoinSet::new();
+    for id in 0..cfg.connections {
+        tasks.spawn(conn::run(cfg.clone(), rec.clone(), id));
+    }
+    let label = if cfg.repeat > 1 {
+        format!("run {run_no}/{}", cfg.repeat)
+    } else {
+        "bench".to_string()
+    };
+    let mut progress = Progress::new(cfg.progress);
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let (mut seen, mut seen_at) = (0u64, clock.now());
+    let mut hung = false;
+    loop {
+        tokio::select! {
+            r = tasks.join_next() => {
+                if r.is_none() {
+                    break;
+                }
+            }
+            _ = tick.tick() => {
+                let now = clock.now();
+                let done = rec.completed.load(Ordering::Relaxed);
+                if done != seen {
+                    (seen, seen_at) = (done, now);
+                } else if !hung && now.since(seen_at) >= cfg.hang_after {
+                    hung = true;
+                    rec.stop();
+                    tasks.abort_all();
+                }
+                let fraction = match (requests, rec.budget_left(), stop_at) {
+                    (Some(n), Some(left), _) if n > 0 => Some((n - left) as f64 / n as f64),
+                    (_, _, Some(s)) => Some(now.0 as f64 / s.0.max(1) as f64),
+                    _ => None,
+                };
+                progress.draw(&label, now.since(Timestamp::ZERO), done, fraction);
+            }
+        }
+    }
+    progress.clear();
+    let cpu = CpuTimes::now().since(cpu_before);
+    let end = clock.now();
+    let last = rec.last_finish();
+    let window_end = if hung {
+        end
+    } else {
+        match stop_at {
+            Some(s) => s.max(last).min(end),
+            None => last,
+        }
+    };
+    let (overall, per_step) = rec.histograms();
+    let errors = rec.errors().clone();
+    let note = if hung {
+        let mut n = format!(
+            "no exchange completed for {}: abandoned",
+            fmt_duration(cfg.hang_after)
+        );
+        if let Some(e) = errors.examples.last() {
+            n.push_str(&format!(" (last error: {e})"));
+        } else if let Some(c) = errors.connect_reasons.first() {
+            n.push_str(&format!(" (connect: {})", c.reason));
+        }
+        Some(n)
+    } else if overall.is_empty() {
+        Some(match errors.connect_reasons.first() {
+            Some(c) => format!("no exchange was measured; connect: {}", c.reason),
+            None => "no exchange was measured".to_string(),
+        })
+    } else {
+        None
+    };
+    RunMeasurements {
+        outcome: hung.then_some(Outcome::Hung),
+        elapsed: end.since(Timestamp::ZERO),
+        measured: window_end.since(measure_from),
+        overall,
+        per_step,
+        errors,
+        bytes_sent: rec.bytes_sent.load(Ordering::Relaxed),
+        bytes_received: rec.bytes_received.load(Ordering::Relaxed),
+        connections_opened: rec.connections_opened.load(Ordering::Relaxed),
+        cpu_user: cpu.user,
+        cpu_system: cpu.system,
+        note,
+    }
+}

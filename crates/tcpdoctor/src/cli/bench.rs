@@ -1,0 +1,330 @@
+//! `tcpdoctor bench`: drive a server with a conversation script and measure it.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, ValueEnum};
+use tcpdoctor_core::report::render_bench_text;
+use tcpdoctor_core::script::{preset_names, Script};
+use tcpdoctor_core::units::parse_duration;
+
+use crate::bench::{BenchConfig, Bound, SplitWrites};
+use crate::cli::proxy::parse_addr;
+use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
+
+/// Drive a server with a conversation script: latency histograms, throughput, a stall view.
+///
+/// Each connection runs the script (a file, or a preset such as resp, http1, echo-line);
+/// latency is measured from each request's intended start, so stalls cannot hide queued
+/// requests. Closed loop by default (each connection sends when an answer frees one of its
+/// --pipeline slots); --rate R is an open loop at R requests/s over all connections.
+///
+///   tcpdoctor bench --target 127.0.0.1:6379 --preset resp --connections 50 --requests 100000
+///   tcpdoctor bench --target 127.0.0.1:6379 --preset resp --pipeline 16 --duration 10s
+///   tcpdoctor bench --target 127.0.0.1:8080 --preset http1 --param path=/ --rate 2000
+///   tcpdoctor bench --target unix:/run/app.sock --script app.toml --repeat 5
+///
+/// Reproduce client-side pathologies: --nagle on (TCP_NODELAY cleared on the driver's
+/// sockets), --split-writes 2 (each request in two writes: the write-write-read client).
+///
+/// The stall view counts exchanges near the 40 ms and 200 ms TCP timers and names the likely
+/// cause; confirm it with a capture and `tcpdoctor analyze`.
+///
+/// Exit status: 0 when every run completed, 1 when a run hung (no progress for --hang-after)
+/// or measured nothing, 2 on a usage error, a bad script or an unreachable target.
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct BenchArgs {
+    /// The server: HOST:PORT, or unix:/path/to.sock.
+    #[arg(long, value_name = "ADDR")]
+    pub target: String,
+
+    /// A conversation script (TOML).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "preset",
+        required_unless_present = "preset"
+    )]
+    pub script: Option<PathBuf>,
+
+    /// A built-in script: echo, echo-line, resp, http1, memcache, line.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+
+    /// A preset's parameter, KEY=VALUE (repeatable), e.g. --param path=/ --param size=64.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub param: Vec<String>,
+
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub connections: u64,
+
+    /// Requests in flight per connection (1: strictly one at a time).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub pipeline: u64,
+
+    /// Open loop: R requests per second over all connections, on a fixed schedule.
+    /// Without it, a closed loop.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<String>,
+
+    /// Exchanges to measure, over all connections (after --warmup).
+    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    pub requests: Option<u64>,
+
+    /// How long to measure (after --warmup), e.g. 10s. Default: 10s unless --requests.
+    #[arg(long, value_name = "D")]
+    pub duration: Option<String>,
+
+    /// Run this long first without recording, e.g. 2s.
+    #[arg(long, value_name = "D", default_value = "0s")]
+    pub warmup: String,
+
+    /// An exchange not answered within this counts as a timeout; its connection is reopened.
+    #[arg(long, value_name = "D", default_value = "5s")]
+    pub timeout: String,
+
+    /// A run in which no exchange completes for this long is reported as hung and abandoned.
+    #[arg(long, value_name = "D", default_value = "10s")]
+    pub hang_after: String,
+
+    /// Nagle's algorithm on the driver's sockets: off sets TCP_NODELAY.
+    #[arg(long, value_name = "on|off", default_value = "off")]
+    pub nagle: String,
+
+    /// Write each request in pieces: N (N writes of near-equal size), header (at the header
+    /// end the script defines, then the body) or header:B (B bytes, then the rest).
+    #[arg(long, value_name = "N|header|header:B")]
+    pub split_writes: Option<String>,
+
+    /// Run the whole benchmark K times; report mean, stdev, min and max of each figure.
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: u64,
+
+    /// Worker threads (default: one per core, at most one per connection).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
+
+    /// Seed of random payloads in scripts.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// For machines: schema/bench-report.schema.json.
+    Json,
+}
+
+fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
+    parse_duration(text).map_err(|e| anyhow!("--{flag} {text}: {e}"))
+}
+
+fn positive_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
+    let d = duration(flag, text)?;
+    if d.is_zero() {
+        bail!("--{flag} {text}: must be more than zero");
+    }
+    Ok(d)
+}
+
+fn parse_rate(text: &str) -> anyhow::Result<f64> {
+    let t = text.trim();
+    let t = t.strip_suffix("/s").unwrap_or(t);
+    match t.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= 1e9 => Ok(r),
+        _ => bail!(
+            "--rate {text}: expected requests per second, a number above 0 (e.g. 1000 or 1000/s)"
+        ),
+    }
+}
+
+fn parse_split(text: &str) -> anyhow::Result<SplitWrites> {
+    let t = text.trim();
+    let bad = || {
+        anyhow!("--split-writes {text}: expected N (2 or more pieces), header, or header:B (B ≥ 1 bytes)")
+    };
+    if t == "header" {
+        return Ok(SplitWrites::Header);
+    }
+    if let Some(b) = t.strip_prefix("header:") {
+        return match b.parse::<usize>() {
+            Ok(b) if b >= 1 => Ok(SplitWrites::HeaderBytes(b)),
+            _ => Err(bad()),
+        };
+    }
+    match t.parse::<usize>() {
+        Ok(1) => Ok(SplitWrites::Whole),
+        Ok(n) if (2..=65_536).contains(&n) => Ok(SplitWrites::Pieces(n)),
+        _ => Err(bad()),
+    }
+}
+
+fn parse_params(params: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    params
+        .iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => bail!("--param {p}: expected KEY=VALUE"),
+        })
+        .collect()
+}
+
+impl BenchArgs {
+    fn load_script(&self) -> anyhow::Result<Script> {
+        let params = parse_params(&self.param)?;
+        match (&self.script, &self.preset) {
+            (Some(path), _) => {
+                if !params.is_empty() {
+                    bail!("--param applies to --preset only (a script file sets its own values)");
+                }
+                let src = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                Script::parse(&src).map_err(|e| anyhow!("{}: {e}", path.display()))
+            }
+            (None, Some(name)) => Script::preset(name, &params).map_err(|e| {
+                anyhow!(
+                    "--preset {name}: {e} (presets: {})",
+                    preset_names().join(", ")
+                )
+            }),
+            (None, None) => bail!("give a --script FILE or a --preset NAME"),
+        }
+    }
+
+    /// Raw flags → a validated config; no I/O except reading the script and name resolution.
+    pub fn config(&self) -> anyhow::Result<BenchConfig> {
+        let target = parse_addr("target", &self.target)?;
+        let nagle = match self.nagle.trim() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--nagle {other}: expected on or off"),
+        };
+        let bound = match (&self.requests, &self.duration) {
+            (Some(0), _) => bail!("--requests 0: must be 1 or more"),
+            (Some(n), _) => Bound::Requests(*n),
+            (None, Some(d)) => Bound::Duration(positive_duration("duration", d)?),
+            (None, None) => Bound::Duration(Duration::from_secs(10)),
+        };
+        let timeout = positive_duration("timeout", &self.timeout)?;
+        let hang_after = positive_duration("hang-after", &self.hang_after)?;
+        let rate = self.rate.as_deref().map(parse_rate).transpose()?;
+        let split = match &self.split_writes {
+            Some(s) => parse_split(s)?,
+            None => SplitWrites::Whole,
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = match self.threads {
+            Some(t) => usize::from(t),
+            None => cores.min(self.connections.min(256) as usize),
+        };
+        let script = self.load_script()?;
+        Ok(BenchConfig {
+            target,
+            script: Arc::new(script),
+            connections: self.connections,
+            pipeline: self.pipeline as usize,
+            rate,
+            bound,
+            warmup: duration("warmup", &self.warmup)?,
+            timeout,
+            hang_after,
+            nagle,
+            split,
+            repeat: self.repeat,
+            threads,
+            seed: self.seed,
+            progress: std::io::stderr().is_terminal(),
+        })
+    }
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
+    let cfg = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tcpdoctor: error: {e:#}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let rt = if cfg.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.threads)
+            .enable_all()
+            .build()
+    }
+    .context("starting the runtime")?;
+    let report = match rt.block_on(crate::bench::run(Arc::new(cfg))) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tcpdoctor: error: {e}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let text = match args.format {
+        Format::Text => render_bench_text(&report),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&report).context("serialising the report")?;
+            s.push('\n');
+            s
+        }
+    };
+    output::print(&text)?;
+    Ok(if report.all_completed() {
+        EXIT_CLEAN
+    } else {
+        EXIT_FOUND
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_writes_syntax() {
+        assert_eq!(parse_split("2").ok(), Some(SplitWrites::Pieces(2)));
+        assert_eq!(parse_split("1").ok(), Some(SplitWrites::Whole));
+        assert_eq!(parse_split("header").ok(), Some(SplitWrites::Header));
+        assert_eq!(
+            parse_split("header:8").ok(),
+            Some(SplitWrites::HeaderBytes(8))
+        );
+        for bad in ["0", "header:0", "header:x", "many", "-3"] {
+            let e = parse_split(bad).expect_err(bad).to_string();
+            assert!(e.starts_with("--split-writes"), "{e}");
+        }
+    }
+
+    #[test]
+    fn rate_syntax() {
+        assert_eq!(parse_rate("1000").ok(), Some(1000.0));
+        assert_eq!(parse_rate("250.5/s").ok(), Some(250.5));
+        for bad in ["0", "-1", "fast", "inf", "NaN"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn params_are_key_value() {
+        let p = parse_params(&["path=/a=b".into(), "size=64".into()]).expect("valid");
+        assert_eq!(p[0], ("path".to_string(), "/a=b".to_string()));
+        assert!(parse_params(&["=x".into()]).is_err());
+        assert!(parse_params(&["novalue".into()]).is_err());
+    }
+}
