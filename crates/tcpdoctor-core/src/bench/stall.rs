@@ -81,7 +81,7 @@ pub struct StallView {
 impl StallView {
     pub fn of(h: &LatencyHistogram) -> StallView {
         let total = h.count();
-        let median_ms = round3(h.quantile_ns(0.5) as f64 / 1e6);
+        let median_ms = (h.quantile_ns(0.5) as f64 / 1e3).round() / 1e3;
         let bands: Vec<StallBand> = TIMERS
             .iter()
             .map(|t| {

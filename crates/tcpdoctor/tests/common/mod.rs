@@ -39,8 +39,13 @@ pub fn analyze_json(file: &Path) -> (serde_json::Value, i32) {
 }
 
 pub fn validate(report: &serde_json::Value) {
-    let schema_text = std::fs::read_to_string(repo().join("schema/analyze-report.schema.json"))
-        .expect("schema file");
+    validate_with("analyze-report.schema.json", report);
+}
+
+/// Validates `report` against `schema/<schema_file>`.
+pub fn validate_with(schema_file: &str, report: &serde_json::Value) {
+    let schema_text =
+        std::fs::read_to_string(repo().join("schema").join(schema_file)).expect("schema file");
     let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let errors: Vec<String> = validator
