@@ -27,6 +27,7 @@ pub mod flow;
 pub(crate) mod fxhash;
 pub mod impair;
 pub mod report;
+pub mod script;
 pub mod seq;
 pub mod stats;
 pub mod time;

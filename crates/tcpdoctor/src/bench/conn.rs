@@ -141,6 +141,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64) {
             .wrapping_add(round);
         round += 1;
         let mut conv = Conversation::new(cfg.script.clone(), id, seed);
+        conv.connected(rec.clock.now());
         let mut d = Driver {
             cfg: &cfg,
             rec: &rec,
@@ -191,9 +192,13 @@ impl Driver<'_> {
             if outstanding == 0 && blocked == Blocked::Run {
                 return End::Done;
             }
+            // Nothing sent but something awaited (a greeting, a capture): time out from the
+            // last bytes (or the connect).
             let timeout_at = match self.io.sent_at.front() {
                 Some(&t) => Some(t.plus(self.cfg.timeout)),
-                None if blocked == Blocked::Script => Some(last_bytes.plus(self.cfg.timeout)),
+                None if outstanding > 0 || blocked == Blocked::Script => {
+                    Some(last_bytes.plus(self.cfg.timeout))
+                }
                 None => None,
             };
             let idle_at = self.conv.idle_period().map(|d| last_bytes.plus(d));
