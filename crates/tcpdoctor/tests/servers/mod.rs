@@ -207,7 +207,11 @@ pub struct Redis {
 
 impl Redis {
     pub fn start() -> Option<Redis> {
-        if Command::new("redis-server").arg("--version").output().is_err() {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             return None;
         }
         // redis has no `--port 0`: take a free port from the kernel, release it, start redis
