@@ -207,6 +207,8 @@ pub struct RunMeasurements {
     pub cpu_system: Duration,
     /// A sentence on why the run ended early, if it did.
     pub note: Option<String>,
+    /// The target's TCP port (None for a Unix socket), for the stall view's capture command.
+    pub port: Option<u16>,
 }
 
 /// What one run measured.
@@ -268,7 +270,7 @@ impl RunResult {
                     latency_ms: LatencySummary::of(h),
                 })
                 .collect(),
-            stall: StallView::of(&m.overall),
+            stall: StallView::of(&m.overall, m.port),
             cpu: CpuUse {
                 user_s: round3(m.cpu_user.as_secs_f64()),
                 system_s: round3(m.cpu_system.as_secs_f64()),

@@ -79,7 +79,9 @@ pub struct StallView {
 }
 
 impl StallView {
-    pub fn of(h: &LatencyHistogram) -> StallView {
+    /// The view of `h`; `port` is the target's TCP port (None for a Unix socket), for the
+    /// capture command in the next step.
+    pub fn of(h: &LatencyHistogram, port: Option<u16>) -> StallView {
         let total = h.count();
         let median_ms = (h.quantile_ns(0.5) as f64 / 1e3).round() / 1e3;
         let bands: Vec<StallBand> = TIMERS
@@ -125,7 +127,7 @@ impl StallView {
         let pct = fmt_pct(band.count, total);
         let shape = if median_ms >= band.from_ms && median_ms < band.to_ms {
             format!(
-                "{} of exchanges ({pct}) take {}–{} ms: the median ({}) sits on the timer",
+                "{} exchanges ({pct}) took {}–{} ms: the median ({}) sits on the timer",
                 band.count,
                 band.from_ms,
                 band.to_ms,
@@ -133,7 +135,7 @@ impl StallView {
             )
         } else {
             format!(
-                "{} of exchanges ({pct}) take {}–{} ms while the median is {}: a second mode \
+                "{} exchanges ({pct}) took {}–{} ms while the median is {}: a second mode \
                  pinned at the timer",
                 band.count,
                 band.from_ms,
@@ -147,17 +149,25 @@ impl StallView {
                 "Stall near the {} timer — {shape}. Likely cause: {} ({}).",
                 band.timer, timer.cause, timer.explains
             ),
-            next_step: Some(
-                "Capture it and run `tcpdoctor analyze` (e.g. `sudo tcpdump -i lo -s 128 -w \
-                 stall.pcap 'tcp port PORT'`, or put `tcpdoctor proxy --pcap stall.pcap` in \
-                 front of the server) to confirm which side writes in pieces; the fix is to \
-                 write each message once, then TCP_NODELAY."
-                    .to_string(),
-            ),
+            next_step: Some(next_step(port)),
             likely_cause: Some(timer.cause.to_string()),
             bands,
         }
     }
+}
+
+fn next_step(port: Option<u16>) -> String {
+    let capture = match port {
+        Some(p) => format!(
+            "`sudo tcpdump -i lo -s 128 -w stall.pcap 'tcp port {p}'` while this runs, or put \
+             `tcpdoctor proxy --pcap stall.pcap` in front of the server"
+        ),
+        None => "put `tcpdoctor proxy --pcap stall.pcap` in front of the Unix socket".to_string(),
+    };
+    format!(
+        "Capture it and run `tcpdoctor analyze stall.pcap` ({capture}) to confirm which side \
+         writes in pieces; the fix is to write each message once, then TCP_NODELAY."
+    )
 }
 
 pub(crate) fn fmt_ms(ms: f64) -> String {
@@ -198,7 +208,7 @@ mod tests {
 
     #[test]
     fn every_exchange_on_the_40ms_timer() {
-        let v = StallView::of(&hist(&[(41_500, 97), (300, 3)]));
+        let v = StallView::of(&hist(&[(41_500, 97), (300, 3)]), Some(6379));
         assert_eq!(v.likely_cause.as_deref(), Some("nagle_delayed_ack"));
         assert!(v.bands[0].hit && !v.bands[1].hit);
         assert!(v.verdict.contains("median"), "{}", v.verdict);
@@ -212,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_second_mode_at_200ms() {
-        let v = StallView::of(&hist(&[(250, 900), (205_000, 100)]));
+        let v = StallView::of(&hist(&[(250, 900), (205_000, 100)]), None);
         assert!(v.bands[1].hit);
         assert_eq!(v.bands[1].count, 100);
         assert!((v.bands[1].share - 0.1).abs() < 1e-9);
@@ -228,7 +238,7 @@ mod tests {
             hist(&[(250, 10_000), (40_000, 50)]),
             LatencyHistogram::default(),
         ] {
-            let v = StallView::of(&h);
+            let v = StallView::of(&h, None);
             assert_eq!(v.likely_cause, None, "{v:?}");
             assert!(v.verdict.starts_with("No cluster"));
         }

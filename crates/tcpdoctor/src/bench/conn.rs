@@ -31,12 +31,13 @@ const READ_BUF: usize = 64 * 1024;
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-enum Stream {
+/// A connected socket.
+pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
 
-async fn connect(cfg: &BenchConfig) -> io::Result<Stream> {
+pub async fn connect(cfg: &BenchConfig) -> io::Result<Stream> {
     let attempt = async {
         match &cfg.target {
             Addr::Tcp(a) => {
@@ -53,13 +54,8 @@ async fn connect(cfg: &BenchConfig) -> io::Result<Stream> {
     }
 }
 
-/// One connection attempt before the first run: an unreachable target is a usage error.
-pub async fn probe(cfg: &BenchConfig) -> Result<(), String> {
-    connect(cfg).await.map(drop).map_err(|e| reason(&e))
-}
-
 /// The error without the "(os error N)" suffix, lower case: "connection refused".
-fn reason(e: &io::Error) -> String {
+pub fn reason(e: &io::Error) -> String {
     let s = e.to_string();
     let s = s.split(" (os error").next().unwrap_or(&s);
     let mut c = s.chars();
@@ -108,8 +104,9 @@ struct Io {
     sent_at: VecDeque<Timestamp>,
 }
 
-/// The task of connection number `id`, until the run ends.
-pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64) {
+/// The task of connection number `id`, until the run ends; `first` is a connection already
+/// made for it.
+pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: Option<Stream>) {
     let mut local = Local::new(rec.clone(), id);
     let mut io = Io {
         read: vec![0; READ_BUF],
@@ -123,7 +120,11 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64) {
         if rec.is_stopped() || rec.take_would_fail(rec.clock.now()) {
             return;
         }
-        let stream = match connect(&cfg).await {
+        let attempt = match first.take() {
+            Some(s) => Ok(s),
+            None => connect(&cfg).await,
+        };
+        let stream = match attempt {
             Ok(s) => s,
             Err(e) => {
                 rec.errors().add_connect_reason(&reason(&e), 1);
@@ -183,7 +184,7 @@ impl Driver<'_> {
             let now = clock.now();
             let (slot, blocked) = match self.issue(&mut s, now).await {
                 Ok(x) => x,
-                Err(e) => return self.lost(&e.to_string()),
+                Err(e) => return self.lost(&reason(&e)),
             };
             if self.conv.is_finished() {
                 return End::Finished;
@@ -223,7 +224,7 @@ impl Driver<'_> {
                                 Err(e) => return self.bad_response(&e.to_string()),
                             }
                         }
-                        Err(e) => return self.lost(&e.to_string()),
+                        Err(e) => return self.lost(&reason(&e)),
                     }
                 }
                 () = &mut sleep => {

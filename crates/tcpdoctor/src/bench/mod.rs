@@ -8,7 +8,7 @@
 //! requests queued behind it (coordinated omission).
 //!
 //! # Layout
-//! - `mod.rs`: the validated configuration and [`run`] (a probe connect, then `--repeat` runs).
+//! - `mod.rs`: the validated configuration and [`run`] (a first connect, then `--repeat` runs).
 //! - `run.rs`: one run — spawn the connections, watch for the end, a hang or a stop, collect.
 //! - `conn.rs`: one connection — connect, write (whole, pipelined or split), read, frame via
 //!   the conversation, time out, reconnect.
@@ -130,17 +130,23 @@ impl std::error::Error for Unreachable {}
 /// Runs the benchmark `--repeat` times. Fails only when the target cannot be connected to
 /// before the first run; later trouble is measured and reported.
 pub async fn run(cfg: Arc<BenchConfig>) -> Result<BenchReport, Unreachable> {
-    if let Err(e) = conn::probe(&cfg).await {
-        return Err(Unreachable(format!(
-            "cannot connect to {}: {e} (is the server running? the probe waits {} at most)",
-            cfg.target,
-            fmt_duration(cfg.timeout)
-        )));
-    }
+    // The first connection doubles as the probe: a target that refuses it is a usage error,
+    // and a server that serves a single connection still gets its one.
+    let mut first = match conn::connect(&cfg).await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            return Err(Unreachable(format!(
+                "cannot connect to {}: {} (is the server running? waited {} at most)",
+                cfg.target,
+                conn::reason(&e),
+                fmt_duration(cfg.timeout)
+            )))
+        }
+    };
     let mut runs: Vec<RunResult> = Vec::new();
     let steps = cfg.script.step_names().to_vec();
     for i in 1..=cfg.repeat {
-        let m = run::one(cfg.clone(), i).await;
+        let m = run::one(cfg.clone(), i, first.take()).await;
         runs.push(RunResult::new(i, &steps, &m));
     }
     Ok(BenchReport::new(cfg.settings(), runs))

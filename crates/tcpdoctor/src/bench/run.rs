@@ -13,6 +13,7 @@ use tcpdoctor_core::units::fmt_duration;
 use tcpdoctor_core::Timestamp;
 use tokio::task::JoinSet;
 
+use super::conn::Stream;
 use super::cpu::CpuTimes;
 use super::progress::Progress;
 use super::recorder::{Clock, Recorder};
@@ -20,7 +21,8 @@ use super::{conn, BenchConfig, Bound};
 
 const TICK: Duration = Duration::from_millis(100);
 
-pub async fn one(cfg: Arc<BenchConfig>, run_no: u64) -> RunMeasurements {
+/// Run number `run_no`; `first` is an already made connection for connection 0.
+pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) -> RunMeasurements {
     let clock = Clock::start();
     let measure_from = Timestamp::ZERO.plus(cfg.warmup);
     let (requests, stop_at) = match cfg.bound {
@@ -38,7 +40,7 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64) -> RunMeasurements {
     let cpu_before = CpuTimes::now();
     let mut tasks = JoinSet::new();
     for id in 0..cfg.connections {
-        tasks.spawn(conn::run(cfg.clone(), rec.clone(), id));
+        tasks.spawn(conn::run(cfg.clone(), rec.clone(), id, first.take()));
     }
     let label = if cfg.repeat > 1 {
         format!("run {run_no}/{}", cfg.repeat)
@@ -122,5 +124,9 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64) -> RunMeasurements {
         cpu_user: cpu.user,
         cpu_system: cpu.system,
         note,
+        port: match &cfg.target {
+            crate::proxy::Addr::Tcp(a) => Some(a.port()),
+            crate::proxy::Addr::Unix(_) => None,
+        },
     }
 }
