@@ -253,6 +253,7 @@ impl Driver<'_> {
         let rec = self.rec;
         let mut slot = None;
         let mut blocked = Blocked::Pipeline;
+        let mut held: Option<super::recorder::Ticket> = None;
         self.io.write.clear();
         while self.conv.outstanding() < self.cfg.pipeline {
             let intended = match &self.schedule {
@@ -264,15 +265,27 @@ impl Driver<'_> {
                 Some(sch) => sch.due(),
                 None => now,
             };
-            let Some(ticket) = rec.take(intended) else {
-                blocked = Blocked::Run;
-                break;
-            };
+            // Closed loop: one ticket for the whole batch; open loop: one per slot (each slot
+            // has its own intended time, on either side of the warmup's end).
+            if !matches!(&held, Some(t) if t.left > 0) {
+                let want = if self.schedule.is_some() {
+                    1
+                } else {
+                    (self.cfg.pipeline - self.conv.outstanding()) as u64
+                };
+                held = rec.take(intended, want);
+                if held.is_none() {
+                    blocked = Blocked::Run;
+                    break;
+                }
+            }
             let Some(req) = self.conv.next_request(intended) else {
-                rec.give_back(ticket);
                 blocked = Blocked::Script;
                 break;
             };
+            if let Some(t) = held.as_mut() {
+                t.left -= 1;
+            }
             if let Some(sch) = self.schedule.as_mut() {
                 sch.k += 1;
             }
@@ -290,6 +303,7 @@ impl Driver<'_> {
                 s.write_all(&req.bytes[r]).await?;
             }
         }
+        drop(held);
         if !self.io.write.is_empty() {
             s.write_all(&self.io.write).await?;
         }
@@ -297,6 +311,12 @@ impl Driver<'_> {
     }
 
     fn completed(&mut self, done: Vec<Completed>) {
+        if done.is_empty() {
+            return;
+        }
+        self.rec
+            .completed
+            .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for c in done {
             if c.request_bytes > 0 {
                 self.io.sent_at.pop_front();

@@ -104,20 +104,36 @@ impl Recorder {
         self.stopped.load(Ordering::Relaxed)
     }
 
-    /// May a request intended at `intended` be sent? Takes one unit of the budget when it is
-    /// measured; give it back with [`Recorder::give_back`] if nothing was sent after all.
-    pub fn take(&self, intended: Timestamp) -> Option<Ticket> {
-        if self.is_stopped() || self.stop_at.is_some_and(|s| intended >= s) {
+    /// May up to `want` requests intended at `intended` be sent? Takes that many units of the
+    /// budget (fewer if fewer are left, None if none) when they are measured; what the ticket
+    /// still holds when dropped goes back. One atomic operation for a pipelined batch.
+    pub fn take(&self, intended: Timestamp, want: u64) -> Option<Ticket<'_>> {
+        if self.is_stopped() || self.stop_at.is_some_and(|s| intended >= s) || want == 0 {
             return None;
         }
         if intended < self.measure_from {
-            return Some(Ticket { counted: false });
+            return Some(Ticket {
+                rec: self,
+                counted: false,
+                left: want,
+            });
         }
-        if let Some(b) = &self.budget {
-            b.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .ok()?;
-        }
-        Some(Ticket { counted: true })
+        let left = match &self.budget {
+            Some(b) => {
+                let before = b
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        (n > 0).then(|| n - n.min(want))
+                    })
+                    .ok()?;
+                before.min(want)
+            }
+            None => want,
+        };
+        Some(Ticket {
+            rec: self,
+            counted: true,
+            left,
+        })
     }
 
     /// True when no request intended at `now` or later could be sent.
@@ -125,12 +141,6 @@ impl Recorder {
         self.is_stopped()
             || self.stop_at.is_some_and(|s| now >= s)
             || (now >= self.measure_from && self.budget_left() == Some(0))
-    }
-
-    pub fn give_back(&self, t: Ticket) {
-        if let (true, Some(b)) = (t.counted, &self.budget) {
-            b.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     /// Measured requests not yet sent, when the run is bounded by a count.
@@ -165,10 +175,19 @@ impl Recorder {
     }
 }
 
-/// Permission to send one request.
-#[derive(Debug)]
-pub struct Ticket {
+/// Permission to send `left` more requests; the unused rest returns to the budget on drop.
+pub struct Ticket<'a> {
+    rec: &'a Recorder,
     counted: bool,
+    pub left: u64,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if let (true, Some(b)) = (self.counted && self.left > 0, &self.rec.budget) {
+            b.fetch_add(self.left, Ordering::Relaxed);
+        }
+    }
 }
 
 /// One connection's view of the recorder: buffers latencies and byte counts, flushes in batches.
@@ -195,8 +214,8 @@ impl Local {
     }
 
     /// An exchange of `step` answered at `finished`, intended at `intended`.
+    /// (The caller adds completed exchanges to [`Recorder::completed`], once per batch.)
     pub fn exchange(&mut self, step: usize, intended: Timestamp, finished: Timestamp) {
-        self.rec.completed.fetch_add(1, Ordering::Relaxed);
         if intended < self.rec.measure_from {
             return;
         }
@@ -262,18 +281,21 @@ mod tests {
             1,
             2,
         );
-        assert!(matches!(
-            rec.take(Timestamp(10)),
-            Some(Ticket { counted: false })
-        ));
-        let a = rec.take(Timestamp(2_000)).expect("first");
-        let _b = rec.take(Timestamp(2_000)).expect("second");
-        assert!(rec.take(Timestamp(2_000)).is_none(), "budget spent");
-        rec.give_back(a);
+        let warm = rec.take(Timestamp(10), 5).expect("warmup");
+        assert_eq!((warm.counted, warm.left), (false, 5));
+        drop(warm);
+        assert_eq!(rec.budget_left(), Some(2), "warmup takes nothing");
+        let a = rec.take(Timestamp(2_000), 1).expect("first");
+        let mut b = rec.take(Timestamp(2_000), 16).expect("the rest");
+        assert_eq!((a.left, b.left), (1, 1), "only what is left is granted");
+        assert!(rec.take(Timestamp(2_000), 1).is_none(), "budget spent");
+        drop(a);
+        b.left -= 1;
+        drop(b);
         assert_eq!(rec.budget_left(), Some(1));
-        assert!(rec.take(Timestamp(10_000)).is_none(), "past --duration");
+        assert!(rec.take(Timestamp(10_000), 1).is_none(), "past --duration");
         rec.stop();
-        assert!(rec.take(Timestamp(2_000)).is_none());
+        assert!(rec.take(Timestamp(2_000), 1).is_none());
     }
 
     #[test]
@@ -296,7 +318,6 @@ mod tests {
         assert_eq!(all.count(), 1);
         assert_eq!(steps[1].count(), 1);
         assert_eq!(steps[0].count(), 0);
-        assert_eq!(rec.completed.load(Ordering::Relaxed), 2);
         assert_eq!(rec.bytes_sent.load(Ordering::Relaxed), 10);
         assert_eq!(rec.last_finish(), Timestamp(41_500));
     }

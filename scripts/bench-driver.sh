@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of `tcpdoctor bench` (the load driver itself) against redis-benchmark
+# on the same redis-server, and against a plain blocking ping-pong client on one connection:
+# requests/s of each tool, the ratio, and each tool's own CPU time per request (user + system,
+# from getrusage of the child).
+#
+#   scripts/bench-driver.sh                     # 3 rounds of each comparison, medians reported
+#   ROUNDS=5 N50=400000 scripts/bench-driver.sh
+#
+# Modes: 50 connections (redis-benchmark -t ping -c 50 vs --preset resp --connections 50),
+# 50 connections pipelined 16 deep (-P 16 vs --pipeline 16), one connection (-c 1 vs
+# --connections 1), and one connection against a bare echo server (netbench pingpong, a plain
+# std::net loop, vs --preset echo): the transaction rate netperf's TCP_RR would measure.
+# netperf itself is used when installed; it is not in Debian's main archive, so it is usually
+# skipped with a message.
+#
+# Needs: cargo, python3, redis-server and redis-benchmark (apt-get install redis-server
+# redis-tools). Everything listens on 127.0.0.1 on free ports and is stopped on exit.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+N50=${N50:-200000}
+NPIPE=${NPIPE:-1000000}
+N1=${N1:-50000}
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+for tool in redis-server redis-benchmark python3; do
+    command -v "$tool" >/dev/null || { echo "bench-driver: $tool is needed" >&2; exit 2; }
+done
+cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example netbench
+TD=$CARGO_TARGET_DIR/release/tcpdoctor
+NB=$CARGO_TARGET_DIR/release/examples/netbench
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Runs a command; prints "WALL_S CPU_S" of it (the child's own user + system time) on fd 3 and
+# its stdout to $WORK/out.
+measure() {
+    python3 - "$@" 3>&1 >"$WORK/out" <<'EOF'
+import os, resource, subprocess, sys, time
+t = time.monotonic()
+r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+wall = time.monotonic() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stdout.buffer.write(r.stdout)
+os.write(3, f"{wall:.6f} {ru.ru_utime + ru.ru_stime:.6f}\n".encode())
+sys.exit(r.returncode)
+EOF
+}
+
+REDIS=$(free_port)
+redis-server --port "$REDIS" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+PIDS+=($!)
+for _ in $(seq 200); do
+    if [ "$(redis-cli -p "$REDIS" ping 2>/dev/null || true)" = PONG ]; then break; fi
+    sleep 0.05
+done
+[ "$(redis-cli -p "$REDIS" ping 2>/dev/null || true)" = PONG ] || { echo "redis-server did not start" >&2; exit 1; }
+
+ECHO=$(free_port)
+fifo=$WORK/ready; mkfifo "$fifo"
+"$NB" echo "127.0.0.1:$ECHO" >"$fifo" &
+PIDS+=($!)
+read -r -t 10 line <"$fifo"; [ "$line" = ready ]
+
+RESULTS=$WORK/results
+: >"$RESULTS"
+
+# redis_benchmark LABEL N ARGS...: records "LABEL rb RPS CPU_US_PER_REQ"
+redis_benchmark() {
+    local label=$1 n=$2; shift 2
+    local wc
+    wc=$(measure redis-benchmark -p "$REDIS" -t ping_mbulk -n "$n" --csv "$@")
+    local rps
+    rps=$(python3 -c 'import csv,sys; rows=list(csv.reader(open(sys.argv[1]))); print([r for r in rows if r and r[0]=="PING_MBULK"][0][1])' "$WORK/out")
+    echo "$label redis-benchmark $rps $(python3 -c "import sys; print(float('$(echo "$wc" | cut -d" " -f2)')*1e6/$n)")" >>"$RESULTS"
+}
+
+# tcpdoctor_bench LABEL TARGET ARGS...: records "LABEL tcpdoctor RPS CPU_US_PER_REQ"
+tcpdoctor_bench() {
+    local label=$1 target=$2; shift 2
+    local wc
+    wc=$(measure "$TD" bench --target "$target" --format json "$@")
+    python3 - "$WORK/out" "$label" "$(echo "$wc" | cut -d' ' -f2)" >>"$RESULTS" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+assert r["outcome"] == "completed" and r["errors"]["timeouts"] == 0, r["errors"]
+cpu = float(sys.argv[3]) * 1e6 / r["exchanges"]
+print(sys.argv[2], "tcpdoctor", r["throughput_rps"], f"{cpu:.3f}", r["cpu"]["per_request_us"])
+EOF
+}
+
+# pingpong LABEL N: the plain blocking client, 5-byte messages (as --preset echo size=1 sends)
+pingpong() {
+    local label=$1 n=$2
+    local wc
+    wc=$(measure "$NB" pingpong "127.0.0.1:$ECHO" 5 "$n")
+    local wall cpu
+    wall=$(echo "$wc" | cut -d' ' -f1); cpu=$(echo "$wc" | cut -d' ' -f2)
+    # netbench runs n + n/10 round trips (the first tenth warms up).
+    python3 -c "n=$n*1.1; print('$label', 'netbench-pingpong', round(n/$wall,1), round($cpu*1e6/n,3))" >>"$RESULTS"
+}
+
+for round in $(seq "$ROUNDS"); do
+    echo "round $round/$ROUNDS" >&2
+    redis_benchmark c50 "$N50" -c 50
+    tcpdoctor_bench c50 "127.0.0.1:$REDIS" --preset resp --connections 50 --requests "$N50"
+    redis_benchmark c50-P16 "$NPIPE" -c 50 -P 16
+    tcpdoctor_bench c50-P16 "127.0.0.1:$REDIS" --preset resp --connections 50 --pipeline 16 --requests "$NPIPE"
+    redis_benchmark c1 "$N1" -c 1
+    tcpdoctor_bench c1 "127.0.0.1:$REDIS" --preset resp --connections 1 --requests "$N1"
+    pingpong c1-echo "$N1"
+    tcpdoctor_bench c1-echo "127.0.0.1:$ECHO" --preset echo --param size=1 --requests "$N1"
+done
+
+if command -v netperf >/dev/null && command -v netserver >/dev/null; then
+    echo "netperf is installed; compare by hand: netserver -p PORT; netperf -p PORT -t TCP_RR" >&2
+else
+    echo "netperf: not installed (not in Debian's main archive); skipped — the 1-connection rate is compared with redis-benchmark -c 1 and a plain std::net ping-pong client instead" >&2
+fi
+
+python3 - "$RESULTS" <<'EOF'
+import collections, statistics, sys
+rows = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    f = line.split()
+    rows[f[0]][f[1]].append((float(f[2]), float(f[3])))
+print(f"{'mode':<10} {'tool':<18} {'req/s (median)':>15} {'CPU µs/req':>11} {'tcpdoctor/peer':>15}")
+for mode in ["c50", "c50-P16", "c1", "c1-echo"]:
+    tools = rows[mode]
+    td = statistics.median(r for r, _ in tools["tcpdoctor"])
+    for tool, vals in tools.items():
+        rps = statistics.median(r for r, _ in vals)
+        cpu = statistics.median(c for _, c in vals)
+        ratio = "" if tool == "tcpdoctor" else f"{td / rps:.2f}"
+        print(f"{mode:<10} {tool:<18} {rps:>15.0f} {cpu:>11.2f} {ratio:>15}")
+EOF
