@@ -65,6 +65,31 @@ pub fn reason(e: &io::Error) -> String {
     }
 }
 
+/// A connected socket the driver can read, write, and mark as drained.
+trait Socket: AsyncRead + AsyncWrite + Unpin {
+    /// After a read that returned less than the buffer, the socket is drained: forget the
+    /// cached readiness so the next read waits for the poller instead of first trying a
+    /// `read` that can only say EAGAIN (one syscall less per exchange). Tokio clears it only if
+    /// no newer readiness event has arrived meanwhile, so no wake-up is lost.
+    fn drained(&self);
+}
+
+impl Socket for TcpStream {
+    fn drained(&self) {
+        let _ = self.try_io(tokio::io::Interest::READABLE, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+    }
+}
+
+impl Socket for UnixStream {
+    fn drained(&self) {
+        let _ = self.try_io(tokio::io::Interest::READABLE, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+    }
+}
+
 /// The open-loop schedule of one connection: slot k at `offset + k × interval`.
 struct Schedule {
     offset_ns: f64,
@@ -172,7 +197,7 @@ struct Driver<'a> {
 }
 
 impl Driver<'_> {
-    async fn drive<S: AsyncRead + AsyncWrite + Unpin>(&mut self, mut s: S) -> End {
+    async fn drive<S: Socket>(&mut self, mut s: S) -> End {
         let clock = self.rec.clock;
         self.io.sent_at.clear();
         let far = clock.instant(clock.now()) + Duration::from_secs(86_400 * 365);
@@ -216,6 +241,9 @@ impl Driver<'_> {
                     match r {
                         Ok(0) => return self.eof(now),
                         Ok(n) => {
+                            if n < self.io.read.len() {
+                                s.drained();
+                            }
                             self.local.received(n);
                             last_bytes = now;
                             let done = self.conv.on_bytes(&self.io.read[..n], now);
