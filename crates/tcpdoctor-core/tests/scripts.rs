@@ -15,7 +15,7 @@ fn repo() -> PathBuf {
 fn tomls(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
+        .map(|e| e.expect("a directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
@@ -46,7 +46,7 @@ fn invalid_scripts_fail_with_their_expected_message() {
         let src = fs::read_to_string(file).unwrap();
         let expect_file = file.with_extension("expect");
         let got = match Script::parse(&src) {
-            Ok(_) => format!("(parsed without error)"),
+            Ok(_) => "(parsed without error)".to_string(),
             Err(e) => {
                 assert!(e.line().is_some(), "{}: no line in `{e}`", file.display());
                 e.to_string()
