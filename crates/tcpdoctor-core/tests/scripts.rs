@@ -76,3 +76,34 @@ fn every_preset_parses_with_its_defaults() {
         assert!(!script.step_names().is_empty(), "{name}");
     }
 }
+
+/// Damaged scripts (bytes replaced, lines cut) give an error or a script, never a panic.
+#[test]
+fn parse_never_panics_on_damaged_scripts() {
+    let mut files = tomls(&repo().join("testdata/scripts/valid"));
+    files.extend(tomls(&repo().join("examples")));
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const BITS: &[u8] = b"{}[]\"'\\=.#\n xu0{random:}in";
+    for file in &files {
+        let src = fs::read(file).expect("a script");
+        for _ in 0..200 {
+            let mut bytes = src.clone();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() as usize) % bytes.len();
+                bytes[at] = BITS[(next() as usize) % BITS.len()];
+            }
+            if next() % 4 == 0 {
+                bytes.truncate((next() as usize) % bytes.len());
+            }
+            if let Ok(text) = std::str::from_utf8(&bytes) {
+                let _ = Script::parse(text);
+            }
+        }
+    }
+}
