@@ -361,3 +361,46 @@ fn http_head_responses_have_no_body() {
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].failed_assertion, None);
 }
+
+#[test]
+fn a_response_ended_by_silence_holds_back_the_next_request() {
+    let src = "[[steps]]\nsend = \"STATS\\n\"\nread = { idle = \"20ms\" }\n";
+    let mut conv = Conversation::new(Arc::new(Script::parse(src).unwrap()), 0, 0);
+    conv.next_request(t(0)).unwrap();
+    assert_eq!(
+        conv.next_request(t(1)),
+        None,
+        "its answer would run into the idle one"
+    );
+    conv.on_bytes(b"x=1\n", t(2)).unwrap();
+    assert_eq!(conv.on_idle(t(30)).len(), 1);
+    assert!(conv.next_request(t(31)).is_some());
+}
+
+#[test]
+fn eof_finishes_the_conversation() {
+    let src = "[[steps]]\nsend = \"GET\\n\"\nread = \"close\"\n";
+    let mut conv = Conversation::new(Arc::new(Script::parse(src).unwrap()), 0, 0);
+    conv.next_request(t(0)).unwrap();
+    assert_eq!(conv.on_eof(t(1)).unwrap().len(), 1);
+    assert!(conv.is_finished());
+    assert_eq!(conv.next_request(t(2)), None);
+}
+
+#[test]
+fn scripts_and_conversations_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Script>();
+    send_sync::<Conversation>();
+    send_sync::<ScriptError>();
+    send_sync::<ResponseError>();
+}
+
+#[test]
+fn max_response_can_be_overridden() {
+    let script = Script::preset("line", &[]).unwrap().with_max_response(8);
+    let mut conv = Conversation::new(Arc::new(script), 0, 0);
+    conv.next_request(t(0)).unwrap();
+    let e = conv.on_bytes(b"123456789", t(1)).unwrap_err();
+    assert!(e.message.contains("exceeds max_response (8 bytes)"), "{e}");
+}
