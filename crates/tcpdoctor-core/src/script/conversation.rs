@@ -197,10 +197,10 @@ impl Conversation {
 
     /// The peer closed: completes a response framed "until close" (or "until idle", or an
     /// HTTP response without a length) if one is awaited; anything else outstanding is an error.
-    /// The conversation is finished either way: no request can follow on this connection.
+    /// No request can follow on this connection; a driver that goes on opens a new one with a
+    /// new conversation (so a script of `read = "close"` steps is one connection per request).
     pub fn on_eof(&mut self, now: Timestamp) -> Result<Vec<Completed>, ResponseError> {
         self.start_greeting_clock(now);
-        self.cursor.done = true;
         let Some(head) = self.pending.front_mut() else {
             return Ok(Vec::new());
         };

@@ -378,13 +378,20 @@ fn a_response_ended_by_silence_holds_back_the_next_request() {
 }
 
 #[test]
-fn eof_finishes_the_conversation() {
+fn a_close_framed_script_ends_once_its_iterations_are_done() {
     let src = "[[steps]]\nsend = \"GET\\n\"\nread = \"close\"\n";
     let mut conv = Conversation::new(Arc::new(Script::parse(src).unwrap()), 0, 0);
     conv.next_request(t(0)).unwrap();
     assert_eq!(conv.on_eof(t(1)).unwrap().len(), 1);
+    assert!(
+        !conv.is_finished(),
+        "more iterations: the driver reconnects"
+    );
+    let once = format!("iterations = 1\n{src}");
+    let mut conv = Conversation::new(Arc::new(Script::parse(&once).unwrap()), 0, 0);
+    conv.next_request(t(0)).unwrap();
+    assert_eq!(conv.on_eof(t(1)).unwrap().len(), 1);
     assert!(conv.is_finished());
-    assert_eq!(conv.next_request(t(2)), None);
 }
 
 #[test]
