@@ -18,6 +18,8 @@
 //! - [`report`]: the report model every renderer reads (text, JSON).
 //! - [`bench`]: the model of a `bench` run: latency histograms, the stall view, repeat
 //!   aggregates.
+//! - [`script`]: conversation scripts for `bench` — TOML validated into a [`script::Script`],
+//!   presets, response framings, and [`script::Conversation`], one connection's sans-IO run.
 //! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
 
 pub mod analysis;

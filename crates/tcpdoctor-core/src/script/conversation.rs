@@ -8,6 +8,8 @@
 //! 3. A request is handed out before earlier responses arrive only when it needs no capture
 //!    that an outstanding response will deliver, and a `for_each` starts only when its list is
 //!    not about to be captured again. Nothing is sent before the greeting has arrived.
+//!    A response framed "until idle" or "until close" holds back every later request: the
+//!    next response would run into it.
 //! 4. A `for_each` walks a snapshot of its list, taken when it starts.
 //! 5. A pass through `[[steps]]` that makes no request (a `for_each` over an empty list) ends
 //!    the conversation instead of spinning.
@@ -195,6 +197,8 @@ impl Conversation {
 
     /// The peer closed: completes a response framed "until close" (or "until idle", or an
     /// HTTP response without a length) if one is awaited; anything else outstanding is an error.
+    /// No request can follow on this connection; a driver that goes on opens a new one with a
+    /// new conversation (so a script of `read = "close"` steps is one connection per request).
     pub fn on_eof(&mut self, now: Timestamp) -> Result<Vec<Completed>, ResponseError> {
         self.start_greeting_clock(now);
         let Some(head) = self.pending.front_mut() else {
@@ -270,11 +274,19 @@ impl Conversation {
     }
 
     fn blocked(&self, step: usize) -> bool {
+        let ends_by_silence = self.pending.iter().any(|p| {
+            matches!(
+                self.script.steps[p.step].read,
+                Framing::Idle(_) | Framing::Close
+            )
+        });
         let Some(send) = &self.script.steps[step].send else {
-            return false;
+            return ends_by_silence;
         };
-        send.vars()
-            .any(|v| self.capturing.get(v).is_some_and(|&n| n > 0))
+        ends_by_silence
+            || send
+                .vars()
+                .any(|v| self.capturing.get(v).is_some_and(|&n| n > 0))
     }
 
     /// Moves the cursor to the next step to issue (without issuing it); None when blocked on a

@@ -28,7 +28,9 @@
 //!   not finished" always means "something is outstanding: read".
 //! - [`ScriptError::line`] and [`ScriptError::column`] are `Option<usize>`: an error in a
 //!   preset's `--param` has no line.
-//! - [`Script::preset_source`] returns a preset's TOML text (for `--print-script`-like uses).
+//! - [`Script::preset_source`] returns a preset's TOML text (for `--print-script`-like uses);
+//!   [`Script::with_max_response`] overrides every step's limit (for a `--max-response` flag);
+//!   [`Script::greeting`], [`Script::repeats`], [`Conversation::iteration`].
 
 mod conversation;
 mod framing;
@@ -91,6 +93,15 @@ impl Script {
     /// The step of the greeting, when the server speaks first.
     pub fn greeting(&self) -> Option<StepId> {
         self.greeting.map(StepId)
+    }
+
+    /// Sets every step's largest response (a `--max-response` flag overriding the script).
+    /// Zero is taken as one byte.
+    pub fn with_max_response(mut self, bytes: usize) -> Script {
+        for step in &mut self.steps {
+            step.max_response = bytes.max(1);
+        }
+        self
     }
 
     /// True when the script has a repeated part (`[[steps]]`): it makes requests until the

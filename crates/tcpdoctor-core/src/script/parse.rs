@@ -82,6 +82,52 @@ pub(crate) fn kind(v: &DeValue<'_>) -> &'static str {
     }
 }
 
+/// Where decoded byte `offset` of a one-line TOML string lies in its source text `raw`.
+fn raw_offset(raw: &str, offset: usize) -> Option<usize> {
+    if raw.starts_with("'''") || raw.starts_with("\"\"\"") {
+        return None;
+    }
+    if raw.starts_with('\'') {
+        return Some(1 + offset);
+    }
+    let bytes = raw.as_bytes();
+    let (mut r, mut decoded) = (1, 0);
+    while decoded < offset && r < bytes.len() {
+        if bytes[r] == b'\\' {
+            let (raw_len, out_len) = match bytes.get(r + 1) {
+                Some(b'u') => (6, char_len(raw.get(r + 2..r + 6)?)),
+                Some(b'U') => (10, char_len(raw.get(r + 2..r + 10)?)),
+                Some(b'x') => (4, char_len(raw.get(r + 2..r + 4)?)),
+                _ => (2, 1),
+            };
+            r += raw_len;
+            decoded += out_len;
+        } else {
+            let len = raw[r..].chars().next()?.len_utf8();
+            r += len;
+            decoded += len;
+        }
+    }
+    Some(r)
+}
+
+fn char_len(hex: &str) -> usize {
+    u32::from_str_radix(hex, 16)
+        .ok()
+        .and_then(char::from_u32)
+        .map_or(1, char::len_utf8)
+}
+
+/// A byte count as people write it: `1GiB`, `64MiB`, `300 bytes`.
+pub(crate) fn bytes_text(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{}GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
 /// The first line of a regex error that says what is wrong.
 fn regex_reason(e: &regex::Error) -> String {
     let text = e.to_string();
@@ -200,9 +246,16 @@ impl<'s> Parser<'s> {
             ));
         }
         if n > max {
+            let given = match v.get_ref() {
+                DeValue::String(s) => s.to_string(),
+                _ => n.to_string(),
+            };
             return Err(self.err(
                 &v.span(),
-                format!("`{key}` = {n} bytes is above the limit of {max} bytes"),
+                format!(
+                    "`{key}` = {given} is above the limit of {}",
+                    bytes_text(max)
+                ),
             ));
         }
         Ok(n)
@@ -221,17 +274,13 @@ impl<'s> Parser<'s> {
             })
     }
 
-    /// Byte offset in the source of `offset` inside a string value, when the value is written
-    /// without TOML escapes (so offsets line up); else the value's start.
+    /// The source position of byte `offset` of a string value's content. Literal strings
+    /// (`'…'`) and one-line basic strings (`"…"`, escapes undone) map exactly; multi-line
+    /// strings point at their start.
     pub(crate) fn inside(&self, v: &Val<'_>, offset: usize) -> Span {
         let span = v.span();
         let raw = self.src.get(span.clone()).unwrap_or("");
-        let text = v.get_ref().as_str().unwrap_or("");
-        let at = if raw.len() == text.len() + 2 && raw.get(1..raw.len() - 1) == Some(text) {
-            span.start + 1 + offset
-        } else {
-            span.start
-        };
+        let at = raw_offset(raw, offset).map_or(span.start, |o| span.start + o);
         at..at
     }
 

@@ -260,3 +260,111 @@ fn line(p: &Params<'_>) -> Result<String, ScriptError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::script::{Conversation, Script};
+    use crate::Timestamp;
+
+    fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The requests a preset makes in its first `n` exchanges, each answered by `answer`.
+    fn requests(name: &str, given: &[(&str, &str)], answers: &[&[u8]]) -> Vec<Vec<u8>> {
+        let script = Script::preset(name, &params(given)).unwrap_or_else(|e| panic!("{e}"));
+        let mut conv = Conversation::new(Arc::new(script), 0, 5);
+        let mut out = Vec::new();
+        for answer in answers {
+            let req = conv.next_request(Timestamp::ZERO).expect("a request");
+            out.push(req.bytes);
+            let done = conv.on_bytes(answer, Timestamp::ZERO).unwrap();
+            assert_eq!(
+                done.len(),
+                1,
+                "{name}: {:?}",
+                String::from_utf8_lossy(answer)
+            );
+            assert_eq!(done[0].failed_assertion, None, "{name}");
+        }
+        out
+    }
+
+    #[test]
+    fn presets_speak_their_protocols() {
+        let reqs = requests("resp", &[], &[b"+PONG\r\n"]);
+        assert_eq!(reqs[0], b"*1\r\n$4\r\nPING\r\n");
+
+        let reqs = requests(
+            "resp",
+            &[("command", "GET"), ("key", "k1"), ("size", "3")],
+            &[b"+OK\r\n", b"$3\r\nabc\r\n"],
+        );
+        let head = b"*3\r\n$3\r\nSET\r\n$2\r\nk1\r\n$3\r\n";
+        assert!(reqs[0].starts_with(head) && reqs[0].ends_with(b"\r\n"));
+        assert_eq!(reqs[0].len(), head.len() + 3 + 2);
+        assert_eq!(reqs[1], b"*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n");
+
+        let reqs = requests(
+            "http1",
+            &[("path", "/a{b}"), ("host", "h")],
+            &[b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"],
+        );
+        assert_eq!(reqs[0], b"GET /a{b} HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        let reqs = requests(
+            "memcache",
+            &[("size", "4")],
+            &[b"STORED\r\n", b"VALUE tcpdoctor 0 4\r\nEND!\r\nEND\r\n"],
+        );
+        assert!(reqs[0].starts_with(b"set tcpdoctor 0 0 4\r\n") && reqs[0].len() == 21 + 6);
+        assert_eq!(reqs[1], b"get tcpdoctor\r\n");
+
+        let reqs = requests(
+            "echo-line",
+            &[("size", "10"), ("terminator", "\\r\\n")],
+            &[b"x\r\n"],
+        );
+        assert!(reqs[0].len() == 12 && reqs[0].ends_with(b"\r\n"));
+
+        let reqs = requests(
+            "line",
+            &[("request", "STATUS {i}"), ("until_line", "^\\.\\r?$")],
+            &[b"200 ok\r\nup\r\n.\r\n", b".\r\n"],
+        );
+        assert_eq!(reqs, [b"STATUS 0\r\n".to_vec(), b"STATUS 1\r\n".to_vec()]);
+
+        let reqs = requests(
+            "echo",
+            &[("size", "2"), ("prefix", "u16le")],
+            &[b"\x02\x00ab"],
+        );
+        assert_eq!(reqs[0][..2], [2, 0]);
+    }
+
+    #[test]
+    fn bad_params_name_the_key_and_the_choices() {
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+        let cases: &[Case<'_>] = &[
+            ("nope", &[], "unknown preset `nope` (expected one of: echo, echo-line, resp, http1, memcache, line)"),
+            ("resp", &[("path", "/")], "preset `resp`: unknown parameter `path` (valid: command, key, size)"),
+            ("resp", &[("command", "del")], "preset `resp`: `command` must be one of ping, get, set, not `del`"),
+            ("echo", &[("size", "0")], "preset `echo`: `size` must be from 1 byte to 64MiB, not 0"),
+            ("echo", &[("size", "1k"), ("size", "2k")], "preset `echo`: parameter `size` given twice"),
+            ("echo", &[("size", "300"), ("prefix", "u8")], "preset `echo`: a request of at least 300 bytes does not fit a u8 length (at most 255)"),
+            ("http1", &[("path", "/a b")], "preset `http1`: `path` must be non-empty, without spaces or control characters"),
+            ("memcache", &[("key", "")], "preset `memcache`: `key` must be non-empty, without spaces or control characters, not ``"),
+            ("line", &[("until_line", "(")], "preset `line`: bad regex in `until_line`: unclosed group"),
+        ];
+        for (name, given, want) in cases {
+            let e = Script::preset(name, &params(given)).unwrap_err();
+            assert_eq!(e.to_string(), *want);
+            assert_eq!(e.line(), None);
+        }
+    }
+}

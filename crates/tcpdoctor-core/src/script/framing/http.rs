@@ -87,7 +87,8 @@ impl HttpState {
             }
             Some(i) => {
                 let lf = from + i;
-                self.scanned = lf + 1;
+                // Stay on this `\n`: a caller that returns Need re-reads the same line.
+                self.scanned = lf;
                 let content = &buf[at..lf];
                 Some((content.strip_suffix(b"\r").unwrap_or(content), lf + 1))
             }

@@ -143,6 +143,9 @@ impl Reader {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) fn too_large(n: usize, max: usize) -> String {
     format!("response of {n} bytes or more exceeds max_response ({max} bytes)")
 }
