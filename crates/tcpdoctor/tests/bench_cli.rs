@@ -308,6 +308,45 @@ fn split_writes_with_nagle_on_reproduce_the_write_write_read_client() {
 }
 
 #[test]
+fn a_script_with_a_greeting_and_responses_framed_by_silence() {
+    let addr = servers::greeting_then_unframed().to_string();
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-bench-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("greet-idle.toml");
+    std::fs::write(
+        &script,
+        "name = \"greet-idle\"\n\
+         [greeting]\nread = { until = \"\\r\\n\" }\nexpect = '^200 '\n\
+         [[steps]]\nname = \"get\"\nsend = \"GET\\r\\n\"\nread = { idle = \"50ms\" }\n",
+    )
+    .expect("write script");
+    let (r, code, stderr) = bench_json(&[
+        "--target",
+        &addr,
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--requests",
+        "8",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{stderr}");
+    let run = run0(&r);
+    assert_eq!(run["exchanges"], 8, "the greeting is not an exchange");
+    assert_eq!(run["errors"]["assertion"], 0, "{}", run["errors"]);
+    assert_eq!(r["settings"]["steps"][0], "greeting");
+    let get = &step(run, "get")["latency_ms"];
+    assert!(
+        num(&get["min"]) >= 50.0,
+        "an idle-framed answer ends 50 ms after its last byte: {get}"
+    );
+    assert_eq!(
+        run["bytes_received"],
+        8 * 15 + 11,
+        "8 × \"first\\r\\nsecond\\r\\n\" and the greeting"
+    );
+}
+
+#[test]
 fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
     let seen = Arc::new(AtomicU64::new(0));
     let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();

@@ -204,13 +204,19 @@ impl Driver<'_> {
         let sleep = tokio::time::sleep_until(far);
         tokio::pin!(sleep);
         let mut armed = far;
-        let mut last_bytes = clock.now();
+        // The last time bytes moved either way: silence (idle framing, an awaited greeting) is
+        // counted from here.
+        let mut last_io = clock.now();
         loop {
             let now = clock.now();
+            let sent_before = self.io.sent_at.len();
             let (slot, blocked) = match self.issue(&mut s, now).await {
                 Ok(x) => x,
                 Err(e) => return self.lost(&reason(&e)),
             };
+            if self.io.sent_at.len() != sent_before {
+                last_io = now;
+            }
             if self.conv.is_finished() {
                 return End::Finished;
             }
@@ -223,11 +229,11 @@ impl Driver<'_> {
             let timeout_at = match self.io.sent_at.front() {
                 Some(&t) => Some(t.plus(self.cfg.timeout)),
                 None if outstanding > 0 || blocked == Blocked::Script => {
-                    Some(last_bytes.plus(self.cfg.timeout))
+                    Some(last_io.plus(self.cfg.timeout))
                 }
                 None => None,
             };
-            let idle_at = self.conv.idle_period().map(|d| last_bytes.plus(d));
+            let idle_at = self.conv.idle_period().map(|d| last_io.plus(d));
             let wake = [timeout_at, idle_at, slot].into_iter().flatten().min();
             let wake = wake.map_or(far, |t| clock.instant(t));
             if wake != armed {
@@ -245,7 +251,7 @@ impl Driver<'_> {
                                 s.drained();
                             }
                             self.local.received(n);
-                            last_bytes = now;
+                            last_io = now;
                             let done = self.conv.on_bytes(&self.io.read[..n], now);
                             match done {
                                 Ok(v) => self.completed(v),

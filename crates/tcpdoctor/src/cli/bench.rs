@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::{Args, ValueEnum};
 use tcpdoctor_core::report::render_bench_text;
 use tcpdoctor_core::script::{preset_names, Script};
-use tcpdoctor_core::units::parse_duration;
+use tcpdoctor_core::units::{parse_duration, parse_size};
 
 use crate::bench::{BenchConfig, Bound, SplitWrites};
 use crate::cli::proxy::parse_addr;
@@ -100,6 +100,10 @@ pub struct BenchArgs {
     /// end the script defines, then the body) or header:B (B bytes, then the rest).
     #[arg(long, value_name = "N|header|header:B")]
     pub split_writes: Option<String>,
+
+    /// The largest response accepted, e.g. 16MiB (overrides the script's `max_response`).
+    #[arg(long, value_name = "SIZE")]
+    pub max_response: Option<String>,
 
     /// Run the whole benchmark K times; report mean, stdev, min and max of each figure.
     #[arg(long, value_name = "K", default_value_t = 1,
@@ -229,7 +233,14 @@ impl BenchArgs {
             Some(t) => usize::from(t),
             None => cores.min(self.connections.min(256) as usize),
         };
-        let script = self.load_script()?;
+        let mut script = self.load_script()?;
+        if let Some(m) = &self.max_response {
+            let bytes = parse_size(m).map_err(|e| anyhow!("--max-response {m}: {e}"))?;
+            if bytes == 0 {
+                bail!("--max-response {m}: must be at least one byte");
+            }
+            script = script.with_max_response(usize::try_from(bytes).unwrap_or(usize::MAX));
+        }
         Ok(BenchConfig {
             target,
             script: Arc::new(script),

@@ -129,6 +129,23 @@ pub fn echo_dropping(nth: u64) -> SocketAddr {
     })
 }
 
+/// Speaks first (`200 hello`), then answers every line with two lines and nothing that marks
+/// the end: a client can only frame the answer by silence.
+pub fn greeting_then_unframed() -> SocketAddr {
+    serve(|s| {
+        let _ = s.set_nodelay(true);
+        let Ok(mut out) = s.try_clone() else { return };
+        if out.write_all(b"200 hello\r\n").is_err() {
+            return;
+        }
+        for line in BufReader::new(s).split(b'\n') {
+            if line.is_err() || out.write_all(b"first\r\nsecond\r\n").is_err() {
+                return;
+            }
+        }
+    })
+}
+
 /// Accepts, reads, never answers.
 pub fn silent() -> SocketAddr {
     serve(|mut s| {
