@@ -591,3 +591,29 @@ fn bad_flags_and_scripts_are_exit_2_with_the_flag_named() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_progress_line_is_drawn_on_a_terminal_for_a_long_run() {
+    // `script` (util-linux) runs the command on a pseudo-terminal, as a person's shell would.
+    let seen = Arc::new(AtomicU64::new(0));
+    let addr = servers::batch_echo(Duration::ZERO, seen).to_string();
+    let cmd = format!(
+        "{} bench --target {addr} --preset echo-line --rate 500 --duration 2500ms > /dev/null",
+        env!("CARGO_BIN_EXE_tcpdoctor")
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("run script(1) from util-linux");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(tty.contains("\r\x1b[Kbench ["), "{tty:?}");
+    assert!(
+        tty.contains("exchanges,") && tty.contains("req/s"),
+        "{tty:?}"
+    );
+    assert!(
+        tty.ends_with("\r\x1b[K") || tty.ends_with("\r\x1b[K\r\n"),
+        "cleared at the end: {tty:?}"
+    );
+}

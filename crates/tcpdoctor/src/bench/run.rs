@@ -50,6 +50,13 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
     let mut progress = Progress::new(cfg.progress);
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // An open loop slower than --hang-after between a connection's slots is not a hang.
+    let hang_after = match cfg.rate {
+        Some(r) => cfg
+            .hang_after
+            .max(Duration::from_secs_f64(2.0 * cfg.connections as f64 / r)),
+        None => cfg.hang_after,
+    };
     let (mut seen, mut seen_at) = (0u64, clock.now());
     let mut hung = false;
     loop {
@@ -64,7 +71,7 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
                 let done = rec.completed.load(Ordering::Relaxed);
                 if done != seen {
                     (seen, seen_at) = (done, now);
-                } else if !hung && now.since(seen_at) >= cfg.hang_after {
+                } else if !hung && now.since(seen_at) >= hang_after {
                     hung = true;
                     rec.stop();
                     tasks.abort_all();
@@ -95,7 +102,7 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
     let note = if hung {
         let mut n = format!(
             "no exchange completed for {}: abandoned",
-            fmt_duration(cfg.hang_after)
+            fmt_duration(hang_after)
         );
         if let Some(e) = errors.examples.last() {
             n.push_str(&format!(" (last error: {e})"));

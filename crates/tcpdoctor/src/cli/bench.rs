@@ -147,9 +147,9 @@ fn parse_rate(text: &str) -> anyhow::Result<f64> {
     let t = text.trim();
     let t = t.strip_suffix("/s").unwrap_or(t);
     match t.parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 && r <= 1e9 => Ok(r),
+        Ok(r) if r.is_finite() && (0.01..=1e9).contains(&r) => Ok(r),
         _ => bail!(
-            "--rate {text}: expected requests per second, a number above 0 (e.g. 1000 or 1000/s)"
+            "--rate {text}: expected requests per second, from 0.01 to 1e9 (e.g. 1000 or 1000/s)"
         ),
     }
 }
