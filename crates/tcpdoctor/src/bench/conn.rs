@@ -236,7 +236,10 @@ impl Driver<'_> {
             let idle_at = self.conv.idle_period().map(|d| last_io.plus(d));
             let wake = [timeout_at, idle_at, slot].into_iter().flatten().min();
             let wake = wake.map_or(far, |t| clock.instant(t));
-            if wake != armed {
+            // The timeout deadline moves forward with every answer; re-arming the timer each
+            // time would cost a timer-wheel update per exchange. A timer armed too early just
+            // wakes the loop once, which re-arms it.
+            if wake < armed {
                 sleep.as_mut().reset(wake);
                 armed = wake;
             }
