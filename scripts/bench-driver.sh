@@ -4,8 +4,12 @@
 # requests/s of each tool, the ratio, and each tool's own CPU time per request (user + system,
 # from getrusage of the child).
 #
-#   scripts/bench-driver.sh                     # 3 rounds of each comparison, medians reported
+#   scripts/bench-driver.sh                     # 5 rounds of each comparison, medians reported
 #   ROUNDS=5 N50=400000 scripts/bench-driver.sh
+#   TD_ARGS="--threads 1" scripts/bench-driver.sh   # extra flags for tcpdoctor bench
+#
+# On a shared machine single runs swing by 2x or more: the rounds alternate the tools and the
+# table reports medians; CPU per request (the child's getrusage) is the steadier figure.
 #
 # Modes: 50 connections (redis-benchmark -t ping -c 50 vs --preset resp --connections 50),
 # 50 connections pipelined 16 deep (-P 16 vs --pipeline 16), one connection (-c 1 vs
@@ -18,7 +22,7 @@
 # redis-tools). Everything listens on 127.0.0.1 on free ports and is stopped on exit.
 set -euo pipefail
 
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 N50=${N50:-200000}
 NPIPE=${NPIPE:-1000000}
 N1=${N1:-50000}
@@ -90,7 +94,8 @@ redis_benchmark() {
 tcpdoctor_bench() {
     local label=$1 target=$2; shift 2
     local wc
-    wc=$(measure "$TD" bench --target "$target" --format json "$@")
+    # shellcheck disable=SC2086
+    wc=$(measure "$TD" bench --target "$target" --format json ${TD_ARGS:-} "$@")
     python3 - "$WORK/out" "$label" "$(echo "$wc" | cut -d' ' -f2)" >>"$RESULTS" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))["runs"][0]

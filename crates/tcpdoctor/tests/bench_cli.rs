@@ -11,35 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{tcpdoctor, validate_with};
-
-/// Runs `bench --format json ARGS`, validates the report against the schema.
-fn bench_json(args: &[&str]) -> (Value, i32, String) {
-    let mut all = vec!["bench", "--format", "json"];
-    all.extend_from_slice(args);
-    let out = tcpdoctor(&all);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let code = out.status.code().unwrap_or(-1);
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("bench {args:?} (exit {code}) printed no JSON ({e}): {stderr}"));
-    validate_with("bench-report.schema.json", &report);
-    (report, code, stderr)
-}
-
-fn run0(r: &Value) -> &Value {
-    &r["runs"][0]
-}
-
-fn num(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
-    run["steps"]
-        .as_array()
-        .and_then(|s| s.iter().find(|s| s["name"] == name))
-        .unwrap_or_else(|| panic!("no step {name} in {}", run["steps"]))
-}
+use common::{bench_json, num, run0, step, tcpdoctor};
 
 #[test]
 fn per_line_server_with_nagle_stalls_near_40ms_and_the_stall_view_names_it() {
@@ -419,59 +391,6 @@ fn warmup_exchanges_are_sent_but_not_recorded() {
 }
 
 #[test]
-fn unanswered_requests_time_out_and_the_connection_is_reopened() {
-    let addr = servers::echo_dropping(5).to_string();
-    let (r, code, _) = bench_json(&[
-        "--target",
-        &addr,
-        "--preset",
-        "echo-line",
-        "--timeout",
-        "200ms",
-        "--requests",
-        "20",
-    ]);
-    assert_eq!(code, 0);
-    let run = run0(&r);
-    let timeouts = run["errors"]["timeouts"].as_u64().unwrap_or(0);
-    assert!(timeouts >= 1, "{}", run["errors"]);
-    assert_eq!(run["exchanges"].as_u64().unwrap_or(0) + timeouts, 20);
-    // Each timeout closes its connection; a new one follows unless the budget is spent.
-    let opened = run["connections_opened"].as_u64().unwrap_or(0);
-    assert!(
-        opened >= 2 && opened <= timeouts + 1,
-        "{opened} connections, {timeouts} timeouts"
-    );
-}
-
-#[test]
-fn a_server_that_never_answers_is_reported_hung_not_waited_on() {
-    let addr = servers::silent().to_string();
-    let (r, code, _) = bench_json(&[
-        "--target",
-        &addr,
-        "--preset",
-        "echo-line",
-        "--requests",
-        "10",
-        "--timeout",
-        "30s",
-        "--hang-after",
-        "1s",
-    ]);
-    assert_eq!(code, 1, "a hung run fails the command");
-    let run = run0(&r);
-    assert_eq!(run["outcome"], "hung");
-    assert!(
-        run["note"]
-            .as_str()
-            .unwrap_or("")
-            .contains("no exchange completed"),
-        "{run}"
-    );
-}
-
-#[test]
 fn repeat_reports_mean_stdev_min_max_and_success_rate() {
     let seen = Arc::new(AtomicU64::new(0));
     let addr = servers::batch_echo(Duration::ZERO, seen).to_string();
@@ -515,81 +434,6 @@ fn repeat_reports_mean_stdev_min_max_and_success_rate() {
         text.contains("2 runs: 2 completed, 0 failed, 0 hung"),
         "{text}"
     );
-}
-
-#[test]
-fn an_unreachable_target_is_a_usage_error() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let target = format!("127.0.0.1:{port}");
-    let out = tcpdoctor(&[
-        "bench",
-        "--target",
-        &target,
-        "--preset",
-        "resp",
-        "--requests",
-        "5",
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("cannot connect to") && stderr.contains("connection refused"),
-        "{stderr}"
-    );
-}
-
-#[test]
-fn bad_flags_and_scripts_are_exit_2_with_the_flag_named() {
-    let dir = std::env::temp_dir().join(format!("tcpdoctor-bench-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let bad_script = dir.join("bad.toml");
-    std::fs::write(
-        &bad_script,
-        "[[steps]]\nsend = \"x\"\nread = { nonsense = 1 }\n",
-    )
-    .expect("write script");
-    let bad = bad_script.to_str().expect("utf-8");
-    let missing = dir.join("missing.toml");
-    let missing = missing.to_str().expect("utf-8");
-    for (args, needle) in [
-        (
-            vec!["--preset", "resp", "--split-writes", "0"],
-            "--split-writes",
-        ),
-        (vec!["--preset", "resp", "--rate", "fast"], "--rate"),
-        (vec!["--preset", "resp", "--nagle", "maybe"], "--nagle"),
-        (
-            vec!["--preset", "resp", "--duration", "forever"],
-            "--duration",
-        ),
-        (vec!["--preset", "resp", "--requests", "0"], "--requests"),
-        (vec!["--preset", "nosuch"], "nosuch"),
-        (vec!["--preset", "resp", "--param", "bogus=1"], "bogus"),
-        (vec!["--script", missing], "missing.toml"),
-        (vec!["--script", bad], "bad.toml"),
-        (
-            vec!["--preset", "resp", "--requests", "5", "--duration", "1s"],
-            "--duration",
-        ),
-    ] {
-        let mut all = vec!["bench", "--target", "127.0.0.1:1"];
-        all.extend_from_slice(&args);
-        let out = tcpdoctor(&all);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
-    }
-    let out = tcpdoctor(&["bench", "--target", "127.0.0.1:1", "--script", bad]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("line "),
-        "a script error names its line: {stderr}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

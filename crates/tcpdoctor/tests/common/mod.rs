@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use serde_json::Value;
+
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -53,4 +55,32 @@ pub fn validate_with(schema_file: &str, report: &serde_json::Value) {
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
     assert!(errors.is_empty(), "report violates the schema: {errors:#?}");
+}
+
+/// Runs `bench --format json ARGS`, validates the report against the schema.
+pub fn bench_json(args: &[&str]) -> (Value, i32, String) {
+    let mut all = vec!["bench", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = tcpdoctor(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let code = out.status.code().unwrap_or(-1);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bench {args:?} (exit {code}) printed no JSON ({e}): {stderr}"));
+    validate_with("bench-report.schema.json", &report);
+    (report, code, stderr)
+}
+
+pub fn run0(r: &Value) -> &Value {
+    &r["runs"][0]
+}
+
+pub fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+pub fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
+    run["steps"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == name))
+        .unwrap_or_else(|| panic!("no step {name} in {}", run["steps"]))
 }
