@@ -130,7 +130,8 @@ impl Conversation {
     }
 
     /// Feeds bytes read from the socket; returns the responses they complete, in order. Bytes
-    /// past the last complete response stay buffered for the next call.
+    /// past the last complete response stay buffered for the next call. On `Err` the
+    /// connection is unusable; responses completed earlier in the same call are not returned.
     pub fn on_bytes(
         &mut self,
         data: &[u8],

@@ -411,3 +411,41 @@ fn max_response_can_be_overridden() {
     let e = conv.on_bytes(b"123456789", t(1)).unwrap_err();
     assert!(e.message.contains("exceeds max_response (8 bytes)"), "{e}");
 }
+
+#[test]
+fn a_list_captured_every_iteration_is_walked_every_iteration() {
+    let src = r#"
+[[steps]]
+send = "CASEIDS\r\n"
+read = { until_line = '^\.\r?$' }
+capture = { ids = { each_line = '^(\d+)\r?$' } }
+
+[[steps]]
+for_each = "id in ids"
+[[steps.do]]
+send = "GETATTRS {id} {i}\r\n"
+read = { until_line = '^\.\r?$' }
+"#;
+    let script = Arc::new(Script::parse(src).unwrap());
+    let mut conv = Conversation::new(script, 0, 0);
+    let (sent, done) = drive(&mut conv, 8, 7, &|line| {
+        if line.starts_with("CASEIDS") {
+            "304 list\r\n1\r\n2\r\n.\r\n".to_string()
+        } else {
+            "303 attrs\r\n.\r\n".to_string()
+        }
+    });
+    assert_eq!(
+        sent,
+        [
+            "CASEIDS",
+            "GETATTRS 1 0",
+            "GETATTRS 2 0",
+            "CASEIDS",
+            "GETATTRS 1 1",
+            "GETATTRS 2 1",
+            "CASEIDS"
+        ]
+    );
+    assert_eq!(done.len(), 7);
+}
