@@ -207,6 +207,35 @@ fn http1_preset_against_a_keep_alive_server() {
 }
 
 #[test]
+fn http1_against_a_server_that_closes_after_each_response() {
+    let addr = servers::http_close().to_string();
+    let (r, code, _) = bench_json(&[
+        "--target",
+        &addr,
+        "--preset",
+        "http1",
+        "--connections",
+        "2",
+        "--requests",
+        "60",
+    ]);
+    assert_eq!(code, 0);
+    let run = run0(&r);
+    assert_eq!(run["exchanges"], 60, "{}", run["errors"]);
+    assert_eq!(
+        run["errors"]["closed"], 0,
+        "a body that ends with the close is complete"
+    );
+    assert_eq!(run["errors"]["response"], 0);
+    // One connection per exchange; each of the 2 may open one more that finds the count spent.
+    let opened = run["connections_opened"].as_u64().unwrap_or(0);
+    assert!(
+        (60..=62).contains(&opened),
+        "{opened} connections for 60 exchanges"
+    );
+}
+
+#[test]
 fn unix_socket_echo() {
     let path = servers::unix_echo("bench-echo");
     let _cleanup = servers::Cleanup(path.clone());

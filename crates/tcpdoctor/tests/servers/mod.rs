@@ -190,6 +190,25 @@ pub fn http() -> SocketAddr {
     })
 }
 
+/// An HTTP/1.0-style server: one response per connection, its body ending with the close
+/// (no Content-Length), the way old servers and `Connection: close` answers work.
+pub fn http_close() -> SocketAddr {
+    serve(|s| {
+        let Ok(mut out) = s.try_clone() else { return };
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line == "\r\n" => break,
+                Ok(_) => {}
+            }
+        }
+        let _ = out.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbye\n");
+    })
+}
+
 /// A line echo server on a Unix socket at a fresh path under the system temp directory.
 pub fn unix_echo(name: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("tcpdoctor-{name}-{}.sock", std::process::id()));
