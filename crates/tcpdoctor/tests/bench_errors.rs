@@ -133,3 +133,54 @@ fn bad_flags_and_scripts_are_exit_2_with_the_flag_named() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ctrl_c_ends_the_run_and_prints_what_was_measured() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let seen = Arc::new(AtomicU64::new(0));
+    let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args([
+            "bench",
+            "--format",
+            "json",
+            "--target",
+            &addr,
+            "--preset",
+            "echo-line",
+        ])
+        .args(["--rate", "200", "--duration", "60s", "--repeat", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start tcpdoctor");
+    let start = Instant::now();
+    while seen.load(Ordering::Relaxed) < 20 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no traffic reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) on the pid of a child we spawned and have not waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().expect("wait for tcpdoctor");
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "Ctrl-C ended the run"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    common::validate_with("bench-report.schema.json", &report);
+    assert_eq!(out.status.code(), Some(1), "not every run completed");
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "no further --repeat run after Ctrl-C");
+    assert_eq!(runs[0]["outcome"], "interrupted");
+    assert!(
+        runs[0]["exchanges"].as_u64().unwrap_or(0) >= 10,
+        "{}",
+        runs[0]
+    );
+}

@@ -59,6 +59,8 @@ pub struct RepeatSummary {
     pub completed: u64,
     pub failed: u64,
     pub hung: u64,
+    /// Stopped by Ctrl-C (the last run, when there is one).
+    pub interrupted: u64,
     /// completed / runs.
     pub success_rate: f64,
     pub figures: RepeatFigures,
@@ -79,6 +81,7 @@ impl RepeatSummary {
             completed: done.len() as u64,
             failed: count(Outcome::Failed),
             hung: count(Outcome::Hung),
+            interrupted: count(Outcome::Interrupted),
             success_rate: if runs.is_empty() {
                 0.0
             } else {

@@ -58,6 +58,8 @@ pub enum Outcome {
     Hung,
     /// Ended without measuring a single exchange (every connection failed).
     Failed,
+    /// Stopped by the user (Ctrl-C); the figures cover what was measured until then.
+    Interrupted,
 }
 
 impl Outcome {
@@ -66,6 +68,7 @@ impl Outcome {
             Outcome::Completed => "completed",
             Outcome::Hung => "hung",
             Outcome::Failed => "failed",
+            Outcome::Interrupted => "interrupted",
         }
     }
 }

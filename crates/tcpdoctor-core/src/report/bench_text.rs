@@ -141,9 +141,14 @@ fn latency_row(out: &mut String, name: &str, l: &LatencySummary) {
 }
 
 fn summary(out: &mut String, s: &RepeatSummary) {
+    let interrupted = if s.interrupted > 0 {
+        format!(", {} interrupted", s.interrupted)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "\n{} runs: {} completed, {} failed, {} hung (success rate {:.0}%)",
+        "\n{} runs: {} completed, {} failed, {} hung{interrupted} (success rate {:.0}%)",
         s.runs,
         s.completed,
         s.failed,

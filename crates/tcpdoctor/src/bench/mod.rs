@@ -24,7 +24,7 @@ mod run;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tcpdoctor_core::bench::{BenchReport, BenchSettings, RunResult};
+use tcpdoctor_core::bench::{BenchReport, BenchSettings, Outcome, RunResult};
 use tcpdoctor_core::script::Script;
 use tcpdoctor_core::units::fmt_duration;
 
@@ -147,7 +147,11 @@ pub async fn run(cfg: Arc<BenchConfig>) -> Result<BenchReport, Unreachable> {
     let steps = cfg.script.step_names().to_vec();
     for i in 1..=cfg.repeat {
         let m = run::one(cfg.clone(), i, first.take()).await;
+        let interrupted = m.outcome == Some(Outcome::Interrupted);
         runs.push(RunResult::new(i, &steps, &m));
+        if interrupted {
+            break;
+        }
     }
     Ok(BenchReport::new(cfg.settings(), runs))
 }

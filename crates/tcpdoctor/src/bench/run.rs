@@ -21,7 +21,8 @@ use super::{conn, BenchConfig, Bound};
 
 const TICK: Duration = Duration::from_millis(100);
 
-/// Run number `run_no`; `first` is an already made connection for connection 0.
+/// Run number `run_no`; `first` is an already made connection for connection 0. Ctrl-C ends
+/// the run at once with what was measured (outcome `interrupted`).
 pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) -> RunMeasurements {
     let clock = Clock::start();
     let measure_from = Timestamp::ZERO.plus(cfg.warmup);
@@ -59,8 +60,16 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
     };
     let (mut seen, mut seen_at) = (0u64, clock.now());
     let mut hung = false;
+    let mut interrupted = false;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     loop {
         tokio::select! {
+            _ = &mut ctrl_c, if !interrupted && !hung => {
+                interrupted = true;
+                rec.stop();
+                tasks.abort_all();
+            }
             r = tasks.join_next() => {
                 if r.is_none() {
                     break;
@@ -89,7 +98,7 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
     let cpu = CpuTimes::now().since(cpu_before);
     let end = clock.now();
     let last = rec.last_finish();
-    let window_end = if hung {
+    let window_end = if hung || interrupted {
         end
     } else {
         match stop_at {
@@ -99,7 +108,12 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
     };
     let (overall, per_step) = rec.histograms();
     let errors = rec.errors().clone();
-    let note = if hung {
+    let note = if interrupted {
+        Some(format!(
+            "interrupted (Ctrl-C) after {}",
+            fmt_duration(end.since(Timestamp::ZERO))
+        ))
+    } else if hung {
         let mut n = format!(
             "no exchange completed for {}: abandoned",
             fmt_duration(hang_after)
@@ -119,7 +133,11 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
         None
     };
     RunMeasurements {
-        outcome: hung.then_some(Outcome::Hung),
+        outcome: if interrupted {
+            Some(Outcome::Interrupted)
+        } else {
+            hung.then_some(Outcome::Hung)
+        },
         elapsed: end.since(Timestamp::ZERO),
         measured: window_end.since(measure_from),
         overall,
