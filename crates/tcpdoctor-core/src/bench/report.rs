@@ -123,20 +123,6 @@ impl ErrorCounts {
             self.examples.push(message);
         }
     }
-
-    pub fn merge(&mut self, other: &ErrorCounts) {
-        for r in &other.connect_reasons {
-            self.add_connect_reason(&r.reason, r.count);
-        }
-        self.connect += other.connect - other.connect_reasons.iter().map(|r| r.count).sum::<u64>();
-        self.response += other.response;
-        self.assertion += other.assertion;
-        self.closed += other.closed;
-        self.timeouts += other.timeouts;
-        for e in &other.examples {
-            self.add_example(e.clone());
-        }
-    }
 }
 
 /// Latency percentiles of a set of exchanges, in milliseconds.
