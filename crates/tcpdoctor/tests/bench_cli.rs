@@ -348,6 +348,51 @@ fn a_script_with_a_greeting_and_responses_framed_by_silence() {
 }
 
 #[test]
+fn split_writes_header_cuts_where_the_script_marks_the_body() {
+    let seen = Arc::new(AtomicU64::new(0));
+    let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-bench-hdr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("header-body.toml");
+    std::fs::write(
+        &script,
+        "[[steps]]\nname = \"msg\"\nsend = \"HEADER {body}and the body\\n\"\nread = { until = \"\\n\" }\n",
+    )
+    .expect("write script");
+    let (r, code, stderr) = bench_json(&[
+        "--target",
+        &addr,
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--requests",
+        "15",
+        "--nagle",
+        "on",
+        "--split-writes",
+        "header",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{stderr}");
+    let run = run0(&r);
+    assert_eq!(run["exchanges"], 15);
+    assert_eq!(
+        seen.load(Ordering::Relaxed),
+        15,
+        "each request arrived whole, in two writes"
+    );
+    assert_eq!(
+        run["bytes_sent"],
+        15 * 20,
+        "the {{body}} marker sends nothing"
+    );
+    assert_eq!(
+        run["stall"]["likely_cause"], "nagle_delayed_ack",
+        "{}",
+        run["stall"]
+    );
+}
+
+#[test]
 fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
     let seen = Arc::new(AtomicU64::new(0));
     let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
