@@ -4,6 +4,7 @@
 //! that can be computed from evidence alone lives in `tcpdoctor-core`.
 
 mod cli;
+mod limits;
 mod output;
 mod proxy;
 

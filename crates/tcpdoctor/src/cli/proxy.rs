@@ -308,6 +308,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
+    if let Err(e) = crate::limits::raise_fd_limit() {
+        eprintln!("tcpdoctor proxy: cannot raise the open-file limit ({e}); continuing");
+    }
     let rt = if args.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

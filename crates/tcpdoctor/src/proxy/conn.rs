@@ -12,8 +12,8 @@
 //! 5. Three ways to move bytes, the same contract (one write per chunk read unless the
 //!    direction's chunk mode says otherwise): `splice(2)` for unimpaired TCP-to-TCP without a
 //!    pcap (no copy through user space), a plain read/write loop for other unimpaired
-//!    directions, and the impairment pipeline. Delays are as precise as tokio's 1 ms timer:
-//!    a delayed chunk may leave up to 1 ms late.
+//!    directions, and the impairment pipeline, which waits on a `timerfd` (see `timer.rs`):
+//!    a delayed chunk leaves within tens of microseconds of its time, not tokio's 1 ms.
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -28,6 +28,7 @@ use tokio::net::TcpStream;
 use super::record::{Event, RecordHandle, PCAP_PAYLOAD};
 use super::sockopt;
 use super::summary::{ConnStats, Registry, C2S, S2C};
+use super::timer::Timer;
 use super::{Clock, DirConfig, LegConfig, ProxyConfig, Reader, Stream, Writer};
 
 /// Read buffer per direction.
@@ -353,6 +354,7 @@ impl Dir<'_> {
             .pipeline(self.seed.wrapping_add(self.id.wrapping_mul(2)) ^ self.dir as u64);
         let mut buf = vec![0u8; BUF];
         let mut eof = false;
+        let mut timer: Option<Timer> = None;
         loop {
             let now = self.clock.now();
             let mut wait = None;
@@ -380,7 +382,11 @@ impl Dir<'_> {
                 return Outcome::Done;
             }
             let can_read = !eof && pipe.queued() < self.max_queued;
-            let sleep_until = wait.map(|t| tokio::time::Instant::from_std(self.clock.instant(t)));
+            if wait.is_some() && timer.is_none() {
+                // Without a timerfd (fd limit reached), tokio's millisecond timer still works.
+                timer = Timer::new().ok();
+            }
+            let sleep_until = wait.map(|t| self.clock.instant(t));
             tokio::select! {
                 res = r.read(&mut buf), if can_read => match res {
                     Ok(0) => eof = true,
@@ -390,7 +396,7 @@ impl Dir<'_> {
                     }
                     Err(e) => return Outcome::ReadFailed(e),
                 },
-                _ = sleep_opt(sleep_until) => {}
+                _ = sleep_opt(timer.as_ref(), sleep_until) => {}
                 _ = tokio::time::sleep(HELD_POLL), if self.has_held(self.dir) => {
                     self.release_held(self.dir, true).await;
                 }
@@ -508,9 +514,14 @@ impl Dir<'_> {
     }
 }
 
-async fn sleep_opt(until: Option<tokio::time::Instant>) {
-    match until {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
+async fn sleep_opt(timer: Option<&Timer>, until: Option<std::time::Instant>) {
+    match (timer, until) {
+        (Some(timer), Some(t)) => {
+            if timer.sleep_until(t).await.is_err() {
+                tokio::time::sleep_until(t.into()).await;
+            }
+        }
+        (None, Some(t)) => tokio::time::sleep_until(t.into()).await,
+        (_, None) => std::future::pending().await,
     }
 }
