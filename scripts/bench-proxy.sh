@@ -56,6 +56,7 @@ start_ready() {
 ECHO=$(free_port); SINK=$(free_port)
 start_ready "$NB" echo "127.0.0.1:$ECHO"
 start_ready "$NB" sink "127.0.0.1:$SINK"
+SINK_PID=${PIDS[-1]}
 
 # start_proxy KIND UPSTREAM_PORT: starts it and sets PORT to the port it listens on. (Not run
 # in $(...): the background process would hold the substitution's pipe open forever.)
@@ -159,26 +160,42 @@ cpu_s() {
 
 echo
 echo "== bulk: $BULK_BYTES bytes one way per run, $REPEATS interleaved runs per path (median GB/s) =="
-echo "   cpu s/GB: CPU time (user + system) the proxy process used per GB it forwarded"
+echo "   CPU s/GB: CPU time (user + system) per GB forwarded, of the proxy process and of the"
+echo "   whole path (sender + proxy + sink). ceiling: the throughput the path's CPU allows when"
+echo "   all $(nproc) cores do nothing else, as a ratio to direct — what a proxy can reach here."
+# bulk_run LABEL PORT PROXY_PID|-: one run; appends GB/s, proxy CPU s and path CPU s.
+bulk_run() {
+    local label=$1 port=$2 pid=$3 p0=0 p1=0 s0 s1 out
+    [ "$pid" = - ] || p0=$(cpu_s "$pid")
+    s0=$(cpu_s "$SINK_PID")
+    out=$("$NB" bulk "127.0.0.1:$port" "$BULK_BYTES")
+    sleep 0.2 # socat reaps its per-connection child; its CPU lands in the parent's count
+    [ "$pid" = - ] || p1=$(cpu_s "$pid")
+    s1=$(cpu_s "$SINK_PID")
+    set -- $out
+    echo "$1" >>"$WORK/bulk.$label"
+    echo "$p1 - $p0" | bc >>"$WORK/cpu.$label"
+    echo "$2 + $s1 - $s0 + $p1 - $p0" | bc >>"$WORK/path.$label"
+}
 for _ in $(seq "$REPEATS"); do
-    "$NB" bulk "127.0.0.1:$SINK" "$BULK_BYTES" >>"$WORK/bulk.direct"
+    bulk_run direct "$SINK" -
     for k in "${KINDS[@]}"; do
-        pid=${PROXY_PID[${SPORT[$k]}]}
-        before=$(cpu_s "$pid")
-        "$NB" bulk "127.0.0.1:${SPORT[$k]}" "$BULK_BYTES" >>"$WORK/bulk.$k"
-        sleep 0.2 # socat reaps its per-connection child; its CPU lands in the parent's count
-        echo "$(cpu_s "$pid") - $before" | bc >>"$WORK/cpu.$k"
+        bulk_run "$k" "${SPORT[$k]}" "${PROXY_PID[${SPORT[$k]}]}"
     done
 done
-direct=$(quantile "$WORK/bulk.direct" 0.5)
-printf '%-10s %8s %8s %10s %s\n' path GB/s ratio "cpu s/GB" "runs (GB/s)"
-printf '%-10s %8s %8s %10s %s\n' direct "$direct" 1.00 - "$(tr '\n' ' ' <"$WORK/bulk.direct")"
 gb=$(echo "scale=6; $BULK_BYTES / 1000000000" | bc)
+direct=$(quantile "$WORK/bulk.direct" 0.5)
+dpath=$(echo "scale=3; $(quantile "$WORK/path.direct" 0.5) / $gb" | bc)
+printf '%-10s %8s %7s %11s %11s %9s  %s\n' path GB/s ratio "proxy CPU" "path CPU" ceiling "runs (GB/s)"
+printf '%-10s %8s %7s %11s %11s %9s  %s\n' direct "$direct" 1.00 - "$dpath" - "$(tr '\n' ' ' <"$WORK/bulk.direct")"
 for k in "${KINDS[@]}"; do
     r=$(quantile "$WORK/bulk.$k" 0.5)
-    cpu=$(quantile "$WORK/cpu.$k" 0.5)
-    printf '%-10s %8s %8s %10s %s\n' "$k" "$r" "$(echo "scale=2; $r / $direct" | bc)" \
-        "$(echo "scale=3; $cpu / $gb" | bc)" "$(tr '\n' ' ' <"$WORK/bulk.$k")"
+    cpu=$(echo "scale=3; $(quantile "$WORK/cpu.$k" 0.5) / $gb" | bc)
+    path=$(echo "scale=3; $(quantile "$WORK/path.$k" 0.5) / $gb" | bc)
+    # GB/s the cores could carry = cores / (CPU s per GB), capped by direct's own rate.
+    ceil=$(echo "scale=2; c = $(nproc) / $path / $direct; if (c > 1) c = 1; c" | bc)
+    printf '%-10s %8s %7s %11s %11s %9s  %s\n' "$k" "$r" "$(echo "scale=2; $r / $direct" | bc)" \
+        "$cpu" "$path" "$ceil" "$(tr '\n' ' ' <"$WORK/bulk.$k")"
 done
 
 # How close `--delay` comes to what was asked: the added round trip through a delaying proxy

@@ -302,7 +302,13 @@ impl Dir<'_> {
 
     /// The zero-copy path (TCP to TCP, no impairment, no pcap): `splice(2)` moves each chunk
     /// from the socket into a pipe and on into the other socket without entering user space.
-    /// One chunk read is still one chunk written: the pipe is emptied before the next read.
+    ///
+    /// Two pipes take turns, so that reading never waits for a slow write: while one drains
+    /// into a receiver that cannot take more yet, the other fills from the sender. Each chunk
+    /// is still read into an empty pipe and written, in order, as soon as the receiver can take
+    /// it — a chunk waits only while the socket could not have sent it anyway (its send queue
+    /// is full, where the kernel would merge it with the one before). A pipe is filled only
+    /// when empty, so "would block" always means the socket, never a full pipe.
     async fn spliced(&self, src: &TcpStream, dst: &TcpStream) -> Outcome {
         let out = self.splice_loop(src, dst).await;
         if matches!(out, Outcome::Done) {
@@ -312,37 +318,55 @@ impl Dir<'_> {
     }
 
     async fn splice_loop(&self, src: &TcpStream, dst: &TcpStream) -> Outcome {
-        let pipe = match sockopt::Pipe::new() {
-            Ok(p) => p,
-            Err(e) => return Outcome::ReadFailed(e),
+        let pipes = match (sockopt::Pipe::new(), sockopt::Pipe::new()) {
+            (Ok(a), Ok(b)) => [a, b],
+            (Err(e), _) | (_, Err(e)) => return Outcome::ReadFailed(e),
         };
+        // Bytes waiting in each pipe; `head` is the one to drain first. Invariant: when the head
+        // is empty, so is the other.
+        let mut queued = [0usize; 2];
+        let mut head = 0;
+        let mut eof = false;
         let mut track = Track::default();
         loop {
-            let n = loop {
-                if let Err(e) = src.readable().await {
-                    return Outcome::ReadFailed(e);
-                }
-                match src.try_io(Interest::READABLE, || pipe.fill_from(self.in_fd)) {
-                    Ok(0) => return Outcome::Done,
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Outcome::ReadFailed(e),
-                }
-            };
-            self.on_read(n, &mut track).await;
-            let mut left = n;
-            while left > 0 {
-                if let Err(e) = dst.writable().await {
-                    return Outcome::WriteFailed(e);
-                }
-                match dst.try_io(Interest::WRITABLE, || pipe.drain_to(self.out_fd, left)) {
-                    Ok(k) => left -= k,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Outcome::WriteFailed(e),
-                }
+            if eof && queued[head] == 0 {
+                return Outcome::Done;
             }
-            if self.out_leg.cork {
-                let _ = sockopt::uncork(self.out_fd);
+            let fill = if queued[head] == 0 { head } else { 1 - head };
+            let can_fill = !eof && queued[fill] == 0;
+            tokio::select! {
+                biased;
+                ready = dst.writable(), if queued[head] > 0 => {
+                    if let Err(e) = ready {
+                        return Outcome::WriteFailed(e);
+                    }
+                    let left = queued[head];
+                    match dst.try_io(Interest::WRITABLE, || pipes[head].drain_to(self.out_fd, left)) {
+                        Ok(k) => queued[head] -= k,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Outcome::WriteFailed(e),
+                    }
+                    if queued[head] == 0 {
+                        head = 1 - head;
+                        if queued[head] == 0 && self.out_leg.cork {
+                            let _ = sockopt::uncork(self.out_fd);
+                        }
+                    }
+                }
+                ready = src.readable(), if can_fill => {
+                    if let Err(e) = ready {
+                        return Outcome::ReadFailed(e);
+                    }
+                    match src.try_io(Interest::READABLE, || pipes[fill].fill_from(self.in_fd)) {
+                        Ok(0) => eof = true,
+                        Ok(n) => {
+                            queued[fill] = n;
+                            self.on_read(n, &mut track).await;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Outcome::ReadFailed(e),
+                    }
+                }
             }
         }
     }
