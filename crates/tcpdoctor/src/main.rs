@@ -7,6 +7,7 @@ mod cli;
 mod limits;
 mod output;
 mod proxy;
+mod specimen;
 
 use std::process::ExitCode;
 

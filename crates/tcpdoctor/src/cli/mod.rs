@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod proxy;
+pub mod specimen;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,7 @@ pub struct Cli {
 pub enum Command {
     Analyze(analyze::AnalyzeArgs),
     Proxy(Box<proxy::ProxyArgs>),
+    Specimen(specimen::SpecimenArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -32,5 +34,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Proxy(args) => proxy::run(*args),
+        Command::Specimen(args) => specimen::run(args),
     }
 }
