@@ -11,7 +11,7 @@ use tcpdoctor_core::analysis::Analyzer;
 use tcpdoctor_core::report::{render_text, FindingKind, Report};
 use tcpdoctor_core::wire::CaptureReader;
 
-use crate::{output, EXIT_CLEAN, EXIT_FOUND};
+use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 
 /// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
 ///
@@ -23,11 +23,13 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///   sudo tcpdump -i any -s 128 -w slow.pcap 'tcp port 6379'
 ///
 /// Exit status: 0 when nothing listed in --fail-on was found, 1 when something was,
-/// 2 on bad input (the message names the file and byte offset).
+/// 2 on bad input (the message names the file and byte offset). With several files, an
+/// unreadable one is reported and skipped, the others are analysed, and the exit status is 2.
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct AnalyzeArgs {
     /// Capture files (pcap or pcapng). Each is analysed on its own; findings name their file.
+    /// An unreadable file among several is reported and skipped (exit status 2).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
@@ -73,10 +75,24 @@ fn parse_fail_on(s: &str) -> Result<FailOn, String> {
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let mut captures = Vec::new();
     let mut findings = Vec::new();
+    let mut unreadable = 0;
     for path in &args.files {
-        let (summary, found) = analyze_file(path)?;
-        captures.push(summary);
-        findings.extend(found);
+        match analyze_file(path) {
+            Ok((summary, found)) => {
+                captures.push(summary);
+                findings.extend(found);
+            }
+            // One file alone: its error is the whole answer. Among several, a bad file must
+            // not hide the findings in the others: say so, go on, and exit 2 at the end.
+            Err(e) if args.files.len() > 1 => {
+                eprintln!("tcpdoctor: error: {e:#}");
+                unreadable += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if captures.is_empty() {
+        bail!("none of the {} captures could be read", args.files.len());
     }
     let report = Report::new(captures, findings);
     let text = match args.format {
@@ -93,7 +109,13 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
             .iter()
             .any(|w| *w == FailOn::Any || *w == FailOn::Kind(f.kind))
     });
-    Ok(if failed { EXIT_FOUND } else { EXIT_CLEAN })
+    Ok(if unreadable > 0 {
+        EXIT_ERROR
+    } else if failed {
+        EXIT_FOUND
+    } else {
+        EXIT_CLEAN
+    })
 }
 
 /// Streams one capture through the analyzer.
