@@ -16,6 +16,8 @@
 //! - [`detect`]: one detector per finding kind, each fed the same event stream.
 //! - [`analysis`]: wires a packet stream through flows, turns and detectors into a report.
 //! - [`report`]: the report model every renderer reads (text, JSON).
+//! - [`script`]: conversation scripts for `bench` — TOML validated into a [`script::Script`],
+//!   presets, response framings, and [`script::Conversation`], one connection's sans-IO run.
 //! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
 
 pub mod analysis;
@@ -24,6 +26,7 @@ pub mod flow;
 pub(crate) mod fxhash;
 pub mod impair;
 pub mod report;
+pub mod script;
 pub mod seq;
 pub mod stats;
 pub mod time;

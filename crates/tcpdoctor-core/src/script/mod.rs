@@ -1,0 +1,231 @@
+//! Conversation scripts: what `tcpdoctor bench` says to a server and how it knows an answer is
+//! complete.
+//!
+//! A benchmark of a request/response service is only as good as its idea of the protocol: to
+//! measure latency per exchange, the client must know where each response ends, and to pipeline
+//! it must know which requests it can send before earlier answers arrive. A script says both,
+//! in TOML that is validated before any byte is sent (every error names the line and column).
+//! `docs/scripts.md` documents the format; [`Script::preset`] builds the common cases (echo,
+//! RESP, HTTP/1.1, memcache, any line protocol) without a file.
+//!
+//! This module is sans-IO: [`Conversation`] is one connection's run of a script. The driver
+//! asks it for the next request, writes it, and feeds it the bytes it reads; the conversation
+//! frames responses, checks assertions, takes captures, walks loops, and reports each completed
+//! exchange with the times the driver gave it. It never reads a clock or touches a socket.
+//!
+//! # Layout
+//! - [`parse`](self): TOML → validated [`Script`]; errors with line and column.
+//! - `template`: request templates (`{var}`, `{conn}`, `{i}`, `{random:N}`, `{body}`, escapes).
+//! - `framing`: one file per response framing, all incremental and bounded.
+//! - `conversation`: [`Conversation`], requests out, bytes in, exchanges completed.
+//! - `presets`: the built-in scripts, written as TOML and parsed like any other.
+//!
+//! # Additions to the contract (`bench-api.md`)
+//! - [`Conversation::connected`] sets when the greeting's wait began; without it the `intended`
+//!   of the first [`Conversation::next_request`] call (which returns `None` while a greeting is
+//!   awaited) is used, or else the time of the first bytes.
+//! - [`Conversation::outstanding`] counts an awaited greeting too, so "no request available and
+//!   not finished" always means "something is outstanding: read".
+//! - [`ScriptError::line`] and [`ScriptError::column`] are `Option<usize>`: an error in a
+//!   preset's `--param` has no line.
+//! - [`Script::preset_source`] returns a preset's TOML text (for `--print-script`-like uses);
+//!   [`Script::with_max_response`] overrides every step's limit (for a `--max-response` flag);
+//!   [`Script::greeting`], [`Script::repeats`], [`Conversation::iteration`].
+
+mod conversation;
+mod framing;
+mod model;
+mod parse;
+mod parse_step;
+mod presets;
+mod template;
+
+use std::fmt;
+
+pub use conversation::Conversation;
+pub use framing::DEFAULT_MAX_RESPONSE;
+pub use presets::preset_names;
+
+use crate::Timestamp;
+
+/// A validated, immutable conversation script. Share it between connections with an `Arc`.
+#[derive(Clone, Debug)]
+pub struct Script {
+    name: String,
+    steps: Vec<model::Step>,
+    step_names: Vec<String>,
+    greeting: Option<usize>,
+    setup: Vec<model::Item>,
+    body: Vec<model::Item>,
+    iterations: Option<u64>,
+    vars: Vec<(String, model::Value)>,
+}
+
+impl Script {
+    /// Parses and validates a TOML conversation script. Every error names the line (and column).
+    pub fn parse(src: &str) -> Result<Script, ScriptError> {
+        parse::parse(src)
+    }
+
+    /// A built-in preset (see [`preset_names`]); `params` are `key=value` pairs from `--param`.
+    /// Unknown keys are an error naming the key and listing the valid ones.
+    pub fn preset(name: &str, params: &[(String, String)]) -> Result<Script, ScriptError> {
+        let src = presets::source(name, params)?;
+        parse::parse(&src)
+            .map_err(|e| ScriptError::new(None, None, format!("preset `{name}`: {}", e.message)))
+    }
+
+    /// The TOML text a preset stands for, with its parameters applied.
+    pub fn preset_source(name: &str, params: &[(String, String)]) -> Result<String, ScriptError> {
+        presets::source(name, params)
+    }
+
+    /// Names of the steps, in script order; `StepId(i)` indexes this. The greeting, if the
+    /// script has one, is a step too (named "greeting").
+    pub fn step_names(&self) -> &[String] {
+        &self.step_names
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The step of the greeting, when the server speaks first.
+    pub fn greeting(&self) -> Option<StepId> {
+        self.greeting.map(StepId)
+    }
+
+    /// Sets every step's largest response (a `--max-response` flag overriding the script).
+    /// Zero is taken as one byte.
+    pub fn with_max_response(mut self, bytes: usize) -> Script {
+        for step in &mut self.steps {
+            step.max_response = bytes.max(1);
+        }
+        self
+    }
+
+    /// True when the script has a repeated part (`[[steps]]`): it makes requests until the
+    /// driver stops asking, or `iterations` times.
+    pub fn repeats(&self) -> bool {
+        !self.body.is_empty()
+    }
+}
+
+/// Index into [`Script::step_names`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StepId(pub usize);
+
+/// A request ready to be written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub step: StepId,
+    pub bytes: Vec<u8>,
+    /// Where a "header" ends inside `bytes`, when the step defines one (a `{body}` mark or a
+    /// `send_prefix`), for `--split-writes header`; None otherwise.
+    pub header_len: Option<usize>,
+}
+
+/// A response that arrived whole: one exchange (or the greeting).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completed {
+    pub step: StepId,
+    /// From `next_request` (for the greeting: see [`Conversation::connected`]).
+    pub intended: Timestamp,
+    /// The `now` of the call that completed it.
+    pub finished: Timestamp,
+    /// 0 for the greeting.
+    pub request_bytes: usize,
+    pub response_bytes: usize,
+    /// An assertion on the response failed (`expect`, or a capture that found nothing): an
+    /// error to count; the conversation goes on.
+    pub failed_assertion: Option<String>,
+}
+
+/// Bytes that cannot be a response under the step's framing, or bytes nobody asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResponseError {
+    pub step: String,
+    pub message: String,
+    /// The first bytes of the offending data, escaped.
+    pub excerpt: String,
+}
+
+impl fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "step `{}`: {}", self.step, self.message)?;
+        if !self.excerpt.is_empty() {
+            write!(f, " (received \"{}\")", self.excerpt)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ResponseError {}
+
+/// An invalid script or preset parameter: where, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptError {
+    line: Option<usize>,
+    column: Option<usize>,
+    message: String,
+}
+
+impl ScriptError {
+    pub(crate) fn new(line: Option<usize>, column: Option<usize>, message: String) -> Self {
+        ScriptError {
+            line,
+            column,
+            message,
+        }
+    }
+
+    /// 1-based line in the script; None for preset parameters.
+    pub fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// 1-based column (in characters) on that line.
+    pub fn column(&self) -> Option<usize> {
+        self.column
+    }
+
+    /// The message without its position.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => write!(f, "line {l}, column {c}: {}", self.message),
+            (Some(l), None) => write!(f, "line {l}: {}", self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+/// Bytes as a short, readable string: printable ASCII as is, `\r \n \t`, others `\xNN`.
+pub(crate) fn escape_bytes(bytes: &[u8], limit: usize) -> String {
+    let mut out = String::new();
+    for &b in bytes.iter().take(limit) {
+        match b {
+            b'\r' => out.push_str("\\r"),
+            b'\n' => out.push_str("\\n"),
+            b'\t' => out.push_str("\\t"),
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    if bytes.len() > limit {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

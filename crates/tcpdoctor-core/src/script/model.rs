@@ -1,0 +1,88 @@
+//! The validated form of a script: steps, the order they run in, variables.
+
+use regex::bytes::Regex;
+
+use super::framing::{Framing, LengthPrefix};
+use super::template::Template;
+
+/// One request and the response that answers it (or, for the greeting, a response alone).
+#[derive(Clone, Debug)]
+pub(crate) struct Step {
+    pub(crate) name: String,
+    /// None for the greeting.
+    pub(crate) send: Option<Template>,
+    /// A length field written in front of the rendered request.
+    pub(crate) send_prefix: Option<LengthPrefix>,
+    pub(crate) read: Framing,
+    pub(crate) max_response: usize,
+    pub(crate) expect: Option<Regex>,
+    pub(crate) captures: Vec<Capture>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Capture {
+    pub(crate) name: String,
+    pub(crate) pattern: Regex,
+    pub(crate) kind: CaptureKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CaptureKind {
+    /// The first match in the response: a value.
+    First,
+    /// Every line that matches: a list.
+    EachLine,
+    /// Every match anywhere in the response: a list.
+    Each,
+}
+
+impl CaptureKind {
+    pub(crate) fn is_list(self) -> bool {
+        self != CaptureKind::First
+    }
+}
+
+/// An entry of `[[setup]]` or `[[steps]]`.
+#[derive(Clone, Debug)]
+pub(crate) enum Item {
+    Step(usize),
+    /// `for_each = "var in list"` over `do` steps.
+    ForEach {
+        var: String,
+        list: String,
+        steps: Vec<usize>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Value {
+    Text(Vec<u8>),
+    List(Vec<Vec<u8>>),
+}
+
+impl Capture {
+    /// What this capture takes from a response; None when a single-value capture found no
+    /// match (a list capture that finds nothing is an empty list).
+    pub(crate) fn take(&self, response: &[u8]) -> Option<Value> {
+        let pick = |caps: regex::bytes::Captures<'_>| -> Vec<u8> {
+            caps.get(1)
+                .or_else(|| caps.get(0))
+                .map_or_else(Vec::new, |m| m.as_bytes().to_vec())
+        };
+        match self.kind {
+            CaptureKind::First => self.pattern.captures(response).map(pick).map(Value::Text),
+            CaptureKind::Each => Some(Value::List(
+                self.pattern.captures_iter(response).map(pick).collect(),
+            )),
+            CaptureKind::EachLine => {
+                let lines = response.strip_suffix(b"\n").unwrap_or(response);
+                Some(Value::List(
+                    lines
+                        .split(|&b| b == b'\n')
+                        .filter_map(|line| self.pattern.captures(line).map(pick))
+                        .collect(),
+                ))
+            }
+        }
+    }
+}
