@@ -3,9 +3,11 @@
 //! This binary is the thin shell: argument parsing, files, terminals, exit codes. Everything
 //! that can be computed from evidence alone lives in `tcpdoctor-core`.
 
+mod capture;
 mod cli;
 mod output;
 mod proxy;
+mod sandbox;
 
 use std::process::ExitCode;
 

@@ -56,7 +56,7 @@ pub enum FailOn {
     Kind(FindingKind),
 }
 
-fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+pub(crate) fn parse_fail_on(s: &str) -> Result<FailOn, String> {
     let s = s.trim();
     if s == "any" {
         return Ok(FailOn::Any);
@@ -78,18 +78,22 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
         captures.push(summary);
         findings.extend(found);
     }
-    let report = Report::new(captures, findings);
-    let text = match args.format {
-        Format::Text => render_text(&report),
+    emit(&Report::new(captures, findings), args.format, &args.fail_on)
+}
+
+/// Prints `report` in `format` and returns the exit code `fail_on` asks for.
+pub(crate) fn emit(report: &Report, format: Format, fail_on: &[FailOn]) -> anyhow::Result<u8> {
+    let text = match format {
+        Format::Text => render_text(report),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&report)?;
+            let mut s = serde_json::to_string_pretty(report)?;
             s.push('\n');
             s
         }
     };
     output::print(&text)?;
     let failed = report.findings.iter().any(|f| {
-        args.fail_on
+        fail_on
             .iter()
             .any(|w| *w == FailOn::Any || *w == FailOn::Kind(f.kind))
     });

@@ -1,7 +1,9 @@
 //! The command line: one file per subcommand.
 
 pub mod analyze;
+pub mod capture;
 pub mod proxy;
+pub mod sandbox;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +27,8 @@ pub struct Cli {
 pub enum Command {
     Analyze(analyze::AnalyzeArgs),
     Proxy(Box<proxy::ProxyArgs>),
+    Capture(capture::CaptureArgs),
+    Sandbox(sandbox::SandboxArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -32,5 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Proxy(args) => proxy::run(*args),
+        Command::Capture(args) => capture::run(args),
+        Command::Sandbox(args) => sandbox::run(args),
     }
 }
