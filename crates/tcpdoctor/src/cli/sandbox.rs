@@ -44,8 +44,9 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
         bail!("sandbox: the command is empty");
     }
     let cfg = args.opts.config("lo")?;
-    eprintln!("tcpdoctor: sandbox: {}", describe(&cfg));
-    let done = sandbox::run(&cfg, &args.command)?;
+    let done = sandbox::run(&cfg, &args.command, || {
+        eprintln!("tcpdoctor: sandbox: {}", describe(&cfg));
+    })?;
     if done.status != 0 {
         eprintln!("tcpdoctor: sandbox: the command exited with status {}", done.status);
     }

@@ -36,11 +36,17 @@ pub struct SandboxOutcome {
 
 /// Runs `words` in a fresh network namespace, capturing its loopback per `cfg`. Must be called
 /// while the process is single-threaded.
-pub fn run(cfg: &CaptureConfig, words: &[String]) -> anyhow::Result<SandboxOutcome> {
+/// `ready` runs once the capture is open, before the command starts.
+pub fn run(
+    cfg: &CaptureConfig,
+    words: &[String],
+    ready: impl FnOnce(),
+) -> anyhow::Result<SandboxOutcome> {
     let out = Outputs::open(cfg, LINKTYPE_ETHERNET)?;
     namespace::enter()?;
     let ring = Ring::open("lo", &cfg.ports, cfg.snaplen, cfg.buffer)
         .context("capturing in the sandbox")?;
+    ready();
     stop::install();
     stop::on_child_exit();
     // SAFETY: the process is single-threaded (the kernel granted the new user namespace only
