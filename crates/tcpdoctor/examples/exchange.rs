@@ -15,8 +15,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
     let result = match arg(1) {
-        "serve" => TcpListener::bind(arg(2))
-            .and_then(|l| exchange::serve_forever(l, arg(3) == "coalesce")),
+        "serve" => {
+            TcpListener::bind(arg(2)).and_then(|l| exchange::serve_forever(l, arg(3) == "coalesce"))
+        }
         "client" => {
             let n: usize = arg(3).parse().unwrap_or(0);
             exchange::connect(arg(2))

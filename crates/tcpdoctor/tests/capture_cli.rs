@@ -74,14 +74,21 @@ fn check_contents(run: &Run, file: &Path) {
         run.client,
         run.server
     );
-    assert_eq!(c.tcp, c.frames, "only the test's connection is in the capture");
+    assert_eq!(
+        c.tcp, c.frames,
+        "only the test's connection is in the capture"
+    );
     assert!(
         run.stderr
             .contains(&format!("{} packets captured, 0 dropped", c.frames)),
         "summary line: {}",
         run.stderr
     );
-    let other = *c.payload_from.keys().find(|p| **p != run.port).expect("client port");
+    let other = *c
+        .payload_from
+        .keys()
+        .find(|p| **p != run.port)
+        .expect("client port");
     assert_eq!(c.payload_from[&other], run.client.bytes);
     assert_eq!(c.payload_from[&run.port], run.server.bytes);
     assert_eq!(run.received, run.server.bytes);
@@ -142,7 +149,10 @@ fn coalesced_twin_to_pcapng_is_captured_whole_and_clean() {
 #[test]
 fn analyze_live_reports_json_and_fails_on_the_stall() {
     if !is_root() {
-        return skip("capture --analyze", "needs root (CAP_NET_RAW); CI runs as root");
+        return skip(
+            "capture --analyze",
+            "needs root (CAP_NET_RAW); CI runs as root",
+        );
     }
     let run = capture_exchange(
         false,
@@ -159,14 +169,19 @@ fn analyze_live_reports_json_and_fails_on_the_stall() {
     common::validate(&report);
     assert_eq!(report["captures"][0]["format"], "live");
     assert!(kinds(&report).contains(&("nagle_delayed_ack".into(), "server_to_client".into())));
-    let segments = report["captures"][0]["tcp_segments"].as_u64().expect("count");
+    let segments = report["captures"][0]["tcp_segments"]
+        .as_u64()
+        .expect("count");
     assert_eq!(segments, run.client.segments + run.server.segments + 1);
 }
 
 #[test]
 fn packet_limit_ends_the_capture_after_the_handshake() {
     if !is_root() {
-        return skip("capture --packets", "needs root (CAP_NET_RAW); CI runs as root");
+        return skip(
+            "capture --packets",
+            "needs root (CAP_NET_RAW); CI runs as root",
+        );
     }
     let dir = OpenDir::new("capture");
     let file = dir.path("handshake.pcap");
@@ -190,11 +205,23 @@ fn packet_limit_ends_the_capture_after_the_handshake() {
 #[test]
 fn bad_flags_are_usage_errors() {
     for (args, says) in [
-        (&["capture", "--packets", "5"][..], "-w FILE.pcap, --analyze"),
-        (&["capture", "-w", "x.pcap", "--snaplen", "0"][..], "--snaplen"),
-        (&["capture", "-w", "x.pcap", "--duration", "soon"][..], "--duration"),
+        (
+            &["capture", "--packets", "5"][..],
+            "-w FILE.pcap, --analyze",
+        ),
+        (
+            &["capture", "-w", "x.pcap", "--snaplen", "0"][..],
+            "--snaplen",
+        ),
+        (
+            &["capture", "-w", "x.pcap", "--duration", "soon"][..],
+            "--duration",
+        ),
         (&["capture", "-w", "x.pcap", "--port", "0"][..], "--port"),
-        (&["capture", "-w", "x.pcap", "--format", "json"][..], "--analyze"),
+        (
+            &["capture", "-w", "x.pcap", "--format", "json"][..],
+            "--analyze",
+        ),
     ] {
         let out = common::tcpdoctor(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -215,7 +242,10 @@ fn without_cap_net_raw_capture_refuses_and_points_to_the_sandbox() {
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
     if !is_root() && out.status.success() {
-        return skip("no CAP_NET_RAW", "this user can capture (file capabilities?)");
+        return skip(
+            "no CAP_NET_RAW",
+            "this user can capture (file capabilities?)",
+        );
     }
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(

@@ -187,7 +187,11 @@ mod tests {
                     continue;
                 }
                 JEQ_K | JSET_K => {
-                    let hit = if i.code == JEQ_K { a == i.k } else { a & i.k != 0 };
+                    let hit = if i.code == JEQ_K {
+                        a == i.k
+                    } else {
+                        a & i.k != 0
+                    };
                     pc += usize::from(if hit { i.jt } else { i.jf });
                     continue;
                 }
@@ -212,7 +216,10 @@ mod tests {
     fn v4(sport: u16, dport: u16) -> Vec<u8> {
         let s = format!("127.0.0.1:{sport}").parse().unwrap();
         let d = format!("127.0.0.1:{dport}").parse().unwrap();
-        eth(ipv4_tcp_packet(s, d, 1, 2, 0x18, 100, None, b"hi", 2), 0x0800)
+        eth(
+            ipv4_tcp_packet(s, d, 1, 2, 0x18, 100, None, b"hi", 2),
+            0x0800,
+        )
     }
 
     fn v6(sport: u16, dport: u16, next: u8) -> Vec<u8> {
@@ -234,7 +241,7 @@ mod tests {
             (v6(40000, 8080, 6), 0x86dd, 256),
             (v6(6379, 1, 6), 0x86dd, 256),
             (v6(6379, 1, 17), 0x86dd, 0),
-            (v6(5, 6), 0x86dd, 0),
+            (v6(5, 6, 6), 0x86dd, 0),
         ];
         for (i, (pkt, proto, want)) in cases.iter().enumerate() {
             assert_eq!(run(&p, pkt, *proto, 0), *want, "case {i}");
@@ -270,7 +277,7 @@ mod tests {
         let all: Vec<u16> = (1..=MAX_PORTS as u16).collect();
         let p = program(14, true, &all, 64).unwrap();
         assert_eq!(run(&p, &v4(9, MAX_PORTS as u16), 0x0800, 0), 64);
-        assert_eq!(run(&p, &v6(MAX_PORTS as u16 + 1, 9, 6), 0x86dd, 0), 0);
+        assert_eq!(run(&p, &v6(MAX_PORTS as u16 + 1, 40000, 6), 0x86dd, 0), 0);
         assert!(program(14, false, &[1; MAX_PORTS + 1], 64).is_err());
     }
 }

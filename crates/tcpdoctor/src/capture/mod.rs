@@ -83,7 +83,8 @@ impl Outcome {
 }
 
 fn is_pcapng(p: &std::path::Path) -> bool {
-    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("pcapng"))
+    p.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"))
 }
 
 impl Outputs {
@@ -173,7 +174,9 @@ pub fn run(mut ring: Ring, mut out: Outputs, cfg: &CaptureConfig) -> anyhow::Res
             Some(t) if t.elapsed() >= DRAIN => break,
             Some(t) => DRAIN - t.elapsed(),
             None => match cfg.duration {
-                Some(d) => d.saturating_sub(started.elapsed()).min(Duration::from_millis(100)),
+                Some(d) => d
+                    .saturating_sub(started.elapsed())
+                    .min(Duration::from_millis(100)),
                 None => Duration::from_millis(100),
             },
         };

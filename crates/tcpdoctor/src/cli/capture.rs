@@ -114,9 +114,11 @@ impl CaptureOpts {
     pub fn report(&self, outcome: capture::Outcome) -> anyhow::Result<u8> {
         eprintln!("tcpdoctor: {}", outcome.summary_line());
         match outcome.analysis {
-            Some((summary, findings)) => {
-                emit(&Report::new(vec![summary], findings), self.format, &self.fail_on)
-            }
+            Some((summary, findings)) => emit(
+                &Report::new(vec![summary], findings),
+                self.format,
+                &self.fail_on,
+            ),
             None => Ok(EXIT_CLEAN),
         }
     }

@@ -48,7 +48,10 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
         eprintln!("tcpdoctor: sandbox: {}", describe(&cfg));
     })?;
     if done.status != 0 {
-        eprintln!("tcpdoctor: sandbox: the command exited with status {}", done.status);
+        eprintln!(
+            "tcpdoctor: sandbox: the command exited with status {}",
+            done.status
+        );
     }
     let code = args.opts.report(done.capture)?;
     Ok(if done.status != 0 {

@@ -32,7 +32,15 @@ pub fn command(words: &[String]) -> Command {
 pub fn run(words: &[String]) -> ! {
     stop::uninstall();
     // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     let mut cmd = command(words);
     // The command starts with default signal handling even though PID 1 ignores signals.
     // SAFETY: only async-signal-safe calls between fork and exec.

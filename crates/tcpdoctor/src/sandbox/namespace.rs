@@ -34,7 +34,8 @@ fn userns_error(e: io::Error) -> anyhow::Error {
         "user namespaces are disabled: sysctl user.max_user_namespaces=0 (set it above 0, or \
          capture as root with `tcpdoctor capture`)"
             .to_string()
-    } else if !root && read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1)
+    } else if !root
+        && read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1)
     {
         "AppArmor restricts user namespaces: sysctl kernel.apparmor_restrict_unprivileged_userns=1 \
          (set it to 0, or capture as root with `tcpdoctor capture`)"

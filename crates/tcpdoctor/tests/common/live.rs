@@ -95,7 +95,9 @@ pub fn unprivileged(program: &Path) -> Command {
 }
 
 /// Spawns `cmd` with piped stderr and waits for its line containing `marker`; returns the
-/// child and the rest of stderr. Panics (with what it saw) if stderr ends first.
+/// child (the caller waits for it) and the rest of stderr. Panics (with what it saw) if
+/// stderr ends first.
+#[allow(clippy::zombie_processes)]
 pub fn spawn_until(cmd: &mut Command, marker: &str) -> (Child, BufReader<ChildStderr>) {
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -108,6 +110,7 @@ pub fn spawn_until(cmd: &mut Command, marker: &str) -> (Child, BufReader<ChildSt
         let mut line = String::new();
         if err.read_line(&mut line).expect("read stderr") == 0 {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("never printed `{marker}`; stderr: {seen}");
         }
         seen.push_str(&line);
@@ -162,7 +165,10 @@ pub fn read_capture(path: &Path) -> Contents {
 /// asserts it exits 0 and says nothing on stderr. Skips, saying so, when tshark is missing.
 pub fn tshark_reads_cleanly(file: &Path) {
     if Command::new("tshark").arg("--version").output().is_err() {
-        skip("tshark check", "tshark is not installed (.ci/run installs it)");
+        skip(
+            "tshark check",
+            "tshark is not installed (.ci/run installs it)",
+        );
         return;
     }
     let tshark = PathBuf::from("tshark");
