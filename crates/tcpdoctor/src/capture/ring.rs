@@ -40,7 +40,11 @@ const ARPHRD_ETHER: u16 = 1;
 const ARPHRD_LOOPBACK: u16 = 772;
 const ARPHRD_NONE: u16 = 0xfffe;
 const ARPHRD_RAWIP: u16 = 519;
-const BLOCK_SIZE: usize = 1 << 20;
+/// Blocks are between these sizes, and at least [`MIN_BLOCKS`] of them: small blocks hand
+/// packets over sooner and let a small ring ride out a burst while we hold one block.
+const MAX_BLOCK: usize = 1 << 20;
+const MIN_BLOCK: usize = 1 << 16;
+const MIN_BLOCKS: usize = 32;
 
 #[repr(C)]
 struct TpacketReq3 {
@@ -77,6 +81,7 @@ pub struct Ring {
     fd: OwnedFd,
     map: *mut u8,
     blocks: usize,
+    block_size: usize,
     next: usize,
     pub link: Link,
     received: u64,
@@ -184,13 +189,17 @@ impl Ring {
         setsockopt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
             .context("attaching the port filter")?;
 
-        let blocks = (buffer / BLOCK_SIZE).max(2);
+        let block_size = (buffer / MIN_BLOCKS)
+            .next_power_of_two()
+            .clamp(MIN_BLOCK, MAX_BLOCK)
+            .max((snaplen as usize + 4096).next_power_of_two());
+        let blocks = (buffer / block_size).max(2);
         let frame_size = 2048u32;
         let req = TpacketReq3 {
-            block_size: BLOCK_SIZE as u32,
+            block_size: block_size as u32,
             block_nr: blocks as u32,
             frame_size,
-            frame_nr: (BLOCK_SIZE as u32 / frame_size) * blocks as u32,
+            frame_nr: (block_size as u32 / frame_size) * blocks as u32,
             retire_blk_tov: BLOCK_TIMEOUT_MS,
             sizeof_priv: 0,
             feature_req_word: 0,
@@ -200,7 +209,7 @@ impl Ring {
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                blocks * BLOCK_SIZE,
+                blocks * block_size,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
@@ -214,6 +223,7 @@ impl Ring {
             fd,
             map: map.cast(),
             blocks,
+            block_size,
             next: 0,
             link,
             received: 0,
@@ -240,7 +250,7 @@ impl Ring {
 
     fn block(&self, i: usize) -> *mut u8 {
         // SAFETY: i < blocks, inside the mapping.
-        unsafe { self.map.add(i * BLOCK_SIZE) }
+        unsafe { self.map.add(i * self.block_size) }
     }
 
     fn status(&self, i: usize) -> &AtomicU32 {
@@ -280,6 +290,7 @@ impl Ring {
             return 0;
         }
         let b = self.block(i);
+        let size = self.block_size;
         let word = |at: usize| -> u32 {
             // SAFETY: reads inside the block we own (offsets written by the kernel).
             unsafe { b.add(at).cast::<u32>().read_unaligned() }
@@ -288,7 +299,7 @@ impl Ring {
         let mut off = word(16) as usize;
         let mut seen = 0;
         for _ in 0..count {
-            if off + 48 > BLOCK_SIZE {
+            if off + 48 > size {
                 break;
             }
             let (next, sec, nsec, snap, len) = (
@@ -301,7 +312,7 @@ impl Ring {
             // SAFETY: tp_mac is a u16 at offset 24 of the packet header.
             let mac = unsafe { b.add(off + 24).cast::<u16>().read_unaligned() } as usize;
             let start = off + mac;
-            let end = (start + snap as usize).min(BLOCK_SIZE);
+            let end = (start + snap as usize).min(size);
             // SAFETY: the packet's bytes lie inside the block we own.
             let data = unsafe { std::slice::from_raw_parts(b.add(start), end - start) };
             seen += 1;
@@ -347,6 +358,6 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmaps the mapping made in `open`.
-        unsafe { libc::munmap(self.map.cast(), self.blocks * BLOCK_SIZE) };
+        unsafe { libc::munmap(self.map.cast(), self.blocks * self.block_size) };
     }
 }
