@@ -255,3 +255,37 @@ fn without_cap_net_raw_capture_refuses_and_points_to_the_sandbox() {
     );
     assert!(!file.exists(), "no file is left behind");
 }
+
+#[test]
+fn duration_ends_a_quiet_capture_with_an_empty_but_valid_file() {
+    if !is_root() {
+        return skip(
+            "capture --duration",
+            "needs root (CAP_NET_RAW); CI runs as root",
+        );
+    }
+    let dir = OpenDir::new("capture");
+    let file = dir.path("quiet.pcapng");
+    // A port nothing uses: bound here, never connected to.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port().to_string();
+    let out = Command::new(live::tcpdoctor_bin())
+        .args([
+            "capture",
+            "--port",
+            &port,
+            "--duration",
+            "200ms",
+            "--analyze",
+        ])
+        .args(["--format", "json", "-w"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("0 packets captured, 0 dropped"), "{err}");
+    assert!(err.contains("nothing to analyse"), "{err}");
+    assert!(out.stdout.is_empty(), "no report without packets");
+    assert_eq!(live::read_capture(&file).frames, 0);
+}

@@ -206,6 +206,7 @@ fn disabled_user_namespaces_are_named() {
     );
     let out = match Command::new("unshare")
         .args(["-Ur", "sh", "-c", &script])
+        .current_dir(&sb.dir.0)
         .output()
     {
         Ok(o) => o,
@@ -217,4 +218,8 @@ fn disabled_user_namespaces_are_named() {
     }
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("sysctl user.max_user_namespaces=0"), "{err}");
+    assert!(
+        !sb.dir.path("sandbox.pcap").exists(),
+        "no file is left behind"
+    );
 }

@@ -114,6 +114,10 @@ impl CaptureOpts {
     pub fn report(&self, outcome: capture::Outcome) -> anyhow::Result<u8> {
         eprintln!("tcpdoctor: {}", outcome.summary_line());
         match outcome.analysis {
+            Some((summary, _)) if summary.tcp_segments == 0 => {
+                eprintln!("tcpdoctor: no TCP packets were captured: nothing to analyse");
+                Ok(EXIT_CLEAN)
+            }
             Some((summary, findings)) => emit(
                 &Report::new(vec![summary], findings),
                 self.format,

@@ -43,9 +43,18 @@ pub fn run(
     ready: impl FnOnce(),
 ) -> anyhow::Result<SandboxOutcome> {
     let out = Outputs::open(cfg, LINKTYPE_ETHERNET)?;
-    namespace::enter()?;
-    let ring = Ring::open("lo", &cfg.ports, cfg.snaplen, cfg.buffer)
-        .context("capturing in the sandbox")?;
+    let opened = namespace::enter().and_then(|()| {
+        Ring::open("lo", &cfg.ports, cfg.snaplen, cfg.buffer).context("capturing in the sandbox")
+    });
+    let ring = match opened {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(p) = &cfg.file {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
     ready();
     stop::install();
     stop::on_child_exit();

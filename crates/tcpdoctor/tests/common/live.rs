@@ -45,11 +45,24 @@ impl OpenDir {
     }
 
     /// Copies an executable here (mode 0755) so another uid can run it whatever the
-    /// permissions on the build directory are.
+    /// permissions on the build directory are. The copy is made by install(1): a file this
+    /// process held open for writing could be inherited by a concurrent test's fork and make
+    /// exec fail with "Text file busy".
     pub fn install(&self, from: &Path) -> PathBuf {
         let to = self.0.join(from.file_name().expect("file name"));
-        std::fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let status = Command::new("install")
+            .arg("-m")
+            .arg("0755")
+            .arg(from)
+            .arg(&to)
+            .status()
+            .expect("run install(1)");
+        assert!(
+            status.success(),
+            "install {} {}",
+            from.display(),
+            to.display()
+        );
         to
     }
 }
