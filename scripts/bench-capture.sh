@@ -4,12 +4,15 @@
 # buffer was full), and the CPU time it used (user + system, from /proc/PID/stat).
 #
 #   sudo scripts/bench-capture.sh                  # 5 s of flood per run, 2 rounds
-#   LOAD_SECONDS=10 ROUNDS=3 SIZE=64 sudo scripts/bench-capture.sh
+#   LOAD_SECONDS=10 ROUNDS=3 SIZE=64 FLOWS=2 sudo scripts/bench-capture.sh
 #
-# The load is `exchange flood` (crates/tcpdoctor/examples/exchange.rs): one TCP connection
+# The load is `exchange flood` (crates/tcpdoctor/examples/exchange.rs): FLOWS TCP connections
 # on 127.0.0.1 writing SIZE-byte chunks with TCP_NODELAY, one segment per write, as fast as
-# one core allows (≈ 300–400k packets/s on a 2-core machine), into `exchange sink`. Each
-# capture runs alone on an identical flood, one after the other, in alternating order.
+# the CPUs allow (≈ 200–400k packets/s on an idle 2-core machine), into `exchange sink`. Each
+# capture runs alone on the same flood, one after the other, in alternating order. A busy
+# machine floods at different rates from run to run, so each row has its own load: the
+# flood's packets per second (captured + dropped), and everything loopback carried
+# meanwhile (/proc/net/dev, other programs' traffic included).
 # Rows: tcpdump with its default 2 MiB buffer; tcpdoctor with its default 32 MiB ring, and
 # with a 2 MiB ring (the same memory as tcpdump). Needs root and tcpdump.
 set -euo pipefail
@@ -17,6 +20,7 @@ set -euo pipefail
 LOAD_SECONDS=${LOAD_SECONDS:-5}
 ROUNDS=${ROUNDS:-2}
 SIZE=${SIZE:-64}
+FLOWS=${FLOWS:-2}
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-capture.sh: run as root (both tools capture)" >&2; exit 2; }
 command -v tcpdump >/dev/null || { echo "bench-capture.sh: needs tcpdump" >&2; exit 2; }
@@ -53,7 +57,12 @@ run() {
     grep -q "$ready" "$err" || { cat "$err" >&2; exit 1; }
     local before after ticks
     before=$(lo_packets)
-    "$EX" flood "127.0.0.1:$PORT" "$LOAD_SECONDS" "$SIZE" >/dev/null
+    local floods=()
+    for _ in $(seq "$FLOWS"); do
+        "$EX" flood "127.0.0.1:$PORT" "$LOAD_SECONDS" "$SIZE" >/dev/null &
+        floods+=($!)
+    done
+    wait "${floods[@]}"
     after=$(lo_packets)
     ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     kill -INT "$pid"
@@ -69,19 +78,19 @@ run() {
         dropped=$(sed -n 's/.*captured, \([0-9]*\) dropped.*/\1/p' "$err")
         ;;
     esac
-    awk -v n="$name" -v load=$((after - before)) -v s="$LOAD_SECONDS" -v c="$captured" \
+    awk -v n="$name" -v lo=$((after - before)) -v s="$LOAD_SECONDS" -v c="$captured" \
         -v d="$dropped" -v t="$ticks" -v hz="$TICK" 'BEGIN {
         cpu = t / hz
-        printf "%-22s %10.0f %11d %9d %8.2f %8.2f %12.2f\n", n, load / s, c, d, 100 * d / (c + d),
-            cpu, (c > 0 ? 1e6 * cpu / c : 0)
+        printf "%-16s %10.0f %10.0f %10d %9d %7.2f %7.2f %11.2f\n", n, (c + d) / s, lo / s, c, d,
+            100 * d / (c + d), cpu, (c > 0 ? 1e6 * cpu / c : 0)
     }'
     rm -f "$WORK"/*.pcap
 }
 
-printf "load: exchange flood, %s-byte writes, %s s per run, port %s; %s\n" "$SIZE" \
-    "$LOAD_SECONDS" "$PORT" "$(nproc) cores"
-printf "%-22s %10s %11s %9s %8s %8s %12s\n" tool "load pps" captured dropped "drop %" "cpu s" \
-    "cpu s/Mpkt"
+printf "load: exchange flood, %s connections, %s-byte writes, %s s per run, port %s; %s\n" \
+    "$FLOWS" "$SIZE" "$LOAD_SECONDS" "$PORT" "$(nproc) cores"
+printf "%-16s %10s %10s %10s %9s %7s %7s %11s\n" tool "flood pps" "lo pps" captured dropped \
+    "drop %" "cpu s" "cpu s/Mpkt"
 for round in $(seq "$ROUNDS"); do
     order=(tcpdump tcpdoctor tcpdoctor-2MiB)
     if [ $((round % 2)) = 0 ]; then order=(tcpdoctor-2MiB tcpdoctor tcpdump); fi

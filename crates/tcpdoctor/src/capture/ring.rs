@@ -163,6 +163,9 @@ impl Ring {
         }
         // SAFETY: `raw` is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        if name == "any" {
+            bail!("--interface any is not supported: name one interface (lo for local traffic)");
+        }
         let cname = CString::new(name).context("--interface: NUL in the name")?;
         // SAFETY: a NUL-terminated name.
         let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
