@@ -37,9 +37,19 @@ fn capture_exchange(coalesce: bool, extra: &[&str]) -> Run {
         let (conn, _) = listener.accept().expect("accept");
         exchange::serve(conn, coalesce).expect("serve")
     });
+    // Traffic on another port at the same time: the kernel filter must keep it out.
+    let noise = std::thread::spawn(|| {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (s, _) = l.accept().expect("accept");
+        let t = std::thread::spawn(move || exchange::serve(s, true));
+        exchange::client(c, EXCHANGES).expect("noise client");
+        t.join().expect("noise server").expect("noise serve");
+    });
     let conn = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let (client, received) = exchange::client(conn, EXCHANGES).expect("client");
     let server = server.join().expect("server thread");
+    noise.join().expect("noise");
     live::interrupt(&child);
     let mut stdout = String::new();
     child

@@ -147,15 +147,29 @@ fn sandbox_captures_a_server_and_client_as_an_unprivileged_user() {
 fn a_failing_command_exits_with_its_status_and_leaves_nothing() {
     let sb = Sandbox::new();
     let (sleep, sleeper) = marker(2);
-    // Several words: executed as they are, no shell in between.
-    let out = sb.run(&["--", "sh", "-c", &format!("{sleep} & exit 7")]);
+    let (daemon, daemon_sleeper) = marker(4);
+    // Matches the daemon sleeper's command line but not its own (grep's argv holds it).
+    let seen = format!("8000[4][.]{}", std::process::id());
+    // Several words: executed as they are, no shell in between. The second sleeper leaves the
+    // process group and the session (setsid): only the PID namespace can still end it. The
+    // command fails (7) once that sleeper runs, or with 9 if it never starts.
+    let script = format!(
+        "{sleep} & setsid sh -c '{daemon} & wait' & i=0; \
+         while [ $i -lt 500 ] && ! grep -qs '{seen}' /proc/[0-9]*/cmdline; do \
+         sleep 0.01; i=$((i+1)); done; \
+         grep -qs '{seen}' /proc/[0-9]*/cmdline && exit 7; exit 9"
+    );
+    let out = sb.run(&["--", "sh", "-c", &script]);
     if !userns_available(&out, "sandbox failing command") {
         return;
     }
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{err}");
     assert!(err.contains("the command exited with status 7"), "{err}");
-    assert_eq!(leftovers(&[&sleeper]), Vec::<String>::new());
+    assert_eq!(
+        leftovers(&[&sleeper, &daemon_sleeper]),
+        Vec::<String>::new()
+    );
     let c = live::read_capture(&sb.dir.path("sandbox.pcap"));
     assert_eq!(c.frames, 0, "nothing was sent");
 
