@@ -299,3 +299,36 @@ fn duration_ends_a_quiet_capture_with_an_empty_but_valid_file() {
     assert!(out.stdout.is_empty(), "no report without packets");
     assert_eq!(live::read_capture(&file).frames, 0);
 }
+
+#[test]
+fn a_write_error_names_the_file_and_exits_2() {
+    if !is_root() {
+        return skip(
+            "capture write error",
+            "needs root (CAP_NET_RAW); CI runs as root",
+        );
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port().to_string();
+    let mut cmd = Command::new(live::tcpdoctor_bin());
+    cmd.args([
+        "capture",
+        "--port",
+        &port,
+        "--packets",
+        "3",
+        "-w",
+        "/dev/full",
+    ]);
+    let (mut child, mut rest) = live::spawn_until(&mut cmd, "capturing on lo");
+    let conn = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+    let mut stderr = String::new();
+    rest.read_to_string(&mut stderr).expect("stderr");
+    let status = child.wait().expect("wait");
+    drop(conn);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("writing /dev/full: No space left on device"),
+        "{stderr}"
+    );
+}

@@ -154,6 +154,22 @@ impl Outputs {
     }
 }
 
+/// Moves the next block's packets (up to `limit` written in all) into `out`; a write error.
+fn take(ring: &mut Ring, out: &mut Outputs, limit: u64) -> Option<std::io::Error> {
+    let mut failed = None;
+    ring.drain_block(|p| {
+        if out.written >= limit {
+            return false;
+        }
+        if let Err(e) = out.packet(&p) {
+            failed = Some(e);
+            return false;
+        }
+        true
+    });
+    failed
+}
+
 /// Reads `ring` into `out` until a limit in `cfg` is reached or [`stop::requested`], then
 /// drains and finishes.
 pub fn run(mut ring: Ring, mut out: Outputs, cfg: &CaptureConfig) -> anyhow::Result<Outcome> {
@@ -171,7 +187,20 @@ pub fn run(mut ring: Ring, mut out: Outputs, cfg: &CaptureConfig) -> anyhow::Res
             break;
         }
         let timeout = match stopping {
-            Some(t) if t.elapsed() >= DRAIN => break,
+            Some(t) if t.elapsed() >= DRAIN => {
+                // A last lap over what the kernel has already handed over, and no further:
+                // under a flood the ring never empties.
+                for _ in 0..ring.blocks() {
+                    if !ring.wait(0)? {
+                        break;
+                    }
+                    failed = take(&mut ring, &mut out, limit);
+                    if failed.is_some() {
+                        break;
+                    }
+                }
+                break;
+            }
             Some(t) => DRAIN - t.elapsed(),
             None => match cfg.duration {
                 Some(d) => d
@@ -180,19 +209,9 @@ pub fn run(mut ring: Ring, mut out: Outputs, cfg: &CaptureConfig) -> anyhow::Res
                 None => Duration::from_millis(100),
             },
         };
-        if !ring.wait(timeout.as_millis().max(1) as i32)? {
-            continue;
+        if ring.wait(timeout.as_millis().max(1) as i32)? {
+            failed = take(&mut ring, &mut out, limit);
         }
-        ring.drain_block(|p| {
-            if out.written >= limit {
-                return false;
-            }
-            if let Err(e) = out.packet(&p) {
-                failed = Some(e);
-                return false;
-            }
-            true
-        });
     }
     if let Some(e) = failed {
         let name = out.file.as_ref().map(|(p, _)| p.display().to_string());

@@ -251,6 +251,11 @@ impl Ring {
         Ok(ring)
     }
 
+    /// Number of blocks in the ring.
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+
     fn block(&self, i: usize) -> *mut u8 {
         // SAFETY: i < blocks, inside the mapping.
         unsafe { self.map.add(i * self.block_size) }
