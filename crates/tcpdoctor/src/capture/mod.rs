@@ -63,6 +63,9 @@ pub struct Outputs {
 pub struct Outcome {
     pub packets: u64,
     pub dropped: u64,
+    /// Packets the kernel put in the ring that were not written: past the packet limit, or
+    /// arriving after the stop.
+    pub unread: u64,
     pub file: Option<PathBuf>,
     /// The analysis, when asked for.
     pub analysis: Option<(CaptureSummary, Vec<Finding>)>,
@@ -75,6 +78,9 @@ impl Outcome {
             "{} packets captured, {} dropped by the kernel",
             self.packets, self.dropped
         );
+        if self.unread > 0 {
+            s.push_str(&format!(" ({} more left unread at the stop)", self.unread));
+        }
         if let Some(f) = &self.file {
             s.push_str(&format!("; written to {}", f.display()));
         }
@@ -146,8 +152,8 @@ impl Outputs {
         });
         Ok(Outcome {
             packets: self.written,
-
             dropped,
+            unread: received.saturating_sub(dropped + self.written),
             file: path,
             analysis,
         })
