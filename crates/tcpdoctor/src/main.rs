@@ -3,10 +3,12 @@
 //! This binary is the thin shell: argument parsing, files, terminals, exit codes. Everything
 //! that can be computed from evidence alone lives in `tcpdoctor-core`.
 
+mod capture;
 mod cli;
 mod limits;
 mod output;
 mod proxy;
+mod sandbox;
 mod specimen;
 
 use std::process::ExitCode;

@@ -58,7 +58,7 @@ pub enum FailOn {
     Kind(FindingKind),
 }
 
-fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+pub(crate) fn parse_fail_on(s: &str) -> Result<FailOn, String> {
     let s = s.trim();
     if s == "any" {
         return Ok(FailOn::Any);
@@ -94,28 +94,27 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     if captures.is_empty() {
         bail!("none of the {} captures could be read", args.files.len());
     }
-    let report = Report::new(captures, findings);
-    let text = match args.format {
-        Format::Text => render_text(&report),
+    let code = emit(&Report::new(captures, findings), args.format, &args.fail_on)?;
+    Ok(if unreadable > 0 { EXIT_ERROR } else { code })
+}
+
+/// Prints `report` in `format` and returns the exit code `fail_on` asks for.
+pub(crate) fn emit(report: &Report, format: Format, fail_on: &[FailOn]) -> anyhow::Result<u8> {
+    let text = match format {
+        Format::Text => render_text(report),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&report)?;
+            let mut s = serde_json::to_string_pretty(report)?;
             s.push('\n');
             s
         }
     };
     output::print(&text)?;
     let failed = report.findings.iter().any(|f| {
-        args.fail_on
+        fail_on
             .iter()
             .any(|w| *w == FailOn::Any || *w == FailOn::Kind(f.kind))
     });
-    Ok(if unreadable > 0 {
-        EXIT_ERROR
-    } else if failed {
-        EXIT_FOUND
-    } else {
-        EXIT_CLEAN
-    })
+    Ok(if failed { EXIT_FOUND } else { EXIT_CLEAN })
 }
 
 /// Streams one capture through the analyzer.
