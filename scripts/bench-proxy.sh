@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of `tcpdoctor proxy` against socat and haproxy (tcp mode), over
 # loopback: added latency per hop (ping-pong, TCP_NODELAY, 1 B and 1 KiB, median and p99, µs)
-# and bulk throughput (GB/s and ratio to direct).
+# bulk throughput (GB/s, ratio to direct, the proxy's CPU per GB), and how precisely
+# `--delay` holds the delay it is given.
 #
 #   scripts/bench-proxy.sh                 # 20000 round trips, 2 GiB bulk
 #   ROUNDS=5000 BULK_BYTES=$((1<<30)) scripts/bench-proxy.sh
 #   TD_ARGS="--threads 2" scripts/bench-proxy.sh   # extra flags for tcpdoctor proxy
 #
-# Needs: cargo, socat, haproxy (apt-get install socat haproxy). Proxies missing are skipped.
+# Needs: cargo, socat, haproxy (installed with apt-get when missing and run as root; otherwise
+# the missing proxies are skipped).
 # Everything listens on 127.0.0.1 on free ports; every process started here is stopped on exit.
 set -euo pipefail
 
@@ -54,6 +56,7 @@ start_ready() {
 ECHO=$(free_port); SINK=$(free_port)
 start_ready "$NB" echo "127.0.0.1:$ECHO"
 start_ready "$NB" sink "127.0.0.1:$SINK"
+SINK_PID=${PIDS[-1]}
 
 # start_proxy KIND UPSTREAM_PORT: starts it and sets PORT to the port it listens on. (Not run
 # in $(...): the background process would hold the substitution's pipe open forever.)
@@ -88,15 +91,34 @@ EOF
         ;;
     esac
     PIDS+=($!)
+    PROXY_PID[$port]=$!
     wait_port "$port"
     PORT=$port
 }
 
+# start_delayed MICROSECONDS: a tcpdoctor proxy in front of the echo server with that delay.
+start_delayed() {
+    local port
+    port=$(free_port)
+    "$TD" proxy --listen "127.0.0.1:$port" --upstream "127.0.0.1:$ECHO" --delay "$1us" \
+        >/dev/null 2>"$WORK/td.$port.log" &
+    PIDS+=($!)
+    wait_port "$port"
+    PORT=$port
+}
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    for tool in socat haproxy; do
+        command -v "$tool" >/dev/null ||
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$tool" >/dev/null ||
+            true
+    done
+fi
 KINDS=(tcpdoctor)
 command -v socat >/dev/null && KINDS+=(socat) || echo "socat not found: skipped" >&2
 command -v haproxy >/dev/null && KINDS+=(haproxy) || echo "haproxy not found: skipped" >&2
 
-declare -A EPORT SPORT
+declare -A EPORT SPORT PROXY_PID
 for k in "${KINDS[@]}"; do
     start_proxy "$k" "$ECHO"; EPORT[$k]=$PORT
     start_proxy "$k" "$SINK"; SPORT[$k]=$PORT
@@ -131,12 +153,65 @@ for size in 1 1024; do
     done
 done
 
+# CPU seconds (user + system, the process and its reaped children) of process $1 so far.
+cpu_s() {
+    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "/proc/$1/stat"
+}
+
 echo
-echo "== bulk: $BULK_BYTES bytes one way (GB/s) =="
-direct=$("$NB" bulk "127.0.0.1:$SINK" "$BULK_BYTES")
-printf '%-10s %8s %8s\n' path GB/s ratio
-printf '%-10s %8s %8s\n' direct "$direct" 1.00
+echo "== bulk: $BULK_BYTES bytes one way per run, $REPEATS interleaved runs per path (median GB/s) =="
+echo "   CPU s/GB: CPU time (user + system) per GB forwarded, of the proxy process and of the"
+echo "   whole path (sender + proxy + sink). ceiling: the throughput the path's CPU allows when"
+echo "   all $(nproc) cores do nothing else, as a ratio to direct — what a proxy can reach here."
+# bulk_run LABEL PORT PROXY_PID|-: one run; appends GB/s, proxy CPU s and path CPU s.
+bulk_run() {
+    local label=$1 port=$2 pid=$3 p0=0 p1=0 s0 s1 out
+    [ "$pid" = - ] || p0=$(cpu_s "$pid")
+    s0=$(cpu_s "$SINK_PID")
+    out=$("$NB" bulk "127.0.0.1:$port" "$BULK_BYTES")
+    sleep 0.2 # socat reaps its per-connection child; its CPU lands in the parent's count
+    [ "$pid" = - ] || p1=$(cpu_s "$pid")
+    s1=$(cpu_s "$SINK_PID")
+    set -- $out
+    echo "$1" >>"$WORK/bulk.$label"
+    echo "$p1 - $p0" | bc >>"$WORK/cpu.$label"
+    echo "$2 + $s1 - $s0 + $p1 - $p0" | bc >>"$WORK/path.$label"
+}
+for _ in $(seq "$REPEATS"); do
+    bulk_run direct "$SINK" -
+    for k in "${KINDS[@]}"; do
+        bulk_run "$k" "${SPORT[$k]}" "${PROXY_PID[${SPORT[$k]}]}"
+    done
+done
+gb=$(echo "scale=6; $BULK_BYTES / 1000000000" | bc)
+direct=$(quantile "$WORK/bulk.direct" 0.5)
+dpath=$(echo "scale=3; $(quantile "$WORK/path.direct" 0.5) / $gb" | bc)
+printf '%-10s %8s %7s %11s %11s %9s  %s\n' path GB/s ratio "proxy CPU" "path CPU" ceiling "runs (GB/s)"
+printf '%-10s %8s %7s %11s %11s %9s  %s\n' direct "$direct" 1.00 - "$dpath" - "$(tr '\n' ' ' <"$WORK/bulk.direct")"
 for k in "${KINDS[@]}"; do
-    r=$("$NB" bulk "127.0.0.1:${SPORT[$k]}" "$BULK_BYTES")
-    printf '%-10s %8s %8s\n' "$k" "$r" "$(echo "scale=2; $r / $direct" | bc)"
+    r=$(quantile "$WORK/bulk.$k" 0.5)
+    cpu=$(echo "scale=3; $(quantile "$WORK/cpu.$k" 0.5) / $gb" | bc)
+    path=$(echo "scale=3; $(quantile "$WORK/path.$k" 0.5) / $gb" | bc)
+    # GB/s the cores could carry = cores / (CPU s per GB), capped by direct's own rate.
+    ceil=$(echo "scale=2; c = $(nproc) / $path / $direct; if (c > 1) c = 1; c" | bc)
+    printf '%-10s %8s %7s %11s %11s %9s  %s\n' "$k" "$r" "$(echo "scale=2; $r / $direct" | bc)" \
+        "$cpu" "$path" "$ceil" "$(tr '\n' ' ' <"$WORK/bulk.$k")"
+done
+
+# How close `--delay` comes to what was asked: the added round trip through a delaying proxy
+# should be twice the one-way delay on top of the undelayed proxy's own round trip.
+echo
+echo "== delay precision: tcpdoctor proxy --delay D (each way), 1 B ping-pong, added round trip (µs) =="
+printf '%-8s %8s %10s %10s %12s %12s\n' delay rounds expected "added p50" "error p50" "error p99"
+base=$(quantile "$WORK/pp.tcpdoctor.1" 0.5)
+for d_us in ${DELAYS_US:-100 250 1000 5000}; do
+    rounds=$((2000000 / (d_us + 1000)))
+    start_delayed "$d_us"
+    "$NB" pingpong "127.0.0.1:$PORT" 1 "$rounds" "$WORK/delay.$d_us" >/dev/null
+    expected=$((2 * d_us))
+    med=$(quantile "$WORK/delay.$d_us" 0.5)
+    p99=$(quantile "$WORK/delay.$d_us" 0.99)
+    added=$(echo "$med - $base" | bc)
+    printf '%-8s %8s %10s %10s %12s %12s\n' "${d_us}us" "$rounds" "$expected" "$added" \
+        "$(echo "$added - $expected" | bc)" "$(echo "$p99 - $base - $expected" | bc)"
 done

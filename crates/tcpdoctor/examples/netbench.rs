@@ -5,7 +5,8 @@
 //!   netbench sink ADDR              reads to EOF, then answers one byte
 //!   netbench pingpong ADDR SIZE N [FILE]   N round trips of SIZE bytes; prints median and
 //!                                   p99 in µs, and appends every sample to FILE if given
-//!   netbench bulk ADDR BYTES        sends BYTES, waits for the sink's byte; prints GB/s
+//!   netbench bulk ADDR BYTES        sends BYTES, waits for the sink's byte; prints GB/s and
+//!                                   the CPU seconds (user + system) the sender used
 //!
 //! Servers print `ready` on stdout once listening.
 
@@ -107,5 +108,15 @@ fn bulk(addr: &str, bytes: u64) {
     s.shutdown(std::net::Shutdown::Write).expect("shutdown");
     let mut k = [0u8; 1];
     s.read_exact(&mut k).expect("sink's answer");
-    println!("{:.3}", bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+    let gbps = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
+    println!("{gbps:.3} {:.3}", cpu_seconds());
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }

@@ -4,9 +4,13 @@
 //! that can be computed from evidence alone lives in `tcpdoctor-core`.
 
 mod bench;
+mod capture;
 mod cli;
+mod limits;
 mod output;
 mod proxy;
+mod sandbox;
+mod specimen;
 
 use std::process::ExitCode;
 

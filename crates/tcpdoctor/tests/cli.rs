@@ -121,6 +121,28 @@ fn several_files_in_one_run_name_their_file() {
 }
 
 #[test]
+fn a_bad_file_among_several_is_reported_and_the_others_still_analysed() {
+    let a = a_stall_capture();
+    let out = common::tcpdoctor(&["analyze", "--format", "json", "no-such.pcap", &a]);
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(e.contains("no-such.pcap"), "{e}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json for the good file");
+    common::validate(&v);
+    assert_eq!(v["captures"].as_array().map(Vec::len), Some(1));
+    assert!(v["findings"].as_array().is_some_and(|f| !f.is_empty()));
+
+    let none = common::tcpdoctor(&["analyze", "a.pcap", "b.pcap"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(none.stdout.is_empty());
+    let e = stderr(&none);
+    assert!(
+        e.contains("a.pcap") && e.contains("b.pcap") && e.contains("none of the 2"),
+        "{e}"
+    );
+}
+
+#[test]
 fn closed_pipe_is_not_an_error() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(["analyze", "--format", "json", &a_stall_capture()])

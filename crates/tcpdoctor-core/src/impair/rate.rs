@@ -7,7 +7,7 @@
 //!    followed by 52 ms of silence.
 //! 3. The link is idle-aware: after a quiet spell, sending starts at once (no credit is saved
 //!    up for a burst either).
-//! 4. A caller that wakes late (timers have a granularity, tokio's is 1 ms) keeps the average
+//! 4. A caller that wakes late (timers have a granularity, schedulers have latency) keeps the average
 //!    rate: up to [`CATCH_UP`] behind schedule, the link sends what it owes at once instead of
 //!    restarting the schedule from the late instant, which would lose up to half the rate.
 

@@ -17,6 +17,7 @@ mod tcp;
 #[cfg(test)]
 mod testutil;
 pub mod write;
+pub mod write_pcapng;
 
 use std::net::IpAddr;
 

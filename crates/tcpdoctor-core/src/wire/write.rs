@@ -2,8 +2,9 @@
 //! went this way at this time" into segments Wireshark, tshark and `tcpdoctor analyze` read.
 //!
 //! Rules:
-//! 1. The file is classic pcap, nanosecond resolution, link type raw IP (101): no fake MAC
-//!    addresses, and every reader since libpcap 0.9 opens it.
+//! 1. The file is classic pcap, nanosecond resolution. Synthetic packets use link type raw IP
+//!    (101): no fake MAC addresses, and every reader since libpcap 0.9 opens it. A live capture
+//!    states its interface's real link type ([`PcapWriter::with_link_type`]).
 //! 2. A [`SyntheticTcp`] connection starts with a three-way handshake announcing
 //!    [`SYNTHETIC_MSS`] (loopback's MSS), so the analyzer knows the MSS and the roles.
 //! 3. Data is cut into segments of at most the MSS; each carries the ACK of everything the peer
@@ -21,6 +22,8 @@ use crate::time::Timestamp;
 
 /// Link type written: `LINKTYPE_RAW` (each packet starts with an IP header).
 pub const LINKTYPE_RAW: u32 = 101;
+/// `LINKTYPE_ETHERNET`: Ethernet, and Linux loopback (an Ethernet header with zeroed MACs).
+pub const LINKTYPE_ETHERNET: u32 = 1;
 /// The MSS announced in synthetic handshakes: loopback's (65535 − 40 − 12 of timestamps).
 pub const SYNTHETIC_MSS: u16 = 65_483;
 
@@ -35,7 +38,12 @@ pub struct PcapWriter<W: Write> {
 
 impl<W: Write> PcapWriter<W> {
     /// Writes the global header. `snaplen` is the largest number of bytes kept per packet.
-    pub fn new(mut out: W, snaplen: u32) -> io::Result<Self> {
+    pub fn new(out: W, snaplen: u32) -> io::Result<Self> {
+        Self::with_link_type(out, snaplen, LINKTYPE_RAW)
+    }
+
+    /// Like [`PcapWriter::new`] for packets starting with a `link_type` header (`LINKTYPE_*`).
+    pub fn with_link_type(mut out: W, snaplen: u32, link_type: u32) -> io::Result<Self> {
         let mut h = Vec::with_capacity(24);
         h.extend(0xa1b2_3c4du32.to_le_bytes());
         h.extend(2u16.to_le_bytes());
@@ -43,7 +51,7 @@ impl<W: Write> PcapWriter<W> {
         h.extend(0u32.to_le_bytes()); // thiszone
         h.extend(0u32.to_le_bytes()); // sigfigs
         h.extend(snaplen.to_le_bytes());
-        h.extend(LINKTYPE_RAW.to_le_bytes());
+        h.extend(link_type.to_le_bytes());
         out.write_all(&h)?;
         Ok(PcapWriter { out, snaplen })
     }

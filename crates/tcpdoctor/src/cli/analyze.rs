@@ -11,7 +11,7 @@ use tcpdoctor_core::analysis::Analyzer;
 use tcpdoctor_core::report::{render_text, FindingKind, Report};
 use tcpdoctor_core::wire::CaptureReader;
 
-use crate::{output, EXIT_CLEAN, EXIT_FOUND};
+use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 
 /// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
 ///
@@ -23,11 +23,13 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///   sudo tcpdump -i any -s 128 -w slow.pcap 'tcp port 6379'
 ///
 /// Exit status: 0 when nothing listed in --fail-on was found, 1 when something was,
-/// 2 on bad input (the message names the file and byte offset).
+/// 2 on bad input (the message names the file and byte offset). With several files, an
+/// unreadable one is reported and skipped, the others are analysed, and the exit status is 2.
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct AnalyzeArgs {
     /// Capture files (pcap or pcapng). Each is analysed on its own; findings name their file.
+    /// An unreadable file among several is reported and skipped (exit status 2).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
@@ -56,7 +58,7 @@ pub enum FailOn {
     Kind(FindingKind),
 }
 
-fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+pub(crate) fn parse_fail_on(s: &str) -> Result<FailOn, String> {
     let s = s.trim();
     if s == "any" {
         return Ok(FailOn::Any);
@@ -73,23 +75,42 @@ fn parse_fail_on(s: &str) -> Result<FailOn, String> {
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let mut captures = Vec::new();
     let mut findings = Vec::new();
+    let mut unreadable = 0;
     for path in &args.files {
-        let (summary, found) = analyze_file(path)?;
-        captures.push(summary);
-        findings.extend(found);
+        match analyze_file(path) {
+            Ok((summary, found)) => {
+                captures.push(summary);
+                findings.extend(found);
+            }
+            // One file alone: its error is the whole answer. Among several, a bad file must
+            // not hide the findings in the others: say so, go on, and exit 2 at the end.
+            Err(e) if args.files.len() > 1 => {
+                eprintln!("tcpdoctor: error: {e:#}");
+                unreadable += 1;
+            }
+            Err(e) => return Err(e),
+        }
     }
-    let report = Report::new(captures, findings);
-    let text = match args.format {
-        Format::Text => render_text(&report),
+    if captures.is_empty() {
+        bail!("none of the {} captures could be read", args.files.len());
+    }
+    let code = emit(&Report::new(captures, findings), args.format, &args.fail_on)?;
+    Ok(if unreadable > 0 { EXIT_ERROR } else { code })
+}
+
+/// Prints `report` in `format` and returns the exit code `fail_on` asks for.
+pub(crate) fn emit(report: &Report, format: Format, fail_on: &[FailOn]) -> anyhow::Result<u8> {
+    let text = match format {
+        Format::Text => render_text(report),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&report)?;
+            let mut s = serde_json::to_string_pretty(report)?;
             s.push('\n');
             s
         }
     };
     output::print(&text)?;
     let failed = report.findings.iter().any(|f| {
-        args.fail_on
+        fail_on
             .iter()
             .any(|w| *w == FailOn::Any || *w == FailOn::Kind(f.kind))
     });

@@ -2,7 +2,10 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod capture;
 pub mod proxy;
+pub mod sandbox;
+pub mod specimen;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +30,9 @@ pub enum Command {
     Analyze(analyze::AnalyzeArgs),
     Bench(Box<bench::BenchArgs>),
     Proxy(Box<proxy::ProxyArgs>),
+    Specimen(specimen::SpecimenArgs),
+    Capture(capture::CaptureArgs),
+    Sandbox(sandbox::SandboxArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -35,5 +41,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(args) => bench::run(*args),
         Command::Proxy(args) => proxy::run(*args),
+        Command::Specimen(args) => specimen::run(args),
+        Command::Capture(args) => capture::run(args),
+        Command::Sandbox(args) => sandbox::run(args),
     }
 }

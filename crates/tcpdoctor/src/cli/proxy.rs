@@ -49,7 +49,8 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "ADDR")]
     pub upstream: String,
 
-    /// One-way delay added to every chunk, order preserved (per direction).
+    /// One-way delay added to every chunk, order preserved (per direction). Held on an hrtimer:
+    /// a chunk leaves within tens of microseconds of its time, so `200us` means 200 µs.
     #[arg(long, value_name = "D|c2s=D,s2c=D", default_value = "0")]
     pub delay: String,
 
@@ -308,6 +309,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
+    if let Err(e) = crate::limits::raise_fd_limit() {
+        eprintln!("tcpdoctor proxy: cannot raise the open-file limit ({e}); continuing");
+    }
     let rt = if args.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

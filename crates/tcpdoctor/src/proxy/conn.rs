@@ -12,8 +12,8 @@
 //! 5. Three ways to move bytes, the same contract (one write per chunk read unless the
 //!    direction's chunk mode says otherwise): `splice(2)` for unimpaired TCP-to-TCP without a
 //!    pcap (no copy through user space), a plain read/write loop for other unimpaired
-//!    directions, and the impairment pipeline. Delays are as precise as tokio's 1 ms timer:
-//!    a delayed chunk may leave up to 1 ms late.
+//!    directions, and the impairment pipeline, which waits on a `timerfd` (see `timer.rs`):
+//!    a delayed chunk leaves within tens of microseconds of its time, not tokio's 1 ms.
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -28,6 +28,7 @@ use tokio::net::TcpStream;
 use super::record::{Event, RecordHandle, PCAP_PAYLOAD};
 use super::sockopt;
 use super::summary::{ConnStats, Registry, C2S, S2C};
+use super::timer::Timer;
 use super::{Clock, DirConfig, LegConfig, ProxyConfig, Reader, Stream, Writer};
 
 /// Read buffer per direction.
@@ -301,7 +302,13 @@ impl Dir<'_> {
 
     /// The zero-copy path (TCP to TCP, no impairment, no pcap): `splice(2)` moves each chunk
     /// from the socket into a pipe and on into the other socket without entering user space.
-    /// One chunk read is still one chunk written: the pipe is emptied before the next read.
+    ///
+    /// Two pipes take turns, so that reading never waits for a slow write: while one drains
+    /// into a receiver that cannot take more yet, the other fills from the sender. Each chunk
+    /// is still read into an empty pipe and written, in order, as soon as the receiver can take
+    /// it — a chunk waits only while the socket could not have sent it anyway (its send queue
+    /// is full, where the kernel would merge it with the one before). A pipe is filled only
+    /// when empty, so "would block" always means the socket, never a full pipe.
     async fn spliced(&self, src: &TcpStream, dst: &TcpStream) -> Outcome {
         let out = self.splice_loop(src, dst).await;
         if matches!(out, Outcome::Done) {
@@ -311,37 +318,55 @@ impl Dir<'_> {
     }
 
     async fn splice_loop(&self, src: &TcpStream, dst: &TcpStream) -> Outcome {
-        let pipe = match sockopt::Pipe::new() {
-            Ok(p) => p,
-            Err(e) => return Outcome::ReadFailed(e),
+        let pipes = match (sockopt::Pipe::new(), sockopt::Pipe::new()) {
+            (Ok(a), Ok(b)) => [a, b],
+            (Err(e), _) | (_, Err(e)) => return Outcome::ReadFailed(e),
         };
+        // Bytes waiting in each pipe; `head` is the one to drain first. Invariant: when the head
+        // is empty, so is the other.
+        let mut queued = [0usize; 2];
+        let mut head = 0;
+        let mut eof = false;
         let mut track = Track::default();
         loop {
-            let n = loop {
-                if let Err(e) = src.readable().await {
-                    return Outcome::ReadFailed(e);
-                }
-                match src.try_io(Interest::READABLE, || pipe.fill_from(self.in_fd)) {
-                    Ok(0) => return Outcome::Done,
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Outcome::ReadFailed(e),
-                }
-            };
-            self.on_read(n, &mut track).await;
-            let mut left = n;
-            while left > 0 {
-                if let Err(e) = dst.writable().await {
-                    return Outcome::WriteFailed(e);
-                }
-                match dst.try_io(Interest::WRITABLE, || pipe.drain_to(self.out_fd, left)) {
-                    Ok(k) => left -= k,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Outcome::WriteFailed(e),
-                }
+            if eof && queued[head] == 0 {
+                return Outcome::Done;
             }
-            if self.out_leg.cork {
-                let _ = sockopt::uncork(self.out_fd);
+            let fill = if queued[head] == 0 { head } else { 1 - head };
+            let can_fill = !eof && queued[fill] == 0;
+            tokio::select! {
+                biased;
+                ready = dst.writable(), if queued[head] > 0 => {
+                    if let Err(e) = ready {
+                        return Outcome::WriteFailed(e);
+                    }
+                    let left = queued[head];
+                    match dst.try_io(Interest::WRITABLE, || pipes[head].drain_to(self.out_fd, left)) {
+                        Ok(k) => queued[head] -= k,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Outcome::WriteFailed(e),
+                    }
+                    if queued[head] == 0 {
+                        head = 1 - head;
+                        if queued[head] == 0 && self.out_leg.cork {
+                            let _ = sockopt::uncork(self.out_fd);
+                        }
+                    }
+                }
+                ready = src.readable(), if can_fill => {
+                    if let Err(e) = ready {
+                        return Outcome::ReadFailed(e);
+                    }
+                    match src.try_io(Interest::READABLE, || pipes[fill].fill_from(self.in_fd)) {
+                        Ok(0) => eof = true,
+                        Ok(n) => {
+                            queued[fill] = n;
+                            self.on_read(n, &mut track).await;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Outcome::ReadFailed(e),
+                    }
+                }
             }
         }
     }
@@ -353,6 +378,7 @@ impl Dir<'_> {
             .pipeline(self.seed.wrapping_add(self.id.wrapping_mul(2)) ^ self.dir as u64);
         let mut buf = vec![0u8; BUF];
         let mut eof = false;
+        let mut timer: Option<Timer> = None;
         loop {
             let now = self.clock.now();
             let mut wait = None;
@@ -380,7 +406,11 @@ impl Dir<'_> {
                 return Outcome::Done;
             }
             let can_read = !eof && pipe.queued() < self.max_queued;
-            let sleep_until = wait.map(|t| tokio::time::Instant::from_std(self.clock.instant(t)));
+            if wait.is_some() && timer.is_none() {
+                // Without a timerfd (fd limit reached), tokio's millisecond timer still works.
+                timer = Timer::new().ok();
+            }
+            let sleep_until = wait.map(|t| self.clock.instant(t));
             tokio::select! {
                 res = r.read(&mut buf), if can_read => match res {
                     Ok(0) => eof = true,
@@ -390,7 +420,7 @@ impl Dir<'_> {
                     }
                     Err(e) => return Outcome::ReadFailed(e),
                 },
-                _ = sleep_opt(sleep_until) => {}
+                _ = sleep_opt(timer.as_ref(), sleep_until) => {}
                 _ = tokio::time::sleep(HELD_POLL), if self.has_held(self.dir) => {
                     self.release_held(self.dir, true).await;
                 }
@@ -508,9 +538,14 @@ impl Dir<'_> {
     }
 }
 
-async fn sleep_opt(until: Option<tokio::time::Instant>) {
-    match until {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
+async fn sleep_opt(timer: Option<&Timer>, until: Option<std::time::Instant>) {
+    match (timer, until) {
+        (Some(timer), Some(t)) => {
+            if timer.sleep_until(t).await.is_err() {
+                tokio::time::sleep_until(t.into()).await;
+            }
+        }
+        (None, Some(t)) => tokio::time::sleep_until(t.into()).await,
+        (_, None) => std::future::pending().await,
     }
 }

@@ -11,6 +11,7 @@
 //! - `summary.rs`: byte and chunk counters, chunk-size distributions, the printed summary.
 //! - `sockopt.rs`: per-leg socket options (Nagle, cork, quickack, buffers, linger), the
 //!   unsent-bytes probe behind `--pcap`'s Nagle tracking, and the `splice(2)` pipe.
+//! - `timer.rs`: a `timerfd` sleep, so delays keep sub-millisecond precision.
 
 mod conn;
 mod record;
@@ -18,6 +19,7 @@ mod sockopt;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod timer;
 
 use std::future::Future;
 use std::net::SocketAddr;

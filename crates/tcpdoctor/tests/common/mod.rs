@@ -2,6 +2,9 @@
 
 #![allow(dead_code)]
 
+pub mod exchange;
+pub mod live;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

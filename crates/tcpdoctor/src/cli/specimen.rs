@@ -1,0 +1,87 @@
+//! `tcpdoctor specimen`: the built-in servers that show each pathology and its fix.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tcpdoctor_core::units::parse_duration;
+
+use crate::specimen::{self, Drain, Protocol, ServerConfig, Writes};
+use crate::EXIT_CLEAN;
+
+/// Run a specimen server: an ordinary blocking server with a known pathology, or its fix.
+///
+/// Prints `listening ADDR:PORT` once it accepts (bind port 0 and read that line), serves each
+/// connection on its own thread, and exits after --idle-timeout with no connection open.
+///
+///   # Nagle × delayed ACK: one write per reply line, Nagle on (≈40 ms per exchange)
+///   tcpdoctor specimen --protocol line --writes per-line
+///   # the fix: the reply built in memory and written once
+///   tcpdoctor specimen --protocol line --writes whole
+///   # fine directly (TCP_NODELAY, like asyncio), stalls behind a Nagle-on hop
+///   tcpdoctor specimen --protocol line --writes per-line --nodelay
+///   # a busy send loop: spins on the send queue after every reply (CPU, not latency)
+///   tcpdoctor specimen --protocol length-prefixed --drain spin
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct SpecimenArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Wire protocol.
+    #[arg(long, value_enum, default_value_t = Protocol::Line)]
+    pub protocol: Protocol,
+
+    /// How a `line` reply is written.
+    #[arg(long, value_enum, default_value_t = Writes::PerLine)]
+    pub writes: Writes,
+
+    /// Set TCP_NODELAY on accepted sockets (default: Nagle on, as in C, Java, Python `socket`).
+    #[arg(long)]
+    pub nodelay: bool,
+
+    /// What to do after each reply.
+    #[arg(long, value_enum, default_value_t = Drain::None)]
+    pub drain: Drain,
+
+    /// Lines per `line` reply, before the terminating `.` line.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=10000))]
+    pub lines: u16,
+
+    /// Bytes per reply line, `\r\n` included (at least 8).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u16).range(8..=60000))]
+    pub line_bytes: u16,
+
+    /// Exit after this long with no connection open (e.g. 30s, 10m).
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub idle_timeout: Duration,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+pub fn run(args: SpecimenArgs) -> anyhow::Result<u8> {
+    let cfg = ServerConfig {
+        protocol: args.protocol,
+        writes: args.writes,
+        nodelay: args.nodelay,
+        drain: args.drain,
+        lines: usize::from(args.lines),
+        line_bytes: usize::from(args.line_bytes),
+        max_body: 16 << 20,
+    };
+    let counters = specimen::run(args.listen, cfg, args.idle_timeout)
+        .with_context(|| format!("--listen {}", args.listen))?;
+    eprintln!(
+        "tcpdoctor specimen: idle for {:?}, exiting after {} connections, {} requests",
+        args.idle_timeout,
+        counters
+            .connections
+            .load(std::sync::atomic::Ordering::Relaxed),
+        counters.requests.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    Ok(EXIT_CLEAN)
+}
