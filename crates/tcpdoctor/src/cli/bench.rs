@@ -33,8 +33,9 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 /// The stall view counts exchanges near the 40 ms and 200 ms TCP timers and names the likely
 /// cause; confirm it with a capture and `tcpdoctor analyze`.
 ///
-/// Exit status: 0 when every run completed, 1 when a run hung (no progress for --hang-after)
-/// or measured nothing, 2 on a usage error, a bad script or an unreachable target.
+/// Exit status: 0 when every run completed, 1 when a run hung (no progress for --hang-after),
+/// measured nothing or was interrupted (Ctrl-C prints what was measured), 2 on a usage error,
+/// a bad script or an unreachable target.
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct BenchArgs {
@@ -60,11 +61,13 @@ pub struct BenchArgs {
     pub param: Vec<String>,
 
     /// Concurrent connections.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub connections: u64,
 
     /// Requests in flight per connection (1: strictly one at a time).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    #[arg(long, value_name = "D", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub pipeline: u64,
 
     /// Open loop: R requests per second over all connections, on a fixed schedule.
