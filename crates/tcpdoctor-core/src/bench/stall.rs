@@ -159,8 +159,9 @@ impl StallView {
 fn next_step(port: Option<u16>) -> String {
     let capture = match port {
         Some(p) => format!(
-            "`sudo tcpdump -i lo -s 128 -w stall.pcap 'tcp port {p}'` while this runs, or put \
-             `tcpdoctor proxy --pcap stall.pcap` in front of the server"
+            "`tcpdoctor capture --port {p} -w stall.pcap` while this runs (needs CAP_NET_RAW; \
+             `tcpdoctor sandbox` does not), or put `tcpdoctor proxy --pcap stall.pcap` in front \
+             of the server"
         ),
         None => "put `tcpdoctor proxy --pcap stall.pcap` in front of the Unix socket".to_string(),
     };
