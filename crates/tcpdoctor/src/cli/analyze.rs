@@ -20,6 +20,8 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 /// (`tcpdump -s 96`) work as well as full ones: tcpdoctor needs the headers, not the payload.
 ///
 /// Record one with, for example:
+///   tcpdoctor capture --port 6379 -w slow.pcap        (needs CAP_NET_RAW; or:)
+///   tcpdoctor sandbox -w slow.pcap -- sh -c './server & ./client'   (any user)
 ///   sudo tcpdump -i any -s 128 -w slow.pcap 'tcp port 6379'
 ///
 /// Exit status: 0 when nothing listed in --fail-on was found, 1 when something was,
