@@ -28,14 +28,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example exchange
 TD=$CARGO_TARGET_DIR/release/tcpdoctor
 EX=$CARGO_TARGET_DIR/release/examples/exchange
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 TICK=$(getconf CLK_TCK)
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -34,18 +34,8 @@ done
 cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example netbench
 TD=$CARGO_TARGET_DIR/release/tcpdoctor
 NB=$CARGO_TARGET_DIR/release/examples/netbench
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 # Runs a command; prints "WALL_S CPU_S" of it (the child's own user + system time) on fd 3 and
 # its stdout to $WORK/out.

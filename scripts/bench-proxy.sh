@@ -20,28 +20,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example netbench
 TD=$CARGO_TARGET_DIR/release/tcpdoctor
 NB=$CARGO_TARGET_DIR/release/examples/netbench
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Waits (bounded) until something accepts on 127.0.0.1:$1.
-wait_port() {
-    for _ in $(seq 200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-        sleep 0.05
-    done
-    echo "nothing listening on port $1" >&2
-    return 1
-}
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 # Starts a server whose first stdout line is `ready`, and waits for that line.
 start_ready() {
