@@ -69,6 +69,9 @@ fn with<T>(fd: RawFd, f: impl FnOnce(SockRef<'_>) -> io::Result<T>) -> io::Resul
 pub struct Pipe {
     r: std::os::fd::OwnedFd,
     w: std::os::fd::OwnedFd,
+    /// Buffer slots the pipe has (one page each): a splice into an empty pipe stops short of
+    /// what the socket holds only when it has used them all.
+    slots: usize,
 }
 
 /// Largest chunk moved per splice: the pipe's capacity.
@@ -90,9 +93,22 @@ impl Pipe {
             )
         };
         // A bigger pipe moves more per call; refused above /proc/sys/fs/pipe-max-size, fine.
-        // SAFETY: F_SETPIPE_SZ on a pipe we own.
-        unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_SIZE) };
-        Ok(Pipe { r, w })
+        // SAFETY: F_SETPIPE_SZ and F_GETPIPE_SZ on a pipe we own.
+        let size = unsafe {
+            libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_SIZE);
+            libc::fcntl(fds[1], libc::F_GETPIPE_SZ)
+        };
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let slots = (size.max(0) as usize / page).max(1);
+        Ok(Pipe { r, w, slots })
+    }
+
+    /// Whether a fill of `n` bytes into this (empty) pipe must have emptied the socket: it
+    /// moved less than asked, and fewer bytes than the pipe has slots, so the pipe was not
+    /// full (each slot holds at least one byte).
+    pub fn drained_socket(&self, n: usize) -> bool {
+        n < self.slots && n < PIPE_SIZE as usize
     }
 
     /// Moves what `fd` has to read into the (empty) pipe; 0 at EOF.

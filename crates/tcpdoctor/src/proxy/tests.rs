@@ -123,6 +123,54 @@ async fn byte_exact_64_mib_each_way() {
     assert_eq!(s.total[S2C].bytes, N as u64);
 }
 
+/// Thousands of tiny writes each way, the pattern that makes the splice path's reads short:
+/// every byte still arrives once, in order. (A lost readiness edge would hang here, so the
+/// whole exchange is bounded in time.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_writes_both_ways_arrive_exact() {
+    const WRITES: usize = 20_000;
+    let (up, upstream) = bound().await;
+    let mut rng = SplitMix64::new(9);
+    let sizes: Vec<usize> = (0..WRITES)
+        .map(|_| 1 + (rng.next_u64() % 200) as usize)
+        .collect();
+    let to_client = payload(5, sizes.iter().sum());
+    let to_server = payload(6, sizes.iter().sum());
+    let tiny = |s: TcpStream, data: Vec<u8>, sizes: Vec<usize>| async move {
+        s.set_nodelay(true).unwrap();
+        let (r, mut w) = s.into_split();
+        let send = async move {
+            let mut at = 0;
+            for n in sizes {
+                w.write_all(&data[at..at + n]).await.unwrap();
+                at += n;
+            }
+            w.shutdown().await.unwrap();
+        };
+        let (_, got) = tokio::join!(send, drain(r));
+        got.unwrap()
+    };
+    let (reply, server_sizes) = (to_client.clone(), sizes.clone());
+    let server = tokio::spawn(async move {
+        let (s, _) = up.accept().await.unwrap();
+        tiny(s, reply, server_sizes).await
+    });
+    let proxy = Proxy::start(ProxyConfig::forward_to(Addr::Tcp(upstream))).await;
+    let c = TcpStream::connect(proxy.addr).await.unwrap();
+    let both = async {
+        (
+            tiny(c, to_server.clone(), sizes).await,
+            server.await.unwrap(),
+        )
+    };
+    let (got_client, got_server) = tokio::time::timeout(Duration::from_secs(120), both)
+        .await
+        .expect("tiny writes through the proxy did not finish within 120 s");
+    assert_eq!(got_client, (to_client.len() as u64, sha(&to_client)));
+    assert_eq!(got_server, (to_server.len() as u64, sha(&to_server)));
+    proxy.stop().await;
+}
+
 /// The impaired path (delay, jitter, pacing, re-chunking) to a Unix-socket upstream: still
 /// byte-exact and in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
