@@ -29,6 +29,7 @@ pub mod flow;
 pub(crate) mod fxhash;
 pub mod impair;
 pub mod report;
+pub mod run;
 pub mod script;
 pub mod seq;
 pub mod stats;

@@ -28,16 +28,18 @@ pub enum FindingKind {
     ConnectionChurn,
     ZeroWindow,
     RetransmissionStall,
+    BusyPoll,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 6] = [
+    pub const ALL: [FindingKind; 7] = [
         FindingKind::NagleDelayedAck,
         FindingKind::FragmentedWrites,
         FindingKind::RttBound,
         FindingKind::ConnectionChurn,
         FindingKind::ZeroWindow,
         FindingKind::RetransmissionStall,
+        FindingKind::BusyPoll,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -48,6 +50,7 @@ impl FindingKind {
             FindingKind::ConnectionChurn => "connection_churn",
             FindingKind::ZeroWindow => "zero_window",
             FindingKind::RetransmissionStall => "retransmission_stall",
+            FindingKind::BusyPoll => "busy_poll",
         }
     }
 
@@ -215,6 +218,16 @@ pub const MAX_SERVERS_LISTED: usize = 20;
 pub struct ToolInfo {
     pub name: String,
     pub version: String,
+}
+
+impl ToolInfo {
+    /// This build of tcpdoctor.
+    pub fn current() -> ToolInfo {
+        ToolInfo {
+            name: "tcpdoctor".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
 }
 
 /// The whole report of one `analyze` run.

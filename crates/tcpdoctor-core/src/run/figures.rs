@@ -1,0 +1,147 @@
+//! The numbers of one scenario that the side-by-side table, `--baseline` and `--check` compare.
+
+use serde::{Deserialize, Serialize};
+
+use super::round3;
+use crate::bench::{LatencyHistogram, RunResult};
+
+/// One scenario's row. Read back from a saved report by `--baseline`, so every field a later
+/// version adds must be optional there.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    pub exchanges: u64,
+    pub throughput_rps: f64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    #[serde(default)]
+    pub steps: Vec<StepFigures>,
+    /// Exchanges that took 30 ms or more: the delayed-ACK and timer stalls.
+    pub stalls_30ms: u64,
+    /// Errors and timeouts.
+    #[serde(default)]
+    pub errors: u64,
+    /// Server→client chunks (writes, as the hop read them) per exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s2c_chunks_per_exchange: Option<f64>,
+    /// Server CPU time per exchange, microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_per_request_us: Option<f64>,
+}
+
+/// One script step's latency.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepFigures {
+    pub name: String,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl Figures {
+    /// The row of a bench run; `stalls_30ms` comes from its histogram.
+    pub fn of(bench: &RunResult, stalls_30ms: u64) -> Figures {
+        let l = &bench.latency_ms;
+        Figures {
+            exchanges: bench.exchanges,
+            throughput_rps: bench.throughput_rps,
+            mean_ms: l.mean,
+            p50_ms: l.p50,
+            p99_ms: l.p99,
+            max_ms: l.max,
+            steps: bench
+                .steps
+                .iter()
+                .map(|s| StepFigures {
+                    name: s.name.clone(),
+                    mean_ms: s.latency_ms.mean,
+                    p50_ms: s.latency_ms.p50,
+                    p99_ms: s.latency_ms.p99,
+                })
+                .collect(),
+            stalls_30ms,
+            errors: bench.errors.total(),
+            s2c_chunks_per_exchange: None,
+            server_cpu_per_request_us: None,
+        }
+    }
+
+    /// Chunks per exchange, rounded for people.
+    pub fn set_chunks(&mut self, s2c_chunks: u64) {
+        if self.exchanges > 0 {
+            self.s2c_chunks_per_exchange = Some(round3(s2c_chunks as f64 / self.exchanges as f64));
+        }
+    }
+}
+
+/// One bar of a latency histogram on a log scale: `count` exchanges took less than `le_ms`
+/// and at least the previous bar's bound.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LogBucket {
+    pub le_ms: f64,
+    pub count: u64,
+}
+
+/// Bounds of the log-scale bars: 1, 2, 5 per decade from 10 µs to 100 s.
+fn bounds_ms() -> Vec<f64> {
+    let mut v = Vec::new();
+    let mut decade = 0.01;
+    while decade < 100_000.0 {
+        for m in [1.0, 2.0, 5.0] {
+            v.push(round3(decade * m * 1000.0) / 1000.0);
+        }
+        decade *= 10.0;
+    }
+    v.push(100_000.0);
+    v
+}
+
+/// The histogram on a log scale, from the first non-empty bar to the last.
+pub fn log_buckets(h: &LatencyHistogram) -> Vec<LogBucket> {
+    let mut out = Vec::new();
+    let mut lower = std::time::Duration::ZERO;
+    for le in bounds_ms() {
+        let upper = std::time::Duration::from_nanos((le * 1e6) as u64);
+        out.push(LogBucket {
+            le_ms: le,
+            count: h.count_in(lower, upper),
+        });
+        lower = upper;
+    }
+    let first = out.iter().position(|b| b.count > 0);
+    let last = out.iter().rposition(|b| b.count > 0);
+    match (first, last) {
+        (Some(a), Some(b)) => out[a..=b].to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn log_buckets_cover_every_exchange_once() {
+        let mut h = LatencyHistogram::default();
+        for _ in 0..90 {
+            h.record(Duration::from_micros(150));
+        }
+        for _ in 0..10 {
+            h.record(Duration::from_millis(41));
+        }
+        let b = log_buckets(&h);
+        assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 100);
+        let at = |le: f64| b.iter().find(|x| x.le_ms == le).map(|x| x.count);
+        assert_eq!(at(0.2), Some(90));
+        assert_eq!(at(50.0), Some(10));
+        assert_eq!(b.first().unwrap().le_ms, 0.2);
+        assert_eq!(b.last().unwrap().le_ms, 50.0);
+    }
+
+    #[test]
+    fn an_empty_histogram_has_no_bars() {
+        assert!(log_buckets(&LatencyHistogram::default()).is_empty());
+    }
+}

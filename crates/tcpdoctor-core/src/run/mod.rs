@@ -1,0 +1,242 @@
+//! The model of a `tcpdoctor run` (and of `tcpdoctor demo`): one target driven through several
+//! scenarios, each with its bench figures, its capture, the server's CPU and its findings; the
+//! side-by-side comparisons; the checks that gate CI.
+//!
+//! The shell (binary crate) starts servers, proxies and captures and hands the measurements
+//! here; everything a renderer shows (text, JSON, HTML) is computed in this module, once.
+//!
+//! # Layout
+//! - `mod.rs`: the report and one scenario's result.
+//! - `scenario.rs`: the scenario names users type (`direct`, `proxy`, `proxy-nagle`, `wan:15ms`).
+//! - `figures.rs`: the numbers of one scenario that tables, baselines and checks compare.
+//! - `compare.rs`: before/after tables with ratios.
+//! - `check.rs`: `--check 'p99<5ms'` parsed and evaluated.
+//! - `busy_poll.rs`: the `busy_poll` finding, from process CPU accounting.
+
+mod busy_poll;
+mod check;
+mod compare;
+mod figures;
+mod scenario;
+#[cfg(test)]
+mod tests;
+
+use serde::Serialize;
+
+use crate::bench::RunResult;
+use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
+
+pub use busy_poll::{busy_poll, BusyPollInput};
+pub use check::{Check, CheckResult, Metric, Op};
+pub use compare::{Comparison, ComparisonRow};
+pub use figures::{log_buckets, Figures, LogBucket, StepFigures};
+pub use scenario::{Scenario, ScenarioKind};
+
+/// Bumped when a field changes meaning or disappears (adding fields does not bump it).
+pub const RUN_SCHEMA_VERSION: u32 = 1;
+
+/// What the run was asked to do.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunSettings {
+    /// `run` or `demo`.
+    pub command: String,
+    pub target: String,
+    pub script: String,
+    /// The server command line, when `run` started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    pub scenarios: Vec<String>,
+    /// Requests per scenario.
+    pub requests: u64,
+    pub connections: u64,
+    /// Where captures, logs and the server's output were written.
+    pub output_dir: String,
+}
+
+/// The server process tree's CPU time during one scenario (from /proc).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ServerCpu {
+    pub user_s: f64,
+    pub system_s: f64,
+    /// Wall time of the scenario.
+    pub wall_s: f64,
+    /// (user + system) / exchanges, microseconds.
+    pub per_request_us: f64,
+    /// (user + system) / wall: near 0 a server that mostly sleeps, near 1 one busy core.
+    pub busy_share: f64,
+    /// Processes in the tree when it was last sampled.
+    pub processes: u64,
+}
+
+impl ServerCpu {
+    pub fn new(user_s: f64, system_s: f64, wall_s: f64, exchanges: u64, processes: u64) -> Self {
+        let cpu = user_s + system_s;
+        ServerCpu {
+            user_s: round3(user_s),
+            system_s: round3(system_s),
+            wall_s: round3(wall_s),
+            per_request_us: if exchanges > 0 {
+                round3(cpu * 1e6 / exchanges as f64)
+            } else {
+                0.0
+            },
+            busy_share: if wall_s > 0.0 {
+                round3(cpu / wall_s)
+            } else {
+                0.0
+            },
+            processes,
+        }
+    }
+
+    /// The "mostly sleeping" sentence: the first clue when latency is high and nobody is busy.
+    pub fn describe(&self) -> String {
+        let pct = self.busy_share * 100.0;
+        if self.busy_share < 0.2 {
+            format!(
+                "server mostly sleeping: {:.3} s CPU in {:.3} s wall ({pct:.0}% of one core)",
+                self.user_s + self.system_s,
+                self.wall_s
+            )
+        } else {
+            format!(
+                "server busy: {:.3} s CPU in {:.3} s wall ({pct:.0}% of one core)",
+                self.user_s + self.system_s,
+                self.wall_s
+            )
+        }
+    }
+}
+
+/// The capture a scenario was diagnosed from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CaptureInfo {
+    /// The file written (open it in Wireshark), relative to where the run was started.
+    pub file: String,
+    /// How it was taken: `proxy recording (client end)`, `AF_PACKET on lo`, …
+    pub source: String,
+    pub summary: CaptureSummary,
+}
+
+/// How each side wrote, as the proxy read it (one chunk per read).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ChunkView {
+    pub c2s_chunks: u64,
+    pub s2c_chunks: u64,
+    /// Server→client chunk sizes, most frequent first (bytes → count).
+    pub s2c_sizes: Vec<Bucket>,
+    /// Client→server chunk sizes, most frequent first.
+    pub c2s_sizes: Vec<Bucket>,
+}
+
+/// One scenario: a named path between driver and target, and what was measured on it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    /// The path in words ("driver → proxy (Nagle on towards the driver) → server").
+    pub path: String,
+    pub figures: Figures,
+    pub bench: RunResult,
+    /// Exchange latencies on a log scale, for histograms.
+    pub latency_histogram: Vec<LogBucket>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureInfo>,
+    /// Why there is no capture, when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_note: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<ChunkView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<ServerCpu>,
+    pub findings: Vec<Finding>,
+}
+
+impl ScenarioResult {
+    pub fn has(&self, kind: FindingKind) -> bool {
+        self.findings.iter().any(|f| f.kind == kind)
+    }
+}
+
+/// One pathology of the demo: a scenario that must show it and its fixed twin that must not.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DemoCase {
+    pub title: String,
+    /// What the demo sets up, in a sentence.
+    pub setup: String,
+    pub expected: FindingKind,
+    pub before: String,
+    pub after: String,
+    /// The expected finding was named in `before`.
+    pub reproduced: bool,
+    /// …and not in `after`.
+    pub fixed: bool,
+    /// The finding's verdict in `before`, or why it was not reproduced.
+    pub diagnosis: String,
+    /// The fix the finding gives, and what the twin changed.
+    pub fix: String,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    pub settings: RunSettings,
+    pub scenarios: Vec<ScenarioResult>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<DemoCase>,
+    /// Before/after tables: each scenario against the baseline, or each demo case's pair.
+    pub comparisons: Vec<Comparison>,
+    pub checks: Vec<CheckResult>,
+    /// Finding kinds `--fail-on` asked about that were found.
+    pub failed_on: Vec<String>,
+    /// True when a check failed or a `--fail-on` kind was found (exit 1).
+    pub failed: bool,
+}
+
+impl RunReport {
+    pub fn new(settings: RunSettings, scenarios: Vec<ScenarioResult>) -> RunReport {
+        RunReport {
+            schema_version: RUN_SCHEMA_VERSION,
+            tool: ToolInfo::current(),
+            settings,
+            scenarios,
+            cases: Vec::new(),
+            comparisons: Vec::new(),
+            checks: Vec::new(),
+            failed_on: Vec::new(),
+            failed: false,
+        }
+    }
+
+    pub fn scenario(&self, name: &str) -> Option<&ScenarioResult> {
+        self.scenarios.iter().find(|s| s.name == name)
+    }
+
+    /// Evaluates `checks` on every scenario they apply to and `fail_on` on every finding, and
+    /// sets [`RunReport::failed`].
+    pub fn gate(&mut self, checks: &[Check], fail_on: &[FindingKind], fail_on_any: bool) {
+        self.checks = checks
+            .iter()
+            .flat_map(|c| c.evaluate(&self.scenarios))
+            .collect();
+        let mut found: Vec<String> = Vec::new();
+        for s in &self.scenarios {
+            for f in &s.findings {
+                if (fail_on_any || fail_on.contains(&f.kind)) && !found.contains(&label(s, f)) {
+                    found.push(label(s, f));
+                }
+            }
+        }
+        self.failed_on = found;
+        self.failed = !self.failed_on.is_empty() || self.checks.iter().any(|c| !c.passed);
+    }
+}
+
+fn label(s: &ScenarioResult, f: &Finding) -> String {
+    format!("{} in {}", f.kind, s.name)
+}
+
+pub(crate) fn round3(v: f64) -> f64 {
+    crate::stats::round3(v)
+}

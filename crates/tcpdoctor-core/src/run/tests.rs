@@ -1,0 +1,135 @@
+//! Checks, gates and the sample report the renderers' tests share.
+
+use std::time::Duration;
+
+use super::*;
+use crate::bench::{LatencyHistogram, RunMeasurements};
+
+/// A scenario whose exchanges took `latencies`, over one second.
+pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
+    let mut m = RunMeasurements {
+        measured: Duration::from_secs(1),
+        elapsed: Duration::from_secs(1),
+        per_step: vec![LatencyHistogram::default()],
+        port: Some(7000),
+        ..Default::default()
+    };
+    for l in latencies {
+        m.overall.record(*l);
+        m.per_step[0].record(*l);
+    }
+    let bench = RunResult::new(1, &["GET".to_string()], &m);
+    let stalls = m
+        .overall
+        .count_in(Duration::from_millis(30), Duration::from_secs(3600));
+    ScenarioResult {
+        name: name.to_string(),
+        path: "driver → server".to_string(),
+        figures: Figures::of(&bench, stalls),
+        latency_histogram: log_buckets(&m.overall),
+        bench,
+        capture: None,
+        capture_note: Some("no capture in this test".into()),
+        chunks: None,
+        server_cpu: None,
+        findings: Vec::new(),
+    }
+}
+
+fn stalled() -> ScenarioResult {
+    scenario("proxy-nagle", &[Duration::from_millis(41); 50])
+}
+
+fn healthy() -> ScenarioResult {
+    scenario("direct", &[Duration::from_micros(120); 50])
+}
+
+fn results(checks: &[&str], scenarios: &[ScenarioResult]) -> Vec<CheckResult> {
+    checks
+        .iter()
+        .flat_map(|c| Check::parse(c).unwrap().evaluate(scenarios))
+        .collect()
+}
+
+#[test]
+fn checks_pass_and_fail_as_written() {
+    let both = [healthy(), stalled()];
+    let r = results(&["p99<5ms"], &both);
+    assert_eq!(r.len(), 2);
+    assert!(r[0].passed, "{:?}", r[0]);
+    assert!(!r[1].passed);
+    assert!(r[1].message.contains("limit < 5 ms"), "{}", r[1].message);
+    let r = results(
+        &[
+            "stalls==0@direct",
+            "throughput >= 40",
+            "p50 <= 1ms @ direct",
+        ],
+        &both,
+    );
+    assert!(r.iter().all(|c| c.passed), "{r:?}");
+    let r = results(&["stalls==0@proxy-nagle"], &both);
+    assert_eq!((r.len(), r[0].passed, r[0].actual), (1, false, Some(50.0)));
+}
+
+#[test]
+fn a_check_on_a_scenario_that_did_not_run_fails() {
+    let r = results(&["p99<5ms@wan:15ms"], &[healthy()]);
+    assert!(!r[0].passed);
+    assert!(r[0].message.contains("no scenario named `wan:15ms`"));
+    let r = results(&["cpu<100us"], &[healthy()]);
+    assert!(!r[0].passed, "unmeasured CPU must not pass");
+}
+
+#[test]
+fn bad_checks_are_named() {
+    for (text, needle) in [
+        ("p99", "no comparison"),
+        ("p98<5ms", "unknown figure `p98`"),
+        ("p99<5", "p99<5"),
+        ("stalls<many", "not a number"),
+        ("p99<5ms@", "no scenario after"),
+    ] {
+        let e = Check::parse(text).unwrap_err();
+        assert!(e.contains(needle), "{text}: {e}");
+    }
+}
+
+#[test]
+fn the_gate_fails_on_checks_and_kinds() {
+    let mut s = stalled();
+    let mut f = crate::run::busy_poll(&BusyPollInput {
+        server: "127.0.0.1:7000",
+        file: "x",
+        cpu: ServerCpu::new(0.3, 0.6, 1.0, 100, 1),
+        exchanges: 100,
+        floor_us: 20.0,
+        floor_of: "the driver's own",
+        mean_ms: 1.0,
+    })
+    .unwrap();
+    f.file = "x".into();
+    s.findings.push(f);
+    let settings = RunSettings {
+        command: "run".into(),
+        target: "127.0.0.1:7000".into(),
+        script: "echo".into(),
+        server: None,
+        scenarios: vec!["direct".into(), "proxy-nagle".into()],
+        requests: 50,
+        connections: 1,
+        output_dir: "out".into(),
+    };
+    let mut r = RunReport::new(settings, vec![healthy(), s]);
+    r.gate(&[], &[FindingKind::NagleDelayedAck], false);
+    assert!(!r.failed);
+    r.gate(&[], &[FindingKind::BusyPoll], false);
+    assert!(r.failed);
+    assert_eq!(r.failed_on, vec!["busy_poll in proxy-nagle".to_string()]);
+    r.gate(&[], &[], true);
+    assert!(r.failed);
+    r.gate(&[Check::parse("p99<100ms").unwrap()], &[], false);
+    assert!(!r.failed, "{:?}", r.checks);
+    r.gate(&[Check::parse("p99<10ms").unwrap()], &[], false);
+    assert!(r.failed);
+}
