@@ -9,6 +9,7 @@ mod cli;
 mod limits;
 mod output;
 mod proxy;
+mod run;
 mod sandbox;
 mod specimen;
 

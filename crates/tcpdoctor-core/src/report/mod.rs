@@ -4,7 +4,7 @@
 //! into its [`Finding`], and the renderers only lay them out.
 
 mod bench_text;
-mod text;
+pub(crate) mod text;
 
 use std::collections::BTreeMap;
 

@@ -77,17 +77,24 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     }
 }
 
-fn finding(out: &mut String, f: &Finding, name_file: bool) {
+pub(crate) fn finding(out: &mut String, f: &Finding, name_file: bool) {
+    let flows = if f.flows_total == 0 {
+        "from process accounting".to_string()
+    } else {
+        format!(
+            "{} of {} flow{}",
+            f.flows_affected,
+            f.flows_total,
+            if f.flows_total == 1 { "" } else { "s" }
+        )
+    };
     let _ = writeln!(
         out,
-        "\n[{}] {}  {}  server {}  ({} of {} flow{})",
+        "\n[{}] {}  {}  server {}  ({flows})",
         f.severity.as_str().to_uppercase(),
         f.kind,
         f.direction.arrow(),
         f.server,
-        f.flows_affected,
-        f.flows_total,
-        if f.flows_total == 1 { "" } else { "s" }
     );
     if name_file {
         let _ = writeln!(out, "  in {}", f.file);
@@ -124,7 +131,7 @@ fn finding(out: &mut String, f: &Finding, name_file: bool) {
             }
             let _ = writeln!(out, "{line}");
         }
-    } else {
+    } else if f.example_flow.id > 0 {
         let frames = if f.evidence.frames.is_empty() {
             String::new()
         } else {

@@ -18,6 +18,7 @@ mod check;
 mod compare;
 mod figures;
 mod scenario;
+mod text;
 #[cfg(test)]
 mod tests;
 
@@ -30,7 +31,8 @@ pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, Metric, Op};
 pub use compare::{Comparison, ComparisonRow};
 pub use figures::{log_buckets, Figures, LogBucket, StepFigures};
-pub use scenario::{Scenario, ScenarioKind};
+pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};
+pub use text::render_run_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const RUN_SCHEMA_VERSION: u32 = 1;

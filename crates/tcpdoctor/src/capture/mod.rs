@@ -178,14 +178,24 @@ fn take(ring: &mut Ring, out: &mut Outputs, limit: u64) -> Option<std::io::Error
 
 /// Reads `ring` into `out` until a limit in `cfg` is reached or [`stop::requested`], then
 /// drains and finishes.
-pub fn run(mut ring: Ring, mut out: Outputs, cfg: &CaptureConfig) -> anyhow::Result<Outcome> {
+pub fn run(ring: Ring, out: Outputs, cfg: &CaptureConfig) -> anyhow::Result<Outcome> {
+    run_until(ring, out, cfg, stop::requested)
+}
+
+/// [`run`], stopping when `stopped` says so instead of on a signal (captures inside `run`).
+pub fn run_until(
+    mut ring: Ring,
+    mut out: Outputs,
+    cfg: &CaptureConfig,
+    stopped: impl Fn() -> bool,
+) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let limit = cfg.packets.unwrap_or(u64::MAX);
     let mut stopping: Option<Instant> = None;
     let mut failed: Option<std::io::Error> = None;
     loop {
         if stopping.is_none()
-            && (stop::requested() || cfg.duration.is_some_and(|d| started.elapsed() >= d))
+            && (stopped() || cfg.duration.is_some_and(|d| started.elapsed() >= d))
         {
             stopping = Some(Instant::now());
         }

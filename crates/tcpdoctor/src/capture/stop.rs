@@ -15,7 +15,7 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
     INTERRUPTED.store(true, Ordering::SeqCst);
     let pid = KILL_ON_STOP.load(Ordering::SeqCst);
-    if pid > 0 {
+    if pid != 0 {
         // SAFETY: kill(2) is async-signal-safe.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
@@ -68,8 +68,15 @@ pub fn interrupted() -> bool {
 /// From now on a stop signal also SIGKILLs `pid`; if one already came, kills it now.
 pub fn kill_on_stop(pid: libc::pid_t) {
     KILL_ON_STOP.store(pid, Ordering::SeqCst);
+    // A negative pid is a process group (kill(2)).
     if interrupted() {
         // SAFETY: plain kill(2) of our own child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
+}
+
+/// From now on a stop signal SIGKILLs the process group `pgid` (`run`'s server); if one
+/// already came, kills it now.
+pub fn kill_group_on_stop(pgid: libc::pid_t) {
+    kill_on_stop(-pgid);
 }

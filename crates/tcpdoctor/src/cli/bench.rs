@@ -188,26 +188,35 @@ fn parse_params(params: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// A script file, or a preset with its `--param`s: the same flags on `bench` and `run`.
+pub(crate) fn load_script(
+    script: Option<&std::path::Path>,
+    preset: Option<&str>,
+    param: &[String],
+) -> anyhow::Result<Script> {
+    let params = parse_params(param)?;
+    match (script, preset) {
+        (Some(path), _) => {
+            if !params.is_empty() {
+                bail!("--param applies to --preset only (a script file sets its own values)");
+            }
+            let src = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Script::parse(&src).map_err(|e| anyhow!("{}: {e}", path.display()))
+        }
+        (None, Some(name)) => Script::preset(name, &params).map_err(|e| {
+            anyhow!(
+                "--preset {name}: {e} (presets: {})",
+                preset_names().join(", ")
+            )
+        }),
+        (None, None) => bail!("give a --script FILE or a --preset NAME"),
+    }
+}
+
 impl BenchArgs {
     fn load_script(&self) -> anyhow::Result<Script> {
-        let params = parse_params(&self.param)?;
-        match (&self.script, &self.preset) {
-            (Some(path), _) => {
-                if !params.is_empty() {
-                    bail!("--param applies to --preset only (a script file sets its own values)");
-                }
-                let src = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                Script::parse(&src).map_err(|e| anyhow!("{}: {e}", path.display()))
-            }
-            (None, Some(name)) => Script::preset(name, &params).map_err(|e| {
-                anyhow!(
-                    "--preset {name}: {e} (presets: {})",
-                    preset_names().join(", ")
-                )
-            }),
-            (None, None) => bail!("give a --script FILE or a --preset NAME"),
-        }
+        load_script(self.script.as_deref(), self.preset.as_deref(), &self.param)
     }
 
     /// Raw flags → a validated config; no I/O except reading the script and name resolution.

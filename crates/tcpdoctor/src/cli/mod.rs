@@ -3,7 +3,9 @@
 pub mod analyze;
 pub mod bench;
 pub mod capture;
+pub mod demo;
 pub mod proxy;
+pub mod run;
 pub mod sandbox;
 pub mod specimen;
 
@@ -33,6 +35,8 @@ pub enum Command {
     Specimen(specimen::SpecimenArgs),
     Capture(capture::CaptureArgs),
     Sandbox(sandbox::SandboxArgs),
+    Run(Box<run::RunArgs>),
+    Demo(demo::DemoArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -44,5 +48,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Specimen(args) => specimen::run(args),
         Command::Capture(args) => capture::run(args),
         Command::Sandbox(args) => sandbox::run(args),
+        Command::Run(args) => run::run(*args),
+        Command::Demo(args) => demo::run(args),
     }
 }

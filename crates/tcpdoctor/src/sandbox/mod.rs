@@ -18,7 +18,7 @@
 //!    same teardown runs.
 
 mod init;
-mod namespace;
+pub mod namespace;
 
 use std::io;
 

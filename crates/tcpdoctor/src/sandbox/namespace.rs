@@ -53,9 +53,18 @@ fn userns_error(e: io::Error) -> anyhow::Error {
 /// Moves this process into new user, network and PID namespaces (the PID namespace applies
 /// to the children it forks from now on).
 pub fn enter() -> anyhow::Result<()> {
+    enter_with(libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWPID)
+}
+
+/// Moves this process into new user and network namespaces only: `run` starts and stops
+/// several servers in turn, and in a PID namespace the end of the first would end them all.
+pub fn enter_net() -> anyhow::Result<()> {
+    enter_with(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)
+}
+
+fn enter_with(flags: libc::c_int) -> anyhow::Result<()> {
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWPID;
     // SAFETY: unshare(2) with namespace flags only.
     if unsafe { libc::unshare(flags) } != 0 {
         let e = io::Error::last_os_error();

@@ -1,0 +1,259 @@
+//! The text report of `run` and `demo`: the side-by-side table an investigator pastes into a
+//! pull request, then the findings, the comparisons and the checks.
+
+use std::fmt::Write;
+
+use super::{Comparison, RunReport, ScenarioResult};
+use crate::report::text::finding;
+
+/// Renders the report for a terminal or a pull-request comment.
+pub fn render_run_text(r: &RunReport) -> String {
+    let mut out = String::new();
+    let s = &r.settings;
+    let _ = writeln!(
+        out,
+        "tcpdoctor {}: {} with script `{}`, {} exchanges per scenario over {} connection{}",
+        s.command,
+        s.target,
+        s.script,
+        s.requests,
+        s.connections,
+        if s.connections == 1 { "" } else { "s" }
+    );
+    if let Some(cmd) = &s.server {
+        let _ = writeln!(out, "server: {cmd}");
+    }
+    let _ = writeln!(out, "files: {}", s.output_dir);
+    for c in &r.cases {
+        let mark = match (c.reproduced, c.fixed) {
+            (true, true) => "reproduced and fixed",
+            (true, false) => "reproduced, NOT fixed by the twin",
+            (false, _) => "NOT reproduced",
+        };
+        let _ = writeln!(out, "\n== {} — {mark}", c.title);
+        let _ = writeln!(out, "   {}", c.setup);
+        let _ = writeln!(out, "   diagnosis: {}", c.diagnosis);
+        let _ = writeln!(out, "   fix: {}", c.fix);
+        if let Some(cmp) = r
+            .comparisons
+            .iter()
+            .find(|x| x.before == c.before && x.after == c.after)
+        {
+            comparison(&mut out, cmp, "   ");
+        }
+    }
+    if r.cases.is_empty() {
+        table(&mut out, &r.scenarios);
+    } else {
+        let _ = writeln!(out, "\nAll scenarios:");
+        table(&mut out, &r.scenarios);
+    }
+    for sc in &r.scenarios {
+        scenario_details(&mut out, sc, r.cases.is_empty());
+    }
+    if r.cases.is_empty() {
+        for c in &r.comparisons {
+            let _ = writeln!(out, "\n{}", c.title);
+            comparison(&mut out, c, "  ");
+        }
+    }
+    if !r.checks.is_empty() {
+        let _ = writeln!(out, "\nChecks:");
+        for c in &r.checks {
+            let _ = writeln!(
+                out,
+                "  {} {:<24} {:<14} {}",
+                if c.passed { "pass" } else { "FAIL" },
+                c.check,
+                c.scenario,
+                c.message
+            );
+        }
+    }
+    if !r.failed_on.is_empty() {
+        let _ = writeln!(out, "\nFound what --fail-on names: {}", r.failed_on.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "\n{}",
+        if r.failed {
+            "Result: FAILED (exit 1)"
+        } else {
+            "Result: passed"
+        }
+    );
+    out
+}
+
+fn num(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// One column per scenario, one row per figure.
+fn table(out: &mut String, scenarios: &[ScenarioResult]) {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |name: &str, f: &dyn Fn(&ScenarioResult) -> String| {
+        rows.push((name.to_string(), scenarios.iter().map(f).collect()));
+    };
+    add("exchanges", &|s| s.figures.exchanges.to_string());
+    add("throughput req/s", &|s| num(s.figures.throughput_rps));
+    add("mean ms", &|s| num(s.figures.mean_ms));
+    add("p50 ms", &|s| num(s.figures.p50_ms));
+    add("p99 ms", &|s| num(s.figures.p99_ms));
+    add("exchanges ≥ 30 ms", &|s| s.figures.stalls_30ms.to_string());
+    let steps: Vec<String> = scenarios
+        .first()
+        .map(|s| s.figures.steps.iter().map(|x| x.name.clone()).collect())
+        .unwrap_or_default();
+    if steps.len() > 1 {
+        for st in &steps {
+            add(&format!("{st} p50 ms"), &|s| {
+                s.figures
+                    .steps
+                    .iter()
+                    .find(|x| &x.name == st)
+                    .map_or("-".into(), |x| num(x.p50_ms))
+            });
+        }
+    }
+    add("s→c chunks/exchange", &|s| {
+        s.figures.s2c_chunks_per_exchange.map_or("-".into(), num)
+    });
+    add("server CPU µs/req", &|s| {
+        s.figures.server_cpu_per_request_us.map_or("-".into(), num)
+    });
+    add("errors", &|s| s.figures.errors.to_string());
+    add("findings", &|s| {
+        if s.findings.is_empty() {
+            "none".into()
+        } else {
+            s.findings
+                .iter()
+                .map(|f| f.kind.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    });
+    let first = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..scenarios.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.1[i].chars().count())
+                .chain([scenarios[i].name.chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let _ = write!(out, "\n  {:first$}", "");
+    for (s, w) in scenarios.iter().zip(&widths) {
+        let _ = write!(out, "  {:>w$}", s.name);
+    }
+    out.push('\n');
+    for (name, cells) in &rows {
+        let _ = write!(out, "  {name:first$}");
+        for (c, w) in cells.iter().zip(&widths) {
+            let _ = write!(out, "  {c:>w$}");
+        }
+        out.push('\n');
+    }
+}
+
+fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
+    let _ = writeln!(out, "\n-- {}: {}", s.name, s.path);
+    match (&s.capture, &s.capture_note) {
+        (Some(c), note) => {
+            let _ = writeln!(out, "   capture: {} ({})", c.file, c.source);
+            if let Some(n) = note {
+                let _ = writeln!(out, "   note: {n}");
+            }
+        }
+        (None, Some(n)) => {
+            let _ = writeln!(out, "   capture: none — {n}");
+        }
+        (None, None) => {}
+    }
+    if let Some(cpu) = &s.server_cpu {
+        let _ = writeln!(
+            out,
+            "   {}; {:.0} µs CPU per request",
+            cpu.describe(),
+            cpu.per_request_us
+        );
+    }
+    if let Some(c) = &s.chunks {
+        let sizes: Vec<String> = c
+            .s2c_sizes
+            .iter()
+            .map(|b| format!("{} B ×{}", b.value, b.count))
+            .collect();
+        let _ = writeln!(
+            out,
+            "   server→client chunks as the hop read them: {} ({})",
+            c.s2c_chunks,
+            sizes.join(", ")
+        );
+    }
+    if s.bench.stall.likely_cause.is_some() {
+        let _ = writeln!(out, "   stall view: {}", s.bench.stall.verdict);
+    }
+    if with_findings {
+        if s.findings.is_empty() {
+            let _ = writeln!(out, "   no findings");
+        }
+        for f in &s.findings {
+            let mut text = String::new();
+            finding(&mut text, f, false);
+            for line in text.lines() {
+                let _ = writeln!(out, "   {line}");
+            }
+        }
+    }
+}
+
+fn comparison(out: &mut String, c: &Comparison, indent: &str) {
+    let _ = writeln!(
+        out,
+        "{indent}{:<36} {:>12} {:>12} {:>9}",
+        "",
+        trim(&c.before, 12),
+        trim(&c.after, 12),
+        "ratio"
+    );
+    for r in &c.rows {
+        let show = |v: Option<f64>| v.map_or("-".to_string(), num);
+        let ratio = r.ratio.map_or("-".to_string(), |x| format!("{x:.3}×"));
+        let mark = match r.better {
+            Some(true) => " better",
+            Some(false) => " WORSE",
+            None => "",
+        };
+        let name = if r.unit.is_empty() {
+            r.metric.clone()
+        } else {
+            format!("{} ({})", r.metric, r.unit)
+        };
+        let _ = writeln!(
+            out,
+            "{indent}{name:<36} {:>12} {:>12} {ratio:>9}{mark}",
+            show(r.before),
+            show(r.after)
+        );
+    }
+}
+
+fn trim(s: &str, n: usize) -> String {
+    let c: Vec<char> = s.chars().collect();
+    if c.len() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = c[c.len() - (n - 1)..].iter().collect();
+        t.insert(0, '…');
+        t
+    }
+}

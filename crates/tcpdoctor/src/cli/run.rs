@@ -1,0 +1,320 @@
+//! `tcpdoctor run`: start the target, drive it through each scenario, capture, diagnose,
+//! compare with a baseline, and gate CI on the result.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context};
+use clap::Args;
+use serde::Deserialize;
+use tcpdoctor_core::report::FindingKind;
+use tcpdoctor_core::run::{
+    render_run_text, Check, Comparison, Figures, RunReport, RunSettings, Scenario,
+    ScenarioResult,
+};
+use tcpdoctor_core::units::parse_duration;
+
+use super::analyze::{parse_fail_on, FailOn, Format};
+use crate::bench::SplitWrites;
+use crate::run::scenario::{self, Driver, Path as ScenarioPath};
+use crate::run::server::Server;
+use crate::run::{live, Plan};
+use crate::{output, EXIT_CLEAN, EXIT_FOUND};
+
+/// Drive a target through several network paths and say what each costs, and why.
+///
+/// Starts the server (--server, in its own process group, output to a log, ready when
+/// --target accepts), then for each scenario runs the script --requests times, captures the
+/// traffic (live on lo when permitted — root, CAP_NET_RAW or --sandbox — else the scenario
+/// proxy's recording), accounts the server's CPU from /proc, and diagnoses. Prints a
+/// side-by-side table, the findings with evidence and fixes, the comparison with --baseline,
+/// and the checks; exit 1 when a --check fails or a --fail-on kind is found.
+///
+/// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
+/// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
+///
+/// Examples:
+///   tcpdoctor run --server './myserver --port 7000' --target 127.0.0.1:7000 --preset echo-line
+///   tcpdoctor run --target 127.0.0.1:6379 --preset resp --scenarios direct,wan:15ms \
+///       --save after.json --baseline before.json --check 'p99<5ms@direct' --fail-on nagle_delayed_ack
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct RunArgs {
+    /// The server command (run with sh -c); omit to drive a target that is already running.
+    #[arg(long, value_name = "CMD")]
+    pub server: Option<String>,
+
+    /// The address the server listens on (TCP).
+    #[arg(long, value_name = "ADDR")]
+    pub target: String,
+
+    /// A conversation script (TOML; see docs/scripts.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "preset")]
+    pub script: Option<PathBuf>,
+
+    /// A built-in script: echo, echo-line, resp, http1, memcache, line.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+
+    /// A preset's parameter, KEY=VALUE (repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub param: Vec<String>,
+
+    /// Comma-separated: direct, proxy, proxy-nagle, wan:DELAY.
+    #[arg(long, default_value = "direct,proxy,proxy-nagle,wan:15ms")]
+    pub scenarios: String,
+
+    /// Exchanges per scenario.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: u64,
+
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub connections: u64,
+
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub pipeline: u64,
+
+    /// A response slower than this is a timeout.
+    #[arg(long, default_value = "5s")]
+    pub timeout: String,
+
+    /// How long the server may take to accept its first connection.
+    #[arg(long, default_value = "10s")]
+    pub ready_timeout: String,
+
+    /// A report saved by an earlier --save: each scenario gets a before/after table.
+    #[arg(long, value_name = "FILE.json")]
+    pub baseline: Option<PathBuf>,
+
+    /// Write this run's report as JSON (a later run's --baseline).
+    #[arg(long, value_name = "FILE.json")]
+    pub save: Option<PathBuf>,
+
+    /// A threshold, e.g. 'p99<5ms', 'stalls==0@proxy-nagle', 'throughput>=1000' (repeatable).
+    /// Figures: p50 p99 mean max throughput stalls errors cpu chunks; @SCENARIO limits it.
+    #[arg(long, value_name = "EXPR")]
+    pub check: Vec<String>,
+
+    /// Exit 1 when any of these finding kinds is found (comma-separated, or `any`).
+    #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_fail_on)]
+    pub fail_on: Vec<FailOn>,
+
+    /// Run everything inside a private network namespace (user namespace, no root): live
+    /// capture works there without privileges.
+    #[arg(long)]
+    pub sandbox: bool,
+
+    /// Where captures and the server log go (default: a new directory under the temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// The directory for this run's files.
+pub(crate) fn out_dir(given: Option<&Path>, what: &str) -> anyhow::Result<PathBuf> {
+    let dir = match given {
+        Some(d) => d.to_path_buf(),
+        None => std::env::temp_dir().join(format!("tcpdoctor-{what}.{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("--out: creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Live capture when this process may open a packet socket; otherwise the reason, for the
+/// report.
+pub(crate) fn live_capture() -> (bool, String) {
+    match live::available() {
+        Ok(()) => (true, String::new()),
+        Err(e) => (
+            false,
+            format!(
+                "no capture of the direct path: live capture needs root, CAP_NET_RAW or \
+                 --sandbox ({e})"
+            ),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+struct SavedScenario {
+    name: String,
+    figures: Figures,
+}
+
+#[derive(Deserialize)]
+struct SavedReport {
+    schema_version: u32,
+    scenarios: Vec<SavedScenario>,
+}
+
+fn load_baseline(path: &Path) -> anyhow::Result<Vec<SavedScenario>> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).with_context(|| format!("--baseline {name}"))?;
+    let saved: SavedReport = serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "--baseline {name}: not a saved run report (line {}, column {}: {e}); write one \
+             with `tcpdoctor run … --save FILE.json`",
+            e.line(),
+            e.column()
+        )
+    })?;
+    if saved.schema_version != tcpdoctor_core::run::RUN_SCHEMA_VERSION {
+        bail!(
+            "--baseline {name}: schema_version {} (this tcpdoctor reads {})",
+            saved.schema_version,
+            tcpdoctor_core::run::RUN_SCHEMA_VERSION
+        );
+    }
+    Ok(saved.scenarios)
+}
+
+/// Tables of each scenario against the same scenario in the baseline.
+fn compare(report: &mut RunReport, baseline: &[SavedScenario], file: &str) {
+    for s in &report.scenarios {
+        if let Some(b) = baseline.iter().find(|b| b.name == s.name) {
+            report.comparisons.push(Comparison::of(
+                &format!("{}: baseline → now", s.name),
+                (file, &b.figures),
+                ("now", &s.figures),
+            ));
+        }
+    }
+}
+
+/// Prints the report, writes --save, and returns the exit code.
+pub(crate) fn finish(
+    report: &RunReport,
+    format: Format,
+    save: Option<&Path>,
+    html: Option<&Path>,
+) -> anyhow::Result<u8> {
+    if let Some(p) = save {
+        let json = serde_json::to_string_pretty(report)?;
+        std::fs::write(p, json + "\n").with_context(|| format!("--save {}", p.display()))?;
+    }
+    if let Some(p) = html {
+        write_html(report, p)?;
+    }
+    let text = match format {
+        Format::Text => render_run_text(report),
+        Format::Json => serde_json::to_string_pretty(report)? + "\n",
+    };
+    output::print(&text)?;
+    Ok(if report.failed { EXIT_FOUND } else { EXIT_CLEAN })
+}
+
+fn write_html(_report: &RunReport, p: &Path) -> anyhow::Result<()> {
+    bail!("--html {}: not available in this build", p.display())
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let target: std::net::SocketAddr = args.target.parse().map_err(|_| {
+        anyhow!(
+            "--target {}: expected IP:PORT, e.g. 127.0.0.1:7000 (Unix sockets are not supported \
+             by run yet)",
+            args.target
+        )
+    })?;
+    let scenarios = Scenario::parse_list(&args.scenarios).map_err(|e| anyhow!("--scenarios: {e}"))?;
+    let script =
+        super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
+    let checks = args
+        .check
+        .iter()
+        .map(|c| Check::parse(c).map_err(|e| anyhow!("--check: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let timeout = parse_duration(&args.timeout).map_err(|e| anyhow!("--timeout: {e}"))?;
+    let ready = parse_duration(&args.ready_timeout).map_err(|e| anyhow!("--ready-timeout: {e}"))?;
+    let baseline = args.baseline.as_deref().map(load_baseline).transpose()?;
+    let out = out_dir(args.out.as_deref(), "run")?;
+    if args.sandbox {
+        crate::sandbox::namespace::enter_net().context("--sandbox")?;
+    }
+    let (live, reason) = live_capture();
+    let mut server = match &args.server {
+        Some(cmd) => {
+            let log = out.join("server.log");
+            let mut s = Server::start(cmd, &log)?;
+            crate::capture::stop::install();
+            crate::capture::stop::kill_group_on_stop(s.pgid());
+            s.wait_ready(&crate::proxy::Addr::Tcp(target), ready)?;
+            Some(s)
+        }
+        None => None,
+    };
+    let plan = Plan {
+        target,
+        script: Arc::new(script),
+        requests: args.requests,
+        connections: args.connections,
+        timeout,
+        out_dir: out.clone(),
+        no_capture_reason: reason,
+    };
+    let driver = Driver {
+        pipeline: args.pipeline as usize,
+        nagle: false,
+        split: SplitWrites::Whole,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let mut results: Vec<ScenarioResult> = Vec::new();
+    for s in &scenarios {
+        if let Some(srv) = server.as_mut() {
+            if !srv.running() {
+                bail!(
+                    "the server exited during the run; its output ({}):\n{}",
+                    srv.log.display(),
+                    crate::run::server::tail(&srv.log)
+                );
+            }
+        }
+        eprintln!("tcpdoctor run: {} ({})…", s.name, s.describe());
+        let path = ScenarioPath::of(s, driver.clone());
+        let r = rt.block_on(scenario::run(&plan, &path, server.as_ref(), live))?;
+        results.push(r);
+        if crate::capture::stop::interrupted() {
+            break;
+        }
+    }
+    if let Some(s) = server.as_mut() {
+        s.stop();
+    }
+    let settings = RunSettings {
+        command: "run".into(),
+        target: target.to_string(),
+        script: plan.script.name().to_string(),
+        server: args.server.clone(),
+        scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
+        requests: args.requests,
+        connections: args.connections,
+        output_dir: out.display().to_string(),
+    };
+    let mut report = RunReport::new(settings, results);
+    if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
+        compare(&mut report, b, &p.display().to_string());
+    }
+    let (kinds, any) = kinds(&args.fail_on);
+    report.gate(&checks, &kinds, any);
+    finish(&report, args.format, args.save.as_deref(), None)
+}
+
+pub(crate) fn kinds(fail_on: &[FailOn]) -> (Vec<FindingKind>, bool) {
+    let mut v = Vec::new();
+    let mut any = false;
+    for f in fail_on {
+        match f {
+            FailOn::Any => any = true,
+            FailOn::Kind(k) => v.push(*k),
+        }
+    }
+    (v, any)
+}

@@ -1,0 +1,48 @@
+//! `tcpdoctor run` and `tcpdoctor demo`: the investigation in one command — start the target,
+//! drive it through each scenario, capture, diagnose, compare, gate.
+//!
+//! The numbers and sentences are the core's (`tcpdoctor_core::run`); this module starts
+//! processes, proxies and captures, and reads clocks and /proc.
+//!
+//! # Layout
+//! - `mod.rs`: the plan shared by every scenario, and where files go.
+//! - `scenario.rs`: one scenario end to end (hop, capture, driver, CPU, diagnosis).
+//! - `server.rs`: the server process: start, ready, CPU from /proc, stop.
+//! - `live.rs`: a live capture on `lo` for one scenario.
+//! - `demo.rs`: the built-in pathologies and their fixes.
+
+pub mod demo;
+pub mod live;
+pub mod scenario;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tcpdoctor_core::script::Script;
+
+/// What every scenario of one run shares.
+pub struct Plan {
+    pub target: SocketAddr,
+    pub script: Arc<Script>,
+    pub requests: u64,
+    pub connections: u64,
+    pub timeout: Duration,
+    /// Where captures and logs go.
+    pub out_dir: PathBuf,
+    /// Why direct scenarios have no capture, when live capture is unavailable.
+    pub no_capture_reason: String,
+}
+
+impl Plan {
+    /// `DIR/<scenario>.<what>`, the scenario name made safe for a file name.
+    pub fn file(&self, scenario: &str, what: &str) -> PathBuf {
+        let safe: String = scenario
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .collect();
+        self.out_dir.join(format!("{safe}.{what}"))
+    }
+}

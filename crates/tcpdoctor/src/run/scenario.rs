@@ -1,0 +1,312 @@
+//! One scenario, end to end: start the hop (if the path has one) and the capture, drive the
+//! target, account the server's CPU, stop everything, diagnose.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tcpdoctor_core::bench::LatencyHistogram;
+use tcpdoctor_core::impair::ChunkMode;
+use tcpdoctor_core::report::{Bucket, Finding};
+use tcpdoctor_core::run::{
+    busy_poll, log_buckets, BusyPollInput, CaptureInfo, ChunkView, Figures, ScenarioKind,
+    ScenarioResult, ServerCpu,
+};
+
+use super::live::LiveCapture;
+use super::server::Server;
+use super::Plan;
+use crate::bench::{BenchConfig, Bound};
+use crate::proxy::{self, Addr, DirConfig, LegConfig, Listener, ProxyConfig};
+
+/// A hop between driver and target.
+#[derive(Clone, Debug)]
+pub struct Hop {
+    /// Nagle on the proxy's socket towards the driver.
+    pub nagle_to_driver: bool,
+    /// How server→client bytes are re-emitted.
+    pub s2c_chunks: ChunkMode,
+    /// One-way delay each way.
+    pub delay: Duration,
+}
+
+/// What to run: a name, the path in words, the hop, and how the driver behaves.
+#[derive(Clone, Debug)]
+pub struct Path {
+    pub name: String,
+    pub describe: String,
+    pub hop: Option<Hop>,
+    /// The driver's settings for this scenario (the demo's fixed twins change them).
+    pub driver: Driver,
+}
+
+/// The driver's knobs a scenario may change.
+#[derive(Clone, Debug)]
+pub struct Driver {
+    pub pipeline: usize,
+    pub nagle: bool,
+    pub split: crate::bench::SplitWrites,
+}
+
+impl Path {
+    pub fn of(s: &tcpdoctor_core::run::Scenario, driver: Driver) -> Path {
+        let hop = |nagle: bool, delay: Duration| Hop {
+            nagle_to_driver: nagle,
+            s2c_chunks: ChunkMode::Preserve,
+            delay,
+        };
+        Path {
+            name: s.name.clone(),
+            describe: s.describe(),
+            hop: match s.kind {
+                ScenarioKind::Direct => None,
+                ScenarioKind::Proxy => Some(hop(false, Duration::ZERO)),
+                ScenarioKind::ProxyNagle => Some(hop(true, Duration::ZERO)),
+                ScenarioKind::Wan(d) => Some(hop(false, d)),
+            },
+            driver,
+        }
+    }
+}
+
+fn proxy_config(upstream: SocketAddr, hop: &Hop, pcap: PathBuf) -> ProxyConfig {
+    let dir = |chunks| DirConfig {
+        delay: hop.delay,
+        jitter: Duration::ZERO,
+        rate_bps: None,
+        chunks,
+    };
+    ProxyConfig {
+        upstream: Addr::Tcp(upstream),
+        c2s: dir(ChunkMode::Preserve),
+        s2c: dir(hop.s2c_chunks),
+        client_leg: LegConfig {
+            nagle: hop.nagle_to_driver,
+            ..LegConfig::default()
+        },
+        server_leg: LegConfig::default(),
+        seed: 1,
+        record: None,
+        pcap: Some(pcap),
+        summary_every: None,
+        max_queued: 4 << 20,
+    }
+}
+
+/// A proxy running in this process for one scenario.
+struct RunningHop {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<proxy::Summary>>,
+    pcap: PathBuf,
+}
+
+async fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<RunningHop> {
+    let pcap = plan.file(&path.name, "proxy.pcap");
+    let listener = Listener::bind(&Addr::Tcp("127.0.0.1:0".parse()?))
+        .await
+        .context("binding the scenario's proxy on 127.0.0.1")?;
+    let addr = match &listener {
+        Listener::Tcp(l) => l.local_addr()?,
+        Listener::Unix(..) => unreachable!("bound on TCP"),
+    };
+    let cfg = proxy_config(plan.target, hop, pcap.clone());
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(proxy::run(listener, cfg, async move {
+        let _ = rx.await;
+    }));
+    Ok(RunningHop {
+        addr,
+        stop,
+        task,
+        pcap,
+    })
+}
+
+fn bucket_label(i: usize) -> String {
+    let lo = 1u64 << i;
+    let hi = (1u64 << (i + 1)) - 1;
+    if lo == 1 {
+        "1".into()
+    } else {
+        format!("{lo}–{hi}")
+    }
+}
+
+fn chunk_view(s: &proxy::Summary) -> ChunkView {
+    let sizes = |d: usize| -> Vec<Bucket> {
+        s.total[d]
+            .sizes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| Bucket {
+                value: bucket_label(i),
+                count: *c,
+            })
+            .collect()
+    };
+    ChunkView {
+        c2s_chunks: s.total[0].chunks,
+        s2c_chunks: s.total[1].chunks,
+        s2c_sizes: sizes(1),
+        c2s_sizes: sizes(0),
+    }
+}
+
+/// Runs one scenario.
+pub async fn run(
+    plan: &Plan,
+    path: &Path,
+    server: Option<&Server>,
+    live: bool,
+) -> anyhow::Result<ScenarioResult> {
+    let hop = match &path.hop {
+        Some(h) => Some(start_hop(plan, path, h).await?),
+        None => None,
+    };
+    let driver_target = hop.as_ref().map_or(plan.target, |h| h.addr);
+    // A wan hop's packets on lo show no round trip (the kernel answers the handshake at
+    // once); its recording, taken where the delay is, shows it.
+    let delayed = path.hop.as_ref().is_some_and(|h| !h.delay.is_zero());
+    let capture = if live && !delayed {
+        let mut ports = vec![driver_target.port()];
+        if driver_target != plan.target {
+            ports.push(plan.target.port());
+        }
+        let file = plan.file(&path.name, "lo.pcap");
+        Some(LiveCapture::start(&ports, &file)?)
+    } else {
+        None
+    };
+    let cfg = BenchConfig {
+        target: Addr::Tcp(driver_target),
+        script: Arc::clone(&plan.script),
+        connections: plan.connections,
+        pipeline: path.driver.pipeline,
+        rate: None,
+        bound: Bound::Requests(plan.requests),
+        warmup: Duration::ZERO,
+        timeout: plan.timeout,
+        hang_after: plan.timeout,
+        nagle: path.driver.nagle,
+        split: path.driver.split,
+        repeat: 1,
+        threads: 1,
+        seed: 1,
+        progress: false,
+    };
+    let cpu_before = server.map(|s| s.cpu());
+    let started = Instant::now();
+    let benched = crate::bench::run_keeping_histograms(Arc::new(cfg)).await;
+    let wall = started.elapsed();
+    let cpu_after = server.map(|s| s.cpu());
+    let live_outcome = capture.map(|c| c.finish());
+    let (summary, proxy_pcap) = match hop {
+        Some(h) => {
+            let _ = h.stop.send(());
+            let s = h.task.await.context("the scenario's proxy")??;
+            (Some(s), Some(h.pcap))
+        }
+        None => (None, None),
+    };
+    let (report, histograms) = benched.map_err(|e| anyhow::anyhow!("{}: {e}", path.name))?;
+    let bench = report.runs.into_iter().next().context("the bench made no run")?;
+    let overall = histograms.into_iter().next().unwrap_or_default();
+    let stalls = count_stalls(&overall);
+    let mut figures = Figures::of(&bench, stalls);
+
+    let (capture_file, source, note) = match (live_outcome, proxy_pcap) {
+        (Some(Ok(o)), _) => (
+            o.file,
+            format!(
+                "AF_PACKET on lo ({} packets, {} dropped)",
+                o.packets, o.dropped
+            ),
+            None,
+        ),
+        (Some(Err(e)), Some(p)) => (
+            Some(p),
+            "proxy recording".to_string(),
+            Some(format!("live capture failed ({e:#}); used the proxy's recording")),
+        ),
+        (Some(Err(e)), None) => (None, String::new(), Some(format!("live capture failed: {e:#}"))),
+        (None, Some(p)) => (Some(p), "proxy recording".to_string(), None),
+        (None, None) => (
+            None,
+            String::new(),
+            Some(plan.no_capture_reason.clone()),
+        ),
+    };
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut capture_info = None;
+    if let Some(file) = capture_file {
+        match crate::cli::analyze::analyze_file(&file) {
+            Ok((summary, found)) => {
+                findings = found;
+                capture_info = Some(CaptureInfo {
+                    file: file.display().to_string(),
+                    source,
+                    summary,
+                });
+            }
+            Err(e) => {
+                capture_info = None;
+                eprintln!("tcpdoctor: {}: cannot analyse {}: {e:#}", path.name, file.display());
+            }
+        }
+    }
+    let chunks = summary.as_ref().map(chunk_view);
+    if let Some(c) = &chunks {
+        figures.set_chunks(c.s2c_chunks);
+    }
+    let server_cpu = match (cpu_before, cpu_after) {
+        (Some(b), Some(a)) => {
+            let (user, sys) = a.seconds_since(&b);
+            Some(ServerCpu::new(
+                user,
+                sys,
+                wall.as_secs_f64(),
+                bench.exchanges,
+                a.processes,
+            ))
+        }
+        _ => None,
+    };
+    if let Some(cpu) = &server_cpu {
+        figures.server_cpu_per_request_us = Some(cpu.per_request_us);
+        let file = capture_info
+            .as_ref()
+            .map_or_else(|| "(process accounting)".to_string(), |c| c.file.clone());
+        let target = plan.target.to_string();
+        if let Some(f) = busy_poll(&BusyPollInput {
+            server: &target,
+            file: &file,
+            cpu: *cpu,
+            exchanges: bench.exchanges,
+            floor_us: bench.cpu.per_request_us,
+            floor_of: "the driver's own CPU per request",
+            mean_ms: bench.latency_ms.mean,
+        }) {
+            findings.push(f);
+        }
+    }
+    Ok(ScenarioResult {
+        name: path.name.clone(),
+        path: path.describe.clone(),
+        figures,
+        latency_histogram: log_buckets(&overall),
+        bench,
+        capture: capture_info,
+        capture_note: note,
+        chunks,
+        server_cpu,
+        findings,
+    })
+}
+
+fn count_stalls(h: &LatencyHistogram) -> u64 {
+    h.count_in(Duration::from_millis(30), Duration::from_secs(3600))
+}

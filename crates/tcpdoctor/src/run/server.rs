@@ -1,0 +1,243 @@
+//! The server under test: started from a command line in its own process group, its output in
+//! a log file, ready when its port accepts, accounted from /proc, stopped by process group.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::proxy::Addr;
+
+/// A started server and its process group.
+pub struct Server {
+    child: Child,
+    pgid: libc::pid_t,
+    pub log: PathBuf,
+    pub command: String,
+}
+
+/// CPU time of a process tree, in clock ticks, and how many processes it had.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TreeCpu {
+    pub user_ticks: u64,
+    pub system_ticks: u64,
+    pub processes: u64,
+}
+
+impl TreeCpu {
+    pub fn seconds_since(&self, earlier: &TreeCpu) -> (f64, f64) {
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        (
+            self.user_ticks.saturating_sub(earlier.user_ticks) as f64 / hz,
+            self.system_ticks.saturating_sub(earlier.system_ticks) as f64 / hz,
+        )
+    }
+}
+
+impl Server {
+    /// Runs `command` with `sh -c` in a new process group; stdout and stderr go to `log`.
+    pub fn start(command: &str, log: &Path) -> anyhow::Result<Server> {
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("exec {command}"))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("--server: starting `{command}`"))?;
+        let pgid = child.id() as libc::pid_t;
+        Ok(Server {
+            child,
+            pgid,
+            log: log.to_path_buf(),
+            command: command.to_string(),
+        })
+    }
+
+    /// Starts this binary itself with `args` (the demo's specimens).
+    pub fn start_self(args: &[String], log: &Path) -> anyhow::Result<Server> {
+        let exe = std::env::current_exe().context("finding the tcpdoctor binary")?;
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(&exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", exe.display()))?;
+        let pgid = child.id() as libc::pid_t;
+        Ok(Server {
+            child,
+            pgid,
+            log: log.to_path_buf(),
+            command: format!("tcpdoctor {}", args.join(" ")),
+        })
+    }
+
+    pub fn pgid(&self) -> libc::pid_t {
+        self.pgid
+    }
+
+    /// Waits until `target` accepts a connection, the server exits, or `limit` passes.
+    pub fn wait_ready(&mut self, target: &Addr, limit: Duration) -> anyhow::Result<()> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let ok = match target {
+                Addr::Tcp(a) => {
+                    std::net::TcpStream::connect_timeout(a, Duration::from_millis(200)).is_ok()
+                }
+                Addr::Unix(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
+            };
+            if ok {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "the server exited ({status}) before {target} accepted a connection; its \
+                     output ({}):\n{}",
+                    self.log.display(),
+                    tail(&self.log)
+                );
+            }
+            if start.elapsed() > limit {
+                bail!(
+                    "{target} did not accept a connection within {} of starting the server \
+                     (is --target the address it listens on?); its output ({}):\n{}",
+                    tcpdoctor_core::units::fmt_duration(limit),
+                    self.log.display(),
+                    tail(&self.log)
+                );
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the server is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// CPU time of every process in the server's process group.
+    pub fn cpu(&self) -> TreeCpu {
+        group_cpu(self.pgid)
+    }
+
+    /// SIGTERM to the group, SIGKILL after a grace period; reaps the child.
+    pub fn stop(&mut self) {
+        kill_group(self.pgid, libc::SIGTERM);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(2) {
+            if !matches!(self.child.try_wait(), Ok(None)) && group_cpu(self.pgid).processes == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill_group(self.pgid, libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) || group_cpu(self.pgid).processes > 0 {
+            self.stop();
+        }
+    }
+}
+
+fn kill_group(pgid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) on a process group we created.
+    unsafe { libc::kill(-pgid, sig) };
+}
+
+/// The last lines of a log, for error messages.
+pub fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(10);
+    if lines.is_empty() {
+        "  (no output)".to_string()
+    } else {
+        lines[from..]
+            .iter()
+            .map(|l| format!("  | {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Sums utime and stime over /proc/*/stat for processes whose process group is `pgid`
+/// (zombies excluded: their time is gone with them, or counted in their parent's).
+pub fn group_cpu(pgid: libc::pid_t) -> TreeCpu {
+    let mut t = TreeCpu::default();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return t;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((state, pgrp, utime, stime)) = parse_stat(&stat) {
+            if pgrp == pgid as i64 && state != 'Z' {
+                t.user_ticks += utime;
+                t.system_ticks += stime;
+                t.processes += 1;
+            }
+        }
+    }
+    t
+}
+
+/// (state, pgrp, utime, stime) from a /proc/PID/stat line; the command name may hold spaces
+/// and parentheses, so fields are counted from the last `)`.
+fn parse_stat(stat: &str) -> Option<(char, i64, u64, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(0) ppid(1) pgrp(2) session(3) tty(4) tpgid(5) flags(6) minflt(7)
+    // cminflt(8) majflt(9) cmajflt(10) utime(11) stime(12).
+    Some((
+        f.first()?.chars().next()?,
+        f.get(2)?.parse().ok()?,
+        f.get(11)?.parse().ok()?,
+        f.get(12)?.parse().ok()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_names() {
+        let s = "1234 (my (odd) srv) S 1 1234 1234 0 -1 4194560 100 0 0 0 57 13 0 0 20 0 1 0";
+        assert_eq!(parse_stat(s), Some(('S', 1234, 57, 13)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn our_own_group_is_counted() {
+        // SAFETY: getpgrp has no preconditions.
+        let me = unsafe { libc::getpgrp() };
+        let mut x = 0u64;
+        for i in 0..3_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(group_cpu(me).processes >= 1);
+    }
+}
