@@ -18,8 +18,10 @@
 //!    acknowledgments leave at once, nothing lies between it and the capture point.
 //! 5. The far side's acknowledgment of near data is modelled one `rtt` after the data left (the
 //!    data travelling out, the ACK travelling back). A far packet passing within `slack` of
-//!    that time (or earlier) carries it, as a response does; otherwise a pure ACK is written
-//!    at exactly data time + `rtt`. `slack` is the path's jitter plus [`PIGGYBACK`].
+//!    that time, before or after, carries it, as a prompt response does; otherwise a pure ACK
+//!    is written at exactly data time + `rtt`. `slack` is the path's jitter plus
+//!    [`PIGGYBACK`]. A far packet never acknowledges near data sent later than that (it could
+//!    not have arrived yet).
 //! 6. Packets are returned in time order per connection: a packet waits while a modelled ACK
 //!    that may precede it is still undecided (at most `slack` after its time), and
 //!    [`PathCapture::finish`] returns what is left.
@@ -85,7 +87,7 @@ impl FromStr for CapturePoint {
 
 /// The emulated path, as far as the model needs it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Path {
+pub struct EmulatedPath {
     /// Round trip: the one-way delays of both directions added.
     pub rtt: Duration,
     /// How far a round trip may fall short of `rtt` (the jitters of both directions added).
@@ -111,7 +113,7 @@ impl PathCapture {
         client: SocketAddrV4,
         server: SocketAddrV4,
         at: CapturePoint,
-        path: Path,
+        path: EmulatedPath,
         opened: Timestamp,
         snap_payload: usize,
     ) -> (PathCapture, Vec<Packet>) {

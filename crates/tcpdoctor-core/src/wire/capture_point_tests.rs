@@ -18,7 +18,7 @@ fn addrs() -> (SocketAddrV4, SocketAddrV4) {
     )
 }
 
-const PATH: Path = Path {
+const PATH: EmulatedPath = EmulatedPath {
     rtt: Duration::from_millis(10),
     jitter: Duration::ZERO,
 };

@@ -147,7 +147,7 @@ impl Recorder {
             server,
             clock,
             at: config.pcap_at,
-            path: capture_point::Path {
+            path: capture_point::EmulatedPath {
                 rtt: config.c2s.delay + config.s2c.delay,
                 jitter: config.c2s.jitter + config.s2c.jitter,
             },
@@ -199,7 +199,7 @@ struct WriterState {
     server: SocketAddrV4,
     clock: Clock,
     at: capture_point::CapturePoint,
-    path: capture_point::Path,
+    path: capture_point::EmulatedPath,
 }
 
 fn side(dir: usize) -> Side {
