@@ -8,6 +8,7 @@
 //! Nothing here panics on untrusted bytes: every error names the byte offset where the file
 //! stopped making sense.
 
+pub mod capture_point;
 mod ip;
 mod link;
 mod pcap;

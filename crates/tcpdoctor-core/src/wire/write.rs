@@ -13,6 +13,10 @@
 //! 4. Payload bytes are kept up to a snap length ([`SyntheticTcp::new`]); the IP header always
 //!    states the full length, so analysis needs no payload (like `tcpdump -s 128`).
 //! 5. Sequence numbers start at fixed ISNs and wrap like real ones.
+//! 6. By default a side acknowledges everything the other side sent so far; a caller that
+//!    models a capture point far from one side ([`super::capture_point`]) may say instead how
+//!    far that side has acknowledged ([`SyntheticTcp::set_acknowledged`]) and when each packet
+//!    of the handshake passed ([`SyntheticTcp::with_handshake`]).
 
 use std::io::{self, Write};
 use std::net::SocketAddrV4;
@@ -146,6 +150,8 @@ pub struct SyntheticTcp {
     server: SocketAddrV4,
     /// Next sequence number of the client and of the server.
     next: [u32; 2],
+    /// What each side acknowledges, when the caller says so; else all the other side sent.
+    acked: [Option<u32>; 2],
     snap_payload: usize,
 }
 
@@ -162,18 +168,29 @@ impl SyntheticTcp {
         ts: Timestamp,
         snap_payload: usize,
     ) -> (SyntheticTcp, Vec<Packet>) {
+        Self::with_handshake(client, server, [ts; 3], snap_payload)
+    }
+
+    /// Like [`SyntheticTcp::new`], with the SYN, SYN/ACK and ACK passing at their own times.
+    pub fn with_handshake(
+        client: SocketAddrV4,
+        server: SocketAddrV4,
+        ts: [Timestamp; 3],
+        snap_payload: usize,
+    ) -> (SyntheticTcp, Vec<Packet>) {
         let (ci, si) = (1_000u32, 2_000_000u32);
         let c = SyntheticTcp {
             client,
             server,
             next: [ci.wrapping_add(1), si.wrapping_add(1)],
+            acked: [None, None],
             snap_payload,
         };
         let m = Some(SYNTHETIC_MSS);
         let pkts = vec![
-            c.packet(ts, Side::Client, ci, 0, TcpFlags::SYN, m, &[], 0),
+            c.packet(ts[0], Side::Client, ci, 0, TcpFlags::SYN, m, &[], 0),
             c.packet(
-                ts,
+                ts[1],
                 Side::Server,
                 si,
                 ci.wrapping_add(1),
@@ -183,7 +200,7 @@ impl SyntheticTcp {
                 0,
             ),
             c.packet(
-                ts,
+                ts[2],
                 Side::Client,
                 ci.wrapping_add(1),
                 si.wrapping_add(1),
@@ -194,6 +211,22 @@ impl SyntheticTcp {
             ),
         ];
         (c, pkts)
+    }
+
+    /// The sequence number `side` sends next (after everything it has sent).
+    pub fn next_seq(&self, side: Side) -> u32 {
+        self.next[Self::idx(side)]
+    }
+
+    /// From now on, packets from `by` acknowledge up to `ack` (a sequence number of the other
+    /// side), instead of everything the other side has sent.
+    pub fn set_acknowledged(&mut self, by: Side, ack: u32) {
+        self.acked[Self::idx(by)] = Some(ack);
+    }
+
+    /// The acknowledgment number `from` sends.
+    fn ack_of(&self, from: Side) -> u32 {
+        self.acked[Self::idx(from)].unwrap_or(self.next[Self::idx(Self::other(from))])
     }
 
     fn idx(side: Side) -> usize {
@@ -241,7 +274,7 @@ impl SyntheticTcp {
     /// that keeps only what the snap length would): segment lengths are the real ones.
     pub fn data_len(&mut self, ts: Timestamp, from: Side, head: &[u8], len: usize) -> Vec<Packet> {
         let me = Self::idx(from);
-        let ack = self.next[Self::idx(Self::other(from))];
+        let ack = self.ack_of(from);
         let mss = usize::from(SYNTHETIC_MSS);
         let mut out = Vec::new();
         let mut off = 0;
@@ -261,7 +294,7 @@ impl SyntheticTcp {
 
     /// A pure ACK `from` one side of everything the other side has sent.
     pub fn ack(&mut self, ts: Timestamp, from: Side) -> Packet {
-        let ack = self.next[Self::idx(Self::other(from))];
+        let ack = self.ack_of(from);
         self.packet(
             ts,
             from,
@@ -277,7 +310,7 @@ impl SyntheticTcp {
     /// `from` closes its direction (FIN).
     pub fn fin(&mut self, ts: Timestamp, from: Side) -> Packet {
         let me = Self::idx(from);
-        let ack = self.next[Self::idx(Self::other(from))];
+        let ack = self.ack_of(from);
         let p = self.packet(
             ts,
             from,
@@ -294,7 +327,7 @@ impl SyntheticTcp {
 
     /// `from` resets the connection.
     pub fn rst(&mut self, ts: Timestamp, from: Side) -> Packet {
-        let ack = self.next[Self::idx(Self::other(from))];
+        let ack = self.ack_of(from);
         self.packet(
             ts,
             from,

@@ -8,7 +8,7 @@ use clap::Args;
 use tcpdoctor_core::impair::ChunkMode;
 use tcpdoctor_core::units::{fmt_duration, parse_duration, parse_rate_bps, parse_size};
 
-use crate::proxy::{Addr, DirConfig, LegConfig, ProxyConfig};
+use crate::proxy::{Addr, CapturePoint, DirConfig, LegConfig, ProxyConfig};
 use crate::{EXIT_CLEAN, EXIT_ERROR};
 
 /// Forward TCP (or Unix-socket) connections, byte-exact, optionally impaired and recorded.
@@ -31,6 +31,11 @@ use crate::{EXIT_CLEAN, EXIT_ERROR};
 ///   tcpdoctor proxy --listen 127.0.0.1:9001 --upstream 127.0.0.1:8001 \
 ///                   --nagle client=on --chunks preserve --pcap stall.pcap
 ///   tcpdoctor analyze stall.pcap        # names nagle_delayed_ack
+///
+/// Show a client that pays one round trip per command on a 30 ms path, captured at its end:
+///   tcpdoctor proxy --listen :9001 --upstream 127.0.0.1:8001 --delay 15ms \
+///                   --pcap wan.pcap --pcap-at client
+///   tcpdoctor analyze wan.pcap          # RTT ≈ 30 ms; names rtt_bound
 ///
 /// Add a WAN-like path (15 ms each way, 10 Mbit/s) and record every chunk:
 ///   tcpdoctor proxy --listen :9001 --upstream 127.0.0.1:8001 --delay 15ms --jitter 2ms \
@@ -106,6 +111,15 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "FILE.pcap")]
     pub pcap: Option<PathBuf>,
 
+    /// Where the --pcap is seen from. proxy (default): what the proxy sent, when it sent it;
+    /// the --delay does not show as RTT. client or server: as a capture at that end of the
+    /// emulated path would show it: observed data times at that end, the handshake spanning the
+    /// round trip (c2s + s2c delay), the far end's ACKs modelled one round trip after the data.
+    /// Use client to let `tcpdoctor analyze` measure the path RTT and name rtt_bound.
+    #[arg(long, value_name = "proxy|client|server", default_value = "proxy",
+          value_parser = clap::builder::ValueParser::new(parse_capture_point))]
+    pub pcap_at: CapturePoint,
+
     /// Also print the summary every interval while running, e.g. 5s.
     #[arg(long, value_name = "D")]
     pub summary_every: Option<String>,
@@ -162,6 +176,10 @@ fn per_side<T: Clone>(
         out[i] = parse(value).map_err(ctx)?;
     }
     Ok(out)
+}
+
+fn parse_capture_point(s: &str) -> Result<CapturePoint, String> {
+    s.parse()
 }
 
 fn on_off(s: &str) -> Result<bool, String> {
@@ -244,6 +262,9 @@ impl ProxyArgs {
                 );
             }
         }
+        if self.pcap.is_none() && self.pcap_at != CapturePoint::Proxy {
+            bail!("--pcap-at {}: needs --pcap FILE", self.pcap_at);
+        }
         let nagle = per_side("nagle", &self.nagle, legs, false, on_off)?;
         let cork = per_side("cork", &self.cork, legs, false, on_off)?;
         let quickack = per_side("quickack", &self.quickack, legs, false, on_off)?;
@@ -286,7 +307,6 @@ impl ProxyArgs {
         Ok((
             listen,
             ProxyConfig {
-                upstream,
                 c2s: dir(0),
                 s2c: dir(1),
                 client_leg: leg(0),
@@ -294,8 +314,10 @@ impl ProxyArgs {
                 seed: self.seed,
                 record: self.record.clone(),
                 pcap: self.pcap.clone(),
+                pcap_at: self.pcap_at,
                 summary_every,
                 max_queued: max_queued.min(usize::MAX as u64) as usize,
+                ..ProxyConfig::forward_to(upstream)
             },
         ))
     }
@@ -381,6 +403,14 @@ mod tests {
             "nagle off by default"
         );
         assert_eq!(c.c2s.chunks, ChunkMode::Preserve);
+        assert_eq!(
+            c.pcap_at,
+            CapturePoint::Proxy,
+            "the pcap is the proxy's by default"
+        );
+        let c = cfg(&["--pcap", "x.pcap", "--pcap-at", "client"]).unwrap();
+        assert_eq!(c.pcap_at, CapturePoint::Client);
+        assert!(cfg(&["--pcap", "x.pcap", "--pcap-at", "nic"]).is_err());
     }
 
     #[test]
@@ -394,6 +424,7 @@ mod tests {
             (vec!["--jitter", "5ms"], "--jitter"),
             (vec!["--sndbuf", "client=lots"], "--sndbuf"),
             (vec!["--summary-every", "0s"], "--summary-every"),
+            (vec!["--pcap-at", "client"], "--pcap-at"),
         ] {
             let e = format!("{:#}", cfg(&args).unwrap_err());
             assert!(e.contains(flag), "{args:?}: {e}");

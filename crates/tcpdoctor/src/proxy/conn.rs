@@ -29,7 +29,7 @@ use super::record::{Event, RecordHandle, PCAP_PAYLOAD};
 use super::sockopt;
 use super::summary::{ConnStats, Registry, C2S, S2C};
 use super::timer::Timer;
-use super::{Clock, DirConfig, LegConfig, ProxyConfig, Reader, Stream, Writer};
+use super::{CapturePoint, Clock, DirConfig, LegConfig, ProxyConfig, Reader, Stream, Writer};
 
 /// Read buffer per direction.
 const BUF: usize = 128 * 1024;
@@ -120,6 +120,15 @@ async fn serve_inner(
     let (cfd, ufd) = (client.fd(), upstream.fd());
     let (ctcp, utcp) = (client.is_tcp(), upstream.is_tcp());
     let held = Held::default();
+    // With the capture at one end, the bytes that end sends are recorded when read from it.
+    let pcap_on_read = |dir: usize| {
+        rec.pcap
+            && match cfg.pcap_at {
+                CapturePoint::Proxy => false,
+                CapturePoint::Client => dir == C2S,
+                CapturePoint::Server => dir == S2C,
+            }
+    };
     let c2s = Dir {
         id,
         dir: C2S,
@@ -136,6 +145,7 @@ async fn serve_inner(
         rec,
         st,
         held: &held,
+        pcap_on_read: pcap_on_read(C2S),
     };
     let s2c = Dir {
         dir: S2C,
@@ -146,6 +156,7 @@ async fn serve_inner(
         out_leg: &cfg.client_leg,
         out_fd: cfd,
         out_tcp: ctcp,
+        pcap_on_read: pcap_on_read(S2C),
         ..c2s
     };
     let splice = cfg.c2s.is_passthrough() && cfg.s2c.is_passthrough() && !rec.pcap;
@@ -236,6 +247,9 @@ struct Dir<'a> {
     /// Per direction, heads and lengths of writes the kernel still holds (pcap + Nagle only).
     /// Shared, so that one direction can record the other's release before its own bytes.
     held: &'a Held,
+    /// The pcap is taken at this direction's sending end: its bytes (and FIN) are recorded
+    /// when read, not when written on.
+    pcap_on_read: bool,
 }
 
 type Held = std::sync::Mutex<[Vec<(Vec<u8>, usize)>; 2]>;
@@ -249,7 +263,7 @@ struct Track {
 impl Dir<'_> {
     /// Whether the pcap must follow bytes the kernel holds back (Nagle on the outbound leg).
     fn watch_held(&self) -> bool {
-        self.rec.pcap && self.out_tcp && self.out_leg.nagle
+        self.rec.pcap && !self.pcap_on_read && self.out_tcp && self.out_leg.nagle
     }
 
     async fn run(self, r: &mut Reader<'_>, w: &mut Writer<'_>) -> Outcome {
@@ -262,7 +276,7 @@ impl Dir<'_> {
         if matches!(out, Outcome::Done) {
             self.release_held(self.dir, false).await;
             let _ = w.shutdown().await;
-            if self.rec.pcap {
+            if self.rec.pcap && !self.pcap_on_read {
                 self.rec
                     .send(Event::Fin {
                         conn: self.id,
@@ -285,11 +299,15 @@ impl Dir<'_> {
         let mut buf = vec![0u8; BUF];
         loop {
             let n = match r.read(&mut buf).await {
-                Ok(0) => return Outcome::Done,
+                Ok(0) => {
+                    self.on_eof().await;
+                    return Outcome::Done;
+                }
                 Ok(n) => n,
                 Err(e) => return Outcome::ReadFailed(e),
             };
-            self.on_read(n, track).await;
+            let ts = self.on_read(n, track).await;
+            self.read_passed(&buf[..n], ts).await;
             if let Err(e) = w.write_all(&buf[..n]).await {
                 return Outcome::WriteFailed(e);
             }
@@ -428,9 +446,13 @@ impl Dir<'_> {
             let sleep_until = wait.map(|t| self.clock.instant(t));
             tokio::select! {
                 res = r.read(&mut buf), if can_read => match res {
-                    Ok(0) => eof = true,
+                    Ok(0) => {
+                        eof = true;
+                        self.on_eof().await;
+                    }
                     Ok(n) => {
                         let ts = self.on_read(n, track).await;
+                        self.read_passed(&buf[..n], ts).await;
                         pipe.push(buf[..n].to_vec(), ts);
                     }
                     Err(e) => return Outcome::ReadFailed(e),
@@ -466,6 +488,30 @@ impl Dir<'_> {
         ts
     }
 
+    /// With the pcap at this direction's sending end: records bytes just read, at `ts`.
+    async fn read_passed(&self, d: &[u8], ts: Timestamp) {
+        if !self.pcap_on_read {
+            return;
+        }
+        self.release_held(1 - self.dir, true).await;
+        let head = d[..d.len().min(PCAP_PAYLOAD)].to_vec();
+        self.sent(self.dir, head, d.len(), ts).await;
+    }
+
+    /// With the pcap at this direction's sending end: the sender's FIN passed when read.
+    async fn on_eof(&self) {
+        if self.pcap_on_read {
+            self.release_held(1 - self.dir, true).await;
+            self.rec
+                .send(Event::Fin {
+                    conn: self.id,
+                    dir: self.dir,
+                    ts: self.clock.now(),
+                })
+                .await;
+        }
+    }
+
     /// Records bytes just written: at once, or — when the kernel holds them (Nagle) — later,
     /// when they leave.
     async fn on_write(&self, d: &[u8], _track: &mut Track) {
@@ -475,6 +521,9 @@ impl Dir<'_> {
         // Bytes the other direction's kernel held and has since sent left before these (the
         // peer received them and answered): record them first, in wire order.
         self.release_held(1 - self.dir, true).await;
+        if self.pcap_on_read {
+            return;
+        }
         let head = d[..d.len().min(PCAP_PAYLOAD)].to_vec();
         if self.watch_held() {
             let queued =

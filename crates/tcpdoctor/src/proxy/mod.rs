@@ -14,6 +14,8 @@
 //! - `timer.rs`: a `timerfd` sleep, so delays keep sub-millisecond precision.
 
 mod conn;
+#[cfg(test)]
+mod pcap_at_tests;
 mod record;
 mod sockopt;
 mod summary;
@@ -36,6 +38,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::task::JoinSet;
 
 pub use summary::Summary;
+pub use tcpdoctor_core::wire::capture_point::CapturePoint;
 
 /// Where to listen or connect.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,14 +126,17 @@ pub struct ProxyConfig {
     pub seed: u64,
     pub record: Option<PathBuf>,
     pub pcap: Option<PathBuf>,
+    /// Where `pcap` is seen from: the proxy itself (what it sent, when), or one end of the
+    /// emulated path (`tcpdoctor_core::wire::capture_point`), where the delays show as RTT.
+    pub pcap_at: CapturePoint,
     pub summary_every: Option<Duration>,
     /// Bytes a direction may hold before it stops reading (back-pressure).
     pub max_queued: usize,
 }
 
 impl ProxyConfig {
-    /// A faithful forwarder to `upstream`: no impairment, Nagle off on both legs.
-    #[cfg(test)]
+    /// A faithful forwarder to `upstream`: no impairment, Nagle off on both legs, nothing
+    /// recorded. Set the fields to impair or record, e.g. `c2s.delay`, `pcap`, `pcap_at`.
     pub fn forward_to(upstream: Addr) -> ProxyConfig {
         let dir = DirConfig {
             delay: Duration::ZERO,
@@ -147,6 +153,7 @@ impl ProxyConfig {
             seed: 1,
             record: None,
             pcap: None,
+            pcap_at: CapturePoint::Proxy,
             summary_every: None,
             max_queued: 4 << 20,
         }
@@ -191,7 +198,19 @@ impl ProxyConfig {
             v.push(format!("recording chunks to {}", p.display()));
         }
         if let Some(p) = &self.pcap {
-            v.push(format!("writing a synthetic capture to {}", p.display()));
+            v.push(match self.pcap_at {
+                CapturePoint::Proxy => {
+                    format!(
+                        "writing a synthetic capture to {} (as sent by the proxy)",
+                        p.display()
+                    )
+                }
+                at => format!(
+                    "writing a synthetic capture to {} as seen at the {at} (RTT {} modelled)",
+                    p.display(),
+                    fmt_duration(self.c2s.delay + self.s2c.delay)
+                ),
+            });
         }
         v
     }

@@ -13,6 +13,12 @@
 //!   proxied one (client 10.x.y.z, server the upstream address or 10.0.0.1). Where a leg has
 //!   Nagle on, the proxy watches its own send queue: bytes the kernel held appear when they
 //!   left, preceded by the peer's pure ACK that released them — observed, not invented.
+//! - `--pcap` with `--pcap-at client|server` (`ProxyConfig::pcap_at`): the same connections as a
+//!   capture at that end of the emulated path would show them
+//!   (`tcpdoctor_core::wire::capture_point` states the model). The connection tasks feed the
+//!   near end's data at the time the proxy *read* it from that end and the far end's data at
+//!   the time the proxy *wrote* it to that end (both observed); the handshake spanning the
+//!   round trip (c2s + s2c delay) and the far end's ACKs are modelled there.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -22,7 +28,8 @@ use std::path::Path;
 use std::thread::JoinHandle;
 
 use anyhow::Context;
-use tcpdoctor_core::wire::write::{PcapWriter, Side, SyntheticTcp};
+use tcpdoctor_core::wire::capture_point::{self, PathCapture};
+use tcpdoctor_core::wire::write::{PcapWriter, Side};
 use tcpdoctor_core::Timestamp;
 use tokio::sync::mpsc;
 
@@ -48,7 +55,8 @@ pub enum Event {
         len: usize,
         gap: Option<u64>,
     },
-    /// Bytes that left the proxy (for the pcap); `head` is the first bytes, `len` all of them.
+    /// Bytes that passed the capture point (for the pcap): for the proxy, bytes that left it;
+    /// at an end, also bytes read from that end. `head` is the first bytes, `len` all of them.
     Sent {
         conn: u64,
         dir: usize,
@@ -138,6 +146,11 @@ impl Recorder {
             flows: HashMap::new(),
             server,
             clock,
+            at: config.pcap_at,
+            path: capture_point::EmulatedPath {
+                rtt: config.c2s.delay + config.s2c.delay,
+                jitter: config.c2s.jitter + config.s2c.jitter,
+            },
         };
         let thread = std::thread::Builder::new()
             .name("tcpdoctor-record".into())
@@ -182,9 +195,11 @@ fn open_pcap(p: &Path) -> anyhow::Result<PcapWriter<BufWriter<File>>> {
 struct WriterState {
     jsonl: Option<BufWriter<File>>,
     pcap: Option<PcapWriter<BufWriter<File>>>,
-    flows: HashMap<u64, SyntheticTcp>,
+    flows: HashMap<u64, PathCapture>,
     server: SocketAddrV4,
     clock: Clock,
+    at: capture_point::CapturePoint,
+    path: capture_point::EmulatedPath,
 }
 
 fn side(dir: usize) -> Side {
@@ -200,12 +215,14 @@ impl WriterState {
         let mut result = Ok(());
         while let Some(ev) = rx.blocking_recv() {
             if let Err(e) = self.on_event(ev) {
-                // Keep draining so senders never block on a dead writer; report once at exit.
-                if result.is_ok() {
-                    result = Err(e);
-                }
-                self.jsonl = None;
-                self.pcap = None;
+                self.fail(&mut result, e);
+            }
+        }
+        // Connections cut off at shutdown: their modelled packets still belong in the file.
+        let left: Vec<u64> = self.flows.keys().copied().collect();
+        for conn in left {
+            if let Err(e) = self.on_event(Event::Close { conn }) {
+                self.fail(&mut result, e);
             }
         }
         if let Some(j) = &mut self.jsonl {
@@ -215,6 +232,16 @@ impl WriterState {
             p.flush().context("flushing --pcap")?;
         }
         result
+    }
+
+    /// Keeps draining after an error, so senders never block on a dead writer; the first
+    /// error is reported at exit.
+    fn fail(&mut self, result: &mut anyhow::Result<()>, e: anyhow::Error) {
+        if result.is_ok() {
+            *result = Err(e);
+        }
+        self.jsonl = None;
+        self.pcap = None;
     }
 
     fn unix(&self, ts: Timestamp) -> Timestamp {
@@ -253,8 +280,14 @@ impl WriterState {
                         ),
                         peer.map_or(40_000, |p| p.port()),
                     );
-                    let (flow, pkts) =
-                        SyntheticTcp::new(client, self.server, self.unix(ts), PCAP_PAYLOAD);
+                    let (flow, pkts) = PathCapture::new(
+                        client,
+                        self.server,
+                        self.at,
+                        self.path,
+                        self.unix(ts),
+                        PCAP_PAYLOAD,
+                    );
                     self.flows.insert(conn, flow);
                     self.write(pkts)?;
                 }
@@ -269,33 +302,35 @@ impl WriterState {
                 let t = self.unix(ts);
                 if let Some(f) = self.flows.get_mut(&conn) {
                     // Only the head of the payload travels here; lengths are the real ones.
-                    let pkts = f.data_len(t, side(dir), &head, len);
+                    let pkts = f.data(t, side(dir), &head, len);
                     self.write(pkts)?;
                 }
             }
             Event::Acked { conn, dir, ts } => {
                 let t = self.unix(ts);
                 if let Some(f) = self.flows.get_mut(&conn) {
-                    let p = f.ack(t, side(1 - dir));
-                    self.write(vec![p])?;
+                    let pkts = f.ack(t, side(1 - dir));
+                    self.write(pkts)?;
                 }
             }
             Event::Fin { conn, dir, ts } => {
                 let t = self.unix(ts);
                 if let Some(f) = self.flows.get_mut(&conn) {
-                    let p = f.fin(t, side(dir));
-                    self.write(vec![p])?;
+                    let pkts = f.fin(t, side(dir));
+                    self.write(pkts)?;
                 }
             }
             Event::Rst { conn, dir, ts } => {
                 let t = self.unix(ts);
                 if let Some(f) = self.flows.get_mut(&conn) {
-                    let p = f.rst(t, side(dir));
-                    self.write(vec![p])?;
+                    let pkts = f.rst(t, side(dir));
+                    self.write(pkts)?;
                 }
             }
             Event::Close { conn } => {
-                self.flows.remove(&conn);
+                if let Some(mut f) = self.flows.remove(&conn) {
+                    self.write(f.finish())?;
+                }
             }
         }
         Ok(())

@@ -14,14 +14,14 @@ use tokio::task::JoinHandle;
 use super::{run, Addr, Listener, ProxyConfig, Summary};
 use crate::proxy::summary::{C2S, S2C};
 
-struct Proxy {
-    addr: SocketAddr,
+pub(super) struct Proxy {
+    pub(super) addr: SocketAddr,
     stop: oneshot::Sender<()>,
     task: JoinHandle<anyhow::Result<Summary>>,
 }
 
 impl Proxy {
-    async fn start(cfg: ProxyConfig) -> Proxy {
+    pub(super) async fn start(cfg: ProxyConfig) -> Proxy {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (stop, rx) = oneshot::channel::<()>();
@@ -31,7 +31,7 @@ impl Proxy {
         Proxy { addr, stop, task }
     }
 
-    async fn stop(self) -> Summary {
+    pub(super) async fn stop(self) -> Summary {
         let _ = self.stop.send(());
         self.task.await.unwrap().unwrap()
     }
