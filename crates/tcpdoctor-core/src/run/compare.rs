@@ -109,7 +109,10 @@ fn row(
         _ => None,
     };
     let better = match (before, after) {
-        (Some(b), Some(a)) if a != b => Some((a > b) == higher_is_better),
+        // Within 1% is no change: noise, or rounding.
+        (Some(b), Some(a)) if (a - b).abs() > 0.01 * a.abs().max(b.abs()) => {
+            Some((a > b) == higher_is_better)
+        }
         _ => None,
     };
     ComparisonRow {

@@ -18,9 +18,9 @@ mod check;
 mod compare;
 mod figures;
 mod scenario;
-mod text;
 #[cfg(test)]
 mod tests;
+mod text;
 
 use serde::Serialize;
 

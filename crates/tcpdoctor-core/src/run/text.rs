@@ -44,9 +44,6 @@ pub fn render_run_text(r: &RunReport) -> String {
     }
     if r.cases.is_empty() {
         table(&mut out, &r.scenarios);
-    } else {
-        let _ = writeln!(out, "\nAll scenarios:");
-        table(&mut out, &r.scenarios);
     }
     for sc in &r.scenarios {
         scenario_details(&mut out, sc, r.cases.is_empty());
@@ -71,7 +68,11 @@ pub fn render_run_text(r: &RunReport) -> String {
         }
     }
     if !r.failed_on.is_empty() {
-        let _ = writeln!(out, "\nFound what --fail-on names: {}", r.failed_on.join(", "));
+        let _ = writeln!(
+            out,
+            "\nFound what --fail-on names: {}",
+            r.failed_on.join(", ")
+        );
     }
     let _ = writeln!(
         out,
@@ -106,7 +107,9 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
     add("mean ms", &|s| num(s.figures.mean_ms));
     add("p50 ms", &|s| num(s.figures.p50_ms));
     add("p99 ms", &|s| num(s.figures.p99_ms));
-    add("exchanges ≥ 30 ms", &|s| s.figures.stalls_30ms.to_string());
+    add("exchanges ≥ 30 ms", &|s| {
+        s.figures.stalls_30ms.to_string()
+    });
     let steps: Vec<String> = scenarios
         .first()
         .map(|s| s.figures.steps.iter().map(|x| x.name.clone()).collect())
@@ -129,17 +132,6 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
         s.figures.server_cpu_per_request_us.map_or("-".into(), num)
     });
     add("errors", &|s| s.figures.errors.to_string());
-    add("findings", &|s| {
-        if s.findings.is_empty() {
-            "none".into()
-        } else {
-            s.findings
-                .iter()
-                .map(|f| f.kind.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        }
-    });
     let first = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
     let widths: Vec<usize> = (0..scenarios.len())
         .map(|i| {
@@ -161,6 +153,20 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
             let _ = write!(out, "  {c:>w$}");
         }
         out.push('\n');
+    }
+    for s in scenarios {
+        let mut kinds: Vec<&str> = s.findings.iter().map(|f| f.kind.as_str()).collect();
+        kinds.dedup();
+        let _ = writeln!(
+            out,
+            "  findings in {}: {}",
+            s.name,
+            if kinds.is_empty() {
+                "none".to_string()
+            } else {
+                kinds.join(", ")
+            }
+        );
     }
 }
 
@@ -219,10 +225,10 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
 fn comparison(out: &mut String, c: &Comparison, indent: &str) {
     let _ = writeln!(
         out,
-        "{indent}{:<36} {:>12} {:>12} {:>9}",
+        "{indent}{:<36} {:>18} {:>18} {:>9}",
         "",
-        trim(&c.before, 12),
-        trim(&c.after, 12),
+        trim(&c.before, 18),
+        trim(&c.after, 18),
         "ratio"
     );
     for r in &c.rows {
@@ -240,7 +246,7 @@ fn comparison(out: &mut String, c: &Comparison, indent: &str) {
         };
         let _ = writeln!(
             out,
-            "{indent}{name:<36} {:>12} {:>12} {ratio:>9}{mark}",
+            "{indent}{name:<36} {:>18} {:>18} {ratio:>9}{mark}",
             show(r.before),
             show(r.after)
         );

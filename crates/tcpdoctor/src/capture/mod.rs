@@ -194,8 +194,7 @@ pub fn run_until(
     let mut stopping: Option<Instant> = None;
     let mut failed: Option<std::io::Error> = None;
     loop {
-        if stopping.is_none()
-            && (stopped() || cfg.duration.is_some_and(|d| started.elapsed() >= d))
+        if stopping.is_none() && (stopped() || cfg.duration.is_some_and(|d| started.elapsed() >= d))
         {
             stopping = Some(Instant::now());
         }

@@ -69,7 +69,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         script: "per case".into(),
         server: None,
         scenarios: demo.scenarios.iter().map(|s| s.name.clone()).collect(),
-        requests: demo.scenarios.iter().map(|s| s.figures.exchanges).max().unwrap_or(0),
+        requests: demo
+            .scenarios
+            .iter()
+            .map(|s| s.figures.exchanges)
+            .max()
+            .unwrap_or(0),
         connections: 1,
         output_dir: out.display().to_string(),
     };
@@ -77,11 +82,20 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     report.cases = demo.cases;
     report.comparisons = demo.comparisons;
     report.failed = report.cases.iter().any(|c| !(c.reproduced && c.fixed));
-    let good = report.cases.iter().filter(|c| c.reproduced && c.fixed).count();
+    let good = report
+        .cases
+        .iter()
+        .filter(|c| c.reproduced && c.fixed)
+        .count();
     eprintln!(
         "tcpdoctor demo: {good} of {} pathologies reproduced and fixed in {:.1} s",
         report.cases.len(),
         started.elapsed().as_secs_f64()
     );
-    finish(&report, args.format, args.save.as_deref(), args.html.as_deref())
+    finish(
+        &report,
+        args.format,
+        args.save.as_deref(),
+        args.html.as_deref(),
+    )
 }

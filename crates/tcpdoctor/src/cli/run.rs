@@ -9,8 +9,7 @@ use clap::Args;
 use serde::Deserialize;
 use tcpdoctor_core::report::FindingKind;
 use tcpdoctor_core::run::{
-    render_run_text, Check, Comparison, Figures, RunReport, RunSettings, Scenario,
-    ScenarioResult,
+    render_run_text, Check, Comparison, Figures, RunReport, RunSettings, Scenario, ScenarioResult,
 };
 use tcpdoctor_core::units::parse_duration;
 
@@ -205,7 +204,11 @@ pub(crate) fn finish(
         Format::Json => serde_json::to_string_pretty(report)? + "\n",
     };
     output::print(&text)?;
-    Ok(if report.failed { EXIT_FOUND } else { EXIT_CLEAN })
+    Ok(if report.failed {
+        EXIT_FOUND
+    } else {
+        EXIT_CLEAN
+    })
 }
 
 fn write_html(_report: &RunReport, p: &Path) -> anyhow::Result<()> {
@@ -220,7 +223,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             args.target
         )
     })?;
-    let scenarios = Scenario::parse_list(&args.scenarios).map_err(|e| anyhow!("--scenarios: {e}"))?;
+    let scenarios =
+        Scenario::parse_list(&args.scenarios).map_err(|e| anyhow!("--scenarios: {e}"))?;
     let script =
         super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
     let checks = args
@@ -260,6 +264,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         pipeline: args.pipeline as usize,
         nagle: false,
         split: SplitWrites::Whole,
+        rate: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

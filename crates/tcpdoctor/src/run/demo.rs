@@ -43,6 +43,16 @@ fn whole() -> Driver {
         pipeline: 1,
         nagle: false,
         split: SplitWrites::Whole,
+        rate: None,
+    }
+}
+
+/// 200 requests a second: the client's ACK of each reply rides on its next request, 5 ms
+/// later, so a server that waits for its queue to empty spins for those 5 ms.
+fn paced() -> Driver {
+    Driver {
+        rate: Some(200.0),
+        ..whole()
     }
 }
 
@@ -88,8 +98,18 @@ fn cases() -> anyhow::Result<Vec<Case>> {
             fixed_server: Some(&["--protocol", "line", "--writes", "whole"]),
             script: listing()?,
             requests: 40,
-            before: path("per-line-server", "driver → server (per-line writes)", None, whole()),
-            after: path("per-line-fixed", "driver → server (whole replies)", None, whole()),
+            before: path(
+                "per-line-server",
+                "driver → server (per-line writes)",
+                None,
+                whole(),
+            ),
+            after: path(
+                "per-line-fixed",
+                "driver → server (whole replies)",
+                None,
+                whole(),
+            ),
             change: "the server builds each reply and writes it once",
         },
         Case {
@@ -97,7 +117,15 @@ fn cases() -> anyhow::Result<Vec<Case>> {
             setup: "the server writes whole replies with TCP_NODELAY; a hop re-emits them in \
                     64-byte writes with Nagle on towards the client",
             expected: FindingKind::NagleDelayedAck,
-            server: &["--protocol", "line", "--writes", "whole", "--nodelay", "--lines", "8"],
+            server: &[
+                "--protocol",
+                "line",
+                "--writes",
+                "whole",
+                "--nodelay",
+                "--lines",
+                "8",
+            ],
             fixed_server: None,
             script: listing()?,
             requests: 40,
@@ -132,6 +160,7 @@ fn cases() -> anyhow::Result<Vec<Case>> {
                     pipeline: 1,
                     nagle: true,
                     split: SplitWrites::Header,
+                    rate: None,
                 },
             ),
             after: path(
@@ -142,6 +171,7 @@ fn cases() -> anyhow::Result<Vec<Case>> {
                     pipeline: 1,
                     nagle: true,
                     split: SplitWrites::Whole,
+                    rate: None,
                 },
             ),
             change: "the client writes each request with one call",
@@ -169,6 +199,7 @@ fn cases() -> anyhow::Result<Vec<Case>> {
                     pipeline: 30,
                     nagle: false,
                     split: SplitWrites::Whole,
+                    rate: None,
                 },
             ),
             change: "the client pipelines: all requests in flight, replies read in order",
@@ -181,9 +212,19 @@ fn cases() -> anyhow::Result<Vec<Case>> {
             server: &["--protocol", "length-prefixed", "--drain", "spin"],
             fixed_server: Some(&["--protocol", "length-prefixed", "--drain", "none"]),
             script: echo,
-            requests: 300,
-            before: path("busy-poll", "driver → server (spins after each reply)", None, whole()),
-            after: path("no-spin", "driver → server (trusts the kernel)", None, whole()),
+            requests: 200,
+            before: path(
+                "busy-poll",
+                "driver (200 req/s) → server (spins after each reply)",
+                None,
+                paced(),
+            ),
+            after: path(
+                "no-spin",
+                "driver (200 req/s) → server (trusts the kernel)",
+                None,
+                paced(),
+            ),
             change: "the server writes and moves on (it would wait for EPOLLOUT if the queue \
                      were full)",
         },

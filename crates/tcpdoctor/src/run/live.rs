@@ -1,7 +1,7 @@
 //! A live capture on `lo` for the length of one scenario, on its own thread (the ring is
 //! a blocking, mmap'ed socket), stopped by a flag.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -12,7 +12,6 @@ use crate::capture::{self, CaptureConfig, Outputs, Ring};
 pub struct LiveCapture {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<anyhow::Result<capture::Outcome>>,
-    pub file: PathBuf,
 }
 
 /// Whether this process may open a packet socket on `lo` (root, CAP_NET_RAW, or inside the
@@ -56,16 +55,14 @@ impl LiveCapture {
             }
         });
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(LiveCapture {
-                stop,
-                thread,
-                file: file.to_path_buf(),
-            }),
+            Ok(Ok(())) => Ok(LiveCapture { stop, thread }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
             }
-            Err(_) => Err(anyhow::anyhow!("the capture thread ended before it started")),
+            Err(_) => Err(anyhow::anyhow!(
+                "the capture thread ended before it started"
+            )),
         }
     }
 

@@ -41,7 +41,13 @@ impl Plan {
     pub fn file(&self, scenario: &str, what: &str) -> PathBuf {
         let safe: String = scenario
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         self.out_dir.join(format!("{safe}.{what}"))
     }

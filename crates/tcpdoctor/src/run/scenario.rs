@@ -19,7 +19,7 @@ use super::live::LiveCapture;
 use super::server::Server;
 use super::Plan;
 use crate::bench::{BenchConfig, Bound};
-use crate::proxy::{self, Addr, DirConfig, LegConfig, Listener, ProxyConfig};
+use crate::proxy::{self, Addr, CapturePoint, Listener, ProxyConfig};
 
 /// A hop between driver and target.
 #[derive(Clone, Debug)]
@@ -48,6 +48,8 @@ pub struct Driver {
     pub pipeline: usize,
     pub nagle: bool,
     pub split: crate::bench::SplitWrites,
+    /// Open loop at this many requests per second (None: closed loop).
+    pub rate: Option<f64>,
 }
 
 impl Path {
@@ -72,27 +74,17 @@ impl Path {
 }
 
 fn proxy_config(upstream: SocketAddr, hop: &Hop, pcap: PathBuf) -> ProxyConfig {
-    let dir = |chunks| DirConfig {
-        delay: hop.delay,
-        jitter: Duration::ZERO,
-        rate_bps: None,
-        chunks,
-    };
-    ProxyConfig {
-        upstream: Addr::Tcp(upstream),
-        c2s: dir(ChunkMode::Preserve),
-        s2c: dir(hop.s2c_chunks),
-        client_leg: LegConfig {
-            nagle: hop.nagle_to_driver,
-            ..LegConfig::default()
-        },
-        server_leg: LegConfig::default(),
-        seed: 1,
-        record: None,
-        pcap: Some(pcap),
-        summary_every: None,
-        max_queued: 4 << 20,
+    let mut cfg = ProxyConfig::forward_to(Addr::Tcp(upstream));
+    cfg.c2s.delay = hop.delay;
+    cfg.s2c.delay = hop.delay;
+    cfg.s2c.chunks = hop.s2c_chunks;
+    cfg.client_leg.nagle = hop.nagle_to_driver;
+    cfg.pcap = Some(pcap);
+    // Where the delay is, the recording shows what the driver's end of the path would see.
+    if !hop.delay.is_zero() {
+        cfg.pcap_at = CapturePoint::Client;
     }
+    cfg
 }
 
 /// A proxy running in this process for one scenario.
@@ -186,7 +178,7 @@ pub async fn run(
         script: Arc::clone(&plan.script),
         connections: plan.connections,
         pipeline: path.driver.pipeline,
-        rate: None,
+        rate: path.driver.rate,
         bound: Bound::Requests(plan.requests),
         warmup: Duration::ZERO,
         timeout: plan.timeout,
@@ -213,7 +205,11 @@ pub async fn run(
         None => (None, None),
     };
     let (report, histograms) = benched.map_err(|e| anyhow::anyhow!("{}: {e}", path.name))?;
-    let bench = report.runs.into_iter().next().context("the bench made no run")?;
+    let bench = report
+        .runs
+        .into_iter()
+        .next()
+        .context("the bench made no run")?;
     let overall = histograms.into_iter().next().unwrap_or_default();
     let stalls = count_stalls(&overall);
     let mut figures = Figures::of(&bench, stalls);
@@ -230,15 +226,17 @@ pub async fn run(
         (Some(Err(e)), Some(p)) => (
             Some(p),
             "proxy recording".to_string(),
-            Some(format!("live capture failed ({e:#}); used the proxy's recording")),
+            Some(format!(
+                "live capture failed ({e:#}); used the proxy's recording"
+            )),
         ),
-        (Some(Err(e)), None) => (None, String::new(), Some(format!("live capture failed: {e:#}"))),
-        (None, Some(p)) => (Some(p), "proxy recording".to_string(), None),
-        (None, None) => (
+        (Some(Err(e)), None) => (
             None,
             String::new(),
-            Some(plan.no_capture_reason.clone()),
+            Some(format!("live capture failed: {e:#}")),
         ),
+        (None, Some(p)) => (Some(p), "proxy recording".to_string(), None),
+        (None, None) => (None, String::new(), Some(plan.no_capture_reason.clone())),
     };
     let mut findings: Vec<Finding> = Vec::new();
     let mut capture_info = None;
@@ -254,7 +252,11 @@ pub async fn run(
             }
             Err(e) => {
                 capture_info = None;
-                eprintln!("tcpdoctor: {}: cannot analyse {}: {e:#}", path.name, file.display());
+                eprintln!(
+                    "tcpdoctor: {}: cannot analyse {}: {e:#}",
+                    path.name,
+                    file.display()
+                );
             }
         }
     }
