@@ -1,0 +1,355 @@
+//! `tcpdoctor run` and `tcpdoctor demo` end to end: real specimen servers started by `run`,
+//! real kernel TCP over loopback, real captures, the JSON validated against its schema.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{num, repo, validate_with};
+use serde_json::Value;
+
+fn tcpdoctor_in(dir: &Path, args: &[&str]) -> (Value, i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run tcpdoctor");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let code = out.status.code().unwrap_or(-1);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    if !v.is_null() {
+        validate_with("run-report.schema.json", &v);
+    }
+    (v, code, stderr)
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tcpdoctor-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// `run` against a specimen it starts itself; `writes` is per-line or whole.
+fn run_specimen(dir: &Path, writes: &str, extra: &[&str]) -> (Value, i32, String) {
+    let port = free_port();
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server =
+        format!("{exe} specimen --listen 127.0.0.1:{port} --writes {writes} --idle-timeout 60s");
+    let target = format!("127.0.0.1:{port}");
+    let out = dir.join(format!("files-{writes}"));
+    let mut args = vec![
+        "run",
+        "--format",
+        "json",
+        "--server",
+        &server,
+        "--target",
+        &target,
+        "--preset",
+        "line",
+        "--param",
+        "request=LIST",
+        "--param",
+        "terminator=\\n",
+        "--param",
+        "until_line=^\\.\\r?$",
+        "--requests",
+        "30",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let r = tcpdoctor_in(dir, &args);
+    // The server was stopped: nothing listens on its port any more.
+    assert!(
+        std::net::TcpStream::connect(&target).is_err(),
+        "the server on {target} is still running after run exited"
+    );
+    r
+}
+
+fn scenario<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["scenarios"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == name))
+        .unwrap_or_else(|| panic!("no scenario {name}"))
+}
+
+fn kinds(s: &Value) -> Vec<String> {
+    s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn live_capture_possible() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn run_names_the_stall_the_fixed_twin_is_clean_and_the_baseline_compares() {
+    let dir = scratch("run");
+    let sandbox: &[&str] = if live_capture_possible() {
+        &[]
+    } else {
+        &["--sandbox"]
+    };
+    let mut extra = vec!["--scenarios", "direct,proxy-nagle", "--save", "before.json"];
+    extra.extend_from_slice(sandbox);
+    let (before, code, err) = run_specimen(&dir, "per-line", &extra);
+    assert_eq!(code, 0, "no gate asked for: exit 0; stderr: {err}");
+    let direct = scenario(&before, "direct");
+    assert!(
+        kinds(direct).contains(&"nagle_delayed_ack".to_string()),
+        "per-line server, direct: {:?}; {}",
+        kinds(direct),
+        direct["capture_note"]
+    );
+    assert!(num(&direct["figures"]["stalls_30ms"]) >= 20.0);
+    assert!(direct["server_cpu"]["wall_s"].as_f64().unwrap() > 0.0);
+    let hop = scenario(&before, "proxy-nagle");
+    assert!(kinds(hop).contains(&"nagle_delayed_ack".to_string()));
+    assert!(hop["figures"]["s2c_chunks_per_exchange"].as_f64().unwrap() >= 1.0);
+
+    // The fixed twin, compared with the saved report.
+    let mut extra = vec![
+        "--scenarios",
+        "direct",
+        "--baseline",
+        "before.json",
+        "--check",
+        "stalls==0",
+        "--fail-on",
+        "nagle_delayed_ack",
+    ];
+    extra.extend_from_slice(sandbox);
+    let (after, code, err) = run_specimen(&dir, "whole", &extra);
+    assert_eq!(code, 0, "fixed twin passes its gate; stderr: {err}");
+    let direct_after = scenario(&after, "direct");
+    assert!(kinds(direct_after).is_empty(), "{:?}", kinds(direct_after));
+    let cmp = &after["comparisons"][0];
+    assert_eq!(cmp["title"], "direct: baseline → now");
+    let row = |m: &str| {
+        cmp["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == m)
+            .cloned()
+            .unwrap()
+    };
+    let t = row("throughput");
+    let (b, a) = (num(&t["before"]), num(&t["after"]));
+    assert_eq!(b, num(&direct["figures"]["throughput_rps"]));
+    assert_eq!(a, num(&direct_after["figures"]["throughput_rps"]));
+    assert!((num(&t["ratio"]) - a / b).abs() < 0.01 * a / b);
+    assert!(a > 5.0 * b, "whole writes {a} req/s vs per-line {b} req/s");
+    assert_eq!(t["better"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn checks_and_fail_on_gate_the_exit_code() {
+    let dir = scratch("gate");
+    let (r, code, err) = run_specimen(
+        &dir,
+        "per-line",
+        &[
+            "--scenarios",
+            "proxy-nagle",
+            "--check",
+            "p99<5ms",
+            "--check",
+            "errors==0",
+        ],
+    );
+    assert_eq!(code, 1, "a failed check exits 1; stderr: {err}");
+    let checks = r["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2);
+    assert_eq!(checks[0]["passed"], false);
+    assert!(checks[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limit < 5 ms"));
+    assert_eq!(checks[1]["passed"], true);
+    let (r, code, _) = run_specimen(
+        &dir,
+        "whole",
+        &[
+            "--scenarios",
+            "proxy",
+            "--check",
+            "p99<1s",
+            "--fail-on",
+            "any",
+        ],
+    );
+    assert_eq!(code, 0, "{}", r["failed_on"]);
+    let (r, code, _) = run_specimen(
+        &dir,
+        "per-line",
+        &[
+            "--scenarios",
+            "proxy",
+            "--fail-on",
+            "rtt_bound,nagle_delayed_ack",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(r["failed_on"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("nagle_delayed_ack in proxy"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_server_that_never_listens_is_stopped_and_named() {
+    let dir = scratch("noready");
+    let port = free_port();
+    let other = free_port();
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    // Listens on `other`, while run waits for `port`.
+    let marker = format!("--idle-timeout 61s --listen 127.0.0.1:{other}");
+    let server = format!("{exe} specimen {marker}");
+    let target = format!("127.0.0.1:{port}");
+    let (_, code, err) = tcpdoctor_in(
+        &dir,
+        &[
+            "run",
+            "--server",
+            &server,
+            "--target",
+            &target,
+            "--preset",
+            "echo",
+            "--ready-timeout",
+            "1s",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did not accept a connection"), "{err}");
+    assert!(
+        err.contains("listening 127.0.0.1"),
+        "the server's output is shown: {err}"
+    );
+    // No orphan: nothing serves `other` any more.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", other)).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_arguments_exit_2_naming_the_flag() {
+    let dir = repo();
+    for (args, needle) in [
+        (
+            vec!["--scenarios", "lan"],
+            "--scenarios: unknown scenario `lan`",
+        ),
+        (
+            vec!["--check", "p98<5ms"],
+            "--check: check `p98<5ms`: unknown figure",
+        ),
+        (
+            vec!["--baseline", "/nonexistent.json"],
+            "--baseline /nonexistent.json",
+        ),
+        (vec!["--fail-on", "slow"], "unknown finding kind `slow`"),
+    ] {
+        let mut all = vec!["run", "--target", "127.0.0.1:9", "--preset", "echo"];
+        all.extend_from_slice(&args);
+        let (_, code, err) = tcpdoctor_in(&dir, &all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let (_, code, err) = tcpdoctor_in(&dir, &["run", "--target", "localhost", "--preset", "echo"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--target localhost: expected IP:PORT"),
+        "{err}"
+    );
+}
+
+#[test]
+fn demo_reproduces_and_fixes_every_pathology() {
+    let dir = scratch("demo");
+    let html = dir.join("demo.html");
+    let (r, code, err) = tcpdoctor_in(
+        &dir,
+        &[
+            "demo",
+            "--format",
+            "json",
+            "--out",
+            dir.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+    );
+    let cases = r["cases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cases: {err}"));
+    let verdicts: Vec<(String, bool, bool)> = cases
+        .iter()
+        .map(|c| {
+            (
+                c["expected"].as_str().unwrap().to_string(),
+                c["reproduced"].as_bool().unwrap(),
+                c["fixed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        "nagle_delayed_ack",
+        "nagle_delayed_ack",
+        "nagle_delayed_ack",
+        "rtt_bound",
+        "busy_poll",
+    ];
+    assert_eq!(
+        verdicts.iter().map(|v| v.0.as_str()).collect::<Vec<_>>(),
+        expected
+    );
+    for (c, v) in cases.iter().zip(&verdicts) {
+        assert!(
+            v.1 && v.2,
+            "{}: reproduced {} fixed {}: {}",
+            c["title"],
+            v.1,
+            v.2,
+            c["diagnosis"]
+        );
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("5 of 5 pathologies reproduced and fixed"),
+        "{err}"
+    );
+    // The before/after table agrees with the scenarios it compares.
+    for (case, cmp) in cases.iter().zip(r["comparisons"].as_array().unwrap()) {
+        assert_eq!(cmp["before"], case["before"]);
+        let before = scenario(&r, case["before"].as_str().unwrap());
+        let p50 = cmp["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["metric"] == "p50")
+            .unwrap();
+        assert_eq!(num(&p50["before"]), num(&before["figures"]["p50_ms"]));
+    }
+    let page = std::fs::read_to_string(&html).expect("--html wrote the report");
+    assert!(page.contains("nagle_delayed_ack") && page.contains("<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
