@@ -63,7 +63,7 @@ fn run_specimen(dir: &Path, writes: &str, extra: &[&str]) -> (Value, i32, String
         "--requests",
         "30",
         "--out",
-        out.to_str().unwrap(),
+        out.to_str().expect("as in the report"),
     ];
     args.extend_from_slice(extra);
     let r = tcpdoctor_in(dir, &args);
@@ -85,9 +85,9 @@ fn scenario<'a>(r: &'a Value, name: &str) -> &'a Value {
 fn kinds(s: &Value) -> Vec<String> {
     s["findings"]
         .as_array()
-        .unwrap()
+        .expect("as in the report")
         .iter()
-        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .map(|f| f["kind"].as_str().expect("as in the report").to_string())
         .collect()
 }
 
@@ -116,10 +116,20 @@ fn run_names_the_stall_the_fixed_twin_is_clean_and_the_baseline_compares() {
         direct["capture_note"]
     );
     assert!(num(&direct["figures"]["stalls_30ms"]) >= 20.0);
-    assert!(direct["server_cpu"]["wall_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        direct["server_cpu"]["wall_s"]
+            .as_f64()
+            .expect("as in the report")
+            > 0.0
+    );
     let hop = scenario(&before, "proxy-nagle");
     assert!(kinds(hop).contains(&"nagle_delayed_ack".to_string()));
-    assert!(hop["figures"]["s2c_chunks_per_exchange"].as_f64().unwrap() >= 1.0);
+    assert!(
+        hop["figures"]["s2c_chunks_per_exchange"]
+            .as_f64()
+            .expect("as in the report")
+            >= 1.0
+    );
 
     // The fixed twin, compared with the saved report.
     let mut extra = vec![
@@ -142,11 +152,11 @@ fn run_names_the_stall_the_fixed_twin_is_clean_and_the_baseline_compares() {
     let row = |m: &str| {
         cmp["rows"]
             .as_array()
-            .unwrap()
+            .expect("as in the report")
             .iter()
             .find(|r| r["metric"] == m)
             .cloned()
-            .unwrap()
+            .expect("as in the report")
     };
     let t = row("throughput");
     let (b, a) = (num(&t["before"]), num(&t["after"]));
@@ -174,12 +184,12 @@ fn checks_and_fail_on_gate_the_exit_code() {
         ],
     );
     assert_eq!(code, 1, "a failed check exits 1; stderr: {err}");
-    let checks = r["checks"].as_array().unwrap();
+    let checks = r["checks"].as_array().expect("as in the report");
     assert_eq!(checks.len(), 2);
     assert_eq!(checks[0]["passed"], false);
     assert!(checks[0]["message"]
         .as_str()
-        .unwrap()
+        .expect("as in the report")
         .contains("limit < 5 ms"));
     assert_eq!(checks[1]["passed"], true);
     let (r, code, _) = run_specimen(
@@ -208,7 +218,7 @@ fn checks_and_fail_on_gate_the_exit_code() {
     assert_eq!(code, 1);
     assert!(r["failed_on"][0]
         .as_str()
-        .unwrap()
+        .expect("as in the report")
         .starts_with("nagle_delayed_ack in proxy"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -236,7 +246,7 @@ fn a_server_that_never_listens_is_stopped_and_named() {
             "--ready-timeout",
             "1s",
             "--out",
-            dir.to_str().unwrap(),
+            dir.to_str().expect("as in the report"),
         ],
     );
     assert_eq!(code, 2, "{err}");
@@ -293,9 +303,9 @@ fn demo_reproduces_and_fixes_every_pathology() {
             "--format",
             "json",
             "--out",
-            dir.to_str().unwrap(),
+            dir.to_str().expect("as in the report"),
             "--html",
-            html.to_str().unwrap(),
+            html.to_str().expect("as in the report"),
         ],
     );
     let cases = r["cases"]
@@ -305,9 +315,12 @@ fn demo_reproduces_and_fixes_every_pathology() {
         .iter()
         .map(|c| {
             (
-                c["expected"].as_str().unwrap().to_string(),
-                c["reproduced"].as_bool().unwrap(),
-                c["fixed"].as_bool().unwrap(),
+                c["expected"]
+                    .as_str()
+                    .expect("as in the report")
+                    .to_string(),
+                c["reproduced"].as_bool().expect("as in the report"),
+                c["fixed"].as_bool().expect("as in the report"),
             )
         })
         .collect();
@@ -338,15 +351,18 @@ fn demo_reproduces_and_fixes_every_pathology() {
         "{err}"
     );
     // The before/after table agrees with the scenarios it compares.
-    for (case, cmp) in cases.iter().zip(r["comparisons"].as_array().unwrap()) {
+    for (case, cmp) in cases
+        .iter()
+        .zip(r["comparisons"].as_array().expect("as in the report"))
+    {
         assert_eq!(cmp["before"], case["before"]);
-        let before = scenario(&r, case["before"].as_str().unwrap());
+        let before = scenario(&r, case["before"].as_str().expect("as in the report"));
         let p50 = cmp["rows"]
             .as_array()
-            .unwrap()
+            .expect("as in the report")
             .iter()
             .find(|x| x["metric"] == "p50")
-            .unwrap();
+            .expect("as in the report");
         assert_eq!(num(&p50["before"]), num(&before["figures"]["p50_ms"]));
     }
     let page = std::fs::read_to_string(&html).expect("--html wrote the report");
