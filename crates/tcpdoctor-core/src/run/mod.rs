@@ -12,11 +12,13 @@
 //! - `compare.rs`: before/after tables with ratios.
 //! - `check.rs`: `--check 'p99<5ms'` parsed and evaluated.
 //! - `busy_poll.rs`: the `busy_poll` finding, from process CPU accounting.
+//! - `html/`: the report as one self-contained HTML page ([`render_html`]).
 
 mod busy_poll;
 mod check;
 mod compare;
 mod figures;
+mod html;
 mod scenario;
 #[cfg(test)]
 mod tests;
@@ -30,6 +32,7 @@ pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, Metric, Op};
 pub use compare::{Comparison, ComparisonRow};
 pub use figures::{log_buckets, Figures, LogBucket, StepFigures};
+pub use html::render_html;
 pub use scenario::{Scenario, ScenarioKind};
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
