@@ -24,10 +24,9 @@ pub fn esc(s: &str) -> String {
 pub fn num(v: f64) -> String {
     let a = v.abs();
     if !v.is_finite() {
-        "–".to_string()
-    } else if a == 0.0 {
-        "0".to_string()
-    } else if a >= 100.0 {
+        return "–".to_string();
+    }
+    let s = if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
@@ -35,7 +34,23 @@ pub fn num(v: f64) -> String {
         format!("{v:.2}")
     } else {
         format!("{v:.3}")
+    };
+    // 39.0 → 39, 0.080 → 0.08: digits that say nothing are dropped.
+    if s.contains('.') {
+        let t = s.trim_end_matches('0').trim_end_matches('.');
+        if t == "-0" {
+            "0".to_string()
+        } else {
+            t.to_string()
+        }
+    } else {
+        s
     }
+}
+
+/// A file path, escaped, that may break after each `/` rather than mid-name.
+pub fn path(p: &str) -> String {
+    esc(p).replace('/', "/<wbr>")
 }
 
 /// A duration given in milliseconds, in the unit that reads best (`85 µs`, `43.8 ms`, `1.20 s`).
@@ -77,9 +92,14 @@ mod tests {
         assert_eq!(num(0.0823), "0.082");
         assert_eq!(num(43.81), "43.8");
         assert_eq!(num(5012.4), "5012");
-        assert_eq!(dur_ms(0.085), "85.0 µs");
+        assert_eq!(num(39.0), "39");
+        assert_eq!(num(10.0), "10");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(0.0001), "0");
+        assert_eq!(num(0.08), "0.08");
+        assert_eq!(dur_ms(0.085), "85 µs");
         assert_eq!(dur_ms(43.8), "43.8 ms");
-        assert_eq!(dur_ms(1200.0), "1.20 s");
+        assert_eq!(dur_ms(1200.0), "1.2 s");
         assert_eq!(tick_ms(0.01), "10 µs");
         assert_eq!(tick_ms(1000.0), "1 s");
     }

@@ -1,7 +1,7 @@
 //! Findings as cards: verdict first, then the facts, the frames to open in Wireshark, and the
 //! fix.
 
-use super::escape::{dur_ms, esc, num};
+use super::escape::{dur_ms, esc, num, path};
 use super::timeline;
 use crate::flow::Direction;
 use crate::report::Finding;
@@ -17,7 +17,12 @@ pub fn findings(scenarios: &[ScenarioResult]) -> String {
             esc(&s.name)
         ));
         if s.findings.is_empty() {
-            out.push_str("<p class=\"muted\">No findings: the capture shows none of the pathologies tcpdoctor knows.</p>\n");
+            let why = match (&s.capture, &s.capture_note) {
+                (Some(_), _) => "the capture shows none of the pathologies tcpdoctor knows".into(),
+                (None, Some(note)) => format!("no capture ({})", esc(note)),
+                (None, None) => "no capture".into(),
+            };
+            out.push_str(&format!("<p class=\"muted\">No findings: {why}.</p>\n"));
         }
         for f in &s.findings {
             out.push_str(&card(f));
@@ -89,7 +94,7 @@ fn card(f: &Finding) -> String {
         out.push_str(&format!(
             "<p class=\"frames\">Example in <code>{}</code>, flow {} ({} → {}): frames \
              <b>{}</b> — Wireshark filter <code class=\"filter\">frame.number in {{{}}}</code></p>\n",
-            esc(&f.file),
+            path(&f.file),
             f.example_flow.id,
             esc(&f.example_flow.client),
             esc(&f.example_flow.server),
@@ -99,7 +104,7 @@ fn card(f: &Finding) -> String {
     } else if !f.file.is_empty() {
         out.push_str(&format!(
             "<p class=\"frames muted\">from <code>{}</code></p>\n",
-            esc(&f.file)
+            path(&f.file)
         ));
     }
     if !f.evidence.timeline.is_empty() {

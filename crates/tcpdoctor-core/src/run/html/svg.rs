@@ -100,14 +100,6 @@ fn histogram_svg(name: &str, bars: &[LogBucket], axis: &LogAxis) -> String {
             tick_ms(d)
         ));
     }
-    let sx = axis.x(STALL_MS);
-    svg.push_str(&format!(
-        "<line class=\"stall-line\" x1=\"{sx:.1}\" y1=\"{:.1}\" x2=\"{sx:.1}\" y2=\"{BASE}\"/>\
-         <text class=\"stall-label\" x=\"{:.1}\" y=\"{:.1}\">30 ms</text>\n",
-        TOP - 10.0,
-        sx + 3.0,
-        TOP - 2.0
-    ));
     for b in bars.iter().filter(|b| b.count > 0) {
         let lower = lower_of(b.le_ms);
         let (x1, x2) = (axis.x(lower), axis.x(b.le_ms));
@@ -128,6 +120,13 @@ fn histogram_svg(name: &str, bars: &[LogBucket], axis: &LogAxis) -> String {
             b.count
         ));
     }
+    // The stall threshold, over the bars, labelled in the tick row where nothing collides.
+    let sx = axis.x(STALL_MS);
+    svg.push_str(&format!(
+        "<line class=\"stall-line\" x1=\"{sx:.1}\" y1=\"{TOP}\" x2=\"{sx:.1}\" y2=\"{BASE}\"/>\
+         <text class=\"stall-label\" x=\"{sx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">30 ms</text>\n",
+        BASE + 16.0
+    ));
     svg.push_str(&format!(
         "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{BASE}\" x2=\"{RIGHT}\" y2=\"{BASE}\"/>\
          <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{max}</text>\

@@ -1,7 +1,7 @@
 //! The tables of the page: scenarios side by side, before/after comparisons, demo cases and
 //! checks.
 
-use super::escape::{dur_ms, esc, num};
+use super::escape::{dur_ms, esc, num, path};
 use crate::run::{CheckResult, Comparison, DemoCase, ScenarioResult};
 
 fn tick(ok: bool) -> &'static str {
@@ -130,7 +130,7 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
             .map(|s| match (&s.capture, &s.capture_note) {
                 (Some(c), _) => format!(
                     "<td class=\"path\"><code>{}</code><br><span class=\"muted small\">{}</span></td>",
-                    esc(&c.file),
+                    path(&c.file),
                     esc(&c.source)
                 ),
                 (None, Some(n)) => format!("<td class=\"path muted\">{}</td>", esc(n)),

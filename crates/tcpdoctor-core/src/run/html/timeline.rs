@@ -87,7 +87,10 @@ fn chart(entries: &[TimelineEntry]) -> String {
          <path d=\"M0,0 L10,5 L0,10 z\" class=\"head c2s\"/></marker>\
          <marker id=\"tl-head-s2c\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" \
          markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
-         <path d=\"M0,0 L10,5 L0,10 z\" class=\"head s2c\"/></marker></defs>\n"
+         <path d=\"M0,0 L10,5 L0,10 z\" class=\"head s2c\"/></marker>\
+         <marker id=\"tl-head-gap\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" \
+         markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
+         <path d=\"M0,0 L10,5 L0,10 z\" class=\"head gap\"/></marker></defs>\n"
     );
     if let Some(k) = longest_gap(entries) {
         let (a, b) = (xs[k - 1] + 10.0, xs[k] - 10.0);
@@ -101,7 +104,7 @@ fn chart(entries: &[TimelineEntry]) -> String {
         svg.push_str(&format!(
             "<rect class=\"gap\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
              <line class=\"gap-span\" x1=\"{a:.1}\" y1=\"{:.1}\" x2=\"{b:.1}\" y2=\"{:.1}\" \
-             marker-start=\"url(#tl-head-c2s)\" marker-end=\"url(#tl-head-c2s)\"/>\
+             marker-start=\"url(#tl-head-gap)\" marker-end=\"url(#tl-head-gap)\"/>\
              <text class=\"gap-label\" x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} \
              of silence</text>\
              <text class=\"gap-note\" x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
@@ -149,13 +152,19 @@ fn chart(entries: &[TimelineEntry]) -> String {
             Direction::ClientToServer => ("c2s", CLIENT_Y + 2.0, SERVER_Y - 4.0),
             Direction::ServerToClient => ("s2c", SERVER_Y - 2.0, CLIENT_Y + 4.0),
         };
+        let (kind, size) = match e.payload_bytes {
+            Some(0) => (" ack", "ACK".to_string()),
+            Some(n) => ("", format!("{n} B")),
+            None => ("", String::new()),
+        };
         svg.push_str(&format!(
-            "<g class=\"packet {class}\"><title>frame {}: {}{}{}</title>\
+            "<g class=\"packet {class}{kind}\"><title>frame {}: {}{}{}</title>\
              <circle cx=\"{x:.1}\" cy=\"{y1:.1}\" r=\"3\"/>\
              <line x1=\"{x:.1}\" y1=\"{y1:.1}\" x2=\"{x:.1}\" y2=\"{y2:.1}\" \
              marker-end=\"url(#tl-head-{class})\"/>\
              <text class=\"frame\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">#{}</text>\
              <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\
+             <text class=\"size\" x=\"{:.1}\" y=\"{:.1}\">{size}</text>\
              <polyline class=\"leader\" points=\"{x:.1},{:.1} {x:.1},{:.1} {true_x:.1},{:.1}\"/>\
              </g>\n",
             e.frame,
@@ -166,6 +175,8 @@ fn chart(entries: &[TimelineEntry]) -> String {
             e.frame,
             CLIENT_Y - 12.0,
             esc(&format!("{} ms", num(e.t_ms))),
+            x + 6.0,
+            CLIENT_Y + 26.0,
             SERVER_Y + 2.0,
             SERVER_Y + 18.0,
             AXIS_Y,
@@ -175,12 +186,18 @@ fn chart(entries: &[TimelineEntry]) -> String {
         "<g class=\"legend\"><line class=\"c2s\" x1=\"{LEFT}\" y1=\"14\" x2=\"{:.1}\" y2=\"14\"/>\
          <text class=\"tick\" x=\"{:.1}\" y=\"18\">client → server</text>\
          <line class=\"s2c\" x1=\"{:.1}\" y1=\"14\" x2=\"{:.1}\" y2=\"14\"/>\
-         <text class=\"tick\" x=\"{:.1}\" y=\"18\">server → client</text></g>\n</svg>\n",
+         <text class=\"tick\" x=\"{:.1}\" y=\"18\">server → client</text>\
+         <line class=\"ack\" x1=\"{:.1}\" y1=\"14\" x2=\"{:.1}\" y2=\"14\"/>\
+         <text class=\"tick\" x=\"{:.1}\" y=\"18\">pure ACK (no data); “19 B”: payload \
+         bytes</text></g>\n</svg>\n",
         LEFT + 24.0,
         LEFT + 30.0,
         LEFT + 150.0,
         LEFT + 174.0,
-        LEFT + 180.0
+        LEFT + 180.0,
+        LEFT + 300.0,
+        LEFT + 324.0,
+        LEFT + 330.0
     ));
     svg
 }
@@ -218,6 +235,7 @@ mod tests {
             t_ms,
             direction,
             what: "x".into(),
+            payload_bytes: None,
             note: note.into(),
         }
     }
