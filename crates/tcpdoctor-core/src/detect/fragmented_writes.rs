@@ -193,6 +193,7 @@ fn finding(
         frame: turn.first.frame,
         t_ms: 0.0,
         direction: dir,
+        payload_bytes: None,
         what: format!(
             "{} segments, {} bytes: {}",
             turn.segments,

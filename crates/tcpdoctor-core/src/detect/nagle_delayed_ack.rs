@@ -183,6 +183,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
             t_ms: 0.0,
             direction: dir.reverse(),
             what: format!("request: {} bytes in {} segment(s)", b.bytes, b.segments),
+            payload_bytes: (b.segments == 1).then_some(b.bytes),
             note: if b.last.frame != b.first.frame {
                 format!("through frame {}", b.last.frame)
             } else {
@@ -196,6 +197,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
             t_ms: rel_ms(turn.first.ts, origin),
             direction: dir,
             what: format!("first {whose} segment ({} bytes)", turn.sizes[0]),
+            payload_bytes: Some(u64::from(turn.sizes[0])),
             note: String::new(),
         });
     }
@@ -204,6 +206,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         t_ms: rel_ms(p.before.pkt.ts, origin),
         direction: dir,
         what: format!("{} bytes", p.before.len),
+        payload_bytes: Some(u64::from(p.before.len)),
         note: "small segment in flight; Nagle holds what the application writes next".into(),
     });
     ev.timeline.push(TimelineEntry {
@@ -211,6 +214,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         t_ms: rel_ms(ack.ts, origin),
         direction: dir.reverse(),
         what: "pure ACK of everything sent".into(),
+        payload_bytes: Some(0),
         note: format!(
             "delayed ACK: the {receiver} held it {}",
             fmt_duration(ex.ack_held)
@@ -221,6 +225,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         t_ms: rel_ms(p.after.pkt.ts, origin),
         direction: dir,
         what: format!("{} bytes", p.after.len),
+        payload_bytes: Some(u64::from(p.after.len)),
         note: format!("released {} after the ACK", fmt_duration(ex.release_after)),
     });
     let fix = match dir {

@@ -193,6 +193,7 @@ fn finding(
         frame: original.frame,
         t_ms: 0.0,
         direction: dir,
+        payload_bytes: None,
         what: format!("{what} sent"),
         note: "lost before it reached the peer".into(),
     });
@@ -200,6 +201,7 @@ fn finding(
         frame: retrans.frame,
         t_ms: rel_ms(retrans.ts, original.ts),
         direction: dir,
+        payload_bytes: None,
         what: format!("same {what} sent again"),
         note: "after the retransmission timeout".into(),
     });

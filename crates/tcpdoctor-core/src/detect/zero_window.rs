@@ -172,6 +172,7 @@ fn finding(
         frame: start.frame,
         t_ms: 0.0,
         direction: dir.reverse(),
+        payload_bytes: None,
         what: "window 0".into(),
         note: format!("the {reader}'s buffer is full; the {writer} must stop"),
     });
@@ -180,6 +181,7 @@ fn finding(
             frame: end.frame,
             t_ms: rel_ms(end.ts, start.ts),
             direction: dir.reverse(),
+            payload_bytes: None,
             what: "window opens again".into(),
             note: format!("the {reader} read; the {writer} may send"),
         });

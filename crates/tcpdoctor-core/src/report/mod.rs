@@ -112,6 +112,11 @@ pub struct TimelineEntry {
     pub direction: Direction,
     /// What the packet is ("14 bytes", "pure ACK, acknowledges all data", …).
     pub what: String,
+    /// Payload bytes of this one packet, 0 for a pure ACK; unset when the line stands for
+    /// several packets (a whole request) or the detector does not say. Charts draw data and
+    /// ACKs apart from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<u64>,
     /// Why it matters, if it does ("held ~40 ms by Nagle, released by the ACK above").
     #[serde(skip_serializing_if = "String::is_empty")]
     pub note: String,

@@ -12,11 +12,14 @@
 //! - `compare.rs`: before/after tables with ratios.
 //! - `check.rs`: `--check 'p99<5ms'` parsed and evaluated.
 //! - `busy_poll.rs`: the `busy_poll` finding, from process CPU accounting.
+//! - `text.rs`: the report for a terminal ([`render_run_text`]).
+//! - `html/`: the report as one self-contained HTML page ([`render_html`]).
 
 mod busy_poll;
 mod check;
 mod compare;
 mod figures;
+mod html;
 mod scenario;
 #[cfg(test)]
 mod tests;
@@ -31,6 +34,7 @@ pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, Metric, Op};
 pub use compare::{Comparison, ComparisonRow};
 pub use figures::{log_buckets, Figures, LogBucket, StepFigures};
+pub use html::render_html;
 pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};
 pub use text::render_run_text;
 

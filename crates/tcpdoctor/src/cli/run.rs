@@ -87,6 +87,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.json")]
     pub baseline: Option<PathBuf>,
 
+    /// Also write the report as one self-contained HTML page (histograms, a stalled
+    /// exchange's timeline, chunk sizes, findings).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+
     /// Write this run's report as JSON (a later run's --baseline).
     #[arg(long, value_name = "FILE.json")]
     pub save: Option<PathBuf>,
@@ -211,8 +216,11 @@ pub(crate) fn finish(
     })
 }
 
-fn write_html(_report: &RunReport, p: &Path) -> anyhow::Result<()> {
-    bail!("--html {}: not available in this build", p.display())
+fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
+    std::fs::write(p, tcpdoctor_core::run::render_html(report))
+        .with_context(|| format!("--html {}", p.display()))?;
+    eprintln!("tcpdoctor: report written to {}", p.display());
+    Ok(())
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
@@ -309,7 +317,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let (kinds, any) = kinds(&args.fail_on);
     report.gate(&checks, &kinds, any);
-    finish(&report, args.format, args.save.as_deref(), None)
+    finish(
+        &report,
+        args.format,
+        args.save.as_deref(),
+        args.html.as_deref(),
+    )
 }
 
 pub(crate) fn kinds(fail_on: &[FailOn]) -> (Vec<FindingKind>, bool) {

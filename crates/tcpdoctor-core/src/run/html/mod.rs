@@ -1,0 +1,264 @@
+//! The report of `tcpdoctor run` / `tcpdoctor demo` as one self-contained HTML page: inline CSS
+//! and inline SVG, no script, nothing fetched, so it can be attached to a CI job, mailed, or
+//! opened years later. It reads the [`RunReport`] and lays it out; it computes nothing the
+//! text and JSON renderers would not show too.
+//!
+//! Every string from the model is escaped: scenario names, the server's command line,
+//! verdicts and file names come from users and from the traffic.
+//!
+//! # Layout
+//! - `mod.rs`: the page, its sections and its style sheet.
+//! - `tables.rs`: scenarios side by side, comparisons, demo cases, checks.
+//! - `svg.rs`: latency histograms on one shared log axis, chunk-size bars.
+//! - `timeline.rs`: one stalled exchange as client and server lanes.
+//! - `findings.rs`: finding cards.
+//! - `escape.rs`: escaping and number formatting.
+
+mod escape;
+mod findings;
+mod svg;
+mod tables;
+#[cfg(test)]
+mod tests;
+mod timeline;
+
+use escape::esc;
+
+use super::{RunReport, ScenarioResult};
+use crate::report::{Finding, FindingKind};
+
+const STYLE: &str = include_str!("style.css");
+
+/// The whole page.
+pub fn render_html(report: &RunReport) -> String {
+    let s = &report.settings;
+    let mut out = String::with_capacity(64 * 1024);
+    out.push_str(&format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>tcpdoctor {}: {} — {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n",
+        esc(&s.command),
+        esc(&s.target),
+        if report.failed { "failed" } else { "passed" }
+    ));
+    out.push_str(&header(report));
+    out.push_str(&nav(report));
+    section(&mut out, "scenarios", "Scenarios side by side", &{
+        tables::scenario_table(&report.scenarios)
+    });
+    if !report.comparisons.is_empty() {
+        let body: String = report.comparisons.iter().map(tables::comparison).collect();
+        section(&mut out, "comparisons", "Before and after", &body);
+    }
+    if report
+        .scenarios
+        .iter()
+        .any(|s| !s.latency_histogram.is_empty())
+    {
+        let body = format!(
+            "<p class=\"muted\">Exchange latency, one bar per 1-2-5 step on a log scale. Every \
+             histogram uses the same axis: a healthy exchange sits near 0.1 ms, one held by a \
+             delayed ACK near 40 ms. Bars from 20 ms up are red; the dashed line marks 30 ms, \
+             the threshold of the <i>exchanges ≥ 30 ms</i> row.</p>\n{}",
+            svg::latency_histograms(&report.scenarios)
+        );
+        section(&mut out, "latency", "Latency histograms", &body);
+    }
+    if let Some((scenario, finding)) = stalled_example(&report.scenarios) {
+        section(&mut out, "timeline", "One stalled exchange", &{
+            timeline_section(scenario, finding)
+        });
+    }
+    if report.scenarios.iter().any(|s| s.chunks.is_some()) {
+        section(
+            &mut out,
+            "chunks",
+            "How the server wrote",
+            &chunks(&report.scenarios),
+        );
+    }
+    section(&mut out, "findings", "Findings", &{
+        findings::findings(&report.scenarios)
+    });
+    if !report.checks.is_empty() {
+        section(
+            &mut out,
+            "checks",
+            "Checks",
+            &tables::checks(&report.checks),
+        );
+    }
+    out.push_str(&format!(
+        "<footer>{} {} · schema {} · open the captures named above in Wireshark to see the \
+         same frames</footer>\n</main>\n</body>\n</html>\n",
+        esc(&report.tool.name),
+        esc(&report.tool.version),
+        report.schema_version
+    ));
+    out
+}
+
+fn section(out: &mut String, id: &str, title: &str, body: &str) {
+    out.push_str(&format!(
+        "<section id=\"{id}\">\n<h2>{title}</h2>\n{body}</section>\n"
+    ));
+}
+
+fn header(report: &RunReport) -> String {
+    let s = &report.settings;
+    let (class, word) = if report.failed {
+        ("fail", "FAILED")
+    } else {
+        ("pass", "PASSED")
+    };
+    let mut out = format!(
+        "<header class=\"top\">\n<div class=\"title\"><h1>tcpdoctor {}</h1>\
+         <span class=\"badge big {class}\">{word}</span></div>\n<dl class=\"settings\">",
+        esc(&s.command)
+    );
+    let mut item = |k: &str, v: String| {
+        out.push_str(&format!("<dt>{k}</dt><dd>{v}</dd>"));
+    };
+    item("target", format!("<code>{}</code>", esc(&s.target)));
+    if let Some(server) = &s.server {
+        item("server", format!("<code>{}</code>", esc(server)));
+    }
+    item("script", format!("<code>{}</code>", esc(&s.script)));
+    item(
+        "scenarios",
+        s.scenarios
+            .iter()
+            .map(|n| format!("<code>{}</code>", esc(n)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    item(
+        "load",
+        format!(
+            "{} requests per scenario over {} connection{}",
+            s.requests,
+            s.connections,
+            if s.connections == 1 { "" } else { "s" }
+        ),
+    );
+    item("output", format!("<code>{}</code>", esc(&s.output_dir)));
+    out.push_str("</dl>\n");
+    if report.failed {
+        let mut why: Vec<String> = report
+            .failed_on
+            .iter()
+            .map(|f| format!("found {}", esc(f)))
+            .collect();
+        let failed_checks = report.checks.iter().filter(|c| !c.passed).count();
+        if failed_checks > 0 {
+            why.push(format!(
+                "{failed_checks} check{} failed",
+                if failed_checks == 1 { "" } else { "s" }
+            ));
+        }
+        if !why.is_empty() {
+            out.push_str(&format!("<p class=\"why fail\">{}</p>\n", why.join("; ")));
+        }
+    }
+    if !report.cases.is_empty() {
+        let ok = report
+            .cases
+            .iter()
+            .filter(|c| c.reproduced && c.fixed)
+            .count();
+        out.push_str(&format!(
+            "<p><b>{ok} of {} cases</b> reproduced and fixed.</p>\n{}",
+            report.cases.len(),
+            tables::cases(&report.cases)
+        ));
+    }
+    out.push_str("</header>\n");
+    out
+}
+
+fn nav(report: &RunReport) -> String {
+    let mut links = vec![("scenarios", "Scenarios")];
+    if !report.comparisons.is_empty() {
+        links.push(("comparisons", "Before and after"));
+    }
+    if report
+        .scenarios
+        .iter()
+        .any(|s| !s.latency_histogram.is_empty())
+    {
+        links.push(("latency", "Latency"));
+    }
+    if stalled_example(&report.scenarios).is_some() {
+        links.push(("timeline", "Timeline"));
+    }
+    if report.scenarios.iter().any(|s| s.chunks.is_some()) {
+        links.push(("chunks", "Writes"));
+    }
+    links.push(("findings", "Findings"));
+    if !report.checks.is_empty() {
+        links.push(("checks", "Checks"));
+    }
+    let items: Vec<String> = links
+        .iter()
+        .map(|(id, t)| format!("<a href=\"#{id}\">{t}</a>"))
+        .collect();
+    format!("<nav>{}</nav>\n", items.join(""))
+}
+
+/// The finding whose timeline the page draws: a Nagle stall if there is one, else the first
+/// timeline of several packets, else any.
+fn stalled_example(scenarios: &[ScenarioResult]) -> Option<(&ScenarioResult, &Finding)> {
+    let all = || {
+        scenarios
+            .iter()
+            .flat_map(|s| s.findings.iter().map(move |f| (s, f)))
+            .filter(|(_, f)| !f.evidence.timeline.is_empty())
+    };
+    all()
+        .find(|(_, f)| f.kind == FindingKind::NagleDelayedAck)
+        .or_else(|| all().find(|(_, f)| f.evidence.timeline.len() > 1))
+        .or_else(|| all().next())
+}
+
+fn timeline_section(s: &ScenarioResult, f: &Finding) -> String {
+    format!(
+        "<p class=\"muted\">From the <code>{}</code> finding in scenario <b>{}</b>: flow {} \
+         ({} → {}) in <code>{}</code>. Each arrow is one packet as the capture saw it, from \
+         its sender's lane to its receiver's, labelled with its Wireshark frame number; the \
+         shaded span is the longest silence. Packets microseconds apart are drawn a little \
+         apart; the dotted leaders point at their true time.</p>\n{}",
+        esc(f.kind.as_str()),
+        esc(&s.name),
+        f.example_flow.id,
+        esc(&f.example_flow.client),
+        esc(&f.example_flow.server),
+        esc(&f.file),
+        timeline::timeline(&f.evidence.timeline)
+    )
+}
+
+fn chunks(scenarios: &[ScenarioResult]) -> String {
+    let mut out = String::from(
+        "<p class=\"muted\">Server→client chunk sizes as the proxy read them, one chunk per \
+         read: a server that writes each response whole shows one size per response; one that \
+         writes line by line shows many small chunks.</p>\n<div class=\"chunk-grid\">\n",
+    );
+    for s in scenarios {
+        let Some(c) = &s.chunks else { continue };
+        let per = s
+            .figures
+            .s2c_chunks_per_exchange
+            .map(|v| format!(", {} per exchange", escape::num(v)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "<figure class=\"chunks\"><figcaption><b>{}</b> <span class=\"muted\">{} \
+             server→client chunks{per}; {} client→server</span></figcaption>\n{}</figure>\n",
+            esc(&s.name),
+            c.s2c_chunks,
+            c.c2s_chunks,
+            svg::chunk_bars(&s.name, c)
+        ));
+    }
+    out.push_str("</div>\n");
+    out
+}

@@ -1,0 +1,231 @@
+//! The charts drawn as inline SVG: latency histograms on one shared log axis, and chunk-size
+//! bars. Nothing is fetched and nothing runs: the numbers are laid out, not computed.
+
+use super::escape::{esc, tick_ms};
+use crate::report::Bucket;
+use crate::run::{ChunkView, LogBucket, ScenarioResult};
+
+const WIDTH: f64 = 960.0;
+const LEFT: f64 = 56.0;
+const RIGHT: f64 = 940.0;
+const TOP: f64 = 22.0;
+const BASE: f64 = 124.0;
+const HEIGHT: f64 = 160.0;
+/// Exchanges at or above this are the figures' stalls; the histograms draw the line.
+const STALL_MS: f64 = 30.0;
+
+/// The lower bound of a 1-2-5 log bucket whose upper bound is `le_ms`.
+fn lower_of(le_ms: f64) -> f64 {
+    let decade = 10f64.powf((le_ms.log10() + 1e-9).floor());
+    let m = (le_ms / decade).round();
+    if m >= 5.0 {
+        2.0 * decade
+    } else if m >= 2.0 {
+        decade
+    } else {
+        decade / 2.0
+    }
+}
+
+/// The x range every histogram shares: whole decades, at least 10 µs … 1 s.
+fn domain(scenarios: &[ScenarioResult]) -> (f64, f64) {
+    let bars = scenarios.iter().flat_map(|s| s.latency_histogram.iter());
+    let (mut lo, mut hi) = (0.01f64, 1000.0f64);
+    for b in bars.filter(|b| b.count > 0) {
+        lo = lo.min(lower_of(b.le_ms));
+        hi = hi.max(b.le_ms);
+    }
+    let lo = 10f64.powf((lo.log10() + 1e-9).floor());
+    let hi = 10f64.powf((hi.log10() - 1e-9).ceil());
+    (lo, hi)
+}
+
+struct LogAxis {
+    lo: f64,
+    hi: f64,
+}
+
+impl LogAxis {
+    fn x(&self, ms: f64) -> f64 {
+        let f = (ms.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10());
+        LEFT + f.clamp(0.0, 1.0) * (RIGHT - LEFT)
+    }
+
+    fn decades(&self) -> Vec<f64> {
+        let mut v = Vec::new();
+        let mut d = self.lo;
+        while d <= self.hi * 1.0001 {
+            v.push(d);
+            d *= 10.0;
+        }
+        v
+    }
+}
+
+/// One histogram per scenario, all on the same x axis, so 0.1 ms and 40 ms sit where they are.
+pub fn latency_histograms(scenarios: &[ScenarioResult]) -> String {
+    let (lo, hi) = domain(scenarios);
+    let axis = LogAxis { lo, hi };
+    let mut out = String::new();
+    for s in scenarios {
+        out.push_str(&format!(
+            "<figure class=\"hist\"><figcaption><b>{}</b> <span class=\"muted\">{} exchanges · \
+             p50 {} · p99 {} · {} at ≥ 30 ms</span></figcaption>\n",
+            esc(&s.name),
+            s.figures.exchanges,
+            super::escape::dur_ms(s.figures.p50_ms),
+            super::escape::dur_ms(s.figures.p99_ms),
+            s.figures.stalls_30ms,
+        ));
+        out.push_str(&histogram_svg(&s.name, &s.latency_histogram, &axis));
+        out.push_str("</figure>\n");
+    }
+    out
+}
+
+fn histogram_svg(name: &str, bars: &[LogBucket], axis: &LogAxis) -> String {
+    let max = bars.iter().map(|b| b.count).max().unwrap_or(0);
+    let mut svg = format!(
+        "<svg class=\"chart\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" \
+         aria-label=\"latency histogram of {}\">\n",
+        esc(name)
+    );
+    // Decade grid and labels.
+    for d in axis.decades() {
+        let x = axis.x(d);
+        svg.push_str(&format!(
+            "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{BASE}\"/>\
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+            BASE + 16.0,
+            tick_ms(d)
+        ));
+    }
+    for b in bars.iter().filter(|b| b.count > 0) {
+        let lower = lower_of(b.le_ms);
+        let (x1, x2) = (axis.x(lower), axis.x(b.le_ms));
+        let h = ((b.count as f64 / max.max(1) as f64) * (BASE - TOP)).max(1.5);
+        let class = if lower >= 20.0 { "bar slow" } else { "bar" };
+        svg.push_str(&format!(
+            "<rect class=\"{class}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\">\
+             <title>{} – {}: {}</title></rect>\
+             <text class=\"count\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+            x1 + 1.0,
+            BASE - h,
+            (x2 - x1 - 2.0).max(1.0),
+            tick_label(lower),
+            tick_label(b.le_ms),
+            b.count,
+            (x1 + x2) / 2.0,
+            BASE - h - 3.0,
+            b.count
+        ));
+    }
+    // The stall threshold, over the bars, labelled in the tick row where nothing collides.
+    let sx = axis.x(STALL_MS);
+    svg.push_str(&format!(
+        "<line class=\"stall-line\" x1=\"{sx:.1}\" y1=\"{TOP}\" x2=\"{sx:.1}\" y2=\"{BASE}\"/>\
+         <text class=\"stall-label\" x=\"{sx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">30 ms</text>\n",
+        BASE + 16.0
+    ));
+    svg.push_str(&format!(
+        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{BASE}\" x2=\"{RIGHT}\" y2=\"{BASE}\"/>\
+         <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{max}</text>\
+         <text class=\"tick\" x=\"{:.1}\" y=\"{BASE}\" text-anchor=\"end\">0</text>\n</svg>\n",
+        LEFT - 6.0,
+        TOP + 4.0,
+        LEFT - 6.0
+    ));
+    svg
+}
+
+/// A bucket bound as a reader says it (0.2 ms → 200 µs).
+fn tick_label(ms: f64) -> String {
+    super::escape::dur_ms(ms)
+}
+
+/// How many sizes a chunk chart lists before it sums up the rest.
+const CHUNK_ROWS: usize = 12;
+
+/// Server→client chunk sizes as horizontal bars, most frequent first.
+pub fn chunk_bars(name: &str, chunks: &ChunkView) -> String {
+    let shown: Vec<&Bucket> = chunks.s2c_sizes.iter().take(CHUNK_ROWS).collect();
+    let rest: u64 = chunks
+        .s2c_sizes
+        .iter()
+        .skip(CHUNK_ROWS)
+        .map(|b| b.count)
+        .sum();
+    let rest_sizes = chunks.s2c_sizes.len().saturating_sub(CHUNK_ROWS);
+    let max = shown.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    let (w, row, label_w, bar_w) = (460.0, 20.0, 86.0, 300.0);
+    let h = row * shown.len().max(1) as f64 + 8.0;
+    let mut svg = format!(
+        "<svg class=\"chart\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"server to client \
+         chunk sizes of {}\">\n",
+        esc(name)
+    );
+    if shown.is_empty() {
+        svg.push_str("<text class=\"tick\" x=\"0\" y=\"16\">no server→client chunks</text>\n");
+    }
+    for (i, b) in shown.iter().enumerate() {
+        let y = 4.0 + i as f64 * row;
+        let bw = (b.count as f64 / max as f64 * bar_w).max(1.5);
+        let size = if b.value.parse::<u64>().is_ok() {
+            format!("{} B", esc(&b.value))
+        } else {
+            esc(&b.value)
+        };
+        svg.push_str(&format!(
+            "<text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{size}</text>\
+             <rect class=\"bar\" x=\"{label_w}\" y=\"{y:.1}\" width=\"{bw:.1}\" height=\"{:.1}\"/>\
+             <text class=\"count\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
+            label_w - 8.0,
+            y + row * 0.68,
+            row - 6.0,
+            label_w + bw + 5.0,
+            y + row * 0.68,
+            b.count
+        ));
+    }
+    svg.push_str("</svg>\n");
+    if rest > 0 {
+        svg.push_str(&format!(
+            "<p class=\"muted small\">and {rest} chunks of {rest_sizes} other sizes</p>\n"
+        ));
+    }
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_buckets_know_their_lower_bound() {
+        for (le, lower) in [
+            (0.01, 0.005),
+            (0.02, 0.01),
+            (0.05, 0.02),
+            (50.0, 20.0),
+            (1.0, 0.5),
+        ] {
+            assert!(
+                (lower_of(le) - lower).abs() < 1e-9,
+                "{le}: {}",
+                lower_of(le)
+            );
+        }
+    }
+
+    #[test]
+    fn the_axis_spans_at_least_10us_to_1s() {
+        let axis = LogAxis {
+            lo: 0.01,
+            hi: 1000.0,
+        };
+        let ticks: Vec<String> = axis.decades().into_iter().map(tick_ms).collect();
+        assert_eq!(ticks, ["10 µs", "100 µs", "1 ms", "10 ms", "100 ms", "1 s"]);
+        assert!((axis.x(0.01) - LEFT).abs() < 1e-9);
+        assert!((axis.x(1000.0) - RIGHT).abs() < 1e-9);
+    }
+}

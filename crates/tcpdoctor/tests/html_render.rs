@@ -1,0 +1,274 @@
+//! The HTML report in a real browser: a demo-like report built from shipped captures (the
+//! per-line server before and after its fix) is rendered by headless Chromium, which must
+//! lay out every chart and show the text; the screenshots are left in /tmp/tcpdoctor-html/
+//! for a person to look at.
+//!
+//! Without Chromium the test says SKIPPED loudly and passes, unless
+//! `TCPDOCTOR_REQUIRE_CHROMIUM` is set (CI sets it). `TCPDOCTOR_CHROMIUM` names the binary
+//! when it is not `chromium` on PATH.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tcpdoctor_core::analysis::Analyzer;
+use tcpdoctor_core::bench::{LatencyHistogram, RunMeasurements, RunResult};
+use tcpdoctor_core::report::{Bucket, FindingKind};
+use tcpdoctor_core::run::{
+    log_buckets, render_html, CaptureInfo, Check, ChunkView, Comparison, DemoCase, Figures,
+    RunReport, RunSettings, ScenarioResult, ServerCpu,
+};
+use tcpdoctor_core::wire::CaptureReader;
+
+const OUT_DIR: &str = "/tmp/tcpdoctor-html";
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn scenario(name: &str, path: &str, latencies: &[Duration]) -> ScenarioResult {
+    let mut m = RunMeasurements {
+        measured: Duration::from_secs(1),
+        elapsed: Duration::from_secs(1),
+        per_step: vec![LatencyHistogram::default()],
+        ..Default::default()
+    };
+    for l in latencies {
+        m.overall.record(*l);
+        m.per_step[0].record(*l);
+    }
+    let bench = RunResult::new(1, &["line".to_string()], &m);
+    let stalls = m
+        .overall
+        .count_in(Duration::from_millis(30), Duration::from_secs(3600));
+    ScenarioResult {
+        name: name.to_string(),
+        path: path.to_string(),
+        figures: Figures::of(&bench, stalls),
+        latency_histogram: log_buckets(&m.overall),
+        bench,
+        capture: None,
+        capture_note: Some("no capture".into()),
+        chunks: None,
+        server_cpu: None,
+        findings: Vec::new(),
+    }
+}
+
+/// Analyses a shipped capture into the scenario, as `run` does with the one it records.
+fn diagnose(s: &mut ScenarioResult, capture: &str) {
+    let path = repo().join("testdata/captures").join(capture);
+    let file = File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = CaptureReader::new(file).expect("capture header");
+    let format = reader.format();
+    let mut analyzer = Analyzer::default();
+    while let Some(f) = reader.next_frame().expect("frame") {
+        analyzer.on_frame(f.number, f.ts, f.link, f.data, f.orig_len);
+    }
+    let name = format!("testdata/captures/{capture}");
+    let (summary, findings) = analyzer.finish(&name, format.name());
+    s.capture = Some(CaptureInfo {
+        file: name,
+        source: "tcpdump on lo".into(),
+        summary,
+    });
+    s.capture_note = None;
+    s.findings = findings;
+}
+
+fn chunks(sizes: &[(&str, u64)]) -> ChunkView {
+    ChunkView {
+        c2s_chunks: 40,
+        s2c_chunks: sizes.iter().map(|(_, n)| n).sum(),
+        s2c_sizes: sizes
+            .iter()
+            .map(|(v, n)| Bucket {
+                value: v.to_string(),
+                count: *n,
+            })
+            .collect(),
+        c2s_sizes: Vec::new(),
+    }
+}
+
+fn report() -> RunReport {
+    let mut slow = vec![Duration::from_micros(43_600); 39];
+    slow.push(Duration::from_micros(95));
+    let mut before = scenario("perline", "driver → server (writes each line)", &slow);
+    diagnose(&mut before, "nagle_perline_server.pcap");
+    before.chunks = Some(chunks(&[("19", 320), ("3", 40)]));
+    before.figures.set_chunks(360);
+    before.server_cpu = Some(ServerCpu::new(0.004, 0.006, 1.75, 40, 1));
+    before.figures.server_cpu_per_request_us = Some(250.0);
+    let mut after = scenario(
+        "perline-fixed",
+        "driver → server (one write per response)",
+        &[Duration::from_micros(82); 40],
+    );
+    diagnose(&mut after, "nagle_perline_server_fixed.pcap");
+    after.chunks = Some(chunks(&[("155", 40)]));
+    after.figures.set_chunks(40);
+    after.server_cpu = Some(ServerCpu::new(0.003, 0.004, 0.004, 40, 1));
+    after.figures.server_cpu_per_request_us = Some(175.0);
+    let hostile = scenario(HOSTILE, HOSTILE, &[Duration::from_micros(300); 10]);
+    let settings = RunSettings {
+        command: "demo".into(),
+        target: "127.0.0.1:36885".into(),
+        script: "line-echo".into(),
+        server: Some(format!("python3 server.py --banner '{HOSTILE}'")),
+        scenarios: vec!["perline".into(), "perline-fixed".into(), HOSTILE.into()],
+        requests: 40,
+        connections: 1,
+        output_dir: "tcpdoctor-demo".into(),
+    };
+    let mut r = RunReport::new(settings, vec![before, after, hostile]);
+    r.comparisons.push(Comparison::of(
+        "Nagle × delayed ACK: one write per response",
+        ("perline", &r.scenarios[0].figures),
+        ("perline-fixed", &r.scenarios[1].figures),
+    ));
+    let before = &r.scenarios[0];
+    let nagle = before
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::NagleDelayedAck)
+        .expect("the per-line capture shows nagle_delayed_ack");
+    r.cases.push(DemoCase {
+        title: "Nagle × delayed ACK".into(),
+        setup: "a server that writes each response line by line, Nagle on".into(),
+        expected: FindingKind::NagleDelayedAck,
+        before: "perline".into(),
+        after: "perline-fixed".into(),
+        reproduced: true,
+        fixed: !r.scenarios[1].has(FindingKind::NagleDelayedAck),
+        diagnosis: nagle.verdict.clone(),
+        fix: "the fixed twin builds each response in a buffer and writes it once".into(),
+    });
+    let checks = [
+        Check::parse("p99<5ms").expect("check"),
+        Check::parse("stalls==0@perline-fixed").expect("check"),
+    ];
+    r.gate(&checks, &[], false);
+    r
+}
+
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TCPDOCTOR_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |d| d.join(name)))
+        .find(|p| p.is_file())
+}
+
+/// Runs Chromium headless with `args` on `page`, with a private profile, within two minutes.
+fn run_chromium(bin: &Path, args: &[String], page: &Path) -> Output {
+    let profile = Path::new(OUT_DIR).join("profile");
+    let mut child = Command::new(bin)
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    // Chromium has no timeout of its own; a hung browser must fail the test, not stall CI.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut stdout = stdout;
+        std::io::Read::read_to_end(&mut stdout, &mut buf).map(|_| buf)
+    });
+    loop {
+        if child.try_wait().expect("wait chromium").is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{} did not finish within 120 s", bin.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("chromium output");
+    let stdout = reader.join().expect("reader").expect("read stdout");
+    Output { stdout, ..out }
+}
+
+#[test]
+fn chromium_renders_the_report() {
+    let html = render_html(&report());
+    std::fs::create_dir_all(OUT_DIR).expect("output dir");
+    let page = Path::new(OUT_DIR).join("report.html");
+    std::fs::write(&page, &html).expect("write page");
+    let Some(bin) = chromium() else {
+        let required = std::env::var_os("TCPDOCTOR_REQUIRE_CHROMIUM").is_some();
+        eprintln!(
+            "\n*** SKIPPED chromium_renders_the_report: no chromium on PATH (set \
+             TCPDOCTOR_CHROMIUM); the page is at {} ***\n",
+            page.display()
+        );
+        assert!(
+            !required,
+            "TCPDOCTOR_REQUIRE_CHROMIUM is set but chromium was not found"
+        );
+        return;
+    };
+
+    let dom = run_chromium(&bin, &["--dump-dom".to_string()], &page);
+    let text = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.status.success() && text.contains("</html>"),
+        "chromium --dump-dom failed ({:?}): {}",
+        dom.status,
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    // The browser parsed what we meant: every chart an <svg>, the hostile name as text.
+    let svgs = text.matches("<svg").count();
+    assert_eq!(svgs, 3 + 1 + 2, "3 histograms, 1 timeline, 2 chunk charts");
+    assert!(text.matches("<rect class=\"bar").count() >= 5);
+    assert!(text.contains("42.6 ms of silence"));
+    assert!(text.contains("delayed ACK: the client held it 42.6 ms"));
+    assert!(text.contains("frame.number in {25, 26, 27}"));
+    assert!(text.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!text.contains("<script"), "an injected script element");
+    assert!(text.contains("FAILED"));
+
+    for (name, size) in [
+        ("report.png", "1200,3000"),
+        ("report-full.png", "1200,7000"),
+    ] {
+        let shot = Path::new(OUT_DIR).join(name);
+        let _ = std::fs::remove_file(&shot);
+        let out = run_chromium(
+            &bin,
+            &[
+                format!("--screenshot={}", shot.display()),
+                format!("--window-size={size}"),
+            ],
+            &page,
+        );
+        let len = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+        assert!(
+            out.status.success() && len > 20_000,
+            "screenshot {} ({len} bytes, {:?}): {}",
+            shot.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("screenshot: {}", shot.display());
+    }
+}
