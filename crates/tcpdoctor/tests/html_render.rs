@@ -110,7 +110,7 @@ fn report() -> RunReport {
     diagnose(&mut after, "nagle_perline_server_fixed.pcap");
     after.chunks = Some(chunks(&[("155", 40)]));
     after.figures.set_chunks(40);
-    after.server_cpu = Some(ServerCpu::new(0.003, 0.004, 0.004, 40, 1));
+    after.server_cpu = Some(ServerCpu::new(0.003, 0.004, 0.02, 40, 1));
     after.figures.server_cpu_per_request_us = Some(175.0);
     let hostile = scenario(HOSTILE, HOSTILE, &[Duration::from_micros(300); 10]);
     let settings = RunSettings {
@@ -167,7 +167,9 @@ fn chromium() -> Option<PathBuf> {
 
 /// Runs Chromium headless with `args` on `page`, with a private profile, within two minutes.
 fn run_chromium(bin: &Path, args: &[String], page: &Path) -> Output {
-    let profile = Path::new(OUT_DIR).join("profile");
+    // One profile per page: tests run in parallel and a profile admits one browser.
+    let stem = page.file_stem().and_then(|s| s.to_str()).unwrap_or("page");
+    let profile = Path::new(OUT_DIR).join(format!("profile-{stem}"));
     let mut child = Command::new(bin)
         .args([
             "--headless",
@@ -208,50 +210,72 @@ fn run_chromium(bin: &Path, args: &[String], page: &Path) -> Output {
     Output { stdout, ..out }
 }
 
-#[test]
-fn chromium_renders_the_report() {
-    let html = render_html(&report());
+/// A `run` of a client that writes each request in two pieces, on loopback and over a 30 ms
+/// path: no chunk view, no demo cases, no checks, a client→server timeline.
+fn wan_report() -> RunReport {
+    let mut direct = scenario(
+        "direct",
+        "driver → server",
+        &[Duration::from_micros(70); 30],
+    );
+    diagnose(&mut direct, "nagle_wwr_client_fixed.pcap");
+    let mut wan = scenario(
+        "wan:30ms",
+        "driver → proxy (30 ms RTT) → server",
+        &[Duration::from_millis(72); 30],
+    );
+    diagnose(&mut wan, "nagle_wwr_client_wan30ms.pcap");
+    let settings = RunSettings {
+        command: "run".into(),
+        target: "127.0.0.1:9000".into(),
+        script: "http-post".into(),
+        server: None,
+        scenarios: vec!["direct".into(), "wan:30ms".into()],
+        requests: 30,
+        connections: 1,
+        output_dir: "tcpdoctor-run".into(),
+    };
+    let mut r = RunReport::new(settings, vec![direct, wan]);
+    r.comparisons.push(Comparison::of(
+        "wan:30ms against direct",
+        ("direct", &r.scenarios[0].figures),
+        ("wan:30ms", &r.scenarios[1].figures),
+    ));
+    r.gate(&[], &[], false);
+    r
+}
+
+/// Writes the page, checks the DOM Chromium built from it, and takes the screenshots.
+/// Returns the DOM, or None when there is no Chromium (and that is allowed).
+fn render_in_chromium(name: &str, report: &RunReport) -> Option<String> {
+    let html = render_html(report);
     std::fs::create_dir_all(OUT_DIR).expect("output dir");
-    let page = Path::new(OUT_DIR).join("report.html");
+    let page = Path::new(OUT_DIR).join(format!("{name}.html"));
     std::fs::write(&page, &html).expect("write page");
     let Some(bin) = chromium() else {
         let required = std::env::var_os("TCPDOCTOR_REQUIRE_CHROMIUM").is_some();
         eprintln!(
-            "\n*** SKIPPED chromium_renders_the_report: no chromium on PATH (set \
-             TCPDOCTOR_CHROMIUM); the page is at {} ***\n",
+            "\n*** SKIPPED {name}: no chromium on PATH (set TCPDOCTOR_CHROMIUM); the page is \
+             at {} ***\n",
             page.display()
         );
         assert!(
             !required,
             "TCPDOCTOR_REQUIRE_CHROMIUM is set but chromium was not found"
         );
-        return;
+        return None;
     };
-
     let dom = run_chromium(&bin, &["--dump-dom".to_string()], &page);
-    let text = String::from_utf8_lossy(&dom.stdout);
+    let text = String::from_utf8_lossy(&dom.stdout).into_owned();
     assert!(
         dom.status.success() && text.contains("</html>"),
         "chromium --dump-dom failed ({:?}): {}",
         dom.status,
         String::from_utf8_lossy(&dom.stderr)
     );
-    // The browser parsed what we meant: every chart an <svg>, the hostile name as text.
-    let svgs = text.matches("<svg").count();
-    assert_eq!(svgs, 3 + 1 + 2, "3 histograms, 1 timeline, 2 chunk charts");
-    assert!(text.matches("<rect class=\"bar").count() >= 5);
-    assert!(text.contains("42.6 ms of silence"));
-    assert!(text.contains("delayed ACK: the client held it 42.6 ms"));
-    assert!(text.contains("frame.number in {25, 26, 27}"));
-    assert!(text.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
-    assert!(!text.contains("<script"), "an injected script element");
-    assert!(text.contains("FAILED"));
-
-    for (name, size) in [
-        ("report.png", "1200,3000"),
-        ("report-full.png", "1200,7000"),
-    ] {
-        let shot = Path::new(OUT_DIR).join(name);
+    assert!(!text.contains("<script"), "a script element in the DOM");
+    for (suffix, size) in [("", "1200,3000"), ("-full", "1200,7000")] {
+        let shot = Path::new(OUT_DIR).join(format!("{name}{suffix}.png"));
         let _ = std::fs::remove_file(&shot);
         let out = run_chromium(
             &bin,
@@ -271,4 +295,53 @@ fn chromium_renders_the_report() {
         );
         eprintln!("screenshot: {}", shot.display());
     }
+    Some(text)
+}
+
+#[test]
+fn chromium_renders_the_demo_report() {
+    let Some(text) = render_in_chromium("report", &report()) else {
+        return;
+    };
+    // The browser parsed what we meant: every chart an <svg>, the hostile name as text.
+    let svgs = text.matches("<svg").count();
+    assert_eq!(svgs, 3 + 1 + 2, "3 histograms, 1 timeline, 2 chunk charts");
+    assert!(text.matches("<rect class=\"bar").count() >= 5);
+    assert!(text.contains("42.6 ms of silence"));
+    assert!(text.contains("delayed ACK: the client held it 42.6 ms"));
+    assert!(text.contains("frame.number in {25, 26, 27}"));
+    assert!(text.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(text.contains("FAILED"));
+}
+
+#[test]
+fn chromium_renders_a_run_over_a_wan_path() {
+    let r = wan_report();
+    let nagle = r.scenarios[1]
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::NagleDelayedAck)
+        .expect("the 30 ms capture shows nagle_delayed_ack");
+    let frames: Vec<String> = nagle
+        .evidence
+        .frames
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    let filter = format!("frame.number in {{{}}}", frames.join(", "));
+    let Some(text) = render_in_chromium("run-wan", &r) else {
+        return;
+    };
+    assert_eq!(
+        text.matches("<svg").count(),
+        2 + 1,
+        "2 histograms, 1 timeline"
+    );
+    assert!(text.contains(&filter), "{filter}");
+    assert!(text.contains("of silence"));
+    assert!(text.contains("PASSED"));
+    assert!(
+        !text.contains("id=\"chunks\""),
+        "no chunk view was measured"
+    );
 }
