@@ -39,7 +39,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub no_sandbox: bool,
 
-    /// Output format on stdout.
+    /// Output format on stdout; JSON here follows schema/run-report.schema.json.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }

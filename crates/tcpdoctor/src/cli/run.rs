@@ -114,7 +114,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
-    /// Output format on stdout.
+    /// Output format on stdout; JSON here follows schema/run-report.schema.json.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
