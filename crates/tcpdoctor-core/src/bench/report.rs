@@ -289,10 +289,7 @@ impl BenchReport {
         let summary = (runs.len() > 1).then(|| RepeatSummary::of(&runs));
         BenchReport {
             schema_version: BENCH_SCHEMA_VERSION,
-            tool: ToolInfo {
-                name: "tcpdoctor".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
+            tool: ToolInfo::current(),
             settings,
             runs,
             summary,

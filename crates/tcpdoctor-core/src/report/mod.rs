@@ -255,10 +255,7 @@ impl Report {
         });
         Report {
             schema_version: SCHEMA_VERSION,
-            tool: ToolInfo {
-                name: "tcpdoctor".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
+            tool: ToolInfo::current(),
             captures,
             findings,
         }

@@ -277,13 +277,7 @@ impl Dir<'_> {
             self.release_held(self.dir, false).await;
             let _ = w.shutdown().await;
             if self.rec.pcap && !self.pcap_on_read {
-                self.rec
-                    .send(Event::Fin {
-                        conn: self.id,
-                        dir: self.dir,
-                        ts: self.clock.now(),
-                    })
-                    .await;
+                self.record_fin().await;
             }
         }
         out
@@ -498,17 +492,22 @@ impl Dir<'_> {
         self.sent(self.dir, head, d.len(), ts).await;
     }
 
+    /// This direction's FIN, for the pcap.
+    async fn record_fin(&self) {
+        self.rec
+            .send(Event::Fin {
+                conn: self.id,
+                dir: self.dir,
+                ts: self.clock.now(),
+            })
+            .await;
+    }
+
     /// With the pcap at this direction's sending end: the sender's FIN passed when read.
     async fn on_eof(&self) {
         if self.pcap_on_read {
             self.release_held(1 - self.dir, true).await;
-            self.rec
-                .send(Event::Fin {
-                    conn: self.id,
-                    dir: self.dir,
-                    ts: self.clock.now(),
-                })
-                .await;
+            self.record_fin().await;
         }
     }
 

@@ -251,7 +251,6 @@ pub async fn run(
                 });
             }
             Err(e) => {
-                capture_info = None;
                 eprintln!(
                     "tcpdoctor: {}: cannot analyse {}: {e:#}",
                     path.name,

@@ -41,45 +41,36 @@ impl TreeCpu {
 impl Server {
     /// Runs `command` with `sh -c` in a new process group; stdout and stderr go to `log`.
     pub fn start(command: &str, log: &Path) -> anyhow::Result<Server> {
-        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
-        let child = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(format!("exec {command}"))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("--server: starting `{command}`"))?;
-        let pgid = child.id() as libc::pid_t;
-        Ok(Server {
-            child,
-            pgid,
-            log: log.to_path_buf(),
-            command: command.to_string(),
-        })
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c").arg(format!("exec {command}"));
+        Server::spawn(cmd, command.to_string(), log)
+            .with_context(|| format!("--server: starting `{command}`"))
     }
 
     /// Starts this binary itself with `args` (the demo's specimens).
     pub fn start_self(args: &[String], log: &Path) -> anyhow::Result<Server> {
         let exe = std::env::current_exe().context("finding the tcpdoctor binary")?;
+        let mut cmd = Command::new(&exe);
+        cmd.args(args);
+        Server::spawn(cmd, format!("tcpdoctor {}", args.join(" ")), log)
+            .with_context(|| format!("starting {}", exe.display()))
+    }
+
+    fn spawn(mut cmd: Command, command: String, log: &Path) -> anyhow::Result<Server> {
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(&exe)
-            .args(args)
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {}", exe.display()))?;
+            .spawn()?;
         let pgid = child.id() as libc::pid_t;
         Ok(Server {
             child,
             pgid,
             log: log.to_path_buf(),
-            command: format!("tcpdoctor {}", args.join(" ")),
+            command,
         })
     }
 
