@@ -201,8 +201,11 @@ pub fn run_until(
         if out.written >= limit || failed.is_some() {
             break;
         }
-        let timeout = match stopping {
-            Some(t) if t.elapsed() >= DRAIN => {
+        // One reading of the clock per lap: the guard and the remainder must agree, or the
+        // drain's remainder can go below zero between them.
+        let draining_for = stopping.map(|t| t.elapsed());
+        let timeout = match draining_for {
+            Some(e) if e >= DRAIN => {
                 // A last lap over what the kernel has already handed over, and no further:
                 // under a flood the ring never empties.
                 for _ in 0..ring.blocks() {
@@ -216,7 +219,7 @@ pub fn run_until(
                 }
                 break;
             }
-            Some(t) => DRAIN - t.elapsed(),
+            Some(e) => DRAIN.saturating_sub(e),
             None => match cfg.duration {
                 Some(d) => d
                     .saturating_sub(started.elapsed())
