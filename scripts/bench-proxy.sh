@@ -7,6 +7,8 @@
 #   scripts/bench-proxy.sh                 # 20000 round trips, 2 GiB bulk
 #   ROUNDS=5000 BULK_BYTES=$((1<<30)) scripts/bench-proxy.sh
 #   TD_ARGS="--threads 2" scripts/bench-proxy.sh   # extra flags for tcpdoctor proxy
+#   ONLY=delay scripts/bench-proxy.sh      # only the --delay precision table (and its baseline)
+#   NO_BUILD=1 TD_BIN=/tmp/td-old scripts/bench-proxy.sh  # another tcpdoctor binary, A/B
 #
 # Needs: cargo, socat, haproxy (installed with apt-get when missing and run as root; otherwise
 # the missing proxies are skipped).
@@ -14,11 +16,13 @@
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-20000}
+ONLY=${ONLY:-}
+case $ONLY in '' | delay) ;; *) echo "ONLY=$ONLY: expected empty or delay" >&2; exit 2 ;; esac
 BULK_BYTES=${BULK_BYTES:-$((2 << 30))}
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example netbench
-TD=$CARGO_TARGET_DIR/release/tcpdoctor
+[ -n "${NO_BUILD:-}" ] || cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example netbench
+TD=${TD_BIN:-$CARGO_TARGET_DIR/release/tcpdoctor}
 NB=$CARGO_TARGET_DIR/release/examples/netbench
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
@@ -87,16 +91,20 @@ start_delayed() {
     PORT=$port
 }
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+KINDS=(tcpdoctor)
+if [ -n "$ONLY" ]; then
+    :
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     for tool in socat haproxy; do
         command -v "$tool" >/dev/null ||
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$tool" >/dev/null ||
             true
     done
 fi
-KINDS=(tcpdoctor)
-command -v socat >/dev/null && KINDS+=(socat) || echo "socat not found: skipped" >&2
-command -v haproxy >/dev/null && KINDS+=(haproxy) || echo "haproxy not found: skipped" >&2
+if [ -z "$ONLY" ]; then
+    command -v socat >/dev/null && KINDS+=(socat) || echo "socat not found: skipped" >&2
+    command -v haproxy >/dev/null && KINDS+=(haproxy) || echo "haproxy not found: skipped" >&2
+fi
 
 declare -A EPORT SPORT PROXY_PID
 for k in "${KINDS[@]}"; do
@@ -112,6 +120,12 @@ quantile() {
 # The paths take turns (REPEATS rounds each), so drifting background load hits all alike.
 REPEATS=${REPEATS:-4}
 PATHS=(direct "${KINDS[@]}")
+if [ "$ONLY" = delay ]; then
+    # The delay table's baseline: the undelayed proxy's 1 B round trip.
+    for _ in $(seq "$REPEATS"); do
+        "$NB" pingpong "127.0.0.1:${EPORT[tcpdoctor]}" 1 $((ROUNDS / REPEATS)) "$WORK/pp.tcpdoctor.1" >/dev/null
+    done
+else # the full benchmark: ping-pong and bulk tables (left unindented)
 echo "== ping-pong: $ROUNDS round trips per path on one connection each, TCP_NODELAY, in $REPEATS interleaved rounds (µs) =="
 printf '%-10s %6s %10s %10s %14s %14s\n' path size median p99 "added median" "added p99"
 for size in 1 1024; do
@@ -177,6 +191,8 @@ for k in "${KINDS[@]}"; do
     printf '%-10s %8s %7s %11s %11s %9s  %s\n' "$k" "$r" "$(echo "scale=2; $r / $direct" | bc)" \
         "$cpu" "$path" "$ceil" "$(tr '\n' ' ' <"$WORK/bulk.$k")"
 done
+
+fi # ONLY
 
 # How close `--delay` comes to what was asked: the added round trip through a delaying proxy
 # should be twice the one-way delay on top of the undelayed proxy's own round trip.

@@ -94,6 +94,22 @@ mod tests {
         assert_eq!(d.poll(us(20_000)), Poll::Idle);
     }
 
+    /// Issue 3: a late shell must not make later chunks later. Each due time is counted from
+    /// its own chunk's arrival, never from when the chunk ahead was polled or emitted.
+    #[test]
+    fn a_late_poll_does_not_push_later_chunks_back() {
+        let mut d = Delay::new(Duration::from_millis(5), Duration::ZERO, 0);
+        d.push(vec![1], us(0));
+        d.push(vec![2], us(1_000));
+        // The shell wakes 900 µs late for the first chunk...
+        assert_eq!(d.poll(us(5_900)), Poll::Emit(vec![1]));
+        // ...the second is still due 5 ms after its own arrival, not after that emit.
+        assert_eq!(d.poll(us(5_900)), Poll::WaitUntil(us(6_000)));
+        d.push(vec![3], us(6_000));
+        assert_eq!(d.poll(us(6_000)), Poll::Emit(vec![2]));
+        assert_eq!(d.poll(us(6_000)), Poll::WaitUntil(us(11_000)));
+    }
+
     #[test]
     fn jitter_is_seeded_bounded_and_never_reorders() {
         let run = |seed| {

@@ -13,7 +13,7 @@
 //!    direction's chunk mode says otherwise): `splice(2)` for unimpaired TCP-to-TCP without a
 //!    pcap (no copy through user space), a plain read/write loop for other unimpaired
 //!    directions, and the impairment pipeline, which waits on a `timerfd` (see `timer.rs`):
-//!    a delayed chunk leaves within tens of microseconds of its time, not tokio's 1 ms.
+//!    a delayed chunk leaves within a few microseconds of its time, not tokio's 1 ms.
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;

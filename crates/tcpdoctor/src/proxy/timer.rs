@@ -2,21 +2,43 @@
 //!
 //! tokio's timer wheel has a resolution of one millisecond, so a `--delay 200us` chunk would
 //! leave up to 1 ms late and every round trip through the proxy would grow by up to 2 ms more
-//! than asked. A `timerfd` is an hrtimer: armed with the exact remaining time, it wakes the task
-//! within tens of microseconds. One is created per impaired direction, on its first wait.
+//! than asked. A `timerfd` is an hrtimer: it expires on time, but the thread it wakes may take
+//! tens of microseconds to run, so it is armed a little early (rules below). One is created
+//! per impaired direction, on its first wait.
 //!
 //! Dropping a `sleep_until` future (another `select!` branch won) leaves the timer armed;
 //! the next call re-arms it, which also clears any expiry that was not read.
+//!
+//! Rules:
+//! 1. The timerfd is armed `lead` before the deadline; the rest is spent yielding to the
+//!    runtime (which keeps polling sockets) until the clock reads the deadline. Never early.
+//! 2. `lead` is how late this timer has lately woken: each wake-up sets it to
+//!    `max(lateness, lead · 7/8)`, capped at [`MAX_LEAD`]. A thread waking from idle is late by
+//!    the CPU's wake-up cost, not by its timer slack (a timerfd has none): on a VM whose idle
+//!    vCPU halts, 25–55 µs at the median, more the longer it slept, which made every delayed
+//!    chunk leave that late (issue 3). Where wake-ups are prompt, the lead (and the spin)
+//!    shrinks to almost nothing; the cap bounds the spin when a busy CPU wakes us very late.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+/// The most a sleep spins before its deadline: bounds the CPU a wait can burn.
+pub const MAX_LEAD: Duration = Duration::from_micros(250);
+
 pub struct Timer {
     fd: AsyncFd<OwnedFd>,
+    /// How early to arm, in ns (rule 2).
+    lead_ns: AtomicU64,
+}
+
+/// The next lead after a wake-up `late` behind the instant the timer was armed for (rule 2).
+fn next_lead(lead: Duration, late: Duration) -> Duration {
+    late.max(lead * 7 / 8).min(MAX_LEAD)
 }
 
 impl Timer {
@@ -36,16 +58,35 @@ impl Timer {
         // SAFETY: the AsyncFd owns `fd`, so it stays open and the same for the AsyncFd's life.
         let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
             .map_err(|e| e.into_parts().1)?;
-        Ok(Timer { fd })
+        Ok(Timer {
+            fd,
+            lead_ns: AtomicU64::new(0),
+        })
     }
 
-    /// Returns at `deadline` (at once if it has passed).
+    /// Returns at `deadline` (at once if it has passed), never before.
     pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
+        let lead = Duration::from_nanos(self.lead_ns.load(Ordering::Relaxed));
+        let wake = deadline.checked_sub(lead).unwrap_or(deadline);
+        if self.sleep_on_fd(wake).await? {
+            let late = Instant::now().saturating_duration_since(wake);
+            let lead = next_lead(lead, late);
+            self.lead_ns
+                .store(lead.as_nanos() as u64, Ordering::Relaxed);
+        }
+        while Instant::now() < deadline {
+            tokio::task::yield_now().await;
+        }
+        Ok(())
+    }
+
+    /// Waits on the timerfd until `deadline`; false when it had passed already (no wait).
+    async fn sleep_on_fd(&self, deadline: Instant) -> io::Result<bool> {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-            return Ok(());
+            return Ok(false);
         };
         if left.is_zero() {
-            return Ok(());
+            return Ok(false);
         }
         self.arm(left)?;
         loop {
@@ -67,14 +108,14 @@ impl Timer {
                 }
             });
             match read {
-                Ok(Ok(())) => return Ok(()),
+                Ok(Ok(())) => return Ok(true),
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) => continue,
             }
         }
     }
 
-    fn arm(&self, left: std::time::Duration) -> io::Result<()> {
+    fn arm(&self, left: Duration) -> io::Result<()> {
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
@@ -104,6 +145,51 @@ impl Timer {
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
+
+    use super::{next_lead, MAX_LEAD};
+
+    fn us(v: u64) -> Duration {
+        Duration::from_micros(v)
+    }
+
+    #[test]
+    fn the_lead_follows_late_wakeups_up_at_once_and_down_slowly() {
+        assert_eq!(next_lead(us(0), us(60)), us(60), "one late wake-up sets it");
+        assert_eq!(
+            next_lead(us(80), us(0)),
+            us(70),
+            "prompt wake-ups decay it by 1/8"
+        );
+        assert_eq!(next_lead(us(80), us(75)), us(75));
+        assert_eq!(
+            next_lead(us(80), us(5_000)),
+            MAX_LEAD,
+            "a preempted thread is capped"
+        );
+        let mut lead = MAX_LEAD;
+        for _ in 0..100 {
+            lead = next_lead(lead, Duration::ZERO);
+        }
+        assert!(
+            lead < us(1),
+            "where wake-ups are prompt it vanishes: {lead:?}"
+        );
+    }
+
+    /// Sleeps shorter and longer than the lead the timer has learnt: none returns early.
+    #[tokio::test]
+    async fn a_learnt_lead_never_makes_a_sleep_return_early() {
+        let timer = super::Timer::new().unwrap();
+        timer.lead_ns.store(
+            MAX_LEAD.as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        for us in [0u64, 30, 250, 400, 2000, 50, 1000] {
+            let deadline = Instant::now() + Duration::from_micros(us);
+            timer.sleep_until(deadline).await.unwrap();
+            assert!(Instant::now() >= deadline, "returned early for {us} µs");
+        }
+    }
 
     #[tokio::test]
     async fn never_returns_before_the_deadline() {
