@@ -12,12 +12,15 @@
 //! Rules:
 //! 1. The timerfd is armed `lead` before the deadline; the rest is spent yielding to the
 //!    runtime (which keeps polling sockets) until the clock reads the deadline. Never early.
-//! 2. `lead` is how late this timer has lately woken: each wake-up sets it to
-//!    `max(lateness, lead · 7/8)`, capped at [`MAX_LEAD`]. A thread waking from idle is late by
-//!    the CPU's wake-up cost, not by its timer slack (a timerfd has none): on a VM whose idle
-//!    vCPU halts, 25–55 µs at the median, more the longer it slept, which made every delayed
-//!    chunk leave that late (issue 3). Where wake-ups are prompt, the lead (and the spin)
-//!    shrinks to almost nothing; the cap bounds the spin when a busy CPU wakes us very late.
+//! 2. `lead` is how late this timer has lately woken, on average: each wake-up moves it 1/8 of
+//!    the way to that wake-up's lateness (itself capped at [`MAX_LEAD`]). A wait shorter than
+//!    the lead spins all the way and counts as lateness 0, so a lead too long for the waits at
+//!    hand decays until the timerfd is used (and measured) again.
+//! 3. Why: a thread waking from idle is late by the CPU's wake-up cost, not by timer slack (a
+//!    timerfd has none). On a VM whose idle vCPU halts that is 20–55 µs at the median, more
+//!    the longer it slept, and every delayed chunk left that late (issue 3). Where wake-ups
+//!    are prompt, the lead (and the spin) shrinks to almost nothing; the cap bounds the spin
+//!    when a busy CPU wakes us very late.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -38,7 +41,7 @@ pub struct Timer {
 
 /// The next lead after a wake-up `late` behind the instant the timer was armed for (rule 2).
 fn next_lead(lead: Duration, late: Duration) -> Duration {
-    late.max(lead * 7 / 8).min(MAX_LEAD)
+    (lead * 7 + late.min(MAX_LEAD)) / 8
 }
 
 impl Timer {
@@ -68,12 +71,14 @@ impl Timer {
     pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
         let lead = Duration::from_nanos(self.lead_ns.load(Ordering::Relaxed));
         let wake = deadline.checked_sub(lead).unwrap_or(deadline);
-        if self.sleep_on_fd(wake).await? {
-            let late = Instant::now().saturating_duration_since(wake);
-            let lead = next_lead(lead, late);
-            self.lead_ns
-                .store(lead.as_nanos() as u64, Ordering::Relaxed);
-        }
+        let late = if self.sleep_on_fd(wake).await? {
+            Instant::now().saturating_duration_since(wake)
+        } else {
+            Duration::ZERO
+        };
+        let lead = next_lead(lead, late);
+        self.lead_ns
+            .store(lead.as_nanos() as u64, Ordering::Relaxed);
         while Instant::now() < deadline {
             tokio::task::yield_now().await;
         }
@@ -153,20 +158,32 @@ mod tests {
     }
 
     #[test]
-    fn the_lead_follows_late_wakeups_up_at_once_and_down_slowly() {
-        assert_eq!(next_lead(us(0), us(60)), us(60), "one late wake-up sets it");
+    fn the_lead_follows_the_average_lateness_and_caps_outliers() {
+        assert_eq!(
+            next_lead(us(0), us(80)),
+            us(10),
+            "1/8 of the way per wake-up"
+        );
         assert_eq!(
             next_lead(us(80), us(0)),
             us(70),
-            "prompt wake-ups decay it by 1/8"
+            "prompt wake-ups shrink it"
         );
-        assert_eq!(next_lead(us(80), us(75)), us(75));
         assert_eq!(
-            next_lead(us(80), us(5_000)),
-            MAX_LEAD,
-            "a preempted thread is capped"
+            next_lead(us(40), us(40)),
+            us(40),
+            "steady lateness, steady lead"
         );
-        let mut lead = MAX_LEAD;
+        assert_eq!(
+            next_lead(us(0), us(5_000)),
+            MAX_LEAD / 8,
+            "one preempted wake-up counts as MAX_LEAD, no more"
+        );
+        let mut lead = Duration::ZERO;
+        for _ in 0..200 {
+            lead = next_lead(lead, us(1_000_000));
+        }
+        assert!(lead <= MAX_LEAD, "never past the cap: {lead:?}");
         for _ in 0..100 {
             lead = next_lead(lead, Duration::ZERO);
         }
@@ -174,6 +191,25 @@ mod tests {
             lead < us(1),
             "where wake-ups are prompt it vanishes: {lead:?}"
         );
+    }
+
+    /// Rule 2: waits shorter than the lead (no timerfd, so no lateness seen) shrink it.
+    #[tokio::test]
+    async fn a_lead_too_long_for_the_waits_decays() {
+        let timer = super::Timer::new().unwrap();
+        let lead = |t: &super::Timer| t.lead_ns.load(std::sync::atomic::Ordering::Relaxed);
+        timer.lead_ns.store(
+            MAX_LEAD.as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        for _ in 0..3 {
+            let before = lead(&timer);
+            timer
+                .sleep_until(Instant::now() + Duration::from_micros(20))
+                .await
+                .unwrap();
+            assert!(lead(&timer) < before, "{} ≥ {before}", lead(&timer));
+        }
     }
 
     /// Sleeps shorter and longer than the lead the timer has learnt: none returns early.
