@@ -54,8 +54,9 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "ADDR")]
     pub upstream: String,
 
-    /// One-way delay added to every chunk, order preserved (per direction). Held on an hrtimer:
-    /// a chunk leaves within tens of microseconds of its time, so `200us` means 200 µs.
+    /// One-way delay added to every chunk, order preserved (per direction). Held on an hrtimer
+    /// armed a little early, then spun: a chunk leaves within microseconds of its time, so
+    /// `200us` means 200 µs.
     #[arg(long, value_name = "D|c2s=D,s2c=D", default_value = "0")]
     pub delay: String,
 
