@@ -125,72 +125,72 @@ if [ "$ONLY" = delay ]; then
     for _ in $(seq "$REPEATS"); do
         "$NB" pingpong "127.0.0.1:${EPORT[tcpdoctor]}" 1 $((ROUNDS / REPEATS)) "$WORK/pp.tcpdoctor.1" >/dev/null
     done
-else # the full benchmark: ping-pong and bulk tables (left unindented)
-echo "== ping-pong: $ROUNDS round trips per path on one connection each, TCP_NODELAY, in $REPEATS interleaved rounds (µs) =="
-printf '%-10s %6s %10s %10s %14s %14s\n' path size median p99 "added median" "added p99"
-for size in 1 1024; do
-    for _ in $(seq "$REPEATS"); do
-        for p in "${PATHS[@]}"; do
-            port=$ECHO
-            [ "$p" = direct ] || port=${EPORT[$p]}
-            "$NB" pingpong "127.0.0.1:$port" "$size" $((ROUNDS / REPEATS)) "$WORK/pp.$p.$size" >/dev/null
+else # the full benchmark: ping-pong and bulk tables
+    echo "== ping-pong: $ROUNDS round trips per path on one connection each, TCP_NODELAY, in $REPEATS interleaved rounds (µs) =="
+    printf '%-10s %6s %10s %10s %14s %14s\n' path size median p99 "added median" "added p99"
+    for size in 1 1024; do
+        for _ in $(seq "$REPEATS"); do
+            for p in "${PATHS[@]}"; do
+                port=$ECHO
+                [ "$p" = direct ] || port=${EPORT[$p]}
+                "$NB" pingpong "127.0.0.1:$port" "$size" $((ROUNDS / REPEATS)) "$WORK/pp.$p.$size" >/dev/null
+            done
+        done
+        dmed=$(quantile "$WORK/pp.direct.$size" 0.5)
+        dp99=$(quantile "$WORK/pp.direct.$size" 0.99)
+        printf '%-10s %6s %10s %10s %14s %14s\n' direct "$size" "$dmed" "$dp99" - -
+        for k in "${KINDS[@]}"; do
+            med=$(quantile "$WORK/pp.$k.$size" 0.5)
+            p99=$(quantile "$WORK/pp.$k.$size" 0.99)
+            printf '%-10s %6s %10s %10s %14s %14s\n' "$k" "$size" "$med" "$p99" \
+                "$(echo "$med - $dmed" | bc)" "$(echo "$p99 - $dp99" | bc)"
         done
     done
-    dmed=$(quantile "$WORK/pp.direct.$size" 0.5)
-    dp99=$(quantile "$WORK/pp.direct.$size" 0.99)
-    printf '%-10s %6s %10s %10s %14s %14s\n' direct "$size" "$dmed" "$dp99" - -
-    for k in "${KINDS[@]}"; do
-        med=$(quantile "$WORK/pp.$k.$size" 0.5)
-        p99=$(quantile "$WORK/pp.$k.$size" 0.99)
-        printf '%-10s %6s %10s %10s %14s %14s\n' "$k" "$size" "$med" "$p99" \
-            "$(echo "$med - $dmed" | bc)" "$(echo "$p99 - $dp99" | bc)"
-    done
-done
 
-# CPU seconds (user + system, the process and its reaped children) of process $1 so far.
-cpu_s() {
-    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "/proc/$1/stat"
-}
+    # CPU seconds (user + system, the process and its reaped children) of process $1 so far.
+    cpu_s() {
+        awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "/proc/$1/stat"
+    }
 
-echo
-echo "== bulk: $BULK_BYTES bytes one way per run, $REPEATS interleaved runs per path (median GB/s) =="
-echo "   CPU s/GB: CPU time (user + system) per GB forwarded, of the proxy process and of the"
-echo "   whole path (sender + proxy + sink). ceiling: the throughput the path's CPU allows when"
-echo "   all $(nproc) cores do nothing else, as a ratio to direct — what a proxy can reach here."
-# bulk_run LABEL PORT PROXY_PID|-: one run; appends GB/s, proxy CPU s and path CPU s.
-bulk_run() {
-    local label=$1 port=$2 pid=$3 p0=0 p1=0 s0 s1 out
-    [ "$pid" = - ] || p0=$(cpu_s "$pid")
-    s0=$(cpu_s "$SINK_PID")
-    out=$("$NB" bulk "127.0.0.1:$port" "$BULK_BYTES")
-    sleep 0.2 # socat reaps its per-connection child; its CPU lands in the parent's count
-    [ "$pid" = - ] || p1=$(cpu_s "$pid")
-    s1=$(cpu_s "$SINK_PID")
-    set -- $out
-    echo "$1" >>"$WORK/bulk.$label"
-    echo "$p1 - $p0" | bc >>"$WORK/cpu.$label"
-    echo "$2 + $s1 - $s0 + $p1 - $p0" | bc >>"$WORK/path.$label"
-}
-for _ in $(seq "$REPEATS"); do
-    bulk_run direct "$SINK" -
-    for k in "${KINDS[@]}"; do
-        bulk_run "$k" "${SPORT[$k]}" "${PROXY_PID[${SPORT[$k]}]}"
+    echo
+    echo "== bulk: $BULK_BYTES bytes one way per run, $REPEATS interleaved runs per path (median GB/s) =="
+    echo "   CPU s/GB: CPU time (user + system) per GB forwarded, of the proxy process and of the"
+    echo "   whole path (sender + proxy + sink). ceiling: the throughput the path's CPU allows when"
+    echo "   all $(nproc) cores do nothing else, as a ratio to direct — what a proxy can reach here."
+    # bulk_run LABEL PORT PROXY_PID|-: one run; appends GB/s, proxy CPU s and path CPU s.
+    bulk_run() {
+        local label=$1 port=$2 pid=$3 p0=0 p1=0 s0 s1 out
+        [ "$pid" = - ] || p0=$(cpu_s "$pid")
+        s0=$(cpu_s "$SINK_PID")
+        out=$("$NB" bulk "127.0.0.1:$port" "$BULK_BYTES")
+        sleep 0.2 # socat reaps its per-connection child; its CPU lands in the parent's count
+        [ "$pid" = - ] || p1=$(cpu_s "$pid")
+        s1=$(cpu_s "$SINK_PID")
+        set -- $out
+        echo "$1" >>"$WORK/bulk.$label"
+        echo "$p1 - $p0" | bc >>"$WORK/cpu.$label"
+        echo "$2 + $s1 - $s0 + $p1 - $p0" | bc >>"$WORK/path.$label"
+    }
+    for _ in $(seq "$REPEATS"); do
+        bulk_run direct "$SINK" -
+        for k in "${KINDS[@]}"; do
+            bulk_run "$k" "${SPORT[$k]}" "${PROXY_PID[${SPORT[$k]}]}"
+        done
     done
-done
-gb=$(echo "scale=6; $BULK_BYTES / 1000000000" | bc)
-direct=$(quantile "$WORK/bulk.direct" 0.5)
-dpath=$(echo "scale=3; $(quantile "$WORK/path.direct" 0.5) / $gb" | bc)
-printf '%-10s %8s %7s %11s %11s %9s  %s\n' path GB/s ratio "proxy CPU" "path CPU" ceiling "runs (GB/s)"
-printf '%-10s %8s %7s %11s %11s %9s  %s\n' direct "$direct" 1.00 - "$dpath" - "$(tr '\n' ' ' <"$WORK/bulk.direct")"
-for k in "${KINDS[@]}"; do
-    r=$(quantile "$WORK/bulk.$k" 0.5)
-    cpu=$(echo "scale=3; $(quantile "$WORK/cpu.$k" 0.5) / $gb" | bc)
-    path=$(echo "scale=3; $(quantile "$WORK/path.$k" 0.5) / $gb" | bc)
-    # GB/s the cores could carry = cores / (CPU s per GB), capped by direct's own rate.
-    ceil=$(echo "scale=2; c = $(nproc) / $path / $direct; if (c > 1) c = 1; c" | bc)
-    printf '%-10s %8s %7s %11s %11s %9s  %s\n' "$k" "$r" "$(echo "scale=2; $r / $direct" | bc)" \
-        "$cpu" "$path" "$ceil" "$(tr '\n' ' ' <"$WORK/bulk.$k")"
-done
+    gb=$(echo "scale=6; $BULK_BYTES / 1000000000" | bc)
+    direct=$(quantile "$WORK/bulk.direct" 0.5)
+    dpath=$(echo "scale=3; $(quantile "$WORK/path.direct" 0.5) / $gb" | bc)
+    printf '%-10s %8s %7s %11s %11s %9s  %s\n' path GB/s ratio "proxy CPU" "path CPU" ceiling "runs (GB/s)"
+    printf '%-10s %8s %7s %11s %11s %9s  %s\n' direct "$direct" 1.00 - "$dpath" - "$(tr '\n' ' ' <"$WORK/bulk.direct")"
+    for k in "${KINDS[@]}"; do
+        r=$(quantile "$WORK/bulk.$k" 0.5)
+        cpu=$(echo "scale=3; $(quantile "$WORK/cpu.$k" 0.5) / $gb" | bc)
+        path=$(echo "scale=3; $(quantile "$WORK/path.$k" 0.5) / $gb" | bc)
+        # GB/s the cores could carry = cores / (CPU s per GB), capped by direct's own rate.
+        ceil=$(echo "scale=2; c = $(nproc) / $path / $direct; if (c > 1) c = 1; c" | bc)
+        printf '%-10s %8s %7s %11s %11s %9s  %s\n' "$k" "$r" "$(echo "scale=2; $r / $direct" | bc)" \
+            "$cpu" "$path" "$ceil" "$(tr '\n' ' ' <"$WORK/bulk.$k")"
+    done
 
 fi # ONLY
 
