@@ -1,0 +1,80 @@
+//! CPU cost of one exchange inside a `Conversation`, with no socket: what the bench driver
+//! spends per request before any syscall.
+//!
+//!     cargo run --release -p tcpdoctor-core --example conversation_cost -- 2000000
+//!
+//! For each preset, a conversation is driven through N exchanges (default 1,000,000) on
+//! in-memory bytes: take a request, feed back the response a server would send (`+PONG\r\n`
+//! for `resp` and `line`, the request itself for `echo`), one exchange at a time (depth 1) and
+//! 16 requests then 16 responses in one piece (depth 16, like `--pipeline 16`). Prints ns per
+//! exchange, the best of three runs.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tcpdoctor_core::script::{Conversation, Script};
+use tcpdoctor_core::Timestamp;
+
+/// Appends what the server answers to `request`.
+type Answer = fn(&[u8], &mut Vec<u8>);
+
+fn pong(_: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"+PONG\r\n");
+}
+
+fn echo(request: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(request);
+}
+
+/// Runs `n` exchanges `depth` at a time; returns ns per exchange.
+fn run(script: &Arc<Script>, answer: Answer, n: u64, depth: usize) -> f64 {
+    let mut conv = Conversation::new(Arc::clone(script), 0, 1);
+    let mut replies = Vec::new();
+    let mut done = 0u64;
+    let mut clock = 0u64;
+    let start = Instant::now();
+    while done < n {
+        replies.clear();
+        for _ in 0..depth {
+            clock += 1;
+            let req = conv
+                .next_request(Timestamp(clock))
+                .expect("a request is ready");
+            answer(&req.bytes, &mut replies);
+        }
+        clock += 1;
+        let completed = conv
+            .on_bytes(&replies, Timestamp(clock))
+            .expect("a valid response");
+        assert_eq!(completed.len(), depth);
+        assert!(completed.iter().all(|c| c.failed_assertion.is_none()));
+        done += depth as u64;
+    }
+    start.elapsed().as_nanos() as f64 / done as f64
+}
+
+fn main() {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map(|a| a.parse().expect("N must be a number"))
+        .unwrap_or(1_000_000);
+    let cases: &[(&str, &[(&str, &str)], Answer)] = &[
+        ("resp", &[], pong),
+        ("echo", &[], echo),
+        ("line", &[], pong),
+    ];
+    println!("{:<8} {:>14} {:>15}", "preset", "depth 1 ns/ex", "depth 16 ns/ex");
+    for (name, params, answer) in cases {
+        let params: Vec<(String, String)> = params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let script = Arc::new(Script::preset(name, &params).expect("a valid preset"));
+        let best = |depth| {
+            (0..3)
+                .map(|_| run(&script, *answer, n, depth))
+                .fold(f64::INFINITY, f64::min)
+        };
+        println!("{name:<8} {:>14.1} {:>15.1}", best(1), best(16));
+    }
+}
