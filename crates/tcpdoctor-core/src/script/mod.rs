@@ -33,6 +33,7 @@
 //!   [`Script::greeting`], [`Script::repeats`], [`Conversation::iteration`].
 
 mod conversation;
+mod cursor;
 mod framing;
 mod model;
 mod parse;
@@ -122,6 +123,16 @@ pub struct Request {
     pub bytes: Vec<u8>,
     /// Where a "header" ends inside `bytes`, when the step defines one (a `{body}` mark or a
     /// `send_prefix`), for `--split-writes header`; None otherwise.
+    pub header_len: Option<usize>,
+}
+
+/// A request [`Conversation::next_request_into`] appended to the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Issued {
+    pub step: StepId,
+    /// Its length: the last `len` bytes of the buffer.
+    pub len: usize,
+    /// As [`Request::header_len`], counted from the request's first byte.
     pub header_len: Option<usize>,
 }
 

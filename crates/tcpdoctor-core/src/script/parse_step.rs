@@ -109,7 +109,7 @@ impl Parser<'_> {
             None => Vec::new(),
         };
         let name = self.step_name(table, send.as_ref(), greeting)?;
-        self.steps.push(Step {
+        let mut step = Step {
             name,
             send,
             send_prefix,
@@ -117,7 +117,10 @@ impl Parser<'_> {
             max_response,
             expect,
             captures,
-        });
+            fixed: None,
+        };
+        step.fixed = step.fixed_request();
+        self.steps.push(step);
         Ok(self.steps.len() - 1)
     }
 
