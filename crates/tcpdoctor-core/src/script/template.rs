@@ -123,15 +123,14 @@ fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
 /// Letters and digits only, so random payloads never contain a protocol's terminator.
 pub(crate) fn random_text(rng: &mut SplitMix64, n: usize, out: &mut Vec<u8>) {
     const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    out.reserve(n);
-    let mut left = n;
-    while left > 0 {
+    let start = out.len();
+    out.resize(start + n, 0);
+    for chunk in out[start..].chunks_mut(10) {
         let mut word = rng.next_u64();
-        for _ in 0..left.min(10) {
-            out.push(ALPHABET[(word % 62) as usize]);
+        for b in chunk {
+            *b = ALPHABET[(word % 62) as usize];
             word /= 62;
         }
-        left -= left.min(10);
     }
 }
 
