@@ -18,6 +18,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use regex::bytes::Regex;
+
 use super::cursor::Cursor;
 use super::framing::{Framing, Poll, Reader};
 use super::model::{Step, Value};
@@ -33,7 +35,9 @@ const COMPACT_AT: usize = 64 * 1024;
 ///
 /// The per-exchange path allocates nothing: the script is borrowed from the `Arc`, never
 /// cloned; a request whose template has no variable part was rendered once when the script
-/// was parsed; [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`] write
+/// was parsed; each step's regexes are cloned per conversation (a clone of a `Regex` has its
+/// own match scratch, so connections on different threads do not take turns on one shared
+/// pool); [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`] write
 /// into the caller's buffers.
 #[derive(Debug)]
 pub struct Conversation {
@@ -52,6 +56,14 @@ pub struct Conversation {
     cursor: Cursor,
     /// The step of the last completed response, to name where unexpected bytes came.
     last_step: Option<usize>,
+    /// Per step: its framing and `expect`, with this conversation's regex scratch.
+    matchers: Vec<Matchers>,
+}
+
+#[derive(Debug)]
+struct Matchers {
+    read: Framing,
+    expect: Option<Regex>,
 }
 
 #[derive(Debug)]
@@ -94,7 +106,14 @@ impl Conversation {
             consumed: 0,
             cursor: Cursor::default(),
             last_step: None,
+            matchers: Vec::new(),
         };
+        conv.matchers = (conv.script.steps.iter())
+            .map(|s| Matchers {
+                read: s.read.clone(),
+                expect: s.expect.clone(),
+            })
+            .collect();
         if let Some(g) = conv.script.greeting {
             let step = &conv.script.steps[g];
             conv.pending.push_back(Pending {
@@ -179,7 +198,8 @@ impl Conversation {
         while let Some(head) = self.pending.front_mut() {
             let step = &self.script.steps[head.step];
             let view = &self.buf[self.consumed..];
-            match head.reader.poll(&step.read, view, step.max_response) {
+            let read = &self.matchers[head.step].read;
+            match head.reader.poll(read, view, step.max_response) {
                 Ok(Poll::Complete(n)) => done.extend(self.complete(n, now)),
                 Ok(Poll::Need | Poll::UntilClose) => break,
                 Err(message) => {
@@ -240,7 +260,8 @@ impl Conversation {
         let view = &self.buf[self.consumed..];
         let ends_at_close = matches!(step.read, Framing::Close | Framing::Idle(_))
             || matches!(
-                head.reader.poll(&step.read, view, step.max_response),
+                head.reader
+                    .poll(&self.matchers[head.step].read, view, step.max_response),
                 Ok(Poll::UntilClose)
             );
         let mut done = Vec::new();
@@ -370,7 +391,7 @@ impl Conversation {
         self.silent -= usize::from(ends_by_silence(step));
         let response = &self.buf[self.consumed..self.consumed + n];
         let mut failed = None;
-        if let Some(re) = &step.expect {
+        if let Some(re) = &self.matchers[p.step].expect {
             if !re.is_match(response) {
                 failed = Some(format!(
                     "{}: expected `{}`, received \"{}\"",
