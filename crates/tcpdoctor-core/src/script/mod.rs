@@ -239,4 +239,6 @@ pub(crate) fn escape_bytes(bytes: &[u8], limit: usize) -> String {
 }
 
 #[cfg(test)]
+mod reuse_tests;
+#[cfg(test)]
 mod tests;
