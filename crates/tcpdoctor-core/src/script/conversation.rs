@@ -18,11 +18,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use regex::bytes::Regex;
+use regex_automata::meta;
 
 use super::cursor::Cursor;
 use super::framing::{Framing, Poll, Reader};
-use super::model::{Step, Value};
+use super::model::{meta_is_match, Step, Value};
 use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, StepId};
 use crate::impair::SplitMix64;
 use crate::Timestamp;
@@ -35,9 +35,9 @@ const COMPACT_AT: usize = 64 * 1024;
 ///
 /// The per-exchange path allocates nothing: the script is borrowed from the `Arc`, never
 /// cloned; a request whose template has no variable part was rendered once when the script
-/// was parsed; each step's regexes are cloned per conversation (a clone of a `Regex` has its
-/// own match scratch, so connections on different threads do not take turns on one shared
-/// pool); [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`] write
+/// was parsed; `expect` is matched with this conversation's own cache and framing regexes
+/// are cloned per conversation (a clone of a `Regex` has its own pool), so connections on
+/// different threads do not take turns on one shared scratch; [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`] write
 /// into the caller's buffers.
 #[derive(Debug)]
 pub struct Conversation {
@@ -56,14 +56,15 @@ pub struct Conversation {
     cursor: Cursor,
     /// The step of the last completed response, to name where unexpected bytes came.
     last_step: Option<usize>,
-    /// Per step: its framing and `expect`, with this conversation's regex scratch.
+    /// Per step: its framing and `expect` cache, this conversation's regex scratch.
     matchers: Vec<Matchers>,
 }
 
 #[derive(Debug)]
 struct Matchers {
     read: Framing,
-    expect: Option<Regex>,
+    /// Made at the first response checked.
+    expect: Option<meta::Cache>,
 }
 
 #[derive(Debug)]
@@ -111,7 +112,7 @@ impl Conversation {
         conv.matchers = (conv.script.steps.iter())
             .map(|s| Matchers {
                 read: s.read.clone(),
-                expect: s.expect.clone(),
+                expect: None,
             })
             .collect();
         if let Some(g) = conv.script.greeting {
@@ -391,8 +392,15 @@ impl Conversation {
         self.silent -= usize::from(ends_by_silence(step));
         let response = &self.buf[self.consumed..self.consumed + n];
         let mut failed = None;
-        if let Some(re) = &self.matchers[p.step].expect {
-            if !re.is_match(response) {
+        if let Some(re) = &step.expect {
+            let matched = match &step.expect_meta {
+                Some(m) => {
+                    let cache = &mut self.matchers[p.step].expect;
+                    meta_is_match(m, cache.get_or_insert_with(|| m.create_cache()), response)
+                }
+                None => re.is_match(response),
+            };
+            if !matched {
                 failed = Some(format!(
                     "{}: expected `{}`, received \"{}\"",
                     step.name,

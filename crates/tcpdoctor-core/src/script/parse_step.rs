@@ -115,6 +115,7 @@ impl Parser<'_> {
             send_prefix,
             read,
             max_response,
+            expect_meta: expect.as_ref().and_then(super::model::bytes_meta),
             expect,
             captures,
             fixed: None,

@@ -160,3 +160,40 @@ fn regex_framing_and_expect_match_across_every_split_and_on_many_threads() {
         th.join().unwrap();
     }
 }
+
+#[test]
+fn expect_with_a_conversation_cache_matches_as_the_regex_does() {
+    let patterns = [
+        "^[^-]",
+        "^HTTP/1\\.[01] [23]",
+        "(?i)^value ",
+        "\\w+é$",
+        "^\\.\\r?$",
+        "(?-u:\\xff)",
+        "",
+        "a|ab",
+    ];
+    let haystacks: [&[u8]; 9] = [
+        b"+PONG\r\n",
+        b"-ERR\r\n",
+        b"HTTP/1.1 204 No Content\r\n",
+        b"VALUE k 0 1\r\n",
+        "caf\u{e9}".as_bytes(),
+        b".\r",
+        b"\xff\xfe",
+        b"",
+        b"zab",
+    ];
+    for p in patterns {
+        let re = regex::bytes::Regex::new(p).unwrap();
+        let meta = model::bytes_meta(&re).expect("builds as the regex did");
+        let mut cache = meta.create_cache();
+        for h in haystacks {
+            assert_eq!(
+                model::meta_is_match(&meta, &mut cache, h),
+                re.is_match(h),
+                "{p} on {h:?}"
+            );
+        }
+    }
+}
