@@ -210,8 +210,10 @@ impl Driver<'_> {
         // The last time bytes moved either way: silence (idle framing, an awaited greeting) is
         // counted from here.
         let mut last_io = clock.now();
+        // One clock read per wake-up: the time a read or timer returned is also when the
+        // slots it freed became free, the intended start of the requests sent next.
+        let mut now = last_io;
         loop {
-            let now = clock.now();
             let sent_before = self.io.sent_at.len();
             let (slot, blocked) = match self.issue(&mut s, now).await {
                 Ok(x) => x,
@@ -249,7 +251,7 @@ impl Driver<'_> {
             tokio::select! {
                 biased;
                 r = s.read(&mut self.io.read) => {
-                    let now = clock.now();
+                    now = clock.now();
                     match r {
                         Ok(0) => return self.eof(now),
                         Ok(n) => {
@@ -271,7 +273,7 @@ impl Driver<'_> {
                 }
                 () = &mut sleep => {
                     armed = far;
-                    let now = clock.now();
+                    now = clock.now();
                     if idle_at.is_some_and(|t| now >= t) {
                         let mut v = self.conv.on_idle(now);
                         self.completed(&mut v);
