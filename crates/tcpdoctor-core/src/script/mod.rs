@@ -18,6 +18,7 @@
 //! - `template`: request templates (`{var}`, `{conn}`, `{i}`, `{random:N}`, `{body}`, escapes).
 //! - `framing`: one file per response framing, all incremental and bounded.
 //! - `conversation`: [`Conversation`], requests out, bytes in, exchanges completed.
+//! - `cursor`: which step makes the next request (setup, steps, iterations, `for_each`).
 //! - `presets`: the built-in scripts, written as TOML and parsed like any other.
 //!
 //! # Additions to the contract (`bench-api.md`)
@@ -31,6 +32,9 @@
 //! - [`Script::preset_source`] returns a preset's TOML text (for `--print-script`-like uses);
 //!   [`Script::with_max_response`] overrides every step's limit (for a `--max-response` flag);
 //!   [`Script::greeting`], [`Script::repeats`], [`Conversation::iteration`].
+//! - [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`]: the same calls
+//!   writing into the driver's buffers (a request appended to the batch being built, an
+//!   [`Issued`] saying where it is), so an exchange allocates nothing.
 
 mod conversation;
 mod cursor;
