@@ -18,20 +18,27 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use regex_automata::meta;
+
+use super::cursor::Cursor;
 use super::framing::{Framing, Poll, Reader};
-use super::model::{Item, Value};
-use super::{escape_bytes, Completed, Request, ResponseError, Script, StepId};
+use super::model::{meta_is_match, Step, Value};
+use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, StepId};
 use crate::impair::SplitMix64;
 use crate::Timestamp;
-
-/// A loop variable and its value for one request.
-type Binding = (String, Vec<u8>);
 
 /// Keep at most this much consumed input before compacting the buffer.
 const COMPACT_AT: usize = 64 * 1024;
 
 /// One connection's run of a script: which request comes next, how its response is framed,
 /// captures and loops.
+///
+/// The per-exchange path allocates nothing: the script is borrowed from the `Arc`, never
+/// cloned; a request whose template has no variable part was rendered once when the script
+/// was parsed; `expect` is matched with this conversation's own cache and framing regexes
+/// are cloned per conversation (a clone of a `Regex` has its own pool), so connections on
+/// different threads do not take turns on one shared scratch; [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`] write
+/// into the caller's buffers.
 #[derive(Debug)]
 pub struct Conversation {
     script: Arc<Script>,
@@ -41,12 +48,23 @@ pub struct Conversation {
     /// Outstanding responses that will capture each variable.
     capturing: HashMap<String, usize>,
     pending: VecDeque<Pending>,
+    /// Outstanding responses framed "until idle" or "until close" (rule 3).
+    silent: usize,
     buf: Vec<u8>,
     /// Bytes of `buf` already consumed by completed responses.
     consumed: usize,
     cursor: Cursor,
     /// The step of the last completed response, to name where unexpected bytes came.
     last_step: Option<usize>,
+    /// Per step: its framing and `expect` cache, this conversation's regex scratch.
+    matchers: Vec<Matchers>,
+}
+
+#[derive(Debug)]
+struct Matchers {
+    read: Framing,
+    /// Made at the first response checked.
+    expect: Option<meta::Cache>,
 }
 
 #[derive(Debug)]
@@ -57,50 +75,56 @@ struct Pending {
     reader: Reader,
 }
 
-#[derive(Debug, Default)]
-struct Cursor {
-    in_body: bool,
-    item: usize,
-    active: Option<Loop>,
-    iteration: u64,
-    sent_this_iteration: bool,
-    done: bool,
+fn ends_by_silence(step: &Step) -> bool {
+    matches!(step.read, Framing::Idle(_) | Framing::Close)
 }
 
-#[derive(Debug)]
-struct Loop {
-    values: Vec<Vec<u8>>,
-    index: usize,
-    step: usize,
+/// Counts the captures an outstanding response of `step` will make.
+fn count_captures(capturing: &mut HashMap<String, usize>, step: &Step, delta: isize) {
+    for cap in &step.captures {
+        match capturing.get_mut(&cap.name) {
+            Some(n) => *n = n.saturating_add_signed(delta),
+            None => {
+                capturing.insert(cap.name.clone(), 0usize.saturating_add_signed(delta));
+            }
+        }
+    }
 }
 
 impl Conversation {
     /// `conn` is the connection number (`{conn}` in templates); `seed` drives random payloads.
     pub fn new(script: Arc<Script>, conn: u64, seed: u64) -> Conversation {
         let vars = script.vars.iter().cloned().collect();
-        let mut pending = VecDeque::new();
-        if let Some(g) = script.greeting {
-            pending.push_back(Pending {
-                step: g,
-                intended: None,
-                request_bytes: 0,
-                reader: script.steps[g].read.reader(b""),
-            });
-        }
         let mut conv = Conversation {
             rng: SplitMix64::new(seed ^ conn.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             script,
             conn,
             vars,
             capturing: HashMap::new(),
-            pending,
+            pending: VecDeque::new(),
+            silent: 0,
             buf: Vec::new(),
             consumed: 0,
             cursor: Cursor::default(),
             last_step: None,
+            matchers: Vec::new(),
         };
+        conv.matchers = (conv.script.steps.iter())
+            .map(|s| Matchers {
+                read: s.read.clone(),
+                expect: None,
+            })
+            .collect();
         if let Some(g) = conv.script.greeting {
-            conv.count_captures(g, 1);
+            let step = &conv.script.steps[g];
+            conv.pending.push_back(Pending {
+                step: g,
+                intended: None,
+                request_bytes: 0,
+                reader: step.read.reader(b""),
+            });
+            conv.silent += usize::from(ends_by_silence(step));
+            count_captures(&mut conv.capturing, step, 1);
         }
         conv.settle();
         conv
@@ -115,18 +139,31 @@ impl Conversation {
     /// response not yet received (a capture, the greeting) or the script is finished.
     /// `intended` is returned in the matching [`Completed`].
     pub fn next_request(&mut self, intended: Timestamp) -> Option<Request> {
+        let mut bytes = Vec::new();
+        let issued = self.next_request_into(intended, &mut bytes)?;
+        Some(Request {
+            step: issued.step,
+            bytes,
+            header_len: issued.header_len,
+        })
+    }
+
+    /// [`Conversation::next_request`] without an allocation: appends the request's bytes to
+    /// `out` (a pipelined batch builds up in one buffer) and says which step it is and where
+    /// its header ends. `out` is untouched when it returns None.
+    pub fn next_request_into(&mut self, intended: Timestamp, out: &mut Vec<u8>) -> Option<Issued> {
         self.start_greeting_clock(intended);
         if self.awaiting_greeting() {
             return None;
         }
-        let (step, binding) = self.settle()?;
+        let step = self.settle()?;
         if self.blocked(step) {
             return None;
         }
-        let request = self.issue(step, binding.as_ref(), intended);
-        self.consume();
+        let issued = self.issue(step, intended, out);
+        self.cursor.advance(&self.script);
         self.settle();
-        Some(request)
+        Some(issued)
     }
 
     /// Feeds bytes read from the socket; returns the responses they complete, in order. Bytes
@@ -137,37 +174,52 @@ impl Conversation {
         data: &[u8],
         now: Timestamp,
     ) -> Result<Vec<Completed>, ResponseError> {
+        let mut done = Vec::new();
+        self.on_bytes_into(data, now, &mut done)?;
+        Ok(done)
+    }
+
+    /// [`Conversation::on_bytes`] into the caller's vector (reused from read to read): appends
+    /// the responses completed. On `Err` nothing is appended.
+    pub fn on_bytes_into(
+        &mut self,
+        data: &[u8],
+        now: Timestamp,
+        done: &mut Vec<Completed>,
+    ) -> Result<(), ResponseError> {
         self.start_greeting_clock(now);
         if self.pending.is_empty() {
             if data.is_empty() {
-                return Ok(Vec::new());
+                return Ok(());
             }
             return Err(self.unexpected(data));
         }
         self.buf.extend_from_slice(data);
-        let mut done = Vec::new();
+        let before = done.len();
         while let Some(head) = self.pending.front_mut() {
             let step = &self.script.steps[head.step];
             let view = &self.buf[self.consumed..];
-            match head.reader.poll(&step.read, view, step.max_response) {
+            let read = &self.matchers[head.step].read;
+            match head.reader.poll(read, view, step.max_response) {
                 Ok(Poll::Complete(n)) => done.extend(self.complete(n, now)),
                 Ok(Poll::Need | Poll::UntilClose) => break,
                 Err(message) => {
+                    done.truncate(before);
                     return Err(ResponseError {
                         step: step.name.clone(),
                         message,
                         excerpt: escape_bytes(view, 48),
-                    })
+                    });
                 }
             }
         }
         if self.pending.is_empty() && self.consumed < self.buf.len() {
-            let extra = self.buf[self.consumed..].to_vec();
-            return Err(self.unexpected(&extra));
+            done.truncate(before);
+            return Err(self.unexpected(&self.buf[self.consumed..]));
         }
         self.compact();
         self.settle();
-        Ok(done)
+        Ok(())
     }
 
     /// When the response now awaited is framed "until idle for D": D. The driver calls
@@ -209,7 +261,8 @@ impl Conversation {
         let view = &self.buf[self.consumed..];
         let ends_at_close = matches!(step.read, Framing::Close | Framing::Idle(_))
             || matches!(
-                head.reader.poll(&step.read, view, step.max_response),
+                head.reader
+                    .poll(&self.matchers[head.step].read, view, step.max_response),
                 Ok(Poll::UntilClose)
             );
         let mut done = Vec::new();
@@ -266,21 +319,8 @@ impl Conversation {
         }
     }
 
-    fn count_captures(&mut self, step: usize, delta: isize) {
-        let script = Arc::clone(&self.script);
-        for cap in &script.steps[step].captures {
-            let n = self.capturing.entry(cap.name.clone()).or_insert(0);
-            *n = n.saturating_add_signed(delta);
-        }
-    }
-
     fn blocked(&self, step: usize) -> bool {
-        let ends_by_silence = self.pending.iter().any(|p| {
-            matches!(
-                self.script.steps[p.step].read,
-                Framing::Idle(_) | Framing::Close
-            )
-        });
+        let ends_by_silence = self.silent > 0;
         let Some(send) = &self.script.steps[step].send else {
             return ends_by_silence;
         };
@@ -292,135 +332,53 @@ impl Conversation {
 
     /// Moves the cursor to the next step to issue (without issuing it); None when blocked on a
     /// list being captured, or finished.
-    fn settle(&mut self) -> Option<(usize, Option<Binding>)> {
-        let script = Arc::clone(&self.script);
-        loop {
-            let c = &mut self.cursor;
-            if c.done {
-                return None;
-            }
-            let items = if c.in_body {
-                &script.body
-            } else {
-                &script.setup
-            };
-            let Some(item) = items.get(c.item) else {
-                if !c.in_body {
-                    c.in_body = true;
-                    c.item = 0;
-                    c.done = script.body.is_empty();
-                } else if !c.sent_this_iteration {
-                    c.done = true;
-                } else {
-                    c.iteration += 1;
-                    c.item = 0;
-                    c.sent_this_iteration = false;
-                    c.done = script.iterations.is_some_and(|n| c.iteration >= n);
-                }
-                continue;
-            };
-            match item {
-                Item::Step(s) => return Some((*s, None)),
-                Item::ForEach { var, list, steps } => {
-                    if c.active.is_none() {
-                        if self.capturing.get(list).is_some_and(|&n| n > 0) {
-                            return None;
-                        }
-                        let values = match self.vars.get(list) {
-                            Some(Value::List(v)) => v.clone(),
-                            _ => Vec::new(),
-                        };
-                        if values.is_empty() || steps.is_empty() {
-                            c.item += 1;
-                            continue;
-                        }
-                        c.active = Some(Loop {
-                            values,
-                            index: 0,
-                            step: 0,
-                        });
-                    }
-                    let lp = c.active.as_ref()?;
-                    return Some((
-                        steps[lp.step],
-                        Some((var.clone(), lp.values[lp.index].clone())),
-                    ));
-                }
-            }
-        }
+    fn settle(&mut self) -> Option<usize> {
+        self.cursor
+            .settle(&self.script, &self.vars, &self.capturing)
     }
 
-    /// Advances past the step `settle` returned.
-    fn consume(&mut self) {
-        let script = Arc::clone(&self.script);
-        let c = &mut self.cursor;
-        if c.in_body {
-            c.sent_this_iteration = true;
-        }
-        let items = if c.in_body {
-            &script.body
-        } else {
-            &script.setup
-        };
-        match (items.get(c.item), c.active.as_mut()) {
-            (Some(Item::ForEach { steps, .. }), Some(lp)) => {
-                lp.step += 1;
-                if lp.step == steps.len() {
-                    lp.step = 0;
-                    lp.index += 1;
-                    if lp.index == lp.values.len() {
-                        c.active = None;
-                        c.item += 1;
-                    }
-                }
-            }
-            _ => c.item += 1,
-        }
-    }
-
-    fn issue(&mut self, step: usize, binding: Option<&Binding>, intended: Timestamp) -> Request {
-        let script = Arc::clone(&self.script);
+    fn issue(&mut self, step: usize, intended: Timestamp, out: &mut Vec<u8>) -> Issued {
+        let script = &*self.script;
         let s = &script.steps[step];
-        let vars = &self.vars;
-        let lookup = |name: &str| -> Option<Vec<u8>> {
-            match binding {
-                Some((var, value)) if var == name => Some(value.clone()),
-                _ => match vars.get(name) {
-                    Some(Value::Text(t)) => Some(t.clone()),
-                    _ => None,
-                },
+        let start = out.len();
+        let header_len = match &s.fixed {
+            Some(fixed) => {
+                out.extend_from_slice(&fixed.bytes);
+                fixed.header_len
+            }
+            None => {
+                let binding = self.cursor.binding(script);
+                let vars = &self.vars;
+                let lookup = |name: &str| -> Option<&[u8]> {
+                    match binding {
+                        Some((var, value)) if var == name => Some(value),
+                        _ => match vars.get(name) {
+                            Some(Value::Text(t)) => Some(t),
+                            _ => None,
+                        },
+                    }
+                };
+                s.render(
+                    &lookup,
+                    self.conn,
+                    self.cursor.iteration,
+                    &mut self.rng,
+                    out,
+                )
             }
         };
-        let mut body = Vec::new();
-        let mark = s.send.as_ref().and_then(|t| {
-            t.render(
-                &lookup,
-                self.conn,
-                self.cursor.iteration,
-                &mut self.rng,
-                &mut body,
-            )
-        });
-        let (bytes, header_len) = match s.send_prefix {
-            Some(prefix) => {
-                let len = (body.len() as u64).min(prefix.max_body()) as usize;
-                let mut bytes = prefix.encode(len);
-                let width = bytes.len();
-                bytes.extend_from_slice(&body);
-                (bytes, Some(width + mark.unwrap_or(0)))
-            }
-            None => (body, mark),
-        };
+        let request = &out[start..];
         self.pending.push_back(Pending {
             step,
             intended: Some(intended),
-            request_bytes: bytes.len(),
-            reader: s.read.reader(&bytes),
+            request_bytes: request.len(),
+            reader: s.read.reader(request),
         });
-        self.count_captures(step, 1);
-        Request {
+        self.silent += usize::from(ends_by_silence(s));
+        count_captures(&mut self.capturing, s, 1);
+        Issued {
             step: StepId(step),
-            bytes,
+            len: request.len(),
             header_len,
         }
     }
@@ -429,13 +387,20 @@ impl Conversation {
     fn complete(&mut self, n: usize, now: Timestamp) -> Option<Completed> {
         let p = self.pending.pop_front()?;
         self.last_step = Some(p.step);
-        self.count_captures(p.step, -1);
-        let script = Arc::clone(&self.script);
-        let step = &script.steps[p.step];
+        let step = &self.script.steps[p.step];
+        count_captures(&mut self.capturing, step, -1);
+        self.silent -= usize::from(ends_by_silence(step));
         let response = &self.buf[self.consumed..self.consumed + n];
         let mut failed = None;
         if let Some(re) = &step.expect {
-            if !re.is_match(response) {
+            let matched = match &step.expect_meta {
+                Some(m) => {
+                    let cache = &mut self.matchers[p.step].expect;
+                    meta_is_match(m, cache.get_or_insert_with(|| m.create_cache()), response)
+                }
+                None => re.is_match(response),
+            };
+            if !matched {
                 failed = Some(format!(
                     "{}: expected `{}`, received \"{}\"",
                     step.name,

@@ -18,6 +18,7 @@
 //! - `template`: request templates (`{var}`, `{conn}`, `{i}`, `{random:N}`, `{body}`, escapes).
 //! - `framing`: one file per response framing, all incremental and bounded.
 //! - `conversation`: [`Conversation`], requests out, bytes in, exchanges completed.
+//! - `cursor`: which step makes the next request (setup, steps, iterations, `for_each`).
 //! - `presets`: the built-in scripts, written as TOML and parsed like any other.
 //!
 //! # Additions to the contract (`bench-api.md`)
@@ -31,8 +32,12 @@
 //! - [`Script::preset_source`] returns a preset's TOML text (for `--print-script`-like uses);
 //!   [`Script::with_max_response`] overrides every step's limit (for a `--max-response` flag);
 //!   [`Script::greeting`], [`Script::repeats`], [`Conversation::iteration`].
+//! - [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`]: the same calls
+//!   writing into the driver's buffers (a request appended to the batch being built, an
+//!   [`Issued`] saying where it is), so an exchange allocates nothing.
 
 mod conversation;
+mod cursor;
 mod framing;
 mod model;
 mod parse;
@@ -122,6 +127,16 @@ pub struct Request {
     pub bytes: Vec<u8>,
     /// Where a "header" ends inside `bytes`, when the step defines one (a `{body}` mark or a
     /// `send_prefix`), for `--split-writes header`; None otherwise.
+    pub header_len: Option<usize>,
+}
+
+/// A request [`Conversation::next_request_into`] appended to the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Issued {
+    pub step: StepId,
+    /// Its length: the last `len` bytes of the buffer.
+    pub len: usize,
+    /// As [`Request::header_len`], counted from the request's first byte.
     pub header_len: Option<usize>,
 }
 
@@ -227,5 +242,7 @@ pub(crate) fn escape_bytes(bytes: &[u8], limit: usize) -> String {
     out
 }
 
+#[cfg(test)]
+mod reuse_tests;
 #[cfg(test)]
 mod tests;

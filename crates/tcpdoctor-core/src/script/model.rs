@@ -1,9 +1,11 @@
 //! The validated form of a script: steps, the order they run in, variables.
 
 use regex::bytes::Regex;
+use regex_automata::{meta, util::syntax, MatchKind};
 
 use super::framing::{Framing, LengthPrefix};
 use super::template::Template;
+use crate::impair::SplitMix64;
 
 /// One request and the response that answers it (or, for the greeting, a response alone).
 #[derive(Clone, Debug)]
@@ -16,7 +18,80 @@ pub(crate) struct Step {
     pub(crate) read: Framing,
     pub(crate) max_response: usize,
     pub(crate) expect: Option<Regex>,
+    /// `expect` built as `regex::bytes::Regex` builds it, matched with a conversation's own
+    /// cache instead of the pool a `Regex` shares between threads.
+    pub(crate) expect_meta: Option<meta::Regex>,
     pub(crate) captures: Vec<Capture>,
+    /// The request, rendered once, when every request of the step is the same bytes.
+    pub(crate) fixed: Option<FixedRequest>,
+}
+
+/// `re` as the engine `regex::bytes::Regex::new` builds (leftmost-first, Unicode, matching
+/// bytes that are not UTF-8, the same size limits); None if it would not build.
+pub(crate) fn bytes_meta(re: &Regex) -> Option<meta::Regex> {
+    meta::Builder::new()
+        .configure(
+            meta::Config::new()
+                .match_kind(MatchKind::LeftmostFirst)
+                .utf8_empty(false)
+                .nfa_size_limit(Some(10 * (1 << 20)))
+                .hybrid_cache_capacity(2 * (1 << 20)),
+        )
+        .syntax(syntax::Config::new().utf8(false))
+        .build(re.as_str())
+        .ok()
+}
+
+/// Does `re` (from [`bytes_meta`]) match somewhere in `haystack`?
+pub(crate) fn meta_is_match(re: &meta::Regex, cache: &mut meta::Cache, haystack: &[u8]) -> bool {
+    re.search_half_with(cache, &regex_automata::Input::new(haystack).earliest(true))
+        .is_some()
+}
+
+/// A request whose template has no variable part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FixedRequest {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) header_len: Option<usize>,
+}
+
+impl Step {
+    /// Appends the step's request (length field and template) to `out`; returns where its
+    /// header ends, counted from the request's first byte, when it has one.
+    pub(crate) fn render<'v>(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<&'v [u8]>,
+        conn: u64,
+        iteration: u64,
+        rng: &mut SplitMix64,
+        out: &mut Vec<u8>,
+    ) -> Option<usize> {
+        let start = out.len();
+        let width = self.send_prefix.map_or(0, |p| p.width);
+        out.resize(start + width, 0);
+        let mark = self
+            .send
+            .as_ref()
+            .and_then(|t| t.render(lookup, conn, iteration, rng, out));
+        match self.send_prefix {
+            Some(prefix) => {
+                let body = (out.len() - start - width) as u64;
+                prefix.encode_into(body.min(prefix.max_body()), &mut out[start..start + width]);
+                Some(width + mark.unwrap_or(0))
+            }
+            None => mark,
+        }
+    }
+
+    /// The request rendered once, when the template makes the same bytes every time.
+    pub(crate) fn fixed_request(&self) -> Option<FixedRequest> {
+        if !self.send.as_ref()?.is_fixed() {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        let header_len = self.render(&|_| None, 0, 0, &mut SplitMix64::new(0), &mut bytes);
+        Some(FixedRequest { bytes, header_len })
+    }
 }
 
 #[derive(Clone, Debug)]

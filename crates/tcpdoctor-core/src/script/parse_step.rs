@@ -109,15 +109,19 @@ impl Parser<'_> {
             None => Vec::new(),
         };
         let name = self.step_name(table, send.as_ref(), greeting)?;
-        self.steps.push(Step {
+        let mut step = Step {
             name,
             send,
             send_prefix,
             read,
             max_response,
+            expect_meta: expect.as_ref().and_then(super::model::bytes_meta),
             expect,
             captures,
-        });
+            fixed: None,
+        };
+        step.fixed = step.fixed_request();
+        self.steps.push(step);
         Ok(self.steps.len() - 1)
     }
 

@@ -67,46 +67,70 @@ impl Template {
         })
     }
 
-    /// Writes the request; returns where `{body}` was, if the template has it.
-    pub(crate) fn render(
+    /// True when every request renders the same bytes: no variable, `{conn}`, `{i}` or
+    /// `{random:N}` (so the request can be rendered once, not once per exchange).
+    pub(crate) fn is_fixed(&self) -> bool {
+        self.pieces
+            .iter()
+            .all(|p| matches!(p, Piece::Bytes(_) | Piece::Body))
+    }
+
+    /// Appends the request to `out`; returns where `{body}` was (counted from the request's
+    /// first byte), if the template has it.
+    pub(crate) fn render<'v>(
         &self,
-        lookup: &dyn Fn(&str) -> Option<Vec<u8>>,
+        lookup: &dyn Fn(&str) -> Option<&'v [u8]>,
         conn: u64,
         iteration: u64,
         rng: &mut SplitMix64,
         out: &mut Vec<u8>,
     ) -> Option<usize> {
+        let start = out.len();
         let mut body = None;
         for piece in &self.pieces {
             match piece {
                 Piece::Bytes(b) => out.extend_from_slice(b),
                 Piece::Var(name) => {
                     if let Some(v) = lookup(name) {
-                        out.extend_from_slice(&v);
+                        out.extend_from_slice(v);
                     }
                 }
-                Piece::Conn => out.extend_from_slice(conn.to_string().as_bytes()),
-                Piece::Iteration => out.extend_from_slice(iteration.to_string().as_bytes()),
+                Piece::Conn => push_decimal(conn, out),
+                Piece::Iteration => push_decimal(iteration, out),
                 Piece::Random(n) => random_text(rng, *n, out),
-                Piece::Body => body = Some(out.len()),
+                Piece::Body => body = Some(out.len() - start),
             }
         }
         body
     }
 }
 
+/// `n` in decimal, without allocating.
+fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 /// Letters and digits only, so random payloads never contain a protocol's terminator.
 pub(crate) fn random_text(rng: &mut SplitMix64, n: usize, out: &mut Vec<u8>) {
     const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    out.reserve(n);
-    let mut left = n;
-    while left > 0 {
+    let start = out.len();
+    out.resize(start + n, 0);
+    for chunk in out[start..].chunks_mut(10) {
         let mut word = rng.next_u64();
-        for _ in 0..left.min(10) {
-            out.push(ALPHABET[(word % 62) as usize]);
+        for b in chunk {
+            *b = ALPHABET[(word % 62) as usize];
             word /= 62;
         }
-        left -= left.min(10);
     }
 }
 
@@ -264,7 +288,7 @@ mod tests {
 
     fn render(t: &Template, seed: u64) -> (Vec<u8>, Option<usize>) {
         let mut out = Vec::new();
-        let lookup = |name: &str| (name == "id").then(|| b"42".to_vec());
+        let lookup = |name: &str| (name == "id").then_some(&b"42"[..]);
         let body = t.render(&lookup, 3, 7, &mut SplitMix64::new(seed), &mut out);
         (out, body)
     }
@@ -284,6 +308,21 @@ mod tests {
             let t = Template::parse_text(text).unwrap();
             assert_eq!(render(&t, 1), (want.to_vec(), *body), "{text}");
         }
+    }
+
+    #[test]
+    fn decimals_and_fixed_templates() {
+        for n in [0, 7, 10, 1234, u64::MAX] {
+            let mut out = b"x".to_vec();
+            push_decimal(n, &mut out);
+            assert_eq!(out, format!("x{n}").as_bytes());
+        }
+        let fixed = |text: &str| Template::parse_text(text).unwrap().is_fixed();
+        assert!(fixed("PING\r\n{body}x{{y}}"));
+        assert!(!fixed("GET {id}"));
+        assert!(!fixed("c{conn}"));
+        assert!(!fixed("i{i}"));
+        assert!(!fixed("{random:3}"));
     }
 
     #[test]

@@ -127,6 +127,8 @@ struct Io {
     read: Vec<u8>,
     write: Vec<u8>,
     sent_at: VecDeque<Timestamp>,
+    /// Responses one read completed (reused: no allocation per read).
+    done: Vec<Completed>,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -137,6 +139,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         read: vec![0; READ_BUF],
         write: Vec::with_capacity(4096),
         sent_at: VecDeque::with_capacity(cfg.pipeline),
+        done: Vec::with_capacity(cfg.pipeline),
     };
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
     let mut backoff = BACKOFF_MIN;
@@ -207,8 +210,10 @@ impl Driver<'_> {
         // The last time bytes moved either way: silence (idle framing, an awaited greeting) is
         // counted from here.
         let mut last_io = clock.now();
+        // One clock read per wake-up: the time a read or timer returned is also when the
+        // slots it freed became free, the intended start of the requests sent next.
+        let mut now = last_io;
         loop {
-            let now = clock.now();
             let sent_before = self.io.sent_at.len();
             let (slot, blocked) = match self.issue(&mut s, now).await {
                 Ok(x) => x,
@@ -246,7 +251,7 @@ impl Driver<'_> {
             tokio::select! {
                 biased;
                 r = s.read(&mut self.io.read) => {
-                    let now = clock.now();
+                    now = clock.now();
                     match r {
                         Ok(0) => return self.eof(now),
                         Ok(n) => {
@@ -255,10 +260,12 @@ impl Driver<'_> {
                             }
                             self.local.received(n);
                             last_io = now;
-                            let done = self.conv.on_bytes(&self.io.read[..n], now);
-                            match done {
-                                Ok(v) => self.completed(v),
-                                Err(e) => return self.bad_response(&e.to_string()),
+                            let mut done = std::mem::take(&mut self.io.done);
+                            let r = self.conv.on_bytes_into(&self.io.read[..n], now, &mut done);
+                            self.completed(&mut done);
+                            self.io.done = done;
+                            if let Err(e) = r {
+                                return self.bad_response(&e.to_string());
                             }
                         }
                         Err(e) => return self.lost(&reason(&e)),
@@ -266,10 +273,10 @@ impl Driver<'_> {
                 }
                 () = &mut sleep => {
                     armed = far;
-                    let now = clock.now();
+                    now = clock.now();
                     if idle_at.is_some_and(|t| now >= t) {
-                        let v = self.conv.on_idle(now);
-                        self.completed(v);
+                        let mut v = self.conv.on_idle(now);
+                        self.completed(&mut v);
                     } else if timeout_at.is_some_and(|t| now >= t) {
                         let n = (self.conv.outstanding() as u64).max(1);
                         self.rec.errors().timeouts += n;
@@ -316,7 +323,10 @@ impl Driver<'_> {
                     break;
                 }
             }
-            let Some(req) = self.conv.next_request(intended) else {
+            // The request is appended to the batch; split writes send what came before it,
+            // then its pieces.
+            let at = self.io.write.len();
+            let Some(req) = self.conv.next_request_into(intended, &mut self.io.write) else {
                 blocked = Blocked::Script;
                 break;
             };
@@ -327,18 +337,18 @@ impl Driver<'_> {
                 sch.k += 1;
             }
             self.io.sent_at.push_back(now);
-            self.local.sent(req.bytes.len());
+            self.local.sent(req.len);
             if self.cfg.split == SplitWrites::Whole {
-                self.io.write.extend_from_slice(&req.bytes);
                 continue;
             }
-            if !self.io.write.is_empty() {
-                s.write_all(&self.io.write).await?;
-                self.io.write.clear();
+            if at > 0 {
+                s.write_all(&self.io.write[..at]).await?;
             }
-            for r in pieces(req.bytes.len(), self.cfg.split, req.header_len) {
-                s.write_all(&req.bytes[r]).await?;
+            let bytes = &self.io.write[at..];
+            for r in pieces(req.len, self.cfg.split, req.header_len) {
+                s.write_all(&bytes[r]).await?;
             }
+            self.io.write.clear();
         }
         drop(held);
         if !self.io.write.is_empty() {
@@ -347,14 +357,15 @@ impl Driver<'_> {
         Ok((slot, blocked))
     }
 
-    fn completed(&mut self, done: Vec<Completed>) {
+    /// Records the completed responses and empties `done`.
+    fn completed(&mut self, done: &mut Vec<Completed>) {
         if done.is_empty() {
             return;
         }
         self.rec
             .completed
             .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        for c in done {
+        for c in done.drain(..) {
             if c.request_bytes > 0 {
                 self.io.sent_at.pop_front();
             }
@@ -382,7 +393,7 @@ impl Driver<'_> {
 
     fn eof(&mut self, now: Timestamp) -> End {
         match self.conv.on_eof(now) {
-            Ok(v) => self.completed(v),
+            Ok(mut v) => self.completed(&mut v),
             Err(e) => return self.bad_response(&e.to_string()),
         }
         let lost = self.conv.outstanding() as u64;

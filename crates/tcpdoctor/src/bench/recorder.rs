@@ -171,6 +171,9 @@ impl Recorder {
                 }
             }
         }
+        if let [only] = steps.as_slice() {
+            overall.merge(only);
+        }
         (overall, steps)
     }
 }
@@ -240,10 +243,13 @@ impl Local {
             let mut s = self.rec.shards[self.shard]
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
+            // With one step the overall histogram is that step's: it is recorded once and
+            // copied when the run's histograms are read.
+            let single = s.per_step.len() == 1;
             for &(step, ns) in &self.latencies {
-                s.overall.record_ns(ns);
-                if let Some(h) = s.per_step.get_mut(step) {
-                    h.record_ns(ns);
+                let in_step = s.per_step.get_mut(step).map(|h| h.record_ns(ns)).is_some();
+                if !(single && in_step) {
+                    s.overall.record_ns(ns);
                 }
             }
             drop(s);
@@ -320,5 +326,32 @@ mod tests {
         assert_eq!(steps[0].count(), 0);
         assert_eq!(rec.bytes_sent.load(Ordering::Relaxed), 10);
         assert_eq!(rec.last_finish(), Timestamp(41_500));
+    }
+
+    #[test]
+    fn one_step_is_recorded_once_and_still_counts_overall() {
+        for steps in [1, 2] {
+            let rec = Arc::new(Recorder::new(
+                Clock::start(),
+                Timestamp(0),
+                None,
+                None,
+                steps,
+                2,
+            ));
+            for conn in 0..2 {
+                let mut l = Local::new(rec.clone(), conn);
+                l.exchange(0, Timestamp(0), Timestamp(1_000));
+                l.exchange(0, Timestamp(0), Timestamp(5_000_000));
+            }
+            let (all, per_step) = rec.histograms();
+            assert_eq!(all.count(), 4, "{steps} step(s)");
+            assert_eq!(per_step[0].count(), 4, "{steps} step(s)");
+            assert_eq!(
+                all.quantile_ns(1.0),
+                per_step[0].quantile_ns(1.0),
+                "{steps} step(s)"
+            );
+        }
     }
 }

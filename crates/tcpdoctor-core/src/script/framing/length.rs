@@ -66,20 +66,19 @@ impl LengthPrefix {
         }
     }
 
-    /// The field for a body of `len` bytes (the caller checked `len <= max_body()`).
-    pub(crate) fn encode(&self, len: usize) -> Vec<u8> {
-        let value = len as u64
+    /// Writes the field for a body of `len` bytes into `field` (`width` bytes; the caller
+    /// checked `len <= max_body()`).
+    pub(crate) fn encode_into(&self, len: u64, field: &mut [u8]) {
+        let value = len
             + if self.includes_prefix {
                 self.width as u64
             } else {
                 0
             };
-        let be = value.to_be_bytes();
-        let mut field = be[8 - self.width..].to_vec();
+        field.copy_from_slice(&value.to_be_bytes()[8 - self.width..]);
         if !self.big_endian {
             field.reverse();
         }
-        field
     }
 
     pub(crate) fn poll(&self, buf: &[u8], max: usize) -> Result<Poll, String> {
