@@ -406,6 +406,8 @@ impl Dir<'_> {
         let mut buf = vec![0u8; BUF];
         let mut eof = false;
         let mut timer: Option<Timer> = None;
+        // The instant the last sleep was for: the first write after it is a timed one.
+        let mut due: Option<Timestamp> = None;
         loop {
             let now = self.clock.now();
             let mut wait = None;
@@ -413,6 +415,9 @@ impl Dir<'_> {
             loop {
                 match pipe.poll(now) {
                     Poll::Emit(d) => {
+                        if let Some(t) = due.take_if(|t| *t <= now) {
+                            self.st.dirs[self.dir].add_late(now.since(t));
+                        }
                         if let Err(e) = w.write_all(&d).await {
                             return Outcome::WriteFailed(e);
                         }
@@ -437,6 +442,7 @@ impl Dir<'_> {
                 // Without a timerfd (fd limit reached), tokio's millisecond timer still works.
                 timer = Timer::new().ok();
             }
+            due = wait;
             let sleep_until = wait.map(|t| self.clock.instant(t));
             tokio::select! {
                 res = r.read(&mut buf), if can_read => match res {

@@ -29,6 +29,9 @@ pub struct DirStats {
     pub bytes: AtomicU64,
     pub chunks: AtomicU64,
     pub sizes: [AtomicU64; BUCKETS],
+    /// Timed writes (a delayed or paced chunk) by how late they left, in power-of-two µs
+    /// buckets: the proxy's own check that it held the delay it was given.
+    pub late: [AtomicU64; BUCKETS],
 }
 
 impl DirStats {
@@ -38,11 +41,18 @@ impl DirStats {
         self.sizes[bucket(len)].fetch_add(1, Relaxed);
     }
 
+    /// A delayed or paced write that left `late` after its due time.
+    pub fn add_late(&self, late: std::time::Duration) {
+        let us = usize::try_from(late.as_micros()).unwrap_or(usize::MAX);
+        self.late[bucket(us)].fetch_add(1, Relaxed);
+    }
+
     fn snapshot(&self) -> DirSnapshot {
         DirSnapshot {
             bytes: self.bytes.load(Relaxed),
             chunks: self.chunks.load(Relaxed),
             sizes: std::array::from_fn(|i| self.sizes[i].load(Relaxed)),
+            late: std::array::from_fn(|i| self.late[i].load(Relaxed)),
         }
     }
 }
@@ -154,6 +164,7 @@ pub struct DirSnapshot {
     pub bytes: u64,
     pub chunks: u64,
     pub sizes: [u64; BUCKETS],
+    pub late: [u64; BUCKETS],
 }
 
 impl DirSnapshot {
@@ -162,7 +173,26 @@ impl DirSnapshot {
         self.chunks += o.chunks;
         for i in 0..BUCKETS {
             self.sizes[i] += o.sizes[i];
+            self.late[i] += o.late[i];
         }
+    }
+
+    /// The bound (µs) under which a share `q` of the timed writes left: the upper edge of the
+    /// bucket that reaches it. None without timed writes.
+    pub fn late_at_most_us(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.late.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let want = ((total as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &n) in self.late.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return Some((1u64 << (i + 1)) - 1);
+            }
+        }
+        None
     }
 }
 
@@ -207,6 +237,7 @@ impl Summary {
                 }
             );
             render_sizes(&mut s, &t.sizes);
+            render_late(&mut s, t);
         }
         let shown = self.conns.len().min(LISTED);
         for c in &self.conns[self.conns.len() - shown..] {
@@ -235,6 +266,22 @@ impl Summary {
         }
         s
     }
+}
+
+/// `delay held: 1000 timed writes left late by ≤ 3 µs (p50), ≤ 63 µs (p99), ≤ 255 µs (max)`.
+fn render_late(s: &mut String, t: &DirSnapshot) {
+    let total: u64 = t.late.iter().sum();
+    let (Some(p50), Some(p99), Some(max)) = (
+        t.late_at_most_us(0.5),
+        t.late_at_most_us(0.99),
+        t.late_at_most_us(1.0),
+    ) else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "    delay held: {total} timed writes left late by ≤ {p50} µs (p50), ≤ {p99} µs (p99), ≤ {max} µs (max)"
+    );
 }
 
 /// One line per non-empty bucket: `      4-7 B   1220 ████████`.
@@ -291,5 +338,33 @@ mod tests {
         let text = s.render();
         assert!(text.contains("4-7 B"), "{text}");
         assert!(text.contains("64-127 B"), "{text}");
+        assert!(!text.contains("delay held"), "no timed writes: {text}");
+    }
+
+    #[test]
+    fn lateness_is_summed_over_connections_and_bounded_by_bucket_edges() {
+        use std::time::Duration;
+        let r = Registry::default();
+        let a = r.open(1, None);
+        for us in [0u64, 1, 2, 3, 5, 6, 7, 9] {
+            a.dirs[C2S].add_late(Duration::from_micros(us));
+        }
+        r.close(&a);
+        let b = r.open(2, None);
+        b.dirs[C2S].add_late(Duration::from_millis(3));
+        let s = r.summary();
+        let t = &s.total[C2S];
+        assert_eq!(t.late.iter().sum::<u64>(), 9);
+        // 0 and 1 µs in bucket 0 (≤ 1), 2-3 in bucket 1 (≤ 3), 5-7 in bucket 2 (≤ 7), 9 in
+        // bucket 3 (≤ 15), 3000 in bucket 11 (≤ 4095).
+        assert_eq!(t.late_at_most_us(0.2), Some(1));
+        assert_eq!(t.late_at_most_us(0.5), Some(7));
+        assert_eq!(t.late_at_most_us(0.99), Some(4095));
+        assert_eq!(s.total[S2C].late_at_most_us(0.5), None);
+        let text = s.render();
+        assert!(
+            text.contains("delay held: 9 timed writes left late by ≤ 7 µs (p50), ≤ 4095 µs (p99), ≤ 4095 µs (max)"),
+            "{text}"
+        );
     }
 }
