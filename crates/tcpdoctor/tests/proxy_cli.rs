@@ -44,7 +44,7 @@ fn forwards_then_drains_and_summarises_on_sigint() {
         s.read_to_end(&mut req).unwrap();
         s.write_all(&req).unwrap();
     });
-    let (mut child, mut err, addr) = start_proxy(&["--upstream", &up_addr.to_string()]);
+    let (child, mut err, addr) = start_proxy(&["--upstream", &up_addr.to_string()]);
     let mut banner = String::new();
     for _ in 0..3 {
         err.read_line(&mut banner).unwrap();
