@@ -33,6 +33,8 @@ use super::{CapturePoint, Clock, DirConfig, LegConfig, ProxyConfig, Reader, Stre
 
 /// Read buffer per direction.
 const BUF: usize = 128 * 1024;
+/// On the splice path, chunks under this size are copied (see `splice_loop`).
+const SMALL: usize = 16 * 1024;
 /// Longest wait for the upstream to accept.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a held (Nagle) send queue is checked while writing a `--pcap`.
@@ -321,6 +323,13 @@ impl Dir<'_> {
     /// it — a chunk waits only while the socket could not have sent it anyway (its send queue
     /// is full, where the kernel would merge it with the one before). A pipe is filled only
     /// when empty, so "would block" always means the socket, never a full pipe.
+    ///
+    /// Small chunks are copied instead: while both pipes are empty and the last chunk was
+    /// under [`SMALL`], a chunk is read into a buffer of that size and sent at once (what the
+    /// receiver cannot take yet goes into a pipe, ahead of anything spliced later). A copy of
+    /// a few KiB costs less than two splices and their page references — a couple of
+    /// microseconds per hop for request/response traffic — while bulk streams, whose chunks
+    /// fill the buffer, go back to splicing on the next read.
     async fn spliced(&self, src: &TcpStream, dst: &TcpStream) -> Outcome {
         let out = self.splice_loop(src, dst).await;
         if matches!(out, Outcome::Done) {
@@ -340,12 +349,15 @@ impl Dir<'_> {
         let mut head = 0;
         let mut eof = false;
         let mut track = Track::default();
+        let mut small = vec![0u8; SMALL];
+        let mut last_small = true;
         loop {
             if eof && queued[head] == 0 {
                 return Outcome::Done;
             }
             let fill = if queued[head] == 0 { head } else { 1 - head };
             let can_fill = !eof && queued[fill] == 0;
+            let copy = last_small && queued[head] == 0;
             tokio::select! {
                 biased;
                 ready = dst.writable(), if queued[head] > 0 => {
@@ -365,7 +377,46 @@ impl Dir<'_> {
                         }
                     }
                 }
-                ready = src.readable(), if can_fill => {
+                ready = src.readable(), if can_fill && copy => {
+                    if let Err(e) = ready {
+                        return Outcome::ReadFailed(e);
+                    }
+                    // As below: a short read emptied the socket; say "would block" at once.
+                    let mut moved = None;
+                    let got = src.try_io(Interest::READABLE, || {
+                        let n = sockopt::recv(self.in_fd, &mut small)?;
+                        if n > 0 && n < small.len() {
+                            moved = Some(n);
+                            return Err(std::io::ErrorKind::WouldBlock.into());
+                        }
+                        Ok(n)
+                    });
+                    let n = match (got, moved) {
+                        (_, Some(n)) | (Ok(n), None) => n,
+                        (Err(e), None) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        (Err(e), None) => return Outcome::ReadFailed(e),
+                    };
+                    if n == 0 {
+                        eof = true;
+                        continue;
+                    }
+                    last_small = n < SMALL;
+                    self.on_read(n, &mut track).await;
+                    let sent = match dst.try_io(Interest::WRITABLE, || sockopt::send(self.out_fd, &small[..n])) {
+                        Ok(k) => k,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                        Err(e) => return Outcome::WriteFailed(e),
+                    };
+                    if sent < n {
+                        if let Err(e) = pipes[head].fill_with(&small[sent..n]) {
+                            return Outcome::WriteFailed(e);
+                        }
+                        queued[head] = n - sent;
+                    } else if self.out_leg.cork {
+                        let _ = sockopt::uncork(self.out_fd);
+                    }
+                }
+                ready = src.readable(), if can_fill && !copy => {
                     if let Err(e) = ready {
                         return Outcome::ReadFailed(e);
                     }
@@ -391,6 +442,7 @@ impl Dir<'_> {
                         eof = true;
                     } else {
                         queued[fill] = n;
+                        last_small = n < SMALL;
                         self.on_read(n, &mut track).await;
                     }
                 }

@@ -117,6 +117,24 @@ impl Pipe {
         splice(fd, self.w.as_raw_fd(), PIPE_SIZE as usize)
     }
 
+    /// Copies `data` into the (empty) pipe: the part of a copied chunk the receiver could not
+    /// take yet, queued ahead of anything spliced later.
+    pub fn fill_with(&self, data: &[u8]) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: writes from a slice we borrow into a pipe we own.
+        let r = unsafe { libc::write(self.w.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if r as usize != data.len() {
+            return Err(io::Error::other(format!(
+                "the pipe took {r} of {} bytes",
+                data.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Moves up to `n` bytes from the pipe into `fd`.
     pub fn drain_to(&self, fd: RawFd, n: usize) -> io::Result<usize> {
         use std::os::fd::AsRawFd;
@@ -136,6 +154,26 @@ fn splice(from: RawFd, to: RawFd, n: usize) -> io::Result<usize> {
             libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
         )
     };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
+
+/// One `recv` into `buf` (the socket is non-blocking); 0 at EOF.
+pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: receives into a buffer we borrow mutably, at most its length.
+    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
+
+/// One `send` of `data` (non-blocking, no SIGPIPE); how much the socket took.
+pub fn send(fd: RawFd, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: sends from a slice we borrow, at most its length.
+    let r = unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

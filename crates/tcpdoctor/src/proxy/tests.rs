@@ -171,6 +171,52 @@ async fn tiny_writes_both_ways_arrive_exact() {
     proxy.stop().await;
 }
 
+/// Small chunks are copied, and what a slow receiver cannot take yet waits in a pipe ahead of
+/// what is spliced later: with a 4 KiB send buffer towards a server that reads 64 bytes at a
+/// time, 2 MiB written 1000 bytes at a time still arrive whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_chunks_into_a_slow_receiver_stay_in_order() {
+    const N: usize = 2 << 20;
+    let (up, up_addr) = bound().await;
+    socket2::SockRef::from(&up)
+        .set_recv_buffer_size(4096)
+        .expect("SO_RCVBUF on the listener");
+    let server = tokio::spawn(async move {
+        let (mut s, _) = up.accept().await.expect("accept");
+        let mut h = Sha256::new();
+        let mut buf = [0u8; 64];
+        let mut n = 0u64;
+        loop {
+            let k = s.read(&mut buf).await.expect("read");
+            if k == 0 {
+                return (n, <[u8; 32]>::from(h.finalize()));
+            }
+            n += k as u64;
+            h.update(&buf[..k]);
+        }
+    });
+    let mut cfg = ProxyConfig::forward_to(Addr::Tcp(up_addr));
+    cfg.server_leg.sndbuf = Some(4096);
+    let proxy = Proxy::start(cfg).await;
+    let data = payload(11, N);
+    let mut c = TcpStream::connect(proxy.addr).await.expect("connect");
+    c.set_nodelay(true).expect("nodelay");
+    let send = async {
+        for piece in data.chunks(1000) {
+            c.write_all(piece).await.expect("write");
+        }
+        c.shutdown().await.expect("shutdown");
+    };
+    let both = async { tokio::join!(send, server).1 };
+    let got = tokio::time::timeout(Duration::from_secs(120), both)
+        .await
+        .expect("did not finish within 120 s")
+        .expect("server task");
+    assert_eq!(got, (N as u64, sha(&data)));
+    let s = proxy.stop().await;
+    assert_eq!(s.total[C2S].bytes, N as u64);
+}
+
 /// The impaired path (delay, jitter, pacing, re-chunking) to a Unix-socket upstream: still
 /// byte-exact and in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
