@@ -18,6 +18,7 @@ mod tcp;
 #[cfg(test)]
 mod testutil;
 pub mod write;
+pub mod write_cooked;
 pub mod write_pcapng;
 
 use std::net::IpAddr;
