@@ -5,12 +5,16 @@
 //! rejects is never copied, and the filter's return value is the snap length, so an accepted
 //! packet costs only that many bytes of ring. Rules:
 //! 1. On loopback every packet passes the tap twice (sent, then received); only the received
-//!    copy is kept, as tcpdump does.
+//!    copy is kept, as tcpdump does — on a capture of all interfaces too, where the filter
+//!    drops outgoing packets of the loopback interface only ([`SkipOutgoing`]).
 //! 2. Without ports, every packet is accepted (cut to the snap length).
 //! 3. With ports: IPv4 or IPv6 (the protocol from the kernel's metadata, so the same program
-//!    serves Ethernet and raw-IP links), TCP, and the source or destination port in the set.
-//!    IPv4 fragments after the first carry no TCP header and are rejected; IPv6 packets whose
-//!    TCP header follows extension headers are not recognised (rare on TCP).
+//!    serves Ethernet, raw-IP links and cooked sockets), TCP, and the source or destination
+//!    port in the set. IPv4 fragments after the first carry no TCP header and are rejected.
+//! 4. IPv6: up to [`IPV6_EXTENSION_HOPS`] extension headers before TCP are stepped over —
+//!    hop-by-hop options, routing, destination options, and a fragment header when it is the
+//!    first fragment (later ones carry no TCP header). Anything else before TCP (AH, ESP, a
+//!    longer chain) is rejected.
 
 use anyhow::bail;
 
@@ -20,6 +24,15 @@ const LD_W_ABS: u16 = 0x20;
 const LD_H_ABS: u16 = 0x28;
 const LD_B_ABS: u16 = 0x30;
 const LD_H_IND: u16 = 0x48;
+const LD_B_IND: u16 = 0x50;
+const LD_MEM: u16 = 0x60;
+const LDX_IMM: u16 = 0x01;
+const ST: u16 = 0x02;
+const ADD_K: u16 = 0x04;
+const ADD_X: u16 = 0x0c;
+const LSH_K: u16 = 0x64;
+const TAX: u16 = 0x07;
+const TXA: u16 = 0x87;
 const LDX_B_MSH: u16 = 0xb1;
 const JA: u16 = 0x05;
 const JEQ_K: u16 = 0x15;
@@ -29,10 +42,18 @@ const RET_K: u16 = 0x06;
 const AD_OFF: u32 = 0xffff_f000; // SKF_AD_OFF (-0x1000)
 const AD_PROTOCOL: u32 = AD_OFF; // + SKF_AD_PROTOCOL (0)
 const AD_PKTTYPE: u32 = AD_OFF + 4;
+const AD_IFINDEX: u32 = AD_OFF + 8;
 const PACKET_OUTGOING: u32 = 4;
 const ETH_P_IP: u32 = 0x0800;
 const ETH_P_IPV6: u32 = 0x86dd;
 const IPPROTO_TCP: u32 = 6;
+const IPPROTO_HOPOPTS: u32 = 0;
+const IPPROTO_ROUTING: u32 = 43;
+const IPPROTO_FRAGMENT: u32 = 44;
+const IPPROTO_DSTOPTS: u32 = 60;
+
+/// How many IPv6 extension headers the filter steps over before giving up on a packet.
+pub const IPV6_EXTENSION_HOPS: u8 = 4;
 
 /// One instruction: `struct sock_filter`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +73,12 @@ enum To {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Label {
+    Direction,
     V6,
+    Hop(u8),
+    Extension(u8),
+    Fragment(u8),
+    Tcp,
     Accept,
     Reject,
 }
@@ -68,6 +94,10 @@ impl Asm {
     }
     fn jump(&mut self, code: u16, k: u32, jt: To, jf: To) {
         self.code.push((code, jt, jf, k));
+    }
+    /// An unconditional jump (`ja`) to `l`.
+    fn goto(&mut self, l: Label) {
+        self.code.push((JA, To::L(l), To::Next, 0));
     }
     fn label(&mut self, l: Label) {
         self.labels.push((l, self.code.len()));
@@ -97,6 +127,19 @@ impl Asm {
                     },
                 }
             };
+            if code == JA {
+                let To::L(l) = jt else {
+                    unreachable!("goto always names a label")
+                };
+                let k = (at(l) - (i + 1)) as u32;
+                out.push(Insn {
+                    code,
+                    jt: 0,
+                    jf: 0,
+                    k,
+                });
+                continue;
+            }
             let (jt, jf) = (rel(jt)?, rel(jf)?);
             out.push(Insn { code, jt, jf, k });
         }
@@ -104,9 +147,27 @@ impl Asm {
     }
 }
 
-/// The filter for a link whose IP header starts `l3` bytes into the frame (14 on Ethernet and
-/// Linux loopback, 0 on raw IP).
-pub fn program(l3: u32, loopback: bool, ports: &[u16], snaplen: u32) -> anyhow::Result<Vec<Insn>> {
+/// Which copies of a packet leaving through loopback the filter drops: every packet sent on
+/// loopback comes back in, so the outgoing copy is a duplicate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipOutgoing {
+    /// Keep every packet (a link that is not loopback).
+    Never,
+    /// Drop every outgoing packet (the capture is on loopback only).
+    Always,
+    /// Drop outgoing packets on the interface with this index (loopback, in a capture on all
+    /// interfaces).
+    OnInterface(u32),
+}
+
+/// The filter for a link whose IP header starts `l3` bytes into the packet (14 on Ethernet and
+/// Linux loopback, 0 on raw IP and on a cooked socket), returning `snaplen` for a packet kept.
+pub fn program(
+    l3: u32,
+    outgoing: SkipOutgoing,
+    ports: &[u16],
+    snaplen: u32,
+) -> anyhow::Result<Vec<Insn>> {
     if ports.len() > MAX_PORTS {
         bail!("--port: at most {MAX_PORTS} ports");
     }
@@ -115,11 +176,25 @@ pub fn program(l3: u32, loopback: bool, ports: &[u16], snaplen: u32) -> anyhow::
         labels: Vec::new(),
     };
     let reject = To::L(Label::Reject);
-    if loopback {
-        a.op(LD_W_ABS, AD_PKTTYPE);
-        a.jump(JEQ_K, PACKET_OUTGOING, reject, To::Next);
+    match outgoing {
+        SkipOutgoing::Never => {}
+        SkipOutgoing::Always => {
+            a.op(LD_W_ABS, AD_PKTTYPE);
+            a.jump(JEQ_K, PACKET_OUTGOING, reject, To::Next);
+        }
+        SkipOutgoing::OnInterface(ifindex) => {
+            a.op(LD_W_ABS, AD_IFINDEX);
+            a.jump(JEQ_K, ifindex, To::Next, To::L(Label::Direction));
+            a.op(LD_W_ABS, AD_PKTTYPE);
+            a.jump(JEQ_K, PACKET_OUTGOING, reject, To::Next);
+            a.label(Label::Direction);
+        }
     }
-    if !ports.is_empty() {
+    if ports.is_empty() {
+        a.goto(Label::Accept);
+        a.label(Label::Reject);
+        a.op(RET_K, 0);
+    } else {
         a.op(LD_W_ABS, AD_PROTOCOL);
         a.jump(JEQ_K, ETH_P_IP, To::Next, To::L(Label::V6));
         a.op(LD_B_ABS, l3 + 9);
@@ -127,26 +202,18 @@ pub fn program(l3: u32, loopback: bool, ports: &[u16], snaplen: u32) -> anyhow::
         a.op(LD_H_ABS, l3 + 6);
         a.jump(JSET_K, 0x1fff, reject, To::Next);
         a.op(LDX_B_MSH, l3);
+        a.goto(Label::Tcp);
+        a.label(Label::V6);
+        a.jump(JEQ_K, ETH_P_IPV6, To::Next, reject);
+        a.op(LD_B_ABS, l3 + 6);
+        a.op(LDX_IMM, 40);
+        ipv6_extension_headers(&mut a, l3);
+        // X: where the TCP header starts, after the IP header and its extensions.
+        a.label(Label::Tcp);
         a.op(LD_H_IND, l3);
         a.any_port(ports);
         a.op(LD_H_IND, l3 + 2);
         a.any_port(ports);
-        a.jump(JA, 0, To::Next, To::Next);
-        let ja = a.code.len() - 1;
-        a.label(Label::V6);
-        a.jump(JEQ_K, ETH_P_IPV6, To::Next, reject);
-        a.op(LD_B_ABS, l3 + 6);
-        a.jump(JEQ_K, IPPROTO_TCP, To::Next, reject);
-        a.op(LD_H_ABS, l3 + 40);
-        a.any_port(ports);
-        a.op(LD_H_ABS, l3 + 42);
-        a.any_port(ports);
-        a.label(Label::Reject);
-        a.op(RET_K, 0);
-        // The IPv4 path's "no port matched" jumps over the IPv6 block to Reject.
-        a.code[ja].3 = (a.code.len() - 1 - (ja + 1)) as u32;
-    } else {
-        a.jump(JA, 1, To::Next, To::Next);
         a.label(Label::Reject);
         a.op(RET_K, 0);
     }
@@ -155,14 +222,72 @@ pub fn program(l3: u32, loopback: bool, ports: &[u16], snaplen: u32) -> anyhow::
     a.finish()
 }
 
+/// With A the IPv6 next header and X the offset of what it announces (from `l3`), steps over
+/// up to [`IPV6_EXTENSION_HOPS`] extension headers, then goes to `Tcp` with X at the TCP
+/// header, or rejects. A non-first fragment has no TCP header and is rejected.
+fn ipv6_extension_headers(a: &mut Asm, l3: u32) {
+    let reject = To::L(Label::Reject);
+    for hop in 0..IPV6_EXTENSION_HOPS {
+        a.label(Label::Hop(hop));
+        a.jump(JEQ_K, IPPROTO_TCP, To::L(Label::Tcp), To::Next);
+        a.jump(
+            JEQ_K,
+            IPPROTO_FRAGMENT,
+            To::L(Label::Fragment(hop)),
+            To::Next,
+        );
+        a.jump(
+            JEQ_K,
+            IPPROTO_HOPOPTS,
+            To::L(Label::Extension(hop)),
+            To::Next,
+        );
+        a.jump(
+            JEQ_K,
+            IPPROTO_ROUTING,
+            To::L(Label::Extension(hop)),
+            To::Next,
+        );
+        a.jump(JEQ_K, IPPROTO_DSTOPTS, To::Next, reject);
+        // Hop-by-hop, routing, destination options: (length + 1) × 8 bytes.
+        a.label(Label::Extension(hop));
+        a.op(LD_B_IND, l3);
+        a.op(ST, 0);
+        a.op(LD_B_IND, l3 + 1);
+        a.op(ADD_K, 1);
+        a.op(LSH_K, 3);
+        a.op(ADD_X, 0);
+        a.op(TAX, 0);
+        a.op(LD_MEM, 0);
+        a.goto(Label::Hop(hop + 1));
+        // Fragment: 8 bytes; the offset (high 13 bits of bytes 2-3) must be 0.
+        a.label(Label::Fragment(hop));
+        a.op(LD_H_IND, l3 + 2);
+        a.jump(JSET_K, 0xfff8, reject, To::Next);
+        a.op(LD_B_IND, l3);
+        a.op(ST, 0);
+        a.op(TXA, 0);
+        a.op(ADD_K, 8);
+        a.op(TAX, 0);
+        a.op(LD_MEM, 0);
+    }
+    a.label(Label::Hop(IPV6_EXTENSION_HOPS));
+    a.jump(JEQ_K, IPPROTO_TCP, To::Next, reject);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tcpdoctor_core::wire::write::ipv4_tcp_packet;
 
-    /// Runs `prog` the way the kernel does for the instructions [`program`] emits.
+    /// Runs `prog` on a packet that came in on interface 1.
     fn run(prog: &[Insn], pkt: &[u8], protocol: u32, pkttype: u32) -> u32 {
-        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        run_on(prog, pkt, protocol, pkttype, 1)
+    }
+
+    /// Runs `prog` the way the kernel does for the instructions [`program`] emits.
+    fn run_on(prog: &[Insn], pkt: &[u8], protocol: u32, pkttype: u32, ifindex: u32) -> u32 {
+        let (mut a, mut x, mut pc, mut mem) = (0u32, 0u32, 0usize, [0u32; 16]);
         let ld = |at: usize, n: usize| -> Option<u32> {
             let b = pkt.get(at..at + n)?;
             Some(b.iter().fold(0u32, |v, &c| (v << 8) | u32::from(c)))
@@ -174,9 +299,24 @@ mod tests {
             let loaded = match i.code {
                 LD_W_ABS if i.k == AD_PROTOCOL => Some(protocol),
                 LD_W_ABS if i.k == AD_PKTTYPE => Some(pkttype),
+                LD_W_ABS if i.k == AD_IFINDEX => Some(ifindex),
                 LD_H_ABS => ld(k, 2),
                 LD_B_ABS => ld(k, 1),
                 LD_H_IND => ld(x as usize + k, 2),
+                LD_B_IND => ld(x as usize + k, 1),
+                LD_MEM => Some(mem[k]),
+                LDX_IMM | ST | TAX | TXA | ADD_K | ADD_X | LSH_K => {
+                    match i.code {
+                        LDX_IMM => x = i.k,
+                        ST => mem[k] = a,
+                        TAX => x = a,
+                        TXA => a = x,
+                        ADD_K => a = a.wrapping_add(i.k),
+                        ADD_X => a = a.wrapping_add(x),
+                        _ => a <<= i.k,
+                    }
+                    continue;
+                }
                 LDX_B_MSH => {
                     let Some(b) = ld(k, 1) else { return 0 };
                     x = (b & 0xf) * 4;
@@ -223,17 +363,44 @@ mod tests {
     }
 
     fn v6(sport: u16, dport: u16, next: u8) -> Vec<u8> {
-        let mut ip = vec![0x60, 0, 0, 0, 0, 20, next, 64];
+        eth(v6_chain(sport, dport, &[], next), 0x86dd)
+    }
+
+    /// An IPv6 packet (no link header) whose extension headers `chain` (type, bytes after
+    /// the first two) come before `last` (6 for TCP) and its ports.
+    fn v6_chain(sport: u16, dport: u16, chain: &[(u8, Vec<u8>)], last: u8) -> Vec<u8> {
+        let first = chain.first().map_or(last, |(t, _)| *t);
+        let mut ip = vec![0x60, 0, 0, 0, 0, 0, first, 64];
         ip.extend([0u8; 32]);
+        for (i, (_, rest)) in chain.iter().enumerate() {
+            let next = chain.get(i + 1).map_or(last, |(t, _)| *t);
+            assert_eq!(
+                (rest.len() + 2) % 8,
+                0,
+                "extension headers are 8-byte units"
+            );
+            ip.push(next);
+            ip.push(((rest.len() + 2) / 8 - 1) as u8);
+            ip.extend(rest);
+        }
         ip.extend(sport.to_be_bytes());
         ip.extend(dport.to_be_bytes());
         ip.extend([0u8; 16]);
-        eth(ip, 0x86dd)
+        let payload = (ip.len() - 40) as u16;
+        ip[4..6].copy_from_slice(&payload.to_be_bytes());
+        ip
+    }
+
+    /// A fragment header's bytes after the first two: fragment offset `offset` (8-byte units).
+    fn fragment(offset: u16, more: bool) -> Vec<u8> {
+        let mut f = (offset << 3 | u16::from(more)).to_be_bytes().to_vec();
+        f.extend([0, 0, 0, 7]); // identification
+        f
     }
 
     #[test]
     fn ports_match_either_direction_on_ipv4_and_ipv6() {
-        let p = program(14, false, &[6379, 8080], 256).unwrap();
+        let p = program(14, SkipOutgoing::Never, &[6379, 8080], 256).unwrap();
         let cases = [
             (v4(40000, 6379), 0x0800, 256),
             (v4(8080, 40000), 0x0800, 256),
@@ -250,7 +417,7 @@ mod tests {
 
     #[test]
     fn rejects_udp_fragments_and_other_protocols() {
-        let p = program(14, false, &[53], 128).unwrap();
+        let p = program(14, SkipOutgoing::Never, &[53], 128).unwrap();
         let mut udp = v4(53, 53);
         udp[14 + 9] = 17;
         assert_eq!(run(&p, &udp, 0x0800, 0), 0);
@@ -264,7 +431,7 @@ mod tests {
     #[test]
     fn loopback_keeps_only_the_received_copy() {
         for ports in [&[][..], &[80][..]] {
-            let p = program(14, true, ports, 96).unwrap();
+            let p = program(14, SkipOutgoing::Always, ports, 96).unwrap();
             assert_eq!(run(&p, &v4(80, 9), 0x0800, 0), 96);
             assert_eq!(run(&p, &v4(80, 9), 0x0800, PACKET_OUTGOING), 0);
         }
@@ -272,12 +439,80 @@ mod tests {
 
     #[test]
     fn raw_ip_links_and_the_port_limit() {
-        let p = program(0, false, &[80], 200).unwrap();
+        let p = program(0, SkipOutgoing::Never, &[80], 200).unwrap();
         assert_eq!(run(&p, &v4(80, 9)[14..], 0x0800, 0), 200);
         let all: Vec<u16> = (1..=MAX_PORTS as u16).collect();
-        let p = program(14, true, &all, 64).unwrap();
+        let p = program(14, SkipOutgoing::Always, &all, 64).unwrap();
         assert_eq!(run(&p, &v4(9, MAX_PORTS as u16), 0x0800, 0), 64);
         assert_eq!(run(&p, &v6(MAX_PORTS as u16 + 1, 40000, 6), 0x86dd, 0), 0);
-        assert!(program(14, false, &[1; MAX_PORTS + 1], 64).is_err());
+        assert!(program(14, SkipOutgoing::Never, &[1; MAX_PORTS + 1], 64).is_err());
+    }
+
+    #[test]
+    fn ipv6_extension_headers_before_tcp_are_stepped_over() {
+        let p = program(0, SkipOutgoing::Never, &[443], 128).unwrap();
+        let hbh = (0u8, vec![0u8; 6]);
+        let routing = (43u8, vec![0u8; 22]); // 24 bytes: length 2
+        let dst = (60u8, vec![1u8; 14]);
+        let first = (44u8, fragment(0, true));
+        let later = (44u8, fragment(185, false));
+        let cases = [
+            ("hop-by-hop, port", vec![hbh.clone()], 443, 6, 128),
+            ("hop-by-hop, other port", vec![hbh.clone()], 8443, 6, 0),
+            ("hop-by-hop, then UDP", vec![hbh.clone()], 443, 17, 0),
+            (
+                "all four kinds",
+                vec![hbh.clone(), routing.clone(), first.clone(), dst.clone()],
+                443,
+                6,
+                128,
+            ),
+            (
+                "all four kinds, other port",
+                vec![hbh.clone(), routing.clone(), first.clone(), dst.clone()],
+                80,
+                6,
+                0,
+            ),
+            ("a later fragment", vec![later], 443, 6, 0),
+            (
+                "one header too many",
+                vec![hbh.clone(), routing.clone(), dst.clone(), dst.clone(), dst],
+                443,
+                6,
+                0,
+            ),
+            ("AH is not followed", vec![(51, vec![0u8; 14])], 443, 6, 0),
+        ];
+        for (what, chain, port, last, want) in cases {
+            let pkt = v6_chain(40000, port, &chain, last);
+            assert_eq!(run(&p, &pkt, 0x86dd, 0), want, "{what}");
+            let back = v6_chain(port, 40000, &chain, last);
+            assert_eq!(run(&p, &back, 0x86dd, 0), want, "{what}, reply");
+        }
+        let cut = v6_chain(40000, 443, &[(0, vec![0u8; 6])], 6);
+        assert_eq!(
+            run(&p, &cut[..50], 0x86dd, 0),
+            0,
+            "cut inside the TCP header"
+        );
+    }
+
+    #[test]
+    fn all_interfaces_drop_only_loopbacks_outgoing_copy() {
+        for ports in [&[][..], &[80][..]] {
+            let p = program(0, SkipOutgoing::OnInterface(1), ports, 300).unwrap();
+            let ip = &v4(80, 9)[14..];
+            assert_eq!(run_on(&p, ip, 0x0800, 0, 1), 300, "lo, received");
+            assert_eq!(run_on(&p, ip, 0x0800, PACKET_OUTGOING, 1), 0, "lo, sent");
+            assert_eq!(
+                run_on(&p, ip, 0x0800, PACKET_OUTGOING, 2),
+                300,
+                "eth0, sent"
+            );
+            assert_eq!(run_on(&p, ip, 0x0800, 0, 2), 300, "eth0, received");
+        }
+        let p = program(0, SkipOutgoing::OnInterface(1), &[80], 300).unwrap();
+        assert_eq!(run_on(&p, &v4(81, 9)[14..], 0x0800, 0, 2), 0, "other port");
     }
 }

@@ -7,6 +7,7 @@
 //!    SIGTERM, or the sandbox's command ending), then drains what the kernel already captured:
 //!    it keeps reading for [`DRAIN`] so the block the kernel is still filling is retired and read.
 //! 2. Packets go, in order, to the file and to the analyzer; frame numbers are the file's.
+//!    A packet from a cooked socket (`--interface any`) goes with its SLL2 header in front.
 //! 3. The summary counts packets written and packets the kernel dropped because the ring was
 //!    full (`PACKET_STATISTICS`).
 
@@ -23,6 +24,7 @@ use anyhow::Context;
 use tcpdoctor_core::analysis::Analyzer;
 use tcpdoctor_core::report::{CaptureSummary, Finding};
 use tcpdoctor_core::wire::write::PcapWriter;
+use tcpdoctor_core::wire::write_cooked::SLL2_HEADER;
 use tcpdoctor_core::wire::write_pcapng::PcapngWriter;
 use tcpdoctor_core::wire::LinkType;
 use tcpdoctor_core::Timestamp;
@@ -57,6 +59,8 @@ pub struct Outputs {
     link: LinkType,
     written: u64,
     last_ts: Timestamp,
+    /// A cooked packet with its header, reused from packet to packet.
+    frame: Vec<u8>,
 }
 
 /// What a finished capture reports.
@@ -117,19 +121,27 @@ impl Outputs {
             link: LinkType::from_code(link_type),
             written: 0,
             last_ts: Timestamp::ZERO,
+            frame: Vec::new(),
         })
     }
 
     fn packet(&mut self, p: &ring::Packet) -> std::io::Result<()> {
         self.written += 1;
         self.last_ts = p.ts;
+        let (data, orig_len) = match &p.cooked {
+            Some(h) => {
+                h.frame_into(p.data, &mut self.frame);
+                (&self.frame[..], p.orig_len + SLL2_HEADER as u32)
+            }
+            None => (p.data, p.orig_len),
+        };
         match &mut self.file {
-            Some((_, FileWriter::Pcap(w))) => w.write_packet(p.ts, p.data, p.orig_len)?,
-            Some((_, FileWriter::Pcapng(w))) => w.write_packet(p.ts, p.data, p.orig_len)?,
+            Some((_, FileWriter::Pcap(w))) => w.write_packet(p.ts, data, orig_len)?,
+            Some((_, FileWriter::Pcapng(w))) => w.write_packet(p.ts, data, orig_len)?,
             None => {}
         }
         if let Some(a) = &mut self.analyzer {
-            a.on_frame(self.written, p.ts, self.link, p.data, p.orig_len);
+            a.on_frame(self.written, p.ts, self.link, data, orig_len);
         }
         Ok(())
     }

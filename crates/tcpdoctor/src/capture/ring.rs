@@ -12,6 +12,11 @@
 //! 3. Timestamps come from the packet headers in nanoseconds.
 //! 4. Drops (the ring was full) are read with `PACKET_STATISTICS`, which resets on each read:
 //!    they are accumulated.
+//! 5. `any` (every interface) is a `SOCK_DGRAM` socket bound to no interface: the kernel strips
+//!    each link header, so packets start at the network header whatever the interface, and
+//!    says in the frame's `sockaddr_ll` where each came from; [`Packet::cooked`] carries that
+//!    into the file's Linux cooked (SLL2) header. The kernel filter returns the snap length
+//!    less the 20 bytes of that header, so a record is never longer than `--snaplen`.
 
 use std::ffi::CString;
 use std::io;
@@ -20,9 +25,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{bail, Context};
 use tcpdoctor_core::wire::write::{LINKTYPE_ETHERNET, LINKTYPE_RAW};
+use tcpdoctor_core::wire::write_cooked::{CookedHeader, LINKTYPE_LINUX_SLL2, SLL2_HEADER};
 use tcpdoctor_core::Timestamp;
 
-use super::filter::{self, Insn};
+use super::filter::{self, Insn, SkipOutgoing};
 
 pub const BLOCK_TIMEOUT_MS: u32 = 16;
 pub const CAP_NET_RAW_MESSAGE: &str = "capturing needs CAP_NET_RAW (run as root, or `setcap \
@@ -66,6 +72,12 @@ struct TpacketStatsV3 {
     freeze_q_cnt: u32,
 }
 
+/// The interface name that captures on every interface.
+pub const ANY: &str = "any";
+/// Where the `sockaddr_ll` sits in a ring frame: after the `tpacket3_hdr` (48 bytes, aligned).
+const FRAME_SOCKADDR: usize = 48;
+const SOCKADDR_LL: usize = std::mem::size_of::<libc::sockaddr_ll>();
+
 /// What the capture sees on an interface.
 #[derive(Clone, Copy, Debug)]
 pub struct Link {
@@ -73,7 +85,10 @@ pub struct Link {
     pub link_type: u32,
     /// Where the IP header starts in a frame.
     pub l3_offset: u32,
-    pub loopback: bool,
+    /// Which outgoing packets are loopback's duplicates.
+    pub skip_outgoing: SkipOutgoing,
+    /// Packets arrive without a link header (`any`); each gets a cooked header.
+    pub cooked: bool,
 }
 
 /// An open, bound capture socket with its ring mapped.
@@ -93,6 +108,8 @@ pub struct Packet<'a> {
     pub ts: Timestamp,
     pub data: &'a [u8],
     pub orig_len: u32,
+    /// On a cooked socket, where the packet came from (`data` starts at the network header).
+    pub cooked: Option<CookedHeader>,
 }
 
 fn last_error(what: &str) -> anyhow::Error {
@@ -117,6 +134,14 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> 
     }
 }
 
+/// The index of interface `name`, if there is one.
+fn ifindex_of(name: &str) -> anyhow::Result<Option<u32>> {
+    let cname = CString::new(name).context("--interface: NUL in the name")?;
+    // SAFETY: a NUL-terminated name.
+    let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    Ok((ifindex != 0).then_some(ifindex))
+}
+
 /// The link type of interface `name`, from its hardware type.
 fn link_of(fd: &OwnedFd, name: &str) -> anyhow::Result<Link> {
     // SAFETY: ifreq is plain data; zeroed is a valid value.
@@ -134,12 +159,18 @@ fn link_of(fd: &OwnedFd, name: &str) -> anyhow::Result<Link> {
         ARPHRD_ETHER | ARPHRD_LOOPBACK => Link {
             link_type: LINKTYPE_ETHERNET,
             l3_offset: 14,
-            loopback: hw == ARPHRD_LOOPBACK,
+            skip_outgoing: if hw == ARPHRD_LOOPBACK {
+                SkipOutgoing::Always
+            } else {
+                SkipOutgoing::Never
+            },
+            cooked: false,
         },
         ARPHRD_NONE | ARPHRD_RAWIP => Link {
             link_type: LINKTYPE_RAW,
             l3_offset: 0,
-            loopback: false,
+            skip_outgoing: SkipOutgoing::Never,
+            cooked: false,
         },
         other => bail!(
             "--interface {name}: hardware type {other} is not supported (Ethernet, loopback \
@@ -149,11 +180,16 @@ fn link_of(fd: &OwnedFd, name: &str) -> anyhow::Result<Link> {
 }
 
 impl Ring {
-    /// Opens a capture on interface `name` keeping packets to or from `ports` (all when
-    /// empty), cut to `snaplen` bytes, with a ring of `buffer` bytes.
+    /// Opens a capture on interface `name` ([`ANY`] for all) keeping packets to or from
+    /// `ports` (all when empty), cut to `snaplen` bytes, with a ring of `buffer` bytes.
     pub fn open(name: &str, ports: &[u16], snaplen: u32, buffer: usize) -> anyhow::Result<Ring> {
+        let kind = if name == ANY {
+            libc::SOCK_DGRAM
+        } else {
+            libc::SOCK_RAW
+        };
         // SAFETY: plain socket(2).
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        let raw = unsafe { libc::socket(libc::AF_PACKET, kind | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
             let e = io::Error::last_os_error();
             if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
@@ -163,19 +199,30 @@ impl Ring {
         }
         // SAFETY: `raw` is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        if name == "any" {
-            bail!("--interface any is not supported: name one interface (lo for local traffic)");
-        }
-        let cname = CString::new(name).context("--interface: NUL in the name")?;
-        // SAFETY: a NUL-terminated name.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
-            bail!("--interface {name}: no such interface");
-        }
-        let link = link_of(&fd, name)?;
+        let (ifindex, link) = if name == ANY {
+            let lo = ifindex_of("lo")?;
+            let link = Link {
+                link_type: LINKTYPE_LINUX_SLL2,
+                l3_offset: 0,
+                skip_outgoing: lo.map_or(SkipOutgoing::Never, SkipOutgoing::OnInterface),
+                cooked: true,
+            };
+            (0, link)
+        } else {
+            let Some(ifindex) = ifindex_of(name)? else {
+                bail!("--interface {name}: no such interface");
+            };
+            (ifindex, link_of(&fd, name)?)
+        };
+        // The cooked header is added in user space: the kernel keeps that much less.
+        let kept = if link.cooked {
+            snaplen.saturating_sub(SLL2_HEADER as u32).max(1)
+        } else {
+            snaplen
+        };
 
         setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V3).context("TPACKET_V3")?;
-        let prog: Vec<Insn> = filter::program(link.l3_offset, link.loopback, ports, snaplen)?;
+        let prog: Vec<Insn> = filter::program(link.l3_offset, link.skip_outgoing, ports, kept)?;
         let insns: Vec<libc::sock_filter> = prog
             .iter()
             .map(|i| libc::sock_filter {
@@ -236,8 +283,8 @@ impl Ring {
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: binds to a valid sockaddr_ll of the size given.
+        sll.sll_ifindex = ifindex as i32; // 0: every interface
+                                          // SAFETY: binds to a valid sockaddr_ll of the size given.
         let r = unsafe {
             libc::bind(
                 ring.fd.as_raw_fd(),
@@ -307,7 +354,7 @@ impl Ring {
         let mut off = word(16) as usize;
         let mut seen = 0;
         for _ in 0..count {
-            if off + 48 > size {
+            if off + FRAME_SOCKADDR + SOCKADDR_LL > size {
                 break;
             }
             let (next, sec, nsec, snap, len) = (
@@ -325,10 +372,18 @@ impl Ring {
             let data = unsafe { std::slice::from_raw_parts(b.add(start), end - start) };
             seen += 1;
             let ts = Timestamp(u64::from(sec) * 1_000_000_000 + u64::from(nsec));
+            let cooked = if self.link.cooked {
+                // SAFETY: the kernel writes a sockaddr_ll after each frame header, before the
+                // packet; it lies inside the block (checked above).
+                Some(unsafe { cooked_header(b.add(off + FRAME_SOCKADDR)) })
+            } else {
+                None
+            };
             if !f(Packet {
                 ts,
                 data,
                 orig_len: len,
+                cooked,
             }) || next == 0
             {
                 break;
@@ -360,6 +415,23 @@ impl Ring {
             self.dropped += u64::from(st.drops);
         }
         (self.received, self.dropped)
+    }
+}
+
+/// Reads the `sockaddr_ll` at `at` into the cooked header it stands for.
+///
+/// # Safety
+/// `at` points to a `sockaddr_ll` (20 bytes) the kernel wrote in a block we own.
+unsafe fn cooked_header(at: *const u8) -> CookedHeader {
+    // SAFETY: per the caller; read_unaligned needs no alignment.
+    let sll: libc::sockaddr_ll = unsafe { at.cast::<libc::sockaddr_ll>().read_unaligned() };
+    CookedHeader {
+        protocol: u16::from_be(sll.sll_protocol),
+        ifindex: sll.sll_ifindex as u32,
+        hatype: sll.sll_hatype,
+        pkttype: sll.sll_pkttype,
+        addr_len: sll.sll_halen,
+        addr: sll.sll_addr,
     }
 }
 
