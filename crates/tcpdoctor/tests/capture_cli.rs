@@ -12,6 +12,7 @@ use std::process::Command;
 
 use common::exchange::{self, Sent};
 use common::live::{self, is_root, skip, OpenDir};
+use tcpdoctor_core::wire::LinkType;
 
 const EXCHANGES: usize = 8;
 
@@ -25,14 +26,22 @@ struct Run {
     stdout: String,
 }
 
-/// Captures (with `extra` flags) around one connection of EXCHANGES exchanges, then Ctrl-C.
+/// Captures on `lo` (with `extra` flags) around one connection of EXCHANGES exchanges, then
+/// Ctrl-C.
 fn capture_exchange(coalesce: bool, extra: &[&str]) -> Run {
+    capture_exchange_on("lo", coalesce, extra)
+}
+
+/// [`capture_exchange`] on `interface`.
+fn capture_exchange_on(interface: &str, coalesce: bool, extra: &[&str]) -> Run {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let mut cmd = Command::new(live::tcpdoctor_bin());
-    cmd.args(["capture", "--interface", "lo", "--port", &port.to_string()])
+    cmd.args(["capture", "--interface", interface])
+        .args(["--port", &port.to_string()])
         .args(extra);
-    let (mut child, mut rest) = live::spawn_until(&mut cmd, "capturing on lo");
+    let marker = format!("capturing on {interface}");
+    let (mut child, mut rest) = live::spawn_until(&mut cmd, &marker);
     let server = std::thread::spawn(move || {
         let (conn, _) = listener.accept().expect("accept");
         exchange::serve(conn, coalesce).expect("serve")
@@ -73,6 +82,11 @@ fn capture_exchange(coalesce: bool, extra: &[&str]) -> Run {
 }
 
 fn check_contents(run: &Run, file: &Path) {
+    check_contents_of(run, file, LinkType::Ethernet);
+}
+
+/// The capture holds each packet the sockets sent exactly once, with link type `link`.
+fn check_contents_of(run: &Run, file: &Path, link: LinkType) {
     assert_eq!(run.code, Some(0), "capture: {}", run.stderr);
     let c = live::read_capture(file);
     let sent = run.client.segments + run.server.segments;
@@ -103,7 +117,7 @@ fn check_contents(run: &Run, file: &Path) {
     assert_eq!(c.payload_from[&run.port], run.server.bytes);
     assert_eq!(run.received, run.server.bytes);
     assert_eq!(c.syn_only, 1);
-    assert_eq!(c.link, Some(tcpdoctor_core::wire::LinkType::Ethernet));
+    assert_eq!(c.link, Some(link));
     assert!(c.timestamps_ordered);
     assert!(c.max_caplen <= 256, "snap length 256 by default");
     live::tshark_reads_cleanly(file);
@@ -154,6 +168,30 @@ fn coalesced_twin_to_pcapng_is_captured_whole_and_clean() {
     let (report, _) = common::analyze_json(&file);
     assert_eq!(report["captures"][0]["format"], "pcapng");
     assert!(kinds(&report).is_empty(), "{:?}", kinds(&report));
+}
+
+#[test]
+fn any_interface_sees_each_loopback_packet_once_in_cooked_form() {
+    if !is_root() {
+        return skip(
+            "capture -i any",
+            "needs root (CAP_NET_RAW); CI runs as root",
+        );
+    }
+    let dir = OpenDir::new("capture");
+    for name in ["any.pcap", "any.pcapng"] {
+        let file = dir.path(name);
+        let run = capture_exchange_on("any", false, &["-w", file.to_str().expect("utf-8")]);
+        // The kernel shows every loopback packet twice to a socket on all interfaces (sent
+        // and received): as many frames as segments sent means the sent copy was dropped.
+        check_contents_of(&run, &file, LinkType::LinuxSll2);
+        let (report, _) = common::analyze_json(&file);
+        let found = kinds(&report);
+        assert!(
+            found.contains(&("nagle_delayed_ack".into(), "server_to_client".into())),
+            "{name}: {found:?}"
+        );
+    }
 }
 
 #[test]
@@ -330,5 +368,22 @@ fn a_write_error_names_the_file_and_exits_2() {
     assert!(
         stderr.contains("writing /dev/full: No space left on device"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_interface_is_a_usage_error() {
+    if !is_root() {
+        return skip(
+            "capture -i unknown",
+            "needs root (CAP_NET_RAW); CI runs as root",
+        );
+    }
+    let out = common::tcpdoctor(&["capture", "-i", "nosuch0", "--analyze", "--packets", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--interface nosuch0: no such interface"),
+        "{err}"
     );
 }
