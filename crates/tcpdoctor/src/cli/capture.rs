@@ -22,6 +22,7 @@ const MAX_SNAPLEN: u64 = 262_144;
 /// packets it captured and how many the kernel dropped.
 ///
 ///   tcpdoctor capture --port 6379 -w redis.pcap
+///   tcpdoctor capture -i any --port 443 -w web.pcapng
 ///   tcpdoctor capture --port 8080 --duration 10s --analyze
 ///
 /// Needs CAP_NET_RAW. Without it, `tcpdoctor sandbox -- COMMAND` runs your server and
@@ -29,8 +30,9 @@ const MAX_SNAPLEN: u64 = 262_144;
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct CaptureArgs {
-    /// Interface to capture on.
-    #[arg(long, short = 'i', default_value = "lo")]
+    /// Interface to capture on, or `any` for all of them (written as Linux cooked v2, SLL2;
+    /// loopback's packets once each, as tcpdump shows them).
+    #[arg(long, short = 'i', default_value = "lo", value_name = "NAME")]
     pub interface: String,
 
     #[command(flatten)]
