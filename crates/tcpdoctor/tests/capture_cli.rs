@@ -35,6 +35,19 @@ fn capture_exchange(coalesce: bool, extra: &[&str]) -> Run {
 /// [`capture_exchange`] on `interface`.
 fn capture_exchange_on(interface: &str, coalesce: bool, extra: &[&str]) -> Run {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    capture_exchange_with(interface, listener, |_| {}, coalesce, extra)
+}
+
+/// [`capture_exchange`] on `interface`, serving on `listener`, with `setup` applied to both
+/// client sockets (the test's and the noise's) once connected.
+fn capture_exchange_with(
+    interface: &str,
+    listener: TcpListener,
+    setup: fn(&TcpStream),
+    coalesce: bool,
+    extra: &[&str],
+) -> Run {
+    let server_addr = listener.local_addr().expect("addr");
     let port = listener.local_addr().expect("addr").port();
     let mut cmd = Command::new(live::tcpdoctor_bin());
     cmd.args(["capture", "--interface", interface])
@@ -47,15 +60,17 @@ fn capture_exchange_on(interface: &str, coalesce: bool, extra: &[&str]) -> Run {
         exchange::serve(conn, coalesce).expect("serve")
     });
     // Traffic on another port at the same time: the kernel filter must keep it out.
-    let noise = std::thread::spawn(|| {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let noise = std::thread::spawn(move || {
+        let l = TcpListener::bind((server_addr.ip(), 0)).expect("bind");
         let c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        setup(&c);
         let (s, _) = l.accept().expect("accept");
         let t = std::thread::spawn(move || exchange::serve(s, true));
         exchange::client(c, EXCHANGES).expect("noise client");
         t.join().expect("noise server").expect("noise serve");
     });
-    let conn = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let conn = TcpStream::connect(server_addr).expect("connect");
+    setup(&conn);
     let (client, received) = exchange::client(conn, EXCHANGES).expect("client");
     let server = server.join().expect("server thread");
     noise.join().expect("noise");
@@ -191,6 +206,58 @@ fn any_interface_sees_each_loopback_packet_once_in_cooked_form() {
             found.contains(&("nagle_delayed_ack".into(), "server_to_client".into())),
             "{name}: {found:?}"
         );
+    }
+}
+
+/// Makes `conn` send an IPv6 hop-by-hop options header (a PadN option) before TCP.
+fn send_hop_by_hop_options(conn: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    // Next header (filled by the kernel), length 0 (8 bytes), PadN of 4.
+    let opts: [u8; 8] = [0, 0, 1, 4, 0, 0, 0, 0];
+    // SAFETY: setsockopt with a buffer of the length passed, on a live socket.
+    let r = unsafe {
+        libc::setsockopt(
+            conn.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_HOPOPTS,
+            opts.as_ptr().cast(),
+            opts.len() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "IPV6_HOPOPTS: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn ipv6_segments_behind_a_hop_by_hop_header_pass_the_port_filter() {
+    if !is_root() {
+        return skip(
+            "capture IPv6 extension headers",
+            "needs root (CAP_NET_RAW, also for IPV6_HOPOPTS); CI runs as root",
+        );
+    }
+    let dir = OpenDir::new("capture");
+    for interface in ["lo", "any"] {
+        let Ok(listener) = TcpListener::bind("[::1]:0") else {
+            return skip("capture IPv6 extension headers", "no ::1 on this host");
+        };
+        let file = dir.path(&format!("v6-hbh-{interface}.pcap"));
+        let path = file.to_str().expect("utf-8");
+        let run = capture_exchange_with(
+            interface,
+            listener,
+            send_hop_by_hop_options,
+            true,
+            &["-w", path],
+        );
+        // The client's data segments carry the header: without stepping over it the filter
+        // would drop them and the counts would not match. The noise, on another port with
+        // the same header, must stay out.
+        let link = if interface == "any" {
+            LinkType::LinuxSll2
+        } else {
+            LinkType::Ethernet
+        };
+        check_contents_of(&run, &file, link);
     }
 }
 
