@@ -49,6 +49,7 @@ fn scenario(name: &str, path: &str, latencies: &[Duration]) -> ScenarioResult {
         figures: Figures::of(&bench, stalls),
         latency_histogram: log_buckets(&m.overall),
         bench,
+        repeat: None,
         capture: None,
         capture_note: Some("no capture".into()),
         chunks: None,
@@ -120,6 +121,7 @@ fn report() -> RunReport {
         server: Some(format!("python3 server.py --banner '{HOSTILE}'")),
         scenarios: vec!["perline".into(), "perline-fixed".into(), HOSTILE.into()],
         requests: 40,
+        repeat: 1,
         connections: 1,
         output_dir: "tcpdoctor-demo".into(),
     };
@@ -232,6 +234,7 @@ fn wan_report() -> RunReport {
         server: None,
         scenarios: vec!["direct".into(), "wan:30ms".into()],
         requests: 30,
+        repeat: 1,
         connections: 1,
         output_dir: "tcpdoctor-run".into(),
     };

@@ -12,7 +12,7 @@
 //! - `histogram.rs`: HDR latency histogram (ns, three significant digits, up to one hour).
 //! - `stall.rs`: the stall view — exchanges clustered near the 40 ms and 200 ms timers.
 //! - `report.rs`: settings, measurements, the result of one run, the whole report.
-//! - `repeat.rs`: mean, stdev, min and max of each figure over `--repeat` runs.
+//! - `repeat.rs`: mean, stdev, min and max of each figure over `--repeat` runs; runs pooled.
 
 mod histogram;
 mod repeat;
@@ -20,7 +20,7 @@ mod report;
 mod stall;
 
 pub use histogram::LatencyHistogram;
-pub use repeat::{RepeatFigures, RepeatSummary, Spread};
+pub use repeat::{pool, RepeatFigures, RepeatSummary, Spread};
 pub use report::{
     BenchReport, BenchSettings, CpuUse, ErrorCounts, LatencySummary, Outcome, ReasonCount,
     RunMeasurements, RunResult, StepResult, BENCH_SCHEMA_VERSION, MAX_ERROR_EXAMPLES,

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::report::{Outcome, RunResult};
+use super::report::{Outcome, RunMeasurements, RunResult};
 use crate::stats::round3;
 
 /// Mean, sample standard deviation, min and max of one figure over the completed runs.
@@ -102,12 +102,52 @@ impl RepeatSummary {
     }
 }
 
+/// Several runs' measurements as one: histograms merged, counters, times and CPU summed, so
+/// throughput is all exchanges over all measured time. A run that did not complete makes the
+/// whole not complete (the first such outcome wins), so pooling never hides a failure.
+pub fn pool(runs: &[RunMeasurements]) -> RunMeasurements {
+    let mut all = RunMeasurements::default();
+    let mut notes: Vec<String> = Vec::new();
+    for (i, m) in runs.iter().enumerate() {
+        if all.outcome.is_none() && m.outcome() != Outcome::Completed {
+            all.outcome = Some(m.outcome());
+        }
+        all.elapsed += m.elapsed;
+        all.measured += m.measured;
+        all.overall.merge(&m.overall);
+        if all.per_step.len() < m.per_step.len() {
+            all.per_step.resize_with(m.per_step.len(), Default::default);
+        }
+        for (into, h) in all.per_step.iter_mut().zip(&m.per_step) {
+            into.merge(h);
+        }
+        all.errors.add(&m.errors);
+        all.bytes_sent += m.bytes_sent;
+        all.bytes_received += m.bytes_received;
+        all.connections_opened += m.connections_opened;
+        all.cpu_user += m.cpu_user;
+        all.cpu_system += m.cpu_system;
+        if let Some(n) = &m.note {
+            notes.push(if runs.len() > 1 {
+                format!("run {}: {n}", i + 1)
+            } else {
+                n.clone()
+            });
+        }
+        all.port = all.port.or(m.port);
+    }
+    if !notes.is_empty() {
+        all.note = Some(notes.join("; "));
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::bench::report::RunMeasurements;
+    use crate::bench::LatencyHistogram;
 
     #[test]
     fn spread_is_sample_stdev() {
@@ -143,5 +183,59 @@ mod tests {
         assert_eq!(s.success_rate, 0.5);
         assert_eq!(s.figures.throughput_rps.mean, 2000.0);
         assert_eq!(s.figures.throughput_rps.min, 1000.0);
+    }
+
+    fn measured(n: u64, us: u64, secs: u64) -> RunMeasurements {
+        let mut m = RunMeasurements {
+            measured: Duration::from_secs(secs),
+            elapsed: Duration::from_secs(secs),
+            per_step: vec![LatencyHistogram::default()],
+            cpu_user: Duration::from_millis(10),
+            ..Default::default()
+        };
+        for _ in 0..n {
+            m.overall.record(Duration::from_micros(us));
+            m.per_step[0].record(Duration::from_micros(us));
+        }
+        m
+    }
+
+    #[test]
+    fn pooling_merges_histograms_and_divides_all_exchanges_by_all_time() {
+        let mut a = measured(1000, 100, 1);
+        a.errors.add_connect_reason("connection refused", 2);
+        a.errors.timeouts = 1;
+        let mut b = measured(3000, 300, 2);
+        b.errors.add_connect_reason("connection refused", 1);
+        b.errors.closed = 4;
+        let p = pool(&[a, b]);
+        let r = RunResult::new(1, &["GET".into()], &p);
+        assert_eq!(r.exchanges, 4000);
+        // 4000 exchanges in 3 s, not the mean of 1000/s and 1500/s.
+        assert_eq!(r.throughput_rps, 1333.333);
+        // Three of four exchanges took 300 µs (HDR: three significant digits).
+        assert!((r.latency_ms.p50 - 0.3).abs() < 0.001, "{:?}", r.latency_ms);
+        assert!((r.latency_ms.min - 0.1).abs() < 0.001, "{:?}", r.latency_ms);
+        assert_eq!(r.steps[0].latency_ms.count, 4000);
+        assert_eq!(
+            (r.errors.connect, r.errors.closed, r.errors.timeouts),
+            (3, 4, 1)
+        );
+        assert_eq!(r.errors.connect_reasons[0].count, 3);
+        assert_eq!(r.cpu.per_request_us, 5.0);
+        assert_eq!(r.outcome, Outcome::Completed);
+    }
+
+    #[test]
+    fn a_failed_or_hung_run_is_not_pooled_away() {
+        let mut hung = measured(5, 100, 1);
+        hung.outcome = Some(Outcome::Hung);
+        hung.note = Some("no progress for 5 s".into());
+        let p = pool(&[measured(100, 100, 1), hung, measured(0, 0, 1)]);
+        assert_eq!(p.outcome(), Outcome::Hung);
+        assert_eq!(p.note.as_deref(), Some("run 2: no progress for 5 s"));
+        let p = pool(&[measured(100, 100, 1), measured(0, 0, 1)]);
+        assert_eq!(p.outcome(), Outcome::Failed);
+        assert_eq!(pool(&[measured(9, 100, 1)]).outcome(), Outcome::Completed);
     }
 }

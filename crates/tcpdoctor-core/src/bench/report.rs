@@ -118,6 +118,22 @@ impl ErrorCounts {
             .sort_by(|a, b| b.count.cmp(&a.count).then(a.reason.cmp(&b.reason)));
     }
 
+    /// Adds another run's counts (examples kept up to [`MAX_ERROR_EXAMPLES`]).
+    pub fn add(&mut self, other: &ErrorCounts) {
+        for r in &other.connect_reasons {
+            self.add_connect_reason(&r.reason, r.count);
+        }
+        let reasons: u64 = other.connect_reasons.iter().map(|r| r.count).sum();
+        self.connect += other.connect.saturating_sub(reasons);
+        self.response += other.response;
+        self.assertion += other.assertion;
+        self.closed += other.closed;
+        self.timeouts += other.timeouts;
+        for e in &other.examples {
+            self.add_example(e.clone());
+        }
+    }
+
     pub fn add_example(&mut self, message: String) {
         if self.examples.len() < MAX_ERROR_EXAMPLES && !self.examples.contains(&message) {
             self.examples.push(message);
@@ -223,15 +239,22 @@ pub struct RunResult {
     pub cpu: CpuUse,
 }
 
+impl RunMeasurements {
+    /// How the run ended: as the driver said, else failed when nothing was measured.
+    pub fn outcome(&self) -> Outcome {
+        match self.outcome {
+            Some(o) => o,
+            None if self.overall.is_empty() => Outcome::Failed,
+            None => Outcome::Completed,
+        }
+    }
+}
+
 impl RunResult {
     pub fn new(run: u64, step_names: &[String], m: &RunMeasurements) -> RunResult {
         let exchanges = m.overall.count();
         let measured_s = m.measured.as_secs_f64();
-        let outcome = match m.outcome {
-            Some(o) => o,
-            None if exchanges == 0 => Outcome::Failed,
-            None => Outcome::Completed,
-        };
+        let outcome = m.outcome();
         let cpu_s = (m.cpu_user + m.cpu_system).as_secs_f64();
         RunResult {
             run,

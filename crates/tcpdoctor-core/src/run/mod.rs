@@ -11,6 +11,7 @@
 //! - `figures.rs`: the numbers of one scenario that tables, baselines and checks compare.
 //! - `compare.rs`: before/after tables with ratios.
 //! - `check.rs`: `--check 'p99<5ms'` parsed and evaluated.
+//! - `repeat.rs`: `--repeat K`: a scenario's K runs pooled, and their spread.
 //! - `busy_poll.rs`: the `busy_poll` finding, from process CPU accounting.
 //! - `text.rs`: the report for a terminal ([`render_run_text`]).
 //! - `html/`: the report as one self-contained HTML page ([`render_html`]).
@@ -20,6 +21,7 @@ mod check;
 mod compare;
 mod figures;
 mod html;
+mod repeat;
 mod scenario;
 #[cfg(test)]
 mod tests;
@@ -35,6 +37,7 @@ pub use check::{Check, CheckResult, Metric, Op};
 pub use compare::{Comparison, ComparisonRow};
 pub use figures::{log_buckets, Figures, LogBucket, StepFigures};
 pub use html::render_html;
+pub use repeat::{Pooled, RepeatRun, ScenarioRepeat};
 pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};
 pub use text::render_run_text;
 
@@ -52,8 +55,10 @@ pub struct RunSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
     pub scenarios: Vec<String>,
-    /// Requests per scenario.
+    /// Requests per scenario and run.
     pub requests: u64,
+    /// Runs per scenario (`--repeat`); the figures pool them all.
+    pub repeat: u64,
     pub connections: u64,
     /// Where captures, logs and the server's output were written.
     pub output_dir: String,
@@ -141,8 +146,13 @@ pub struct ScenarioResult {
     pub name: String,
     /// The path in words ("driver → proxy (Nagle on towards the driver) → server").
     pub path: String,
+    /// All runs pooled (`--repeat`): what tables, checks and baselines compare.
     pub figures: Figures,
+    /// All runs pooled, as one bench run.
     pub bench: RunResult,
+    /// Each run's own figures and their spread, when the scenario ran more than once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<ScenarioRepeat>,
     /// Exchange latencies on a log scale, for histograms.
     pub latency_histogram: Vec<LogBucket>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -28,6 +28,7 @@ pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
         figures: Figures::of(&bench, stalls),
         latency_histogram: log_buckets(&m.overall),
         bench,
+        repeat: None,
         capture: None,
         capture_note: Some("no capture in this test".into()),
         chunks: None,
@@ -117,6 +118,7 @@ fn the_gate_fails_on_checks_and_kinds() {
         server: None,
         scenarios: vec!["direct".into(), "proxy-nagle".into()],
         requests: 50,
+        repeat: 1,
         connections: 1,
         output_dir: "out".into(),
     };
@@ -132,4 +134,46 @@ fn the_gate_fails_on_checks_and_kinds() {
     assert!(!r.failed, "{:?}", r.checks);
     r.gate(&[Check::parse("p99<10ms").unwrap()], &[], false);
     assert!(r.failed);
+}
+
+#[test]
+fn a_repeated_scenario_shows_its_spread_in_text_and_html() {
+    let run = |us: u64| {
+        let mut m = RunMeasurements {
+            measured: Duration::from_millis(100),
+            ..Default::default()
+        };
+        for _ in 0..100 {
+            m.overall.record(Duration::from_micros(us));
+        }
+        m
+    };
+    let pooled = Pooled::of(&[], &[run(400), run(500)]);
+    let mut s = healthy();
+    s.figures = Figures::of(&pooled.bench, 0);
+    s.repeat = pooled.repeat;
+    let settings = RunSettings {
+        command: "run".into(),
+        target: "127.0.0.1:7000".into(),
+        script: "echo".into(),
+        server: None,
+        scenarios: vec!["direct".into()],
+        requests: 100,
+        repeat: 2,
+        connections: 1,
+        output_dir: "out".into(),
+    };
+    let r = RunReport::new(settings, vec![s]);
+    let text = render_run_text(&r);
+    assert!(
+        text.contains("100 exchanges per run, 2 runs per scenario"),
+        "{text}"
+    );
+    assert!(
+        text.contains("spread in direct: 2 runs, p50 0.400–0.500 ms, 1000–1000 req/s"),
+        "{text}"
+    );
+    assert_eq!(r.scenarios[0].figures.exchanges, 200);
+    let html = render_html(&r);
+    assert!(html.contains("2 runs, p50 0.400–0.500 ms"));
 }

@@ -10,9 +10,17 @@ use crate::report::text::finding;
 pub fn render_run_text(r: &RunReport) -> String {
     let mut out = String::new();
     let s = &r.settings;
+    let per = if s.repeat > 1 {
+        format!(
+            "per run, {} runs per scenario (figures pool them)",
+            s.repeat
+        )
+    } else {
+        "per scenario".to_string()
+    };
     let _ = writeln!(
         out,
-        "tcpdoctor {}: {} with script `{}`, {} exchanges per scenario over {} connection{}",
+        "tcpdoctor {}: {} with script `{}`, {} exchanges {per} over {} connection{}",
         s.command,
         s.target,
         s.script,
@@ -153,6 +161,11 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
             let _ = write!(out, "  {c:>w$}");
         }
         out.push('\n');
+    }
+    for s in scenarios {
+        if let Some(r) = &s.repeat {
+            let _ = writeln!(out, "  spread in {}: {}", s.name, r.describe());
+        }
     }
     for s in scenarios {
         let mut kinds: Vec<&str> = s.findings.iter().map(|f| f.kind.as_str()).collect();

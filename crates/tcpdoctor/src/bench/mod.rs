@@ -24,7 +24,7 @@ mod run;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tcpdoctor_core::bench::{BenchReport, BenchSettings, LatencyHistogram, Outcome, RunResult};
+use tcpdoctor_core::bench::{BenchReport, BenchSettings, Outcome, RunMeasurements, RunResult};
 use tcpdoctor_core::script::Script;
 use tcpdoctor_core::units::fmt_duration;
 
@@ -130,14 +130,14 @@ impl std::error::Error for Unreachable {}
 /// Runs the benchmark `--repeat` times. Fails only when the target cannot be connected to
 /// before the first run; later trouble is measured and reported.
 pub async fn run(cfg: Arc<BenchConfig>) -> Result<BenchReport, Unreachable> {
-    run_keeping_histograms(cfg).await.map(|(r, _)| r)
+    run_keeping_measurements(cfg).await.map(|(r, _)| r)
 }
 
-/// [`run`], also returning each run's latency histogram (for `run`'s histograms and stall
-/// counts).
-pub async fn run_keeping_histograms(
+/// [`run`], also returning each run's raw measurements (for `run`, which pools its repeated
+/// runs and draws their histograms).
+pub async fn run_keeping_measurements(
     cfg: Arc<BenchConfig>,
-) -> Result<(BenchReport, Vec<LatencyHistogram>), Unreachable> {
+) -> Result<(BenchReport, Vec<RunMeasurements>), Unreachable> {
     // The first connection doubles as the probe: a target that refuses it is a usage error,
     // and a server that serves a single connection still gets its one.
     let mut first = match conn::connect(&cfg).await {
@@ -152,16 +152,16 @@ pub async fn run_keeping_histograms(
         }
     };
     let mut runs: Vec<RunResult> = Vec::new();
-    let mut histograms = Vec::new();
+    let mut measurements = Vec::new();
     let steps = cfg.script.step_names().to_vec();
     for i in 1..=cfg.repeat {
         let m = run::one(cfg.clone(), i, first.take()).await;
         let interrupted = m.outcome == Some(Outcome::Interrupted);
         runs.push(RunResult::new(i, &steps, &m));
-        histograms.push(m.overall);
+        measurements.push(m);
         if interrupted {
             break;
         }
     }
-    Ok((BenchReport::new(cfg.settings(), runs), histograms))
+    Ok((BenchReport::new(cfg.settings(), runs), measurements))
 }

@@ -75,6 +75,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
             .map(|s| s.figures.exchanges)
             .max()
             .unwrap_or(0),
+        repeat: 1,
         connections: 1,
         output_dir: out.display().to_string(),
     };

@@ -23,9 +23,10 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 /// Drive a target through several network paths and say what each costs, and why.
 ///
 /// Starts the server (--server, in its own process group, output to a log, ready when
-/// --target accepts), then for each scenario runs the script --requests times, captures the
-/// traffic (live on lo when permitted — root, CAP_NET_RAW or --sandbox — else the scenario
-/// proxy's recording), accounts the server's CPU from /proc, and diagnoses. Prints a
+/// --target accepts), then for each scenario runs the script --requests times (--repeat K:
+/// K runs in a row, pooled), captures the traffic of all runs (live on lo when permitted —
+/// root, CAP_NET_RAW or --sandbox — else the scenario proxy's recording), accounts the
+/// server's CPU from /proc, and diagnoses. Prints a
 /// side-by-side table, the findings with evidence and fixes, the comparison with --baseline,
 /// and the checks; exit 1 when a --check fails or a --fail-on kind is found.
 ///
@@ -66,6 +67,12 @@ pub struct RunArgs {
     /// Exchanges per scenario.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: u64,
+
+    /// Run each scenario K times in a row (server, hop and capture kept up across the runs).
+    /// Figures, checks, baselines and JSON pool all K runs; the table adds each scenario's
+    /// spread (min–max of the per-run p50 and throughput); JSON adds `repeat` per scenario.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: u64,
 
     /// Concurrent connections.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10000))]
@@ -263,6 +270,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         target,
         script: Arc::new(script),
         requests: args.requests,
+        repeat: args.repeat,
         connections: args.connections,
         timeout,
         out_dir: out.clone(),
@@ -308,6 +316,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         server: args.server.clone(),
         scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
         requests: args.requests,
+        repeat: args.repeat,
         connections: args.connections,
         output_dir: out.display().to_string(),
     };

@@ -291,6 +291,7 @@ pub fn run(
                 target: addr,
                 script: Arc::clone(&script),
                 requests: case.requests,
+                repeat: 1,
                 connections: 1,
                 timeout: Duration::from_secs(5),
                 out_dir: out_dir.to_path_buf(),

@@ -28,6 +28,8 @@ pub struct Plan {
     pub target: SocketAddr,
     pub script: Arc<Script>,
     pub requests: u64,
+    /// Runs per scenario, one after another; the figures pool them.
+    pub repeat: u64,
     pub connections: u64,
     pub timeout: Duration,
     /// Where captures and logs go.

@@ -1,5 +1,6 @@
 //! One scenario, end to end: start the hop (if the path has one) and the capture, drive the
-//! target, account the server's CPU, stop everything, diagnose.
+//! target (`--repeat` times in a row, hop and capture spanning every run), account the
+//! server's CPU, stop everything, pool the runs, diagnose.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use tcpdoctor_core::bench::LatencyHistogram;
 use tcpdoctor_core::impair::ChunkMode;
 use tcpdoctor_core::report::{Bucket, Finding};
 use tcpdoctor_core::run::{
-    busy_poll, log_buckets, BusyPollInput, CaptureInfo, ChunkView, Figures, ScenarioKind,
+    busy_poll, log_buckets, BusyPollInput, CaptureInfo, ChunkView, Figures, Pooled, ScenarioKind,
     ScenarioResult, ServerCpu,
 };
 
@@ -185,14 +186,14 @@ pub async fn run(
         hang_after: plan.timeout,
         nagle: path.driver.nagle,
         split: path.driver.split,
-        repeat: 1,
+        repeat: plan.repeat,
         threads: 1,
         seed: 1,
         progress: false,
     };
     let cpu_before = server.map(|s| s.cpu());
     let started = Instant::now();
-    let benched = crate::bench::run_keeping_histograms(Arc::new(cfg)).await;
+    let benched = crate::bench::run_keeping_measurements(Arc::new(cfg)).await;
     let wall = started.elapsed();
     let cpu_after = server.map(|s| s.cpu());
     let live_outcome = capture.map(|c| c.finish());
@@ -204,13 +205,13 @@ pub async fn run(
         }
         None => (None, None),
     };
-    let (report, histograms) = benched.map_err(|e| anyhow::anyhow!("{}: {e}", path.name))?;
-    let bench = report
-        .runs
-        .into_iter()
-        .next()
-        .context("the bench made no run")?;
-    let overall = histograms.into_iter().next().unwrap_or_default();
+    let (_, runs) = benched.map_err(|e| anyhow::anyhow!("{}: {e}", path.name))?;
+    anyhow::ensure!(!runs.is_empty(), "{}: the bench made no run", path.name);
+    let Pooled {
+        bench,
+        overall,
+        repeat,
+    } = Pooled::of(plan.script.step_names(), &runs);
     let stalls = count_stalls(&overall);
     let mut figures = Figures::of(&bench, stalls);
 
@@ -300,6 +301,7 @@ pub async fn run(
         figures,
         latency_histogram: log_buckets(&overall),
         bench,
+        repeat,
         capture: capture_info,
         capture_note: note,
         chunks,

@@ -50,6 +50,19 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
         "throughput",
         cells(&|s| format!("{} req/s", num(s.figures.throughput_rps))),
     );
+    if scenarios.iter().any(|s| s.repeat.is_some()) {
+        row(
+            &mut out,
+            "runs (pooled)",
+            scenarios
+                .iter()
+                .map(|s| match &s.repeat {
+                    Some(r) => format!("<td class=\"path\">{}</td>", esc(&r.describe())),
+                    None => "<td class=\"num\">1</td>".into(),
+                })
+                .collect(),
+        );
+    }
     row(&mut out, "mean", cells(&|s| dur_ms(s.figures.mean_ms)));
     row(
         &mut out,

@@ -83,6 +83,7 @@ fn sample() -> RunReport {
         )),
         scenarios: vec!["perline".into(), "perline-fixed".into(), HOSTILE.into()],
         requests: 40,
+        repeat: 1,
         connections: 1,
         output_dir: "out".into(),
     };
@@ -190,6 +191,7 @@ fn a_report_without_captures_or_findings_still_renders() {
         server: None,
         scenarios: vec!["direct".into()],
         requests: 0,
+        repeat: 1,
         connections: 1,
         output_dir: "out".into(),
     };
