@@ -224,6 +224,60 @@ fn checks_and_fail_on_gate_the_exit_code() {
 }
 
 #[test]
+fn repeat_pools_the_runs_and_keeps_their_spread() {
+    let dir = scratch("repeat");
+    let (r, code, err) = run_specimen(
+        &dir,
+        "whole",
+        &["--scenarios", "direct,proxy", "--repeat", "3"],
+    );
+    assert_eq!(code, 0, "stderr: {err}");
+    assert_eq!(r["settings"]["repeat"], 3);
+    for name in ["direct", "proxy"] {
+        let s = scenario(&r, name);
+        let rep = &s["repeat"];
+        assert_eq!(rep["runs"], 3, "{name}: {rep}");
+        assert_eq!(rep["completed"], 3, "{name}: {rep}");
+        let per_run = rep["per_run"].as_array().expect("as in the report");
+        assert_eq!(per_run.len(), 3);
+        // Every run made --requests exchanges; the figures pool all three.
+        for run in per_run {
+            assert_eq!(run["exchanges"], 30, "{name}: {run}");
+        }
+        assert_eq!(s["figures"]["exchanges"], 90, "{name}");
+        assert_eq!(s["bench"]["exchanges"], 90, "{name}");
+        let histogram: f64 = s["latency_histogram"]
+            .as_array()
+            .expect("as in the report")
+            .iter()
+            .map(|b| num(&b["count"]))
+            .sum();
+        assert_eq!(histogram, 90.0, "{name}: the histogram holds every run");
+        let p50s: Vec<f64> = per_run.iter().map(|x| num(&x["p50_ms"])).collect();
+        let lo = p50s.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = p50s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let pooled = num(&s["figures"]["p50_ms"]);
+        assert!(
+            lo <= pooled && pooled <= hi,
+            "{name}: pooled p50 {pooled} outside the runs' {lo}–{hi}"
+        );
+        // Throughput is all exchanges over all measured time: with equal exchanges per run,
+        // the harmonic mean of the runs' rates (measured_s is rounded to the ms, too coarse
+        // to divide by on loopback).
+        let rates: Vec<f64> = per_run.iter().map(|x| num(&x["throughput_rps"])).collect();
+        let harmonic = 3.0 / rates.iter().map(|r| 1.0 / r).sum::<f64>();
+        let rps = num(&s["figures"]["throughput_rps"]);
+        assert!(
+            (rps - harmonic).abs() <= 0.001 * rps,
+            "{name}: pooled {rps} req/s, runs {rates:?} (harmonic mean {harmonic})"
+        );
+        // The server's CPU covers the three runs.
+        assert!(num(&s["server_cpu"]["wall_s"]) > 0.0, "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_server_that_never_listens_is_stopped_and_named() {
     let dir = scratch("noready");
     let port = free_port();
@@ -277,6 +331,8 @@ fn bad_arguments_exit_2_naming_the_flag() {
             "--baseline /nonexistent.json",
         ),
         (vec!["--fail-on", "slow"], "unknown finding kind `slow`"),
+        (vec!["--repeat", "0"], "'--repeat <K>'"),
+        (vec!["--repeat", "many"], "'--repeat <K>'"),
     ] {
         let mut all = vec!["run", "--target", "127.0.0.1:9", "--preset", "echo"];
         all.extend_from_slice(&args);

@@ -289,15 +289,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .context("starting the runtime")?;
     let mut results: Vec<ScenarioResult> = Vec::new();
     for s in &scenarios {
-        if let Some(srv) = server.as_mut() {
-            if !srv.running() {
-                bail!(
-                    "the server exited during the run; its output ({}):\n{}",
-                    srv.log.display(),
-                    crate::run::server::tail(&srv.log)
-                );
-            }
-        }
+        still_running(server.as_mut())?;
         eprintln!("tcpdoctor run: {} ({})…", s.name, s.describe());
         let path = ScenarioPath::of(s, driver.clone());
         let r = rt.block_on(scenario::run(&plan, &path, server.as_ref(), live))?;
@@ -306,6 +298,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             break;
         }
     }
+    // A server that died during the last scenario (in any of its --repeat runs) is an error
+    // too, not a report of timeouts.
+    still_running(server.as_mut())?;
     if let Some(s) = server.as_mut() {
         s.stop();
     }
@@ -332,6 +327,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         args.save.as_deref(),
         args.html.as_deref(),
     )
+}
+
+/// The server `run` started is still up; else the error that names it, with its output.
+fn still_running(server: Option<&mut Server>) -> anyhow::Result<()> {
+    if let Some(srv) = server {
+        if !srv.running() {
+            bail!(
+                "the server exited during the run; its output ({}):\n{}",
+                srv.log.display(),
+                crate::run::server::tail(&srv.log)
+            );
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn kinds(fail_on: &[FailOn]) -> (Vec<FindingKind>, bool) {
