@@ -26,9 +26,9 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 /// --target accepts), then for each scenario runs the script --requests times (--repeat K:
 /// K runs in a row, pooled), captures the traffic of all runs (live on lo when permitted —
 /// root, CAP_NET_RAW or --sandbox — else the scenario proxy's recording), accounts the
-/// server's CPU from /proc, and diagnoses. Prints a
-/// side-by-side table, the findings with evidence and fixes, the comparison with --baseline,
-/// and the checks; exit 1 when a --check fails or a --fail-on kind is found.
+/// server's CPU from /proc, and diagnoses. Prints a side-by-side table, the findings with
+/// evidence and fixes, the comparison with --baseline, and the checks; exit 1 when a --check
+/// fails or a --fail-on kind is found.
 ///
 /// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
 /// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
