@@ -8,15 +8,14 @@
 //! 2. create a SOCKMAP with 2 slots and load an SK_SKB stream-verdict program that redirects
 //!    every skb to the other slot (egress, i.e. it is sent out of that socket): an skb whose
 //!    socket's local port is the listen port came from the client → slot 1, else → slot 0;
-//! 3. attach the program to the map, forward by hand whatever arrived before the sockets are in
-//!    the map (those bytes would wait for the next arrival to wake the verdict program), then
-//!    insert both sockets;
+//! 3. attach the program to the map, insert both sockets, and wake the verdict program for
+//!    bytes that arrived before the insert (see `kick`);
 //! 4. poll both sockets for EOF; forward each FIN as shutdown(Write) once the data before it
 //!    has left (see `watch_eof`). When both directions are done, drop everything.
 //!
 //! Prints `ready` on stdout once listening.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -46,39 +45,45 @@ fn fail(what: &str, e: std::io::Error) -> ! {
     std::process::exit(2)
 }
 
-fn forward(mut client: TcpStream, upstream: &str, listen_port: u16) -> std::io::Result<()> {
-    let mut server = TcpStream::connect(upstream)?;
+fn forward(client: TcpStream, upstream: &str, listen_port: u16) -> std::io::Result<()> {
+    let server = TcpStream::connect(upstream)?;
     client.set_nodelay(true)?;
     server.set_nodelay(true)?;
     let map = map_create()?;
     let prog = prog_load(map.as_raw_fd(), listen_port)?;
     prog_attach(prog.as_raw_fd(), map.as_raw_fd())?;
-    drain(&mut client, &mut server)?;
-    drain(&mut server, &mut client)?;
+    if let Ok(ms) = std::env::var("SOCKMAP_INSERT_DELAY_MS") {
+        // Experiment knob: widen the window in which bytes arrive before the insert.
+        std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
+    }
     map_update(map.as_raw_fd(), 0, client.as_raw_fd())?;
     map_update(map.as_raw_fd(), 1, server.as_raw_fd())?;
-    // Bytes that arrived between the drain and the insert: pass them on by hand too.
-    drain(&mut client, &mut server)?;
-    drain(&mut server, &mut client)?;
+    // Bytes that arrived before the insert sit in the receive queue until something calls the
+    // socket's data_ready; setting SO_RCVLOWAT does (tcp_set_rcvlowat → tcp_data_ready), so the
+    // verdict program takes them now, in order, instead of at the next arrival (never, for a
+    // client that waits for an answer, or when the window has closed).
+    if std::env::var_os("SOCKMAP_NO_KICK").is_none() {
+        kick(&client)?;
+        kick(&server)?;
+    }
     watch_eof(&client, &server)
 }
 
-/// Moves the bytes readable on `from` right now (FIONREAD) to `to`; never waits on `from`.
-fn drain(from: &mut TcpStream, to: &mut TcpStream) -> std::io::Result<()> {
-    let mut left: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int into left.
-    if unsafe { libc::ioctl(from.as_raw_fd(), libc::FIONREAD, &mut left) } < 0 {
+/// Wakes the socket's data_ready by setting SO_RCVLOWAT (to 1, the default).
+fn kick(s: &TcpStream) -> std::io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: SO_RCVLOWAT reads one int from `one`.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
         return Err(std::io::Error::last_os_error());
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut left = left.max(0) as usize;
-    while left > 0 {
-        let n = from.read(&mut buf[..left.min(64 * 1024)])?;
-        if n == 0 {
-            break;
-        }
-        to.write_all(&buf[..n])?;
-        left -= n;
     }
     Ok(())
 }
