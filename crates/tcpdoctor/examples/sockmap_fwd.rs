@@ -13,7 +13,17 @@
 //! 4. poll both sockets for EOF; forward each FIN as shutdown(Write) once the data before it
 //!    has left (see `watch_eof`). When both directions are done, drop everything.
 //!
-//! Prints `ready` on stdout once listening.
+//! Prints `ready` on stdout once listening. Experiment knobs (environment):
+//! SOCKMAP_DEBUG=1 logs poll events; SOCKMAP_INSERT_DELAY_MS=N sleeps before the insert;
+//! SOCKMAP_NO_KICK=1 skips the wake-up; SOCKMAP_FIN_DELAY_MS=N|never delays or drops FINs.
+//!
+//! What it showed on the 2-vCPU VM, kernel 6.18 (see the commit message for figures):
+//! - byte-exact both ways (SHA-256 of 64 MiB random, to a sink and through an echo);
+//! - no back-pressure: an egress redirect queues skbs on the destination's psock without limit
+//!   and uncharged to either socket, so a client facing a stalled server pushed 2.2 GB into
+//!   kernel memory in 3 s, and a 2 GiB bulk run queued ~1.2 GB;
+//! - slower than the userspace splice proxy for bulk: the client outruns the sink into that
+//!   queue and every byte goes through cold, freshly allocated pages.
 
 use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
