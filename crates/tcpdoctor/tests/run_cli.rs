@@ -314,6 +314,56 @@ fn a_server_that_never_listens_is_stopped_and_named() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A server that dies in the second of three repetitions: `run` stops at once (it watches the
+/// process, it does not wait out --timeout), exits 2 and shows the server's last words.
+#[test]
+fn a_server_that_dies_mid_repeat_ends_the_run_with_its_log() {
+    let dir = scratch("dies");
+    let port = free_port();
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server = format!(
+        "{exe} specimen --listen 127.0.0.1:{port} --writes whole --exit-after 45 --idle-timeout 60s"
+    );
+    let target = format!("127.0.0.1:{port}");
+    let (_, code, err) = tcpdoctor_in(
+        &dir,
+        &[
+            "run",
+            "--server",
+            &server,
+            "--target",
+            &target,
+            "--preset",
+            "line",
+            "--param",
+            "request=LIST",
+            "--param",
+            "terminator=\\n",
+            "--param",
+            "until_line=^\\.\\r?$",
+            "--requests",
+            "30",
+            "--repeat",
+            "3",
+            "--scenarios",
+            "direct,proxy",
+            "--out",
+            dir.to_str().expect("as in the report"),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the server exited during the run"), "{err}");
+    assert!(
+        err.contains("45 requests answered"),
+        "its log is shown: {err}"
+    );
+    assert!(
+        !err.contains("proxy (driver"),
+        "no scenario runs after the server died: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_arguments_exit_2_naming_the_flag() {
     let dir = repo();

@@ -80,6 +80,9 @@ pub struct BenchConfig {
     pub threads: usize,
     pub seed: u64,
     pub progress: bool,
+    /// Abandon the run as soon as this process has exited (`run`'s server): the target is
+    /// gone, and waiting `hang_after` for it is time lost.
+    pub watch_pid: Option<i32>,
 }
 
 impl BenchConfig {
@@ -159,7 +162,7 @@ pub async fn run_keeping_measurements(
         let interrupted = m.outcome == Some(Outcome::Interrupted);
         runs.push(RunResult::new(i, &steps, &m));
         measurements.push(m);
-        if interrupted {
+        if interrupted || cfg.watch_pid.is_some_and(run::process_gone) {
             break;
         }
     }

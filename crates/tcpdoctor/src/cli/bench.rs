@@ -269,6 +269,7 @@ impl BenchArgs {
             threads,
             seed: self.seed,
             progress: std::io::stderr().is_terminal(),
+            watch_pid: None,
         })
     }
 }

@@ -57,6 +57,11 @@ pub struct SpecimenArgs {
     /// Exit after this long with no connection open (e.g. 30s, 10m).
     #[arg(long, default_value = "60s", value_parser = duration)]
     pub idle_timeout: Duration,
+
+    /// Answer N requests in all, then exit with status 3 when the next one arrives, leaving
+    /// its connections to the kernel: a server that dies in the middle of a run.
+    #[arg(long, value_name = "N")]
+    pub exit_after: Option<u64>,
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -72,6 +77,7 @@ pub fn run(args: SpecimenArgs) -> anyhow::Result<u8> {
         lines: usize::from(args.lines),
         line_bytes: usize::from(args.line_bytes),
         max_body: 16 << 20,
+        exit_after: args.exit_after,
     };
     let counters = specimen::run(args.listen, cfg, args.idle_timeout)
         .with_context(|| format!("--listen {}", args.listen))?;

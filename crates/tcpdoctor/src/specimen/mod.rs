@@ -62,6 +62,9 @@ pub struct ServerConfig {
     pub line_bytes: usize,
     /// Largest request body accepted (`length-prefixed`); larger closes the connection.
     pub max_body: usize,
+    /// Answer this many requests in all, then exit the process (status 3) when the next one
+    /// arrives: a server that dies in the middle of a run.
+    pub exit_after: Option<u64>,
 }
 
 /// Counts what the server did, for whoever runs it in-process.
@@ -142,7 +145,7 @@ fn line_connection(stream: TcpStream, cfg: &ServerConfig, counters: &Counters) -
         if reader.read_until(b'\n', &mut request)? == 0 {
             return Ok(());
         }
-        counters.requests.fetch_add(1, Ordering::Relaxed);
+        count_request(cfg, counters);
         match cfg.writes {
             Writes::PerLine => {
                 for line in &reply_lines {
@@ -154,6 +157,16 @@ fn line_connection(stream: TcpStream, cfg: &ServerConfig, counters: &Counters) -
         if cfg.drain == Drain::Spin {
             spin_until_sent(&out);
         }
+    }
+}
+
+/// Counts a request about to be answered; with `exit_after`, the process dies instead of
+/// answering one more than that.
+fn count_request(cfg: &ServerConfig, counters: &Counters) {
+    let n = counters.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    if let Some(limit) = cfg.exit_after.filter(|&limit| n > limit) {
+        eprintln!("tcpdoctor specimen: {limit} requests answered (--exit-after): exiting");
+        std::process::exit(3);
     }
 }
 
@@ -191,7 +204,7 @@ fn lp_connection(mut stream: TcpStream, cfg: &ServerConfig, counters: &Counters)
         body.extend_from_slice(&head);
         body.resize(4 + len, 0);
         stream.read_exact(&mut body[4..])?;
-        counters.requests.fetch_add(1, Ordering::Relaxed);
+        count_request(cfg, counters);
         stream.write_all(&body)?;
         if cfg.drain == Drain::Spin {
             spin_until_sent(&stream);
