@@ -341,8 +341,8 @@ fn finding(
         Severity::Warning
     };
     let verdict = format!(
-        "Window-limited: the {writer} never had more than ~{} in flight, capped by {whose}; \
-         over a {rtt_ms:.1} ms round trip that allows {} and the transfer got {}.",
+        "Window-limited: the {writer} sent at most ~{} per {rtt_ms:.1} ms round trip, the bytes \
+         in flight capped by {whose}; that allows {} and the transfer got {}.",
         kib(c.ceiling),
         rate(cap_rate),
         rate(c.throughput),
@@ -366,7 +366,7 @@ fn finding(
     ));
     ev.facts.push(match c.limiter {
         Limiter::Receiver => format!(
-            "the {reader} advertised {} ({} B, scaled): the flight filled it — the {reader}'s \
+            "the {reader} advertised {} ({} B, after window scaling): the flight filled it — the {reader}'s \
              window is the limit",
             kib(c.window),
             c.window
@@ -394,7 +394,8 @@ fn finding(
     ev.counts.insert("transfers".into(), st.transfers);
     ev.counts
         .insert("receiver_limited_transfers".into(), st.receiver);
-    ev.counts.insert("steady_round_trips".into(), c.steady_rtts as u64);
+    ev.counts
+        .insert("steady_round_trips".into(), c.steady_rtts as u64);
     ev.counts.insert("ceiling_hits".into(), c.hits.len() as u64);
     ev.values.insert("ceiling_bytes".into(), c.ceiling as f64);
     ev.values
@@ -422,21 +423,37 @@ fn finding(
             direction: dir,
             payload_bytes: None,
             what: format!("{} sent in this round trip", kib(r.bytes)),
-            note: format!(
-                "the ceiling; the {writer} waits for ACKs ({} advertised)",
-                kib(r.max_window)
-            ),
+            note: match c.limiter {
+                Limiter::Receiver => format!(
+                    "the ceiling: the {reader}'s window ({}) is full; the {writer} waits for it \
+                     to open",
+                    kib(r.max_window)
+                ),
+                Limiter::Sender => format!(
+                    "the ceiling; the {writer} waits for ACKs ({} advertised)",
+                    kib(r.max_window)
+                ),
+            },
         });
     }
-    let fix = format!(
-        "Let the kernel size the buffers: do not set SO_SNDBUF on the {writer} or SO_RCVBUF on \
-         the {reader} (a fixed value turns autotuning off), and check that net.ipv4.tcp_wmem / \
-         net.ipv4.tcp_rmem (and net.core.wmem_max / rmem_max) allow at least bandwidth × RTT. \
-         If a fixed size is needed, set it to at least bandwidth × RTT (e.g. 100 Mbit/s × \
-         {rtt_ms:.0} ms = {}), before connect()/listen() for SO_RCVBUF. If the {reader}'s \
-         application reads slowly, read promptly.",
-        kib((100e6 / 8.0 * c.rtt.as_secs_f64()) as u64)
-    );
+    let bdp = kib((100e6 / 8.0 * c.rtt.as_secs_f64()) as u64);
+    let fix = match c.limiter {
+        Limiter::Receiver => format!(
+            "Do not set SO_RCVBUF on the {reader} (a fixed value turns receive autotuning off) \
+             and check that net.ipv4.tcp_rmem's maximum (and net.core.rmem_max) allows at least \
+             bandwidth × RTT; if a fixed size is needed, set it to at least bandwidth × RTT \
+             (e.g. 100 Mbit/s × {rtt_ms:.0} ms = {bdp}) before connect()/listen(), since the \
+             window scale is fixed in the SYN. If the {reader}'s application reads slowly, \
+             read promptly."
+        ),
+        Limiter::Sender => format!(
+            "Do not set SO_SNDBUF on the {writer} (a fixed value turns send autotuning off) and \
+             check that net.ipv4.tcp_wmem's maximum (and net.core.wmem_max) allows at least \
+             bandwidth × RTT; if a fixed size is needed, set it to at least bandwidth × RTT \
+             (e.g. 100 Mbit/s × {rtt_ms:.0} ms = {bdp}). If the {writer}'s application writes \
+             in small, spaced chunks, give the socket more data at a time."
+        ),
+    };
     FindingHead {
         kind: FindingKind::WindowLimited,
         severity,
