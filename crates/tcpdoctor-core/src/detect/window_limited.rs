@@ -4,7 +4,8 @@
 //! Rule (PHYSICS §7: the in-flight window is bounded by min(sender `SO_SNDBUF`, receiver
 //! `SO_RCVBUF`)), per flow and direction of the data:
 //! 1. A *transfer* is a run of new data in one direction with no pause longer than
-//!    [`END_GAP_RTTS`] round trips. Its time is cut into *round trips*: a round trip starts at
+//!    [`END_GAP_RTTS`] round trips and no new data the other way (one turn: sequential
+//!    request/response exchanges are `rtt_bound`'s business, never one transfer). Its time is cut into *round trips*: a round trip starts at
 //!    the first data segment after the previous one ended and lasts one path RTT (handshake,
 //!    else fastest data → ACK). The bytes sent in one round trip are the bytes in flight,
 //!    wherever the capture was taken (the seq − ACK difference only shows the flight at the
@@ -50,7 +51,7 @@ pub const RECEIVER_SHARE: f64 = 0.9;
 pub const MAX_BUSY_SHARE: f64 = 0.8;
 pub const CRITICAL_STEADY: Duration = Duration::from_secs(10);
 /// Round trips remembered per transfer (bounded memory); a longer transfer is judged in parts.
-const MAX_ROUND_TRIPS: usize = 4096;
+const MAX_ROUND_TRIPS: usize = 512;
 
 /// Data sent in one round trip.
 #[derive(Clone, Copy, Debug)]
@@ -160,6 +161,14 @@ impl Detector for WindowLimited {
         if ev.len == 0 {
             return;
         }
+        if ev.kind == SegmentKind::NewData {
+            // New data the other way (a request) ends the other side's transfer: a transfer is
+            // one turn, so a run of request/response exchanges is never one transfer.
+            if let Some(t) = dirs[ev.dir.reverse().index()].transfer.take() {
+                self.close(flow, ev.dir.reverse(), t);
+            }
+        }
+        let dirs = self.open.entry(id).or_default();
         let d = &mut dirs[ev.dir.index()];
         let window = d.window;
         match ev.kind {

@@ -125,3 +125,22 @@ fn a_short_capped_transfer_is_not_reported() {
     s.close(t);
     assert_eq!(kinds(&s.findings()), vec![]);
 }
+
+#[test]
+fn sequential_large_responses_are_not_one_transfer() {
+    let mut s = wan();
+    // 40 requests, each answered by 20 segments and followed by the next request one round
+    // trip later: as many bytes per round trip as the capped sender, but each response is
+    // its own turn (29 KB, under MIN_BYTES).
+    let mut t = 30_000;
+    for _ in 0..40 {
+        for k in 0..20 {
+            s.data(S2C, t + k * 100, MSS);
+        }
+        s.data(C2S, t + 20_000, 20);
+        t += 20_100;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert!(limited(&f).is_none(), "{:?}", kinds(&f));
+}
