@@ -19,7 +19,7 @@
 //!    throughput is at most [`MAX_THROUGHPUT_RATIO`] × ceiling / RTT. Slow start never
 //!    qualifies: a flight that doubles every round trip reaches its p90 only at the end.
 //! 4. The limiter: when the ceiling is at least [`RECEIVER_SHARE`] of the window the receiver
-//!    advertised (scaled) during those round trips, it is the receiver's window (`SO_RCVBUF` or
+//!    advertised (scaled; both SYNs must be in the capture) during those round trips, it is the receiver's window (`SO_RCVBUF` or
 //!    a slow reading application). Otherwise the sender held back on its own (`SO_SNDBUF`, or
 //!    the application writing too little) — but then the sender must also be idle part of each
 //!    round trip: data spanning more than [`MAX_BUSY_SHARE`] of every round trip means a
@@ -69,6 +69,8 @@ struct Transfer {
     done: Vec<RoundTrip>,
     current: RoundTrip,
     retransmissions: u64,
+    /// Both SYNs were seen, so advertised windows are scaled correctly.
+    window_exact: bool,
 }
 
 #[derive(Default)]
@@ -171,6 +173,7 @@ impl Detector for WindowLimited {
         let dirs = self.open.entry(id).or_default();
         let d = &mut dirs[ev.dir.index()];
         let window = d.window;
+        let window_exact = d.window_exact;
         match ev.kind {
             SegmentKind::NewData | SegmentKind::DataAfterGap => {}
             _ => {
@@ -190,6 +193,7 @@ impl Detector for WindowLimited {
                 max_window: window,
             },
             retransmissions: 0,
+            window_exact,
         };
         let mut ended = None;
         match d.transfer.as_mut() {
@@ -290,7 +294,9 @@ fn judge(t: &Transfer) -> Option<Capped> {
         .collect();
     busy.sort_by(f64::total_cmp);
     let busy_share = busy[busy.len() / 2];
-    let limiter = if window > 0 && ceiling as f64 >= RECEIVER_SHARE * window as f64 {
+    // Without both SYNs the window scale is unknown, and so is the receiver's real window.
+    let receiver_capped = t.window_exact && ceiling as f64 >= RECEIVER_SHARE * window as f64;
+    let limiter = if window > 0 && receiver_capped {
         Limiter::Receiver
     } else if busy_share <= MAX_BUSY_SHARE {
         Limiter::Sender
