@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """wan_bulk: a bulk responder and its client, for loss tests.
 
-  wan_bulk.py server [--port P]         answers "BULK <n>\r\n" with n bytes,
-                                        written with ONE sendall (multi-segment)
-  wan_bulk.py client HOST PORT --count K --bytes N
-                                        K sequential requests, timing each
+  wan_bulk.py server [--port P] [--sndbuf B]
+                                        answers "BULK <n>\r\n" with n bytes,
+                                        written with ONE sendall (multi-segment);
+                                        --sndbuf sets SO_SNDBUF on each accepted
+                                        socket (0 = kernel default, autotuned)
+  wan_bulk.py client HOST PORT --count K --bytes N [--rcvbuf B]
+                                        K sequential requests, timing each;
+                                        --rcvbuf sets SO_RCVBUF before connect()
 
 The response is n-5 bytes of filler followed by "\r\n.\r\n". The client prints
 "exchange <i> ms <latency>" and a summary line like wan_client.py.
@@ -32,6 +36,10 @@ def server(a):
             print("deadline reached", flush=True)
             break
         requests = 0
+        if a.sndbuf:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, a.sndbuf)
+        print("so_sndbuf requested=%d effective=%d" % (
+            a.sndbuf, conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)), flush=True)
         with conn:
             conn.settimeout(max(0.1, deadline - time.monotonic()))
             buf = b""
@@ -58,7 +66,14 @@ def server(a):
 def client(a):
     deadline = time.monotonic() + a.deadline
     t_conn = time.perf_counter()
-    sock = socket.create_connection((a.host, a.port), timeout=10)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if a.rcvbuf:
+        # Before connect(): the window scale in the SYN is chosen from it.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
+    print("so_rcvbuf requested=%d effective=%d" % (
+        a.rcvbuf, sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)), flush=True)
+    sock.settimeout(10)
+    sock.connect((a.host, a.port))
     print("connected ms %.3f" % ((time.perf_counter() - t_conn) * 1e3), flush=True)
     buf = b""
     lat = []
@@ -85,6 +100,8 @@ def main():
     s.add_argument("--port", type=int, default=7070)
     s.add_argument("--max-conns", type=int, default=1)
     s.add_argument("--deadline", type=float, default=120.0)
+    s.add_argument("--sndbuf", type=int, default=0,
+                   help="SO_SNDBUF for accepted sockets (0: leave autotuning on)")
     c = sub.add_parser("client")
     c.add_argument("host")
     c.add_argument("port", type=int)
@@ -92,6 +109,8 @@ def main():
     c.add_argument("--bytes", type=int, default=5000)
     c.add_argument("--stall-ms", type=float, default=150.0)
     c.add_argument("--deadline", type=float, default=60.0)
+    c.add_argument("--rcvbuf", type=int, default=0,
+                   help="SO_RCVBUF set before connect() (0: leave autotuning on)")
     a = p.parse_args()
     return server(a) if a.role == "server" else client(a)
 

@@ -7,7 +7,8 @@
 //! - `clean` — nothing at all may be reported;
 //! - `stalls_at_least N` — a finding named by a `must` line counts at least N stalls (stalled
 //!   turns for `nagle_delayed_ack`, timeout stalls for `retransmission_stall`);
-//! - `rtt_ms X` — the configured path RTT; a reported `rtt_bound` must measure it within 25%.
+//! - `rtt_ms X` — the configured path RTT; a reported `rtt_bound` must measure it within 25%;
+//! - `limiter sender|receiver_window` — a reported `window_limited` must name that limiter.
 
 mod common;
 
@@ -136,6 +137,19 @@ fn check(expect: &Path) -> Vec<String> {
                     }
                 }
             }
+            ["limiter", which] => {
+                let want = match *which {
+                    "receiver_window" => 1,
+                    "sender" => 0,
+                    _ => panic!("{at}: limiter sender|receiver_window"),
+                };
+                for f in find(&all, "window_limited") {
+                    let got = &f["evidence"]["counts"]["example_limited_by_receiver_window"];
+                    if got.as_u64() != Some(want) {
+                        problems.push(format!("{name}: limiter is not {which} ({at})"));
+                    }
+                }
+            }
             _ => panic!("{at}: unknown directive `{line}`"),
         }
     }
@@ -169,6 +183,7 @@ fn every_detector_has_a_positive_and_a_negative_capture() {
         "connection_churn",
         "zero_window",
         "retransmission_stall",
+        "window_limited",
     ];
     let texts: Vec<String> = expectation_files()
         .iter()

@@ -10,6 +10,7 @@ mod nagle_delayed_ack;
 mod release;
 mod retransmission_stall;
 mod rtt_bound;
+mod window_limited;
 mod zero_window;
 
 use crate::fxhash::FxHashSet as HashSet;
@@ -88,6 +89,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(connection_churn::ConnectionChurn::default()),
         Box::new(zero_window::ZeroWindow::default()),
         Box::new(retransmission_stall::RetransmissionStall::default()),
+        Box::new(window_limited::WindowLimited::default()),
     ]
 }
 

@@ -477,3 +477,5 @@ fn bulk_transfer_is_not_fragmented() {
     s.close(t);
     assert_eq!(kinds(&s.findings()), vec![]);
 }
+
+mod window;

@@ -29,10 +29,11 @@ pub enum FindingKind {
     ZeroWindow,
     RetransmissionStall,
     BusyPoll,
+    WindowLimited,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 7] = [
+    pub const ALL: [FindingKind; 8] = [
         FindingKind::NagleDelayedAck,
         FindingKind::FragmentedWrites,
         FindingKind::RttBound,
@@ -40,6 +41,7 @@ impl FindingKind {
         FindingKind::ZeroWindow,
         FindingKind::RetransmissionStall,
         FindingKind::BusyPoll,
+        FindingKind::WindowLimited,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +53,7 @@ impl FindingKind {
             FindingKind::ZeroWindow => "zero_window",
             FindingKind::RetransmissionStall => "retransmission_stall",
             FindingKind::BusyPoll => "busy_poll",
+            FindingKind::WindowLimited => "window_limited",
         }
     }
 

@@ -1,0 +1,482 @@
+//! `window_limited`: a bulk transfer whose bytes in flight are capped by a small socket buffer,
+//! so throughput ≈ cap / RTT: fast on localhost, slow across a WAN.
+//!
+//! Rule (PHYSICS §7: the in-flight window is bounded by min(sender `SO_SNDBUF`, receiver
+//! `SO_RCVBUF`)), per flow and direction of the data:
+//! 1. A *transfer* is a run of new data in one direction with no pause longer than
+//!    [`END_GAP_RTTS`] round trips and no new data the other way (one turn: sequential
+//!    request/response exchanges are `rtt_bound`'s business, never one transfer). Its time is cut into *round trips*: a round trip starts at
+//!    the first data segment after the previous one ended and lasts one path RTT (handshake,
+//!    else fastest data → ACK). The bytes sent in one round trip are the bytes in flight,
+//!    wherever the capture was taken (the seq − ACK difference only shows the flight at the
+//!    sender's end). Only paths of at least [`MIN_RTT`] count: on loopback a window costs
+//!    nothing worth naming.
+//! 2. A transfer qualifies with at least [`MIN_BYTES`] and [`MIN_RTTS`] complete round trips,
+//!    and no retransmission (a lossy transfer is limited by congestion control, not a buffer).
+//! 3. The *ceiling* is the p90 of bytes per round trip. The transfer is *capped* when, from the
+//!    first round trip that reaches the ceiling on, at least [`MIN_RTTS`] round trips follow and
+//!    at least [`MIN_HIT_SHARE`] of them carry within [`CEILING_BAND`] of it, and the achieved
+//!    throughput is at most [`MAX_THROUGHPUT_RATIO`] × ceiling / RTT. Slow start never
+//!    qualifies: a flight that doubles every round trip reaches its p90 only at the end.
+//! 4. The limiter: when the ceiling is at least [`RECEIVER_SHARE`] of the window the receiver
+//!    advertised (scaled; both SYNs must be in the capture) during those round trips, it is the receiver's window (`SO_RCVBUF` or
+//!    a slow reading application). Otherwise the sender held back on its own (`SO_SNDBUF`, or
+//!    the application writing too little) — but then the sender must also be idle part of each
+//!    round trip: data spanning more than [`MAX_BUSY_SHARE`] of every round trip means a
+//!    bottleneck on the path spreads it, not a buffer, and is not reported.
+//! 5. Per server and direction, one finding over the capped transfers. Time lost is half of
+//!    their steady time (what one doubling of the buffer saves while the path has room).
+//!    Critical from [`CRITICAL_STEADY`] of capped transfer time.
+
+use crate::fxhash::FxHashMap as HashMap;
+use std::time::Duration;
+
+use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
+use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
+use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::stats::{round3, Histogram};
+use crate::units::fmt_duration;
+
+pub const MIN_RTT: Duration = Duration::from_millis(1);
+pub const MIN_BYTES: u64 = 256 * 1024;
+pub const MIN_RTTS: usize = 8;
+/// A pause this many round trips long ends a transfer.
+pub const END_GAP_RTTS: u32 = 2;
+/// A round trip "hits the ceiling" when it carries at least (1 − this) × the ceiling.
+pub const CEILING_BAND: f64 = 0.15;
+pub const MIN_HIT_SHARE: f64 = 0.7;
+pub const MAX_THROUGHPUT_RATIO: f64 = 1.2;
+pub const RECEIVER_SHARE: f64 = 0.9;
+/// Median share of a round trip between its first and last data segment, for a sender limit.
+pub const MAX_BUSY_SHARE: f64 = 0.8;
+pub const CRITICAL_STEADY: Duration = Duration::from_secs(10);
+/// Round trips remembered per transfer (bounded memory); a longer transfer is judged in parts.
+const MAX_ROUND_TRIPS: usize = 512;
+
+/// Data sent in one round trip.
+#[derive(Clone, Copy, Debug)]
+struct RoundTrip {
+    start: PacketRef,
+    last: PacketRef,
+    bytes: u64,
+    /// Largest window the receiver advertised during it.
+    max_window: u64,
+}
+
+#[derive(Debug)]
+struct Transfer {
+    rtt: Duration,
+    done: Vec<RoundTrip>,
+    current: RoundTrip,
+    retransmissions: u64,
+    /// Both SYNs were seen, so advertised windows are scaled correctly.
+    window_exact: bool,
+}
+
+#[derive(Default)]
+struct DirState {
+    window: u64,
+    window_exact: bool,
+    transfer: Option<Transfer>,
+}
+
+/// Which buffer held the flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limiter {
+    Receiver,
+    Sender,
+}
+
+/// A transfer that qualified.
+#[derive(Clone, Debug)]
+struct Capped {
+    ceiling: u64,
+    window: u64,
+    limiter: Limiter,
+    rtt: Duration,
+    bytes: u64,
+    steady: Duration,
+    steady_rtts: usize,
+    throughput: f64,
+    busy_share: f64,
+    hits: Vec<RoundTrip>,
+}
+
+#[derive(Default)]
+struct State {
+    transfers: u64,
+    receiver: u64,
+    flows: u64,
+    bytes: u64,
+    steady: Duration,
+    ceiling: Histogram,
+    rtt_us: Histogram,
+    example: Option<(FlowRef, Capped)>,
+}
+
+#[derive(Default)]
+pub struct WindowLimited {
+    open: HashMap<u64, [DirState; 2]>,
+    state: PerGroup<State>,
+    marks: FlowMarks,
+}
+
+impl WindowLimited {
+    fn close(&mut self, flow: &FlowView, dir: Direction, t: Transfer) {
+        let Some(c) = judge(&t) else {
+            return;
+        };
+        let st = self.state.get(flow.group, dir);
+        st.transfers += 1;
+        st.receiver += u64::from(c.limiter == Limiter::Receiver);
+        st.bytes += c.bytes;
+        st.steady += c.steady;
+        st.ceiling.record(c.ceiling as f64);
+        st.rtt_us.record_duration(c.rtt);
+        self.marks.count(flow.flow.id, dir, &mut st.flows);
+        if st.example.as_ref().is_none_or(|(_, e)| e.bytes < c.bytes) {
+            st.example = Some((flow.flow_ref(), c));
+        }
+    }
+}
+
+impl Detector for WindowLimited {
+    fn wants_segments(&self) -> bool {
+        true
+    }
+
+    fn on_segment(&mut self, flow: &FlowView, ev: &SegmentEvent) {
+        if ev.syn || ev.rst {
+            return;
+        }
+        let id = flow.flow.id;
+        let dirs = self.open.entry(id).or_default();
+        if ev.has_ack {
+            // This segment advertises the window for data flowing the other way.
+            let d = &mut dirs[ev.dir.reverse().index()];
+            d.window = ev.window;
+            d.window_exact = ev.window_exact;
+            if let Some(t) = d.transfer.as_mut() {
+                t.current.max_window = t.current.max_window.max(ev.window);
+            }
+        }
+        if ev.len == 0 {
+            return;
+        }
+        if ev.kind == SegmentKind::NewData {
+            // New data the other way (a request) ends the other side's transfer: a transfer is
+            // one turn, so a run of request/response exchanges is never one transfer.
+            if let Some(t) = dirs[ev.dir.reverse().index()].transfer.take() {
+                self.close(flow, ev.dir.reverse(), t);
+            }
+        }
+        let dirs = self.open.entry(id).or_default();
+        let d = &mut dirs[ev.dir.index()];
+        let window = d.window;
+        let window_exact = d.window_exact;
+        match ev.kind {
+            SegmentKind::NewData | SegmentKind::DataAfterGap => {}
+            _ => {
+                if let Some(t) = d.transfer.as_mut() {
+                    t.retransmissions += 1;
+                }
+                return;
+            }
+        }
+        let fresh = |rtt| Transfer {
+            rtt,
+            done: Vec::new(),
+            current: RoundTrip {
+                start: ev.pkt,
+                last: ev.pkt,
+                bytes: 0,
+                max_window: window,
+            },
+            retransmissions: 0,
+            window_exact,
+        };
+        let mut ended = None;
+        match d.transfer.as_mut() {
+            Some(t) if ev.pkt.ts.since(t.current.last.ts) > t.rtt * END_GAP_RTTS => {
+                let rtt = t.rtt;
+                ended = d.transfer.replace(fresh(rtt));
+            }
+            Some(t) if ev.pkt.ts.since(t.current.start.ts) >= t.rtt => {
+                if t.done.len() == MAX_ROUND_TRIPS {
+                    let rtt = t.rtt;
+                    ended = d.transfer.replace(fresh(rtt));
+                } else {
+                    let next = RoundTrip {
+                        start: ev.pkt,
+                        last: ev.pkt,
+                        bytes: 0,
+                        max_window: window,
+                    };
+                    t.done.push(std::mem::replace(&mut t.current, next));
+                }
+            }
+            Some(_) => {}
+            None => match flow.flow.rtt() {
+                Some(rtt) if rtt >= MIN_RTT => d.transfer = Some(fresh(rtt)),
+                _ => return,
+            },
+        }
+        if let Some(t) = d.transfer.as_mut() {
+            t.current.bytes += u64::from(ev.len);
+            t.current.last = ev.pkt;
+        }
+        if let Some(t) = ended {
+            self.close(flow, ev.dir, t);
+        }
+    }
+
+    fn on_flow_end(&mut self, flow: &FlowView) {
+        if let Some(dirs) = self.open.remove(&flow.flow.id) {
+            for (i, d) in dirs.into_iter().enumerate() {
+                let dir = if i == 0 {
+                    Direction::ClientToServer
+                } else {
+                    Direction::ServerToClient
+                };
+                if let Some(t) = d.transfer {
+                    self.close(flow, dir, t);
+                }
+            }
+        }
+        self.marks.forget(flow.flow.id);
+    }
+
+    fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (group, dir, st) in self.state.drain() {
+            let Some(example) = st.example.clone() else {
+                continue;
+            };
+            out.push(finding(group, dir, &st, example, groups));
+        }
+        out
+    }
+}
+
+/// Whether a transfer was held at a ceiling (rules 2-4).
+fn judge(t: &Transfer) -> Option<Capped> {
+    let bytes = t.done.iter().map(|r| r.bytes).sum::<u64>() + t.current.bytes;
+    if bytes < MIN_BYTES || t.done.len() < MIN_RTTS || t.retransmissions > 0 {
+        return None;
+    }
+    let mut sorted: Vec<u64> = t.done.iter().map(|r| r.bytes).collect();
+    sorted.sort_unstable();
+    let ceiling = sorted[(sorted.len() * 9).div_ceil(10) - 1];
+    let floor = (1.0 - CEILING_BAND) * ceiling as f64;
+    let first = t.done.iter().position(|r| r.bytes as f64 >= floor)?;
+    let steady = &t.done[first..];
+    let hits: Vec<RoundTrip> = steady
+        .iter()
+        .copied()
+        .filter(|r| r.bytes as f64 >= floor)
+        .collect();
+    if steady.len() < MIN_RTTS || (hits.len() as f64) < MIN_HIT_SHARE * steady.len() as f64 {
+        return None;
+    }
+    let steady_bytes: u64 = steady.iter().map(|r| r.bytes).sum();
+    let span = t.current.start.ts.since(steady[0].start.ts);
+    let throughput = steady_bytes as f64 / span.as_secs_f64().max(1e-9);
+    let rtt = t.rtt.as_secs_f64();
+    if throughput > MAX_THROUGHPUT_RATIO * ceiling as f64 / rtt {
+        return None;
+    }
+    let mut windows: Vec<u64> = steady.iter().map(|r| r.max_window).collect();
+    windows.sort_unstable();
+    let window = windows[windows.len() / 2];
+    let mut busy: Vec<f64> = steady
+        .iter()
+        .map(|r| r.last.ts.since(r.start.ts).as_secs_f64() / rtt)
+        .collect();
+    busy.sort_by(f64::total_cmp);
+    let busy_share = busy[busy.len() / 2];
+    // Without both SYNs the window scale is unknown, and so is the receiver's real window.
+    let receiver_capped = t.window_exact && ceiling as f64 >= RECEIVER_SHARE * window as f64;
+    let limiter = if window > 0 && receiver_capped {
+        Limiter::Receiver
+    } else if busy_share <= MAX_BUSY_SHARE {
+        Limiter::Sender
+    } else {
+        return None;
+    };
+    Some(Capped {
+        ceiling,
+        window,
+        limiter,
+        rtt: t.rtt,
+        bytes,
+        steady: span,
+        steady_rtts: steady.len(),
+        throughput,
+        busy_share,
+        hits,
+    })
+}
+
+fn kib(bytes: u64) -> String {
+    if bytes >= 1024 * 1024 {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+fn rate(bytes_per_s: f64) -> String {
+    format!("{:.2} MB/s", bytes_per_s / 1e6)
+}
+
+fn finding(
+    group: usize,
+    dir: Direction,
+    st: &State,
+    (example_flow, c): (FlowRef, Capped),
+    groups: &Groups,
+) -> Finding {
+    let writer = dir.sender();
+    let reader = dir.receiver();
+    let rtt_ms = round3(crate::units::ms(c.rtt));
+    let cap_rate = c.ceiling as f64 / c.rtt.as_secs_f64();
+    let (limiter, whose) = match c.limiter {
+        Limiter::Receiver => (
+            "receiver_window",
+            format!("the {reader}'s receive window (SO_RCVBUF, or an application reading slowly)"),
+        ),
+        Limiter::Sender => (
+            "sender",
+            format!("the {writer}'s send buffer (SO_SNDBUF) or an application writing too little"),
+        ),
+    };
+    let severity = if st.steady >= CRITICAL_STEADY {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let verdict = format!(
+        "Window-limited: the {writer} sent at most ~{} per {rtt_ms:.1} ms round trip, the bytes \
+         in flight capped by {whose}; that allows {} and the transfer got {}.",
+        kib(c.ceiling),
+        rate(cap_rate),
+        rate(c.throughput),
+    );
+    let mut ev = Evidence::default();
+    ev.facts.push(format!(
+        "ceiling: {} ({} B) sent per round trip in {} of {} steady round trips (p90; a round \
+         trip counts when within {:.0}% of it); no retransmission",
+        kib(c.ceiling),
+        c.ceiling,
+        c.hits.len(),
+        c.steady_rtts,
+        CEILING_BAND * 100.0
+    ));
+    ev.facts.push(format!(
+        "path RTT {rtt_ms:.2} ms: ceiling / RTT = {}, achieved {} ({} over {})",
+        rate(cap_rate),
+        rate(c.throughput),
+        kib(c.bytes),
+        fmt_duration(c.steady)
+    ));
+    ev.facts.push(match c.limiter {
+        Limiter::Receiver => format!(
+            "the {reader} advertised {} ({} B, after window scaling): the flight filled it — the {reader}'s \
+             window is the limit",
+            kib(c.window),
+            c.window
+        ),
+        Limiter::Sender => format!(
+            "the {reader} advertised {} ({} B), {:.0}× the ceiling, yet the {writer} sent for \
+             only {:.0}% of each round trip and waited for ACKs the rest: its own buffer (or \
+             its application) is the limit",
+            kib(c.window),
+            c.window,
+            c.window as f64 / c.ceiling.max(1) as f64,
+            c.busy_share * 100.0
+        ),
+    });
+    ev.facts.push(
+        "each doubling of the buffer roughly doubles throughput until the path's bandwidth is \
+         reached"
+            .to_string(),
+    );
+    ev.facts.push(format!(
+        "transfers capped: {}; flows affected: {}",
+        st.transfers,
+        of(st.flows, groups[group].flows)
+    ));
+    ev.counts.insert("transfers".into(), st.transfers);
+    ev.counts
+        .insert("receiver_limited_transfers".into(), st.receiver);
+    ev.counts
+        .insert("steady_round_trips".into(), c.steady_rtts as u64);
+    ev.counts.insert("ceiling_hits".into(), c.hits.len() as u64);
+    ev.values.insert("ceiling_bytes".into(), c.ceiling as f64);
+    ev.values
+        .insert("advertised_window_bytes".into(), c.window as f64);
+    ev.values.insert("rtt_ms".into(), rtt_ms);
+    ev.values
+        .insert("throughput_bytes_per_s".into(), c.throughput.round());
+    ev.values
+        .insert("ceiling_per_rtt_bytes_per_s".into(), cap_rate.round());
+    ev.values.insert("busy_share".into(), round3(c.busy_share));
+    ev.counts.insert(
+        "example_limited_by_receiver_window".into(),
+        u64::from(limiter == "receiver_window"),
+    );
+    ev.distributions
+        .insert("ceiling_bytes".into(), st.ceiling.distribution(1.0));
+    ev.distributions
+        .insert("rtt_ms".into(), st.rtt_us.distribution(1e-3));
+    ev.frames = c.hits.iter().take(6).map(|r| r.last.frame).collect();
+    let origin = c.hits[0].start.ts;
+    for r in c.hits.iter().take(4) {
+        ev.timeline.push(TimelineEntry {
+            frame: r.last.frame,
+            t_ms: rel_ms(r.last.ts, origin),
+            direction: dir,
+            payload_bytes: None,
+            what: format!("{} sent in this round trip", kib(r.bytes)),
+            note: match c.limiter {
+                Limiter::Receiver => format!(
+                    "the ceiling: the {reader}'s window ({}) is full; the {writer} waits for it \
+                     to open",
+                    kib(r.max_window)
+                ),
+                Limiter::Sender => format!(
+                    "the ceiling; the {writer} waits for ACKs ({} advertised)",
+                    kib(r.max_window)
+                ),
+            },
+        });
+    }
+    let bdp = kib((100e6 / 8.0 * c.rtt.as_secs_f64()) as u64);
+    let fix = match c.limiter {
+        Limiter::Receiver => format!(
+            "Do not set SO_RCVBUF on the {reader} (a fixed value turns receive autotuning off) \
+             and check that net.ipv4.tcp_rmem's maximum (and net.core.rmem_max) allows at least \
+             bandwidth × RTT; if a fixed size is needed, set it to at least bandwidth × RTT \
+             (e.g. 100 Mbit/s × {rtt_ms:.0} ms = {bdp}) before connect()/listen(), since the \
+             window scale is fixed in the SYN. If the {reader}'s application reads slowly, \
+             read promptly."
+        ),
+        Limiter::Sender => format!(
+            "Do not set SO_SNDBUF on the {writer} (a fixed value turns send autotuning off) and \
+             check that net.ipv4.tcp_wmem's maximum (and net.core.wmem_max) allows at least \
+             bandwidth × RTT; if a fixed size is needed, set it to at least bandwidth × RTT \
+             (e.g. 100 Mbit/s × {rtt_ms:.0} ms = {bdp}). If the {writer}'s application writes \
+             in small, spaced chunks, give the socket more data at a time."
+        ),
+    };
+    FindingHead {
+        kind: FindingKind::WindowLimited,
+        severity,
+        group,
+        direction: dir,
+        flows_affected: st.flows,
+        example_flow,
+        time_lost: st.steady / 2,
+    }
+    .finish(groups, verdict, ev, &fix)
+}
