@@ -38,10 +38,21 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 /// `run` against a specimen it starts itself; `writes` is per-line or whole.
 fn run_specimen(dir: &Path, writes: &str, extra: &[&str]) -> (Value, i32, String) {
+    run_specimen_with(dir, writes, "", extra)
+}
+
+/// [`run_specimen`], with more flags for the specimen (`server_flags`).
+fn run_specimen_with(
+    dir: &Path,
+    writes: &str,
+    server_flags: &str,
+    extra: &[&str],
+) -> (Value, i32, String) {
     let port = free_port();
     let exe = env!("CARGO_BIN_EXE_tcpdoctor");
-    let server =
-        format!("{exe} specimen --listen 127.0.0.1:{port} --writes {writes} --idle-timeout 60s");
+    let server = format!(
+        "{exe} specimen --listen 127.0.0.1:{port} --writes {writes} --idle-timeout 60s {server_flags}"
+    );
     let target = format!("127.0.0.1:{port}");
     let out = dir.join(format!("files-{writes}"));
     let mut args = vec![
@@ -319,37 +330,11 @@ fn a_server_that_never_listens_is_stopped_and_named() {
 #[test]
 fn a_server_that_dies_mid_repeat_ends_the_run_with_its_log() {
     let dir = scratch("dies");
-    let port = free_port();
-    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
-    let server = format!(
-        "{exe} specimen --listen 127.0.0.1:{port} --writes whole --exit-after 45 --idle-timeout 60s"
-    );
-    let target = format!("127.0.0.1:{port}");
-    let (_, code, err) = tcpdoctor_in(
+    let (_, code, err) = run_specimen_with(
         &dir,
-        &[
-            "run",
-            "--server",
-            &server,
-            "--target",
-            &target,
-            "--preset",
-            "line",
-            "--param",
-            "request=LIST",
-            "--param",
-            "terminator=\\n",
-            "--param",
-            "until_line=^\\.\\r?$",
-            "--requests",
-            "30",
-            "--repeat",
-            "3",
-            "--scenarios",
-            "direct,proxy",
-            "--out",
-            dir.to_str().expect("as in the report"),
-        ],
+        "whole",
+        "--exit-after 45",
+        &["--repeat", "3", "--scenarios", "direct,proxy"],
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("the server exited during the run"), "{err}");

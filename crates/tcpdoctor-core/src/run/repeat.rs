@@ -12,7 +12,10 @@
 
 use serde::Serialize;
 
-use crate::bench::{pool, LatencyHistogram, Outcome, RunMeasurements, RunResult, Spread};
+use super::text::num;
+use crate::bench::{
+    pool, LatencyHistogram, Outcome, RepeatSummary, RunMeasurements, RunResult, Spread,
+};
 
 /// One run of a repeated scenario, as measured on its own.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -46,20 +49,14 @@ pub struct ScenarioRepeat {
 
 impl ScenarioRepeat {
     pub fn of(runs: &[RunResult]) -> ScenarioRepeat {
-        let done: Vec<&RunResult> = runs
-            .iter()
-            .filter(|r| r.outcome == Outcome::Completed)
-            .collect();
-        let count = |o: Outcome| runs.iter().filter(|r| r.outcome == o).count() as u64;
-        let spread = |f: &dyn Fn(&RunResult) -> f64| {
-            Spread::of(&done.iter().map(|r| f(r)).collect::<Vec<f64>>())
-        };
+        // The counts and spreads `bench --repeat` reports, and each run's own figures.
+        let summary = RepeatSummary::of(runs);
         ScenarioRepeat {
-            runs: runs.len() as u64,
-            completed: done.len() as u64,
-            failed: count(Outcome::Failed),
-            hung: count(Outcome::Hung),
-            interrupted: count(Outcome::Interrupted),
+            runs: summary.runs,
+            completed: summary.completed,
+            failed: summary.failed,
+            hung: summary.hung,
+            interrupted: summary.interrupted,
             per_run: runs
                 .iter()
                 .map(|r| RepeatRun {
@@ -73,9 +70,9 @@ impl ScenarioRepeat {
                     errors: r.errors.total(),
                 })
                 .collect(),
-            p50_ms: spread(&|r| r.latency_ms.p50),
-            p99_ms: spread(&|r| r.latency_ms.p99),
-            throughput_rps: spread(&|r| r.throughput_rps),
+            p50_ms: summary.figures.p50_ms,
+            p99_ms: summary.figures.p99_ms,
+            throughput_rps: summary.figures.throughput_rps,
         }
     }
 
@@ -84,10 +81,10 @@ impl ScenarioRepeat {
         let mut s = format!(
             "{} runs, p50 {}–{} ms, {}–{} req/s",
             self.runs,
-            short(self.p50_ms.min),
-            short(self.p50_ms.max),
-            short(self.throughput_rps.min),
-            short(self.throughput_rps.max)
+            num(self.p50_ms.min),
+            num(self.p50_ms.max),
+            num(self.throughput_rps.min),
+            num(self.throughput_rps.max)
         );
         for (n, what) in [
             (self.failed, "failed"),
@@ -99,16 +96,6 @@ impl ScenarioRepeat {
             }
         }
         s
-    }
-}
-
-fn short(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
     }
 }
 

@@ -94,7 +94,8 @@ pub fn render_run_text(r: &RunReport) -> String {
     out
 }
 
-fn num(v: f64) -> String {
+/// A figure with three significant digits or so: 1234, 12.3, 0.123.
+pub(super) fn num(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else if v >= 10.0 {
