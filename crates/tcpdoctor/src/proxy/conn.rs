@@ -381,20 +381,11 @@ impl Dir<'_> {
                     if let Err(e) = ready {
                         return Outcome::ReadFailed(e);
                     }
-                    // As below: a short read emptied the socket; say "would block" at once.
-                    let mut moved = None;
-                    let got = src.try_io(Interest::READABLE, || {
-                        let n = sockopt::recv(self.in_fd, &mut small)?;
-                        if n > 0 && n < small.len() {
-                            moved = Some(n);
-                            return Err(std::io::ErrorKind::WouldBlock.into());
-                        }
-                        Ok(n)
-                    });
-                    let n = match (got, moved) {
-                        (_, Some(n)) | (Ok(n), None) => n,
-                        (Err(e), None) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                        (Err(e), None) => return Outcome::ReadFailed(e),
+                    let cap = small.len();
+                    let n = match read_once(src, || sockopt::recv(self.in_fd, &mut small), |n| n < cap) {
+                        Ok(Some(n)) => n,
+                        Ok(None) => continue,
+                        Err(e) => return Outcome::ReadFailed(e),
                     };
                     if n == 0 {
                         eof = true;
@@ -420,23 +411,11 @@ impl Dir<'_> {
                     if let Err(e) = ready {
                         return Outcome::ReadFailed(e);
                     }
-                    // A short fill has emptied the socket: answering "would block" at once
-                    // clears tokio's readiness now instead of after one more splice that can
-                    // only fail (two system calls per round trip saved). New bytes arriving
-                    // meanwhile raise a new edge, so nothing is missed.
-                    let mut moved = None;
-                    let filled = src.try_io(Interest::READABLE, || {
-                        let n = pipes[fill].fill_from(self.in_fd)?;
-                        if n > 0 && pipes[fill].drained_socket(n) {
-                            moved = Some(n);
-                            return Err(std::io::ErrorKind::WouldBlock.into());
-                        }
-                        Ok(n)
-                    });
-                    let n = match (filled, moved) {
-                        (_, Some(n)) | (Ok(n), None) => n,
-                        (Err(e), None) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                        (Err(e), None) => return Outcome::ReadFailed(e),
+                    let pipe = &pipes[fill];
+                    let n = match read_once(src, || pipe.fill_from(self.in_fd), |n| pipe.drained_socket(n)) {
+                        Ok(Some(n)) => n,
+                        Ok(None) => continue,
+                        Err(e) => return Outcome::ReadFailed(e),
                     };
                     if n == 0 {
                         eof = true;
@@ -656,6 +635,33 @@ impl Dir<'_> {
                 len,
             })
             .await;
+    }
+}
+
+/// One read from `src` with `read`: `Some(n)` (0 at EOF), or None when the socket had nothing.
+///
+/// A read that `emptied` the socket (it moved less than it could) answers "would block" to
+/// tokio at once: that clears the readiness now instead of after one more read that can only
+/// fail (two system calls per round trip saved). New bytes arriving meanwhile raise a new
+/// edge, so nothing is missed.
+fn read_once(
+    src: &TcpStream,
+    mut read: impl FnMut() -> std::io::Result<usize>,
+    emptied: impl Fn(usize) -> bool,
+) -> std::io::Result<Option<usize>> {
+    let mut moved = None;
+    let got = src.try_io(Interest::READABLE, || {
+        let n = read()?;
+        if n > 0 && emptied(n) {
+            moved = Some(n);
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    });
+    match (got, moved) {
+        (_, Some(n)) | (Ok(n), None) => Ok(Some(n)),
+        (Err(e), None) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        (Err(e), None) => Err(e),
     }
 }
 
