@@ -229,6 +229,22 @@ pub fn parse_addr(flag: &str, text: &str) -> anyhow::Result<Addr> {
     Ok(Addr::Tcp(addr))
 }
 
+/// A Unix socket path whose directory does not exist can neither be bound nor reached: say
+/// so now, naming the flag, rather than as a connect error (or a readiness timeout) later.
+pub fn check_unix_dir(flag: &str, addr: &Addr) -> anyhow::Result<()> {
+    if let Addr::Unix(p) = addr {
+        if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                bail!(
+                    "--{flag} {addr}: no directory {} (a Unix socket's directory must exist)",
+                    dir.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 impl ProxyArgs {
     /// Raw flags → a validated config; no I/O except name resolution.
     pub fn config(&self) -> anyhow::Result<(Addr, ProxyConfig)> {

@@ -14,7 +14,9 @@ use tcpdoctor_core::run::{
 use tcpdoctor_core::units::parse_duration;
 
 use super::analyze::{parse_fail_on, FailOn, Format};
+use super::proxy::{check_unix_dir, parse_addr};
 use crate::bench::SplitWrites;
+use crate::proxy::Addr;
 use crate::run::scenario::{self, Driver, Path as ScenarioPath};
 use crate::run::server::Server;
 use crate::run::{live, Plan};
@@ -33,10 +35,16 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 /// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
 /// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
 ///
+/// A Unix-socket target (--target unix:PATH): direct has no packets to capture (figures,
+/// stalls, server CPU and busy_poll still hold); the hops listen on TCP 127.0.0.1 and forward
+/// to the socket, so proxy-nagle shows what a Nagle middlebox in front of the service costs.
+///
 /// Examples:
 ///   tcpdoctor run --server './myserver --port 7000' --target 127.0.0.1:7000 --preset echo-line
 ///   tcpdoctor run --target 127.0.0.1:6379 --preset resp --scenarios direct,wan:15ms \
 ///       --save after.json --baseline before.json --check 'p99<5ms@direct' --fail-on nagle_delayed_ack
+///   tcpdoctor run --server 'python3 daemon.py' --target unix:/run/app/app.sock \
+///       --script app.toml --scenarios direct,proxy-nagle
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct RunArgs {
@@ -44,7 +52,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "CMD")]
     pub server: Option<String>,
 
-    /// The address the server listens on (TCP).
+    /// The address the server listens on: IP:PORT, or unix:PATH (a Unix socket; its
+    /// directory must exist, and with --server, ready means PATH accepts a connection).
     #[arg(long, value_name = "ADDR")]
     pub target: String,
 
@@ -231,13 +240,7 @@ fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let target: std::net::SocketAddr = args.target.parse().map_err(|_| {
-        anyhow!(
-            "--target {}: expected IP:PORT, e.g. 127.0.0.1:7000 (Unix sockets are not supported \
-             by run yet)",
-            args.target
-        )
-    })?;
+    let target = parse_target(&args.target)?;
     let scenarios =
         Scenario::parse_list(&args.scenarios).map_err(|e| anyhow!("--scenarios: {e}"))?;
     let script =
@@ -261,13 +264,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             let mut s = Server::start(cmd, &log)?;
             crate::capture::stop::install();
             crate::capture::stop::kill_group_on_stop(s.pgid());
-            s.wait_ready(&crate::proxy::Addr::Tcp(target), ready)?;
+            s.wait_ready(&target, ready)?;
             Some(s)
         }
         None => None,
     };
     let plan = Plan {
-        target,
+        target: target.clone(),
         script: Arc::new(script),
         requests: args.requests,
         repeat: args.repeat,
@@ -290,8 +293,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let mut results: Vec<ScenarioResult> = Vec::new();
     for s in &scenarios {
         still_running(server.as_mut())?;
-        eprintln!("tcpdoctor run: {} ({})…", s.name, s.describe());
-        let path = ScenarioPath::of(s, driver.clone());
+        let mut path = ScenarioPath::of(s, driver.clone());
+        if let (Addr::Unix(_), true) = (&plan.target, path.hop.is_some()) {
+            path.describe = format!("{}; upstream: the Unix socket", path.describe);
+        }
+        eprintln!("tcpdoctor run: {} ({})…", s.name, path.describe);
         let r = rt.block_on(scenario::run(&plan, &path, server.as_ref(), live))?;
         results.push(r);
         if crate::capture::stop::interrupted() {
@@ -306,7 +312,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let settings = RunSettings {
         command: "run".into(),
-        target: target.to_string(),
+        target: plan.target.to_string(),
         script: plan.script.name().to_string(),
         server: args.server.clone(),
         scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
@@ -327,6 +333,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         args.save.as_deref(),
         args.html.as_deref(),
     )
+}
+
+/// `--target`: IP:PORT, or unix:PATH in a directory that exists. (A bare path is taken as
+/// a Unix socket too, as `bench` and `proxy` do.)
+fn parse_target(text: &str) -> anyhow::Result<Addr> {
+    let addr = parse_addr("target", text)?;
+    check_unix_dir("target", &addr)?;
+    Ok(addr)
 }
 
 /// The server `run` started is still up; else the error that names it, with its output.

@@ -1,19 +1,20 @@
 //! `tcpdoctor specimen`: the built-in servers that show each pathology and its fix.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use tcpdoctor_core::units::parse_duration;
 
-use crate::specimen::{self, Drain, Protocol, ServerConfig, Writes};
+use crate::proxy::Addr;
+use crate::specimen::{self, Drain, Listen, Protocol, ServerConfig, Writes};
 use crate::EXIT_CLEAN;
 
 /// Run a specimen server: an ordinary blocking server with a known pathology, or its fix.
 ///
 /// Prints `listening ADDR:PORT` once it accepts (bind port 0 and read that line), serves each
 /// connection on its own thread, and exits after --idle-timeout with no connection open.
+/// `--listen unix:PATH` serves the same protocols on a Unix socket (no Nagle there).
 ///
 ///   # Nagle × delayed ACK: one write per reply line, Nagle on (≈40 ms per exchange)
 ///   tcpdoctor specimen --protocol line --writes per-line
@@ -26,9 +27,9 @@ use crate::EXIT_CLEAN;
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct SpecimenArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
+    /// Address to listen on: IP:PORT, or unix:PATH (a stale socket file there is replaced).
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    pub listen: String,
 
     /// Wire protocol.
     #[arg(long, value_enum, default_value_t = Protocol::Line)]
@@ -62,13 +63,28 @@ pub struct SpecimenArgs {
     /// its connections to the kernel: a server that dies in the middle of a run.
     #[arg(long, value_name = "N")]
     pub exit_after: Option<u64>,
+
+    /// Pause this long between the writes of a `per-line` reply (e.g. 1ms): a server that
+    /// computes each row before writing it.
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
+    pub line_gap: Duration,
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+fn listen(text: &str) -> anyhow::Result<Listen> {
+    let addr = super::proxy::parse_addr("listen", text)?;
+    super::proxy::check_unix_dir("listen", &addr)?;
+    Ok(match addr {
+        Addr::Tcp(a) => Listen::Tcp(a),
+        Addr::Unix(p) => Listen::Unix(p),
+    })
+}
+
 pub fn run(args: SpecimenArgs) -> anyhow::Result<u8> {
+    let at = listen(&args.listen)?;
     let cfg = ServerConfig {
         protocol: args.protocol,
         writes: args.writes,
@@ -78,8 +94,9 @@ pub fn run(args: SpecimenArgs) -> anyhow::Result<u8> {
         line_bytes: usize::from(args.line_bytes),
         max_body: 16 << 20,
         exit_after: args.exit_after,
+        line_gap: args.line_gap,
     };
-    let counters = specimen::run(args.listen, cfg, args.idle_timeout)
+    let counters = specimen::run(&at, cfg, args.idle_timeout)
         .with_context(|| format!("--listen {}", args.listen))?;
     eprintln!(
         "tcpdoctor specimen: idle for {:?}, exiting after {} connections, {} requests",

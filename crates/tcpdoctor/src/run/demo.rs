@@ -288,7 +288,7 @@ pub fn run(
             };
             let (mut server, addr) = specimen(args, out_dir, &p.name)?;
             let plan = Plan {
-                target: addr,
+                target: crate::proxy::Addr::Tcp(addr),
                 script: Arc::clone(&script),
                 requests: case.requests,
                 repeat: 1,

@@ -16,7 +16,6 @@ pub mod live;
 pub mod scenario;
 pub mod server;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +24,9 @@ use tcpdoctor_core::script::Script;
 
 /// What every scenario of one run shares.
 pub struct Plan {
-    pub target: SocketAddr,
+    /// TCP, or a Unix socket: then direct scenarios have no packets to capture, and a hop
+    /// listens on TCP and forwards to the socket.
+    pub target: crate::proxy::Addr,
     pub script: Arc<Script>,
     pub requests: u64,
     /// Runs per scenario, one after another; the figures pool them.
@@ -34,7 +35,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Where captures and logs go.
     pub out_dir: PathBuf,
-    /// Why direct scenarios have no capture, when live capture is unavailable.
+    /// Why direct scenarios have no capture, when live capture is unavailable (a Unix target
+    /// has its own reason).
     pub no_capture_reason: String,
 }
 

@@ -1,6 +1,11 @@
 //! One scenario, end to end: start the hop (if the path has one) and the capture, drive the
 //! target (`--repeat` times in a row, hop and capture spanning every run), account the
 //! server's CPU, stop everything, pool the runs, diagnose.
+//!
+//! A Unix-socket target: the direct path has no packets (nothing to capture; bench figures,
+//! stall counts, server CPU and `busy_poll` still hold), and a hop listens on TCP
+//! 127.0.0.1 and forwards to the socket, so the driver↔hop leg is real TCP, captured live on
+//! `lo` or from the hop's recording.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -74,8 +79,8 @@ impl Path {
     }
 }
 
-fn proxy_config(upstream: SocketAddr, hop: &Hop, pcap: PathBuf) -> ProxyConfig {
-    let mut cfg = ProxyConfig::forward_to(Addr::Tcp(upstream));
+fn proxy_config(upstream: &Addr, hop: &Hop, pcap: PathBuf) -> ProxyConfig {
+    let mut cfg = ProxyConfig::forward_to(upstream.clone());
     cfg.c2s.delay = hop.delay;
     cfg.s2c.delay = hop.delay;
     cfg.s2c.chunks = hop.s2c_chunks;
@@ -105,7 +110,7 @@ async fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<Runnin
         Listener::Tcp(l) => l.local_addr()?,
         Listener::Unix(..) => unreachable!("bound on TCP"),
     };
-    let cfg = proxy_config(plan.target, hop, pcap.clone());
+    let cfg = proxy_config(&plan.target, hop, pcap.clone());
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(proxy::run(listener, cfg, async move {
         let _ = rx.await;
@@ -160,22 +165,33 @@ pub async fn run(
         Some(h) => Some(start_hop(plan, path, h).await?),
         None => None,
     };
-    let driver_target = hop.as_ref().map_or(plan.target, |h| h.addr);
+    let driver_target = hop
+        .as_ref()
+        .map_or_else(|| plan.target.clone(), |h| Addr::Tcp(h.addr));
+    // TCP ports on the path: the driver's target, and the server's when a hop is between.
+    let ports: Vec<u16> = [&driver_target, &plan.target]
+        .into_iter()
+        .filter_map(|a| match a {
+            Addr::Tcp(a) => Some(a.port()),
+            Addr::Unix(_) => None,
+        })
+        .fold(Vec::new(), |mut v, p| {
+            if !v.contains(&p) {
+                v.push(p);
+            }
+            v
+        });
     // A wan hop's packets on lo show no round trip (the kernel answers the handshake at
     // once); its recording, taken where the delay is, shows it.
     let delayed = path.hop.as_ref().is_some_and(|h| !h.delay.is_zero());
-    let capture = if live && !delayed {
-        let mut ports = vec![driver_target.port()];
-        if driver_target != plan.target {
-            ports.push(plan.target.port());
-        }
+    let capture = if live && !delayed && !ports.is_empty() {
         let file = plan.file(&path.name, "lo.pcap");
         Some(LiveCapture::start(&ports, &file)?)
     } else {
         None
     };
     let cfg = BenchConfig {
-        target: Addr::Tcp(driver_target),
+        target: driver_target.clone(),
         script: Arc::clone(&plan.script),
         connections: plan.connections,
         pipeline: path.driver.pipeline,
@@ -238,7 +254,7 @@ pub async fn run(
             Some(format!("live capture failed: {e:#}")),
         ),
         (None, Some(p)) => (Some(p), "proxy recording".to_string(), None),
-        (None, None) => (None, String::new(), Some(plan.no_capture_reason.clone())),
+        (None, None) => (None, String::new(), Some(no_capture(plan, &driver_target))),
     };
     let mut findings: Vec<Finding> = Vec::new();
     let mut capture_info = None;
@@ -309,6 +325,17 @@ pub async fn run(
         server_cpu,
         findings,
     })
+}
+
+/// Why a scenario has no capture: a Unix socket carries no packets; else live capture was
+/// not permitted.
+fn no_capture(plan: &Plan, driver_target: &Addr) -> String {
+    match driver_target {
+        Addr::Unix(_) => "Unix socket: no packets (the figures, stall counts and server CPU \
+                          still hold; a proxy scenario puts a TCP leg in front of it)"
+            .to_string(),
+        Addr::Tcp(_) => plan.no_capture_reason.clone(),
+    }
 }
 
 fn count_stalls(h: &LatencyHistogram) -> u64 {

@@ -4,6 +4,8 @@
 //! They are deliberately ordinary blocking servers — one thread per connection, plain
 //! `read`/`write` on a std `TcpStream`, the socket options a C or Python server would have —
 //! so that what the kernel does with their writes is exactly what it does with the real ones.
+//! They also listen on a Unix socket (`unix:PATH`), as local daemons do: the same protocols
+//! and writes, with no Nagle (a Unix socket has none) — what `run --target unix:PATH` drives.
 //!
 //! Protocols:
 //! - `line`: a request is one line ending in `\n`; the reply is `lines` lines of text and a
@@ -18,10 +20,15 @@
 //! - `--drain spin`: after each reply, poll the send queue (`SIOCOUTQ`) until it is empty,
 //!   as the busy event loops of §6 do: the same packets, far more CPU. `--drain none` trusts
 //!   the kernel.
+//! - `--line-gap D`: a pause between the writes of a per-line reply (a server computing each
+//!   row); on a Unix socket, where nothing coalesces or holds writes, it is what makes a reply
+//!   arrive in parts.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,6 +72,10 @@ pub struct ServerConfig {
     /// Answer this many requests in all, then exit the process (status 3) when the next one
     /// arrives: a server that dies in the middle of a run.
     pub exit_after: Option<u64>,
+    /// A pause between the writes of a `per-line` reply, as a server that computes each row
+    /// before writing it. On a Unix socket (no Nagle) this is what splits a reply into the
+    /// chunks a Nagle-on hop in front of it then holds.
+    pub line_gap: Duration,
 }
 
 /// Counts what the server did, for whoever runs it in-process.
@@ -77,7 +88,7 @@ pub struct Counters {
 /// Accepts until the listener fails or `idle` passes with no new connection and none open.
 /// Each connection runs on its own thread.
 pub fn serve(
-    listener: TcpListener,
+    listener: SpecimenListener,
     cfg: ServerConfig,
     idle: Duration,
 ) -> io::Result<Arc<Counters>> {
@@ -87,7 +98,7 @@ pub fn serve(
     let mut quiet_since = Instant::now();
     loop {
         match listener.accept() {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 stream.set_nonblocking(false)?;
                 counters.connections.fetch_add(1, Ordering::Relaxed);
                 open.fetch_add(1, Ordering::SeqCst);
@@ -117,25 +128,160 @@ pub fn serve(
     }
 }
 
-/// Binds `addr`, prints the readiness line (`listening 127.0.0.1:PORT`) and serves.
-pub fn run(addr: SocketAddr, cfg: ServerConfig, idle: Duration) -> io::Result<Arc<Counters>> {
-    let listener = TcpListener::bind(addr)?;
-    let mut out = io::stdout().lock();
-    writeln!(out, "listening {}", listener.local_addr()?)?;
-    out.flush()?;
-    drop(out);
-    serve(listener, cfg, idle)
+/// Where a specimen listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
 }
 
-fn connection(stream: TcpStream, cfg: &ServerConfig, counters: &Counters) -> io::Result<()> {
-    stream.set_nodelay(cfg.nodelay)?;
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(a) => write!(f, "{a}"),
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// A bound listener, TCP or Unix.
+pub enum SpecimenListener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl SpecimenListener {
+    /// Binds `at`. A Unix socket file left by an earlier server that nobody accepts on any
+    /// more is removed first (as daemons do); a live one is left alone (the bind fails).
+    pub fn bind(at: &Listen) -> io::Result<SpecimenListener> {
+        match at {
+            Listen::Tcp(a) => TcpListener::bind(a).map(SpecimenListener::Tcp),
+            Listen::Unix(p) => {
+                remove_stale_socket(p);
+                UnixListener::bind(p).map(SpecimenListener::Unix)
+            }
+        }
+    }
+
+    /// The address to print: `127.0.0.1:PORT` or `unix:PATH`.
+    pub fn local(&self, at: &Listen) -> io::Result<String> {
+        match self {
+            SpecimenListener::Tcp(l) => Ok(l.local_addr()?.to_string()),
+            SpecimenListener::Unix(_) => Ok(at.to_string()),
+        }
+    }
+
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            SpecimenListener::Tcp(l) => l.set_nonblocking(on),
+            SpecimenListener::Unix(l) => l.set_nonblocking(on),
+        }
+    }
+
+    fn accept(&self) -> io::Result<Stream> {
+        match self {
+            SpecimenListener::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
+            SpecimenListener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+        }
+    }
+}
+
+impl AsRawFd for SpecimenListener {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            SpecimenListener::Tcp(l) => l.as_raw_fd(),
+            SpecimenListener::Unix(l) => l.as_raw_fd(),
+        }
+    }
+}
+
+fn remove_stale_socket(p: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let is_socket = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket());
+    if is_socket && UnixStream::connect(p).is_err() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// An accepted connection, TCP or Unix.
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        match self {
+            Stream::Tcp(s) => s.try_clone().map(Stream::Tcp),
+            Stream::Unix(s) => s.try_clone().map(Stream::Unix),
+        }
+    }
+
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Unix(s) => s.set_nonblocking(on),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+/// Binds `at`, prints the readiness line (`listening 127.0.0.1:PORT` or
+/// `listening unix:PATH`) and serves; a Unix socket file is removed when serving ends.
+pub fn run(at: &Listen, cfg: ServerConfig, idle: Duration) -> io::Result<Arc<Counters>> {
+    let listener = SpecimenListener::bind(at)?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "listening {}", listener.local(at)?)?;
+    out.flush()?;
+    drop(out);
+    let served = serve(listener, cfg, idle);
+    if let Listen::Unix(p) = at {
+        let _ = std::fs::remove_file(p);
+    }
+    served
+}
+
+fn connection(stream: Stream, cfg: &ServerConfig, counters: &Counters) -> io::Result<()> {
+    if let Stream::Tcp(s) = &stream {
+        s.set_nodelay(cfg.nodelay)?;
+    }
     match cfg.protocol {
         Protocol::Line => line_connection(stream, cfg, counters),
         Protocol::LengthPrefixed => lp_connection(stream, cfg, counters),
     }
 }
 
-fn line_connection(stream: TcpStream, cfg: &ServerConfig, counters: &Counters) -> io::Result<()> {
+fn line_connection(stream: Stream, cfg: &ServerConfig, counters: &Counters) -> io::Result<()> {
     let mut out = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     let mut request = Vec::new();
@@ -148,7 +294,10 @@ fn line_connection(stream: TcpStream, cfg: &ServerConfig, counters: &Counters) -
         count_request(cfg, counters);
         match cfg.writes {
             Writes::PerLine => {
-                for line in &reply_lines {
+                for (i, line) in reply_lines.iter().enumerate() {
+                    if i > 0 && !cfg.line_gap.is_zero() {
+                        std::thread::sleep(cfg.line_gap);
+                    }
                     out.write_all(line)?;
                 }
             }
@@ -184,7 +333,7 @@ fn reply_lines(cfg: &ServerConfig) -> Vec<Vec<u8>> {
     lines
 }
 
-fn lp_connection(mut stream: TcpStream, cfg: &ServerConfig, counters: &Counters) -> io::Result<()> {
+fn lp_connection(mut stream: Stream, cfg: &ServerConfig, counters: &Counters) -> io::Result<()> {
     let mut body = Vec::new();
     loop {
         let mut head = [0u8; 4];
@@ -215,7 +364,7 @@ fn lp_connection(mut stream: TcpStream, cfg: &ServerConfig, counters: &Counters)
 /// The busy loop of PHYSICS §6: ask the kernel how much is still queued until nothing is,
 /// re-checking readability in between as an event loop flipping its interest would. Bounded
 /// (one second per reply) so a peer that stops reading cannot pin a core forever.
-fn spin_until_sent(stream: &TcpStream) {
+fn spin_until_sent(stream: &Stream) {
     let fd = stream.as_raw_fd();
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(1) {
