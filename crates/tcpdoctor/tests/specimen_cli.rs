@@ -128,12 +128,39 @@ fn length_prefixed_echo_is_byte_exact_with_and_without_spinning() {
     }
 }
 
+/// On a Unix socket: the same protocols, byte-exact, and a stale socket file left by an
+/// earlier server (nobody accepting) does not stop it from binding.
+#[test]
+fn a_unix_socket_specimen_replaces_a_stale_file_and_answers() {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-spec-unix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("s.sock");
+    drop(UnixListener::bind(&path).expect("a stale socket file"));
+    assert!(path.exists());
+    let listen = format!("unix:{}", path.display());
+    let s = Specimen::start(&["--listen", &listen, "--writes", "per-line", "--lines", "2"]);
+    assert_eq!(s.addr, listen);
+    let mut c = UnixStream::connect(&path).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    c.write_all(b"a\nb\n").expect("write");
+    let mut back = vec![0u8; 2 * (2 * 24 + 3)];
+    c.read_exact(&mut back).expect("two replies");
+    assert_eq!(back.windows(3).filter(|w| w == b".\r\n").count(), 2);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     for (flag, value) in [
         ("--writes", "sometimes"),
         ("--idle-timeout", "soon"),
         ("--line-bytes", "3"),
+        ("--listen", "unix:/nonexistent-tcpdoctor-dir/s.sock"),
+        ("--line-gap", "a while"),
     ] {
         let out = common::tcpdoctor(&["specimen", flag, value]);
         let e = String::from_utf8_lossy(&out.stderr);
