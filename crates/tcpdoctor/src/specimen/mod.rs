@@ -25,13 +25,15 @@
 //!   arrive in parts.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod socket;
+
+use socket::Stream;
+pub use socket::{Listen, SpecimenListener};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Protocol {
@@ -124,134 +126,6 @@ pub fn serve(
                 unsafe { libc::poll(&mut pfd, 1, 100) };
             }
             Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Where a specimen listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Listen {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl std::fmt::Display for Listen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Listen::Tcp(a) => write!(f, "{a}"),
-            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
-
-/// A bound listener, TCP or Unix.
-pub enum SpecimenListener {
-    Tcp(TcpListener),
-    Unix(UnixListener),
-}
-
-impl SpecimenListener {
-    /// Binds `at`. A Unix socket file left by an earlier server that nobody accepts on any
-    /// more is removed first (as daemons do); a live one is left alone (the bind fails).
-    pub fn bind(at: &Listen) -> io::Result<SpecimenListener> {
-        match at {
-            Listen::Tcp(a) => TcpListener::bind(a).map(SpecimenListener::Tcp),
-            Listen::Unix(p) => {
-                remove_stale_socket(p);
-                UnixListener::bind(p).map(SpecimenListener::Unix)
-            }
-        }
-    }
-
-    /// The address to print: `127.0.0.1:PORT` or `unix:PATH`.
-    pub fn local(&self, at: &Listen) -> io::Result<String> {
-        match self {
-            SpecimenListener::Tcp(l) => Ok(l.local_addr()?.to_string()),
-            SpecimenListener::Unix(_) => Ok(at.to_string()),
-        }
-    }
-
-    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        match self {
-            SpecimenListener::Tcp(l) => l.set_nonblocking(on),
-            SpecimenListener::Unix(l) => l.set_nonblocking(on),
-        }
-    }
-
-    fn accept(&self) -> io::Result<Stream> {
-        match self {
-            SpecimenListener::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
-            SpecimenListener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
-        }
-    }
-}
-
-impl AsRawFd for SpecimenListener {
-    fn as_raw_fd(&self) -> RawFd {
-        match self {
-            SpecimenListener::Tcp(l) => l.as_raw_fd(),
-            SpecimenListener::Unix(l) => l.as_raw_fd(),
-        }
-    }
-}
-
-fn remove_stale_socket(p: &Path) {
-    use std::os::unix::fs::FileTypeExt;
-    let is_socket = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket());
-    if is_socket && UnixStream::connect(p).is_err() {
-        let _ = std::fs::remove_file(p);
-    }
-}
-
-/// An accepted connection, TCP or Unix.
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Stream {
-    fn try_clone(&self) -> io::Result<Stream> {
-        match self {
-            Stream::Tcp(s) => s.try_clone().map(Stream::Tcp),
-            Stream::Unix(s) => s.try_clone().map(Stream::Unix),
-        }
-    }
-
-    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_nonblocking(on),
-            Stream::Unix(s) => s.set_nonblocking(on),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl AsRawFd for Stream {
-    fn as_raw_fd(&self) -> RawFd {
-        match self {
-            Stream::Tcp(s) => s.as_raw_fd(),
-            Stream::Unix(s) => s.as_raw_fd(),
         }
     }
 }
