@@ -4,6 +4,7 @@
 
 pub mod exchange;
 pub mod live;
+pub mod run;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
