@@ -169,18 +169,14 @@ pub async fn run(
         .as_ref()
         .map_or_else(|| plan.target.clone(), |h| Addr::Tcp(h.addr));
     // TCP ports on the path: the driver's target, and the server's when a hop is between.
-    let ports: Vec<u16> = [&driver_target, &plan.target]
-        .into_iter()
-        .filter_map(|a| match a {
-            Addr::Tcp(a) => Some(a.port()),
-            Addr::Unix(_) => None,
-        })
-        .fold(Vec::new(), |mut v, p| {
-            if !v.contains(&p) {
-                v.push(p);
+    let mut ports: Vec<u16> = Vec::new();
+    for a in [&driver_target, &plan.target] {
+        if let Addr::Tcp(a) = a {
+            if !ports.contains(&a.port()) {
+                ports.push(a.port());
             }
-            v
-        });
+        }
+    }
     // A wan hop's packets on lo show no round trip (the kernel answers the handshake at
     // once); its recording, taken where the delay is, shows it.
     let delayed = path.hop.as_ref().is_some_and(|h| !h.delay.is_zero());
