@@ -4,8 +4,8 @@
 mod common;
 
 use common::run::{
-    free_port, kinds, live_capture_possible, run_specimen, run_specimen_with, scenario, scratch,
-    tcpdoctor_in,
+    free_port, kinds, live_capture_possible, run_never_ready, run_specimen, run_specimen_with,
+    scenario, scratch, tcpdoctor_in,
 };
 use common::{num, repo};
 
@@ -200,22 +200,7 @@ fn a_server_that_never_listens_is_stopped_and_named() {
     let marker = format!("--idle-timeout 61s --listen 127.0.0.1:{other}");
     let server = format!("{exe} specimen {marker}");
     let target = format!("127.0.0.1:{port}");
-    let (_, code, err) = tcpdoctor_in(
-        &dir,
-        &[
-            "run",
-            "--server",
-            &server,
-            "--target",
-            &target,
-            "--preset",
-            "echo",
-            "--ready-timeout",
-            "1s",
-            "--out",
-            dir.to_str().expect("as in the report"),
-        ],
-    );
+    let (code, err) = run_never_ready(&dir, &server, &target);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("did not accept a connection"), "{err}");
     assert!(

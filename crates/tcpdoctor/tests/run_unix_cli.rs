@@ -4,7 +4,9 @@
 mod common;
 
 use common::num;
-use common::run::{kinds, live_capture_possible, scenario, scratch, tcpdoctor_in};
+use common::run::{
+    kinds, live_capture_possible, run_never_ready, scenario, scratch, tcpdoctor_in, SPECIMEN_LINE,
+};
 use serde_json::Value;
 
 /// A service on a Unix socket that writes each reply line on its own (a row at a time):
@@ -32,19 +34,12 @@ fn run_drives_a_unix_socket_directly_and_behind_a_nagle_hop() {
         &target,
         "--scenarios",
         "direct,proxy-nagle",
-        "--preset",
-        "line",
-        "--param",
-        "request=LIST",
-        "--param",
-        "terminator=\\n",
-        "--param",
-        "until_line=^\\.\\r?$",
         "--requests",
         "20",
         "--out",
         out.to_str().expect("as in the report"),
     ];
+    args.extend_from_slice(SPECIMEN_LINE);
     if !live_capture_possible() {
         args.push("--sandbox");
     }
@@ -95,22 +90,7 @@ fn a_stale_unix_socket_file_is_not_a_ready_server() {
     let exe = env!("CARGO_BIN_EXE_tcpdoctor");
     // Listens on TCP, while run waits for the socket.
     let server = format!("{exe} specimen --idle-timeout 62s --listen 127.0.0.1:0");
-    let (_, code, err) = tcpdoctor_in(
-        &dir,
-        &[
-            "run",
-            "--server",
-            &server,
-            "--target",
-            &target,
-            "--preset",
-            "echo",
-            "--ready-timeout",
-            "1s",
-            "--out",
-            dir.to_str().expect("as in the report"),
-        ],
-    );
+    let (code, err) = run_never_ready(&dir, &server, &target);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains(&format!("{target} did not accept a connection")),

@@ -35,6 +35,40 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// The `line` preset set up for the specimen's protocol: `LIST`, a reply ended by a `.` line.
+pub const SPECIMEN_LINE: &[&str] = &[
+    "--preset",
+    "line",
+    "--param",
+    "request=LIST",
+    "--param",
+    "terminator=\\n",
+    "--param",
+    "until_line=^\\.\\r?$",
+];
+
+/// `run --server SERVER --target TARGET --ready-timeout 1s` for a server that will never accept
+/// on TARGET: returns run's exit code and stderr.
+pub fn run_never_ready(dir: &Path, server: &str, target: &str) -> (i32, String) {
+    let (_, code, err) = tcpdoctor_in(
+        dir,
+        &[
+            "run",
+            "--server",
+            server,
+            "--target",
+            target,
+            "--preset",
+            "echo",
+            "--ready-timeout",
+            "1s",
+            "--out",
+            dir.to_str().expect("as in the report"),
+        ],
+    );
+    (code, err)
+}
+
 /// `run` against a specimen it starts itself; `writes` is per-line or whole.
 pub fn run_specimen(dir: &Path, writes: &str, extra: &[&str]) -> (Value, i32, String) {
     run_specimen_with(dir, writes, "", extra)
@@ -62,19 +96,12 @@ pub fn run_specimen_with(
         &server,
         "--target",
         &target,
-        "--preset",
-        "line",
-        "--param",
-        "request=LIST",
-        "--param",
-        "terminator=\\n",
-        "--param",
-        "until_line=^\\.\\r?$",
         "--requests",
         "30",
         "--out",
         out.to_str().expect("as in the report"),
     ];
+    args.extend_from_slice(SPECIMEN_LINE);
     args.extend_from_slice(extra);
     let r = tcpdoctor_in(dir, &args);
     // The server was stopped: nothing listens on its port any more.
