@@ -37,6 +37,21 @@ pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
     }
 }
 
+/// `run` settings for a test: `scenarios` as named, `requests` exchanges, `repeat` runs each.
+pub(crate) fn settings(scenarios: &[&str], requests: u64, repeat: u64) -> RunSettings {
+    RunSettings {
+        command: "run".into(),
+        target: "127.0.0.1:7000".into(),
+        script: "echo".into(),
+        server: None,
+        scenarios: scenarios.iter().map(|s| s.to_string()).collect(),
+        requests,
+        repeat,
+        connections: 1,
+        output_dir: "out".into(),
+    }
+}
+
 fn stalled() -> ScenarioResult {
     scenario("proxy-nagle", &[Duration::from_millis(41); 50])
 }
@@ -111,17 +126,7 @@ fn the_gate_fails_on_checks_and_kinds() {
     .unwrap();
     f.file = "x".into();
     s.findings.push(f);
-    let settings = RunSettings {
-        command: "run".into(),
-        target: "127.0.0.1:7000".into(),
-        script: "echo".into(),
-        server: None,
-        scenarios: vec!["direct".into(), "proxy-nagle".into()],
-        requests: 50,
-        repeat: 1,
-        connections: 1,
-        output_dir: "out".into(),
-    };
+    let settings = settings(&["direct", "proxy-nagle"], 50, 1);
     let mut r = RunReport::new(settings, vec![healthy(), s]);
     r.gate(&[], &[FindingKind::NagleDelayedAck], false);
     assert!(!r.failed);
@@ -152,17 +157,7 @@ fn a_repeated_scenario_shows_its_spread_in_text_and_html() {
     let mut s = healthy();
     s.figures = Figures::of(&pooled.bench, 0);
     s.repeat = pooled.repeat;
-    let settings = RunSettings {
-        command: "run".into(),
-        target: "127.0.0.1:7000".into(),
-        script: "echo".into(),
-        server: None,
-        scenarios: vec!["direct".into()],
-        requests: 100,
-        repeat: 2,
-        connections: 1,
-        output_dir: "out".into(),
-    };
+    let settings = settings(&["direct"], 100, 2);
     let r = RunReport::new(settings, vec![s]);
     let text = render_run_text(&r);
     assert!(

@@ -7,7 +7,7 @@ use super::escape::esc;
 use super::render_html;
 use crate::analysis::Analyzer;
 use crate::report::{CaptureSummary, Finding, FindingKind};
-use crate::run::tests::scenario;
+use crate::run::tests::{scenario, settings};
 use crate::run::{
     CaptureInfo, Check, ChunkView, Comparison, DemoCase, RunReport, RunSettings, ScenarioResult,
     ServerCpu,
@@ -184,17 +184,7 @@ fn the_page_is_self_contained_and_escapes_user_strings() {
 
 #[test]
 fn a_report_without_captures_or_findings_still_renders() {
-    let settings = RunSettings {
-        command: "run".into(),
-        target: "127.0.0.1:7000".into(),
-        script: "echo".into(),
-        server: None,
-        scenarios: vec!["direct".into()],
-        requests: 0,
-        repeat: 1,
-        connections: 1,
-        output_dir: "out".into(),
-    };
+    let settings = settings(&["direct"], 0, 1);
     let mut empty = scenario("direct", &[]);
     empty.capture_note = Some("capture needs CAP_NET_RAW".into());
     let page = render_html(&RunReport::new(settings, vec![empty]));
