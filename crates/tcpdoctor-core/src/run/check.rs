@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::{round3, ScenarioResult};
+use super::ScenarioResult;
+use crate::stats::round3;
 use crate::units::parse_duration;
 
 /// A figure a check can name.

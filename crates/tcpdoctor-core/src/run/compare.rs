@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::{round3, Figures};
+use super::Figures;
+use crate::stats::round3;
 
 /// One metric, before and after.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::round3;
 use crate::bench::{LatencyHistogram, RunResult};
+use crate::stats::round3;
 
 /// One scenario's row. Read back from a saved report by `--baseline`, so every field a later
 /// version adds must be optional there.

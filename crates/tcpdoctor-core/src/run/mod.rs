@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::bench::RunResult;
 use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
+use crate::stats::round3;
 
 pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, Metric, Op};
@@ -171,6 +172,18 @@ impl ScenarioResult {
     pub fn has(&self, kind: FindingKind) -> bool {
         self.findings.iter().any(|f| f.kind == kind)
     }
+
+    /// The first (most costly) finding of each kind, in cost order: one entry per kind even
+    /// when a kind was found in both directions or at several servers.
+    pub fn findings_by_kind(&self) -> Vec<&Finding> {
+        let mut seen: Vec<&Finding> = Vec::new();
+        for f in &self.findings {
+            if !seen.iter().any(|s| s.kind == f.kind) {
+                seen.push(f);
+            }
+        }
+        seen
+    }
 }
 
 /// One pathology of the demo: a scenario that must show it and its fixed twin that must not.
@@ -225,10 +238,6 @@ impl RunReport {
         }
     }
 
-    pub fn scenario(&self, name: &str) -> Option<&ScenarioResult> {
-        self.scenarios.iter().find(|s| s.name == name)
-    }
-
     /// Evaluates `checks` on every scenario they apply to and `fail_on` on every finding, and
     /// sets [`RunReport::failed`].
     pub fn gate(&mut self, checks: &[Check], fail_on: &[FindingKind], fail_on_any: bool) {
@@ -251,8 +260,4 @@ impl RunReport {
 
 fn label(s: &ScenarioResult, f: &Finding) -> String {
     format!("{} in {}", f.kind, s.name)
-}
-
-pub(crate) fn round3(v: f64) -> f64 {
-    crate::stats::round3(v)
 }

@@ -74,11 +74,6 @@ impl Scenario {
         Ok(out)
     }
 
-    /// Whether the path has a proxy in it (and so a proxy recording).
-    pub fn has_hop(&self) -> bool {
-        self.kind != ScenarioKind::Direct
-    }
-
     /// The path in words.
     pub fn describe(&self) -> String {
         match self.kind {
@@ -114,7 +109,6 @@ mod tests {
             ]
         );
         assert_eq!(v[3].name, "wan:15ms");
-        assert!(!v[0].has_hop() && v[3].has_hop());
         assert!(v[3].describe().contains("+30.0 ms"), "{}", v[3].describe());
     }
 

@@ -172,3 +172,32 @@ fn a_repeated_scenario_shows_its_spread_in_text_and_html() {
     let html = render_html(&r);
     assert!(html.contains("2 runs, p50 0.400–0.500 ms"));
 }
+
+/// A kind found twice (two servers, or both directions) is listed once per scenario, in the
+/// text and in the HTML table alike.
+#[test]
+fn a_kind_found_twice_is_listed_once() {
+    let busy = |server: &str| {
+        crate::run::busy_poll(&BusyPollInput {
+            server,
+            file: "x",
+            cpu: ServerCpu::new(0.3, 0.6, 1.0, 100, 1),
+            exchanges: 100,
+            floor_us: 20.0,
+            floor_of: "the driver's own",
+            mean_ms: 1.0,
+        })
+        .expect("a busy_poll finding")
+    };
+    let mut s = stalled();
+    s.findings = vec![busy("127.0.0.1:7000"), busy("127.0.0.1:7001")];
+    assert_eq!(s.findings_by_kind().len(), 1);
+    let r = RunReport::new(settings(&["proxy-nagle"], 50, 1), vec![s]);
+    let text = render_run_text(&r);
+    assert!(
+        text.contains("findings in proxy-nagle: busy_poll\n"),
+        "{text}"
+    );
+    let page = render_html(&r);
+    assert_eq!(page.matches(">busy_poll</span>").count(), 1, "{page}");
+}

@@ -169,8 +169,11 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
         }
     }
     for s in scenarios {
-        let mut kinds: Vec<&str> = s.findings.iter().map(|f| f.kind.as_str()).collect();
-        kinds.dedup();
+        let kinds: Vec<&str> = s
+            .findings_by_kind()
+            .iter()
+            .map(|f| f.kind.as_str())
+            .collect();
         let _ = writeln!(
             out,
             "  findings in {}: {}",

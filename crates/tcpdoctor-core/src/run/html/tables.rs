@@ -161,7 +161,7 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
                     return "<td class=\"path\"><span class=\"yes\">none</span></td>".into();
                 }
                 let kinds: Vec<String> = s
-                    .findings
+                    .findings_by_kind()
                     .iter()
                     .map(|f| {
                         format!(
