@@ -340,15 +340,13 @@ fn finding(
     let reader = dir.receiver();
     let rtt_ms = round3(crate::units::ms(c.rtt));
     let cap_rate = c.ceiling as f64 / c.rtt.as_secs_f64();
-    let (limiter, whose) = match c.limiter {
-        Limiter::Receiver => (
-            "receiver_window",
-            format!("the {reader}'s receive window (SO_RCVBUF, or an application reading slowly)"),
-        ),
-        Limiter::Sender => (
-            "sender",
-            format!("the {writer}'s send buffer (SO_SNDBUF) or an application writing too little"),
-        ),
+    let whose = match c.limiter {
+        Limiter::Receiver => {
+            format!("the {reader}'s receive window (SO_RCVBUF, or an application reading slowly)")
+        }
+        Limiter::Sender => {
+            format!("the {writer}'s send buffer (SO_SNDBUF) or an application writing too little")
+        }
     };
     let severity = if st.steady >= CRITICAL_STEADY {
         Severity::Critical
@@ -423,7 +421,7 @@ fn finding(
     ev.values.insert("busy_share".into(), round3(c.busy_share));
     ev.counts.insert(
         "example_limited_by_receiver_window".into(),
-        u64::from(limiter == "receiver_window"),
+        u64::from(c.limiter == Limiter::Receiver),
     );
     ev.distributions
         .insert("ceiling_bytes".into(), st.ceiling.distribution(1.0));

@@ -131,7 +131,10 @@ impl Outputs {
         let (data, orig_len) = match &p.cooked {
             Some(h) => {
                 h.frame_into(p.data, &mut self.frame);
-                (&self.frame[..], p.orig_len + SLL2_HEADER as u32)
+                (
+                    &self.frame[..],
+                    p.orig_len.saturating_add(SLL2_HEADER as u32),
+                )
             }
             None => (p.data, p.orig_len),
         };

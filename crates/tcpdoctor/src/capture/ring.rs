@@ -283,8 +283,9 @@ impl Ring {
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex as i32; // 0: every interface
-                                          // SAFETY: binds to a valid sockaddr_ll of the size given.
+        // 0: every interface.
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: binds to a valid sockaddr_ll of the size given.
         let r = unsafe {
             libc::bind(
                 ring.fd.as_raw_fd(),
@@ -366,7 +367,7 @@ impl Ring {
             );
             // SAFETY: tp_mac is a u16 at offset 24 of the packet header.
             let mac = unsafe { b.add(off + 24).cast::<u16>().read_unaligned() } as usize;
-            let start = off + mac;
+            let start = (off + mac).min(size);
             let end = (start + snap as usize).min(size);
             // SAFETY: the packet's bytes lie inside the block we own.
             let data = unsafe { std::slice::from_raw_parts(b.add(start), end - start) };

@@ -15,7 +15,8 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
     INTERRUPTED.store(true, Ordering::SeqCst);
     let pid = KILL_ON_STOP.load(Ordering::SeqCst);
-    if pid != 0 {
+    // Never 0 (our own group) or -1 (every process we may signal).
+    if pid != 0 && pid != -1 {
         // SAFETY: kill(2) is async-signal-safe.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
@@ -78,5 +79,8 @@ pub fn kill_on_stop(pid: libc::pid_t) {
 /// From now on a stop signal SIGKILLs the process group `pgid` (`run`'s server); if one
 /// already came, kills it now.
 pub fn kill_group_on_stop(pgid: libc::pid_t) {
-    kill_on_stop(-pgid);
+    // Group 1 would be kill(-1): every process we may signal. A spawned child's pgid is never 1.
+    if pgid > 1 {
+        kill_on_stop(-pgid);
+    }
 }

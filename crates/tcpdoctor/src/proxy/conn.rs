@@ -382,7 +382,7 @@ impl Dir<'_> {
                         return Outcome::ReadFailed(e);
                     }
                     let cap = small.len();
-                    let n = match read_once(src, || sockopt::recv(self.in_fd, &mut small), |n| n < cap) {
+                    let n = match read_once(src, || std::io::Read::read(&mut &*socket2::SockRef::from(src), &mut small), |n| n < cap) {
                         Ok(Some(n)) => n,
                         Ok(None) => continue,
                         Err(e) => return Outcome::ReadFailed(e),
@@ -393,7 +393,7 @@ impl Dir<'_> {
                     }
                     last_small = n < SMALL;
                     self.on_read(n, &mut track).await;
-                    let sent = match dst.try_io(Interest::WRITABLE, || sockopt::send(self.out_fd, &small[..n])) {
+                    let sent = match dst.try_io(Interest::WRITABLE, || socket2::SockRef::from(dst).send_with_flags(&small[..n], libc::MSG_NOSIGNAL)) {
                         Ok(k) => k,
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
                         Err(e) => return Outcome::WriteFailed(e),

@@ -159,23 +159,3 @@ fn splice(from: RawFd, to: RawFd, n: usize) -> io::Result<usize> {
     }
     Ok(r as usize)
 }
-
-/// One `recv` into `buf` (the socket is non-blocking); 0 at EOF.
-pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: receives into a buffer we borrow mutably, at most its length.
-    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r as usize)
-}
-
-/// One `send` of `data` (non-blocking, no SIGPIPE); how much the socket took.
-pub fn send(fd: RawFd, data: &[u8]) -> io::Result<usize> {
-    // SAFETY: sends from a slice we borrow, at most its length.
-    let r = unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r as usize)
-}
