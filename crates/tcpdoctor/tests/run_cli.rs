@@ -255,6 +255,21 @@ fn bad_arguments_exit_2_naming_the_flag() {
         (vec!["--fail-on", "slow"], "unknown finding kind `slow`"),
         (vec!["--repeat", "0"], "'--repeat <K>'"),
         (vec!["--repeat", "many"], "'--repeat <K>'"),
+        // Refused before any work, not after a long run:
+        (
+            vec!["--html", "/nonexistent-tcpdoctor-dir/r.html"],
+            "--html /nonexistent-tcpdoctor-dir/r.html: no directory",
+        ),
+        (vec!["--save", "/"], "--save /: is a directory"),
+        (
+            vec!["--timeout", "0"],
+            "--timeout 0: must be more than zero",
+        ),
+        (
+            vec!["--check", "p99<5ms@nosuch"],
+            "--check p99<5ms@nosuch: no scenario `nosuch`",
+        ),
+        (vec!["--sandbox"], "--server <CMD>"),
     ] {
         let mut all = vec!["run", "--target", "127.0.0.1:9", "--preset", "echo"];
         all.extend_from_slice(&args);

@@ -138,7 +138,7 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
     parse_duration(text).map_err(|e| anyhow!("--{flag} {text}: {e}"))
 }
 
-fn positive_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
+pub(crate) fn positive_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
     let d = duration(flag, text)?;
     if d.is_zero() {
         bail!("--{flag} {text}: must be more than zero");

@@ -7,7 +7,7 @@ use clap::Args;
 use tcpdoctor_core::run::{RunReport, RunSettings};
 
 use super::analyze::Format;
-use super::run::{finish, live_capture, out_dir};
+use super::run::{check_output_file, finish, live_capture, out_dir};
 
 /// See every pathology reproduced, diagnosed and fixed, in about a minute — nothing to set up.
 ///
@@ -45,6 +45,8 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
+    check_output_file("--save", args.save.as_deref())?;
+    check_output_file("--html", args.html.as_deref())?;
     let out = out_dir(args.out.as_deref(), "demo")?;
     let (mut live, mut reason) = live_capture();
     if !live && !args.no_sandbox {

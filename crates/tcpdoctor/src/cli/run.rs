@@ -11,7 +11,6 @@ use tcpdoctor_core::report::FindingKind;
 use tcpdoctor_core::run::{
     render_run_text, Check, Comparison, Figures, RunReport, RunSettings, Scenario, ScenarioResult,
 };
-use tcpdoctor_core::units::parse_duration;
 
 use super::analyze::{parse_fail_on, FailOn, Format};
 use super::proxy::{check_unix_dir, parse_addr};
@@ -122,8 +121,9 @@ pub struct RunArgs {
     pub fail_on: Vec<FailOn>,
 
     /// Run everything inside a private network namespace (user namespace, no root): live
-    /// capture works there without privileges.
-    #[arg(long)]
+    /// capture works there without privileges. Needs --server: the namespace cannot see a
+    /// server started outside it.
+    #[arg(long, requires = "server")]
     pub sandbox: bool,
 
     /// Where captures and the server log go (default: a new directory under the temp dir).
@@ -206,13 +206,37 @@ fn compare(report: &mut RunReport, baseline: &[SavedScenario], file: &str) {
     }
 }
 
-/// Prints the report, writes --save, and returns the exit code.
+/// Before any work: `--save`/`--html` (`flag`) must name a file whose directory exists, so a
+/// long run is not lost to a typo at the end.
+pub(crate) fn check_output_file(flag: &str, p: Option<&Path>) -> anyhow::Result<()> {
+    let Some(p) = p else {
+        return Ok(());
+    };
+    if p.is_dir() {
+        bail!("{flag} {}: is a directory; name a file", p.display());
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!("{flag} {}: no directory {}", p.display(), dir.display());
+    }
+    Ok(())
+}
+
+/// Prints the report, then writes --save and --html, and returns the exit code.
 pub(crate) fn finish(
     report: &RunReport,
     format: Format,
     save: Option<&Path>,
     html: Option<&Path>,
 ) -> anyhow::Result<u8> {
+    let text = match format {
+        Format::Text => render_run_text(report),
+        Format::Json => serde_json::to_string_pretty(report)? + "\n",
+    };
+    output::print(&text)?;
     if let Some(p) = save {
         let json = serde_json::to_string_pretty(report)?;
         std::fs::write(p, json + "\n").with_context(|| format!("--save {}", p.display()))?;
@@ -220,11 +244,6 @@ pub(crate) fn finish(
     if let Some(p) = html {
         write_html(report, p)?;
     }
-    let text = match format {
-        Format::Text => render_run_text(report),
-        Format::Json => serde_json::to_string_pretty(report)? + "\n",
-    };
-    output::print(&text)?;
     Ok(if report.failed {
         EXIT_FOUND
     } else {
@@ -250,19 +269,35 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|c| Check::parse(c).map_err(|e| anyhow!("--check: {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let timeout = parse_duration(&args.timeout).map_err(|e| anyhow!("--timeout: {e}"))?;
-    let ready = parse_duration(&args.ready_timeout).map_err(|e| anyhow!("--ready-timeout: {e}"))?;
+    if let Some(c) = checks.iter().find(|c| {
+        c.scenario
+            .as_ref()
+            .is_some_and(|n| !scenarios.iter().any(|s| &s.name == n))
+    }) {
+        bail!(
+            "--check {}: no scenario `{}` in --scenarios {}",
+            c.text,
+            c.scenario.as_deref().unwrap_or_default(),
+            args.scenarios
+        );
+    }
+    let timeout = super::bench::positive_duration("timeout", &args.timeout)?;
+    let ready = super::bench::positive_duration("ready-timeout", &args.ready_timeout)?;
+    check_output_file("--save", args.save.as_deref())?;
+    check_output_file("--html", args.html.as_deref())?;
     let baseline = args.baseline.as_deref().map(load_baseline).transpose()?;
     let out = out_dir(args.out.as_deref(), "run")?;
     if args.sandbox {
         crate::sandbox::namespace::enter_net().context("--sandbox")?;
     }
     let (live, reason) = live_capture();
+    // Ctrl-C ends the scenario under way and prints what was measured (and, with --server,
+    // stops the server's group at once).
+    crate::capture::stop::install();
     let mut server = match &args.server {
         Some(cmd) => {
             let log = out.join("server.log");
             let mut s = Server::start(cmd, &log)?;
-            crate::capture::stop::install();
             crate::capture::stop::kill_group_on_stop(s.pgid());
             s.wait_ready(&target, ready)?;
             Some(s)
@@ -305,8 +340,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         }
     }
     // A server that died during the last scenario (in any of its --repeat runs) is an error
-    // too, not a report of timeouts.
-    still_running(server.as_mut())?;
+    // too, not a report of timeouts; one that Ctrl-C stopped is not.
+    if !crate::capture::stop::interrupted() {
+        still_running(server.as_mut())?;
+    }
     if let Some(s) = server.as_mut() {
         s.stop();
     }
