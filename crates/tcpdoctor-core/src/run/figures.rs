@@ -75,15 +75,17 @@ impl Figures {
     }
 }
 
-/// One bar of a latency histogram on a log scale: `count` exchanges took less than `le_ms`
-/// and at least the previous bar's bound.
+/// One bar of a latency histogram on a log scale: `count` exchanges took at least `ge_ms` and
+/// less than `le_ms` (`ge_ms` is the previous bar's `le_ms`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LogBucket {
+    pub ge_ms: f64,
     pub le_ms: f64,
     pub count: u64,
 }
 
-/// Bounds of the log-scale bars: 1, 2, 5 per decade from 10 µs to 100 s.
+/// Bounds of the log-scale bars: 1, 2, 5 per decade from 10 µs to 100 s, and a last bar up to
+/// an hour (the longest exchange a histogram holds), so no exchange falls off the chart.
 fn bounds_ms() -> Vec<f64> {
     let mut v = Vec::new();
     let mut decade = 0.01;
@@ -94,6 +96,7 @@ fn bounds_ms() -> Vec<f64> {
         decade *= 10.0;
     }
     v.push(100_000.0);
+    v.push(3_600_000.0);
     v
 }
 
@@ -104,6 +107,7 @@ pub fn log_buckets(h: &LatencyHistogram) -> Vec<LogBucket> {
     for le in bounds_ms() {
         let upper = std::time::Duration::from_nanos((le * 1e6) as u64);
         out.push(LogBucket {
+            ge_ms: lower.as_nanos() as f64 / 1e6,
             le_ms: le,
             count: h.count_in(lower, upper),
         });
@@ -138,6 +142,22 @@ mod tests {
         assert_eq!(at(50.0), Some(10));
         assert_eq!(b.first().unwrap().le_ms, 0.2);
         assert_eq!(b.last().unwrap().le_ms, 50.0);
+        assert_eq!(
+            (b[0].ge_ms, b[1].ge_ms),
+            (0.1, 0.2),
+            "each bar starts where the last ended"
+        );
+    }
+
+    /// An exchange past the 100 s bar (a hung request answered late) still has a bar.
+    #[test]
+    fn an_exchange_over_100_s_is_drawn() {
+        let mut h = LatencyHistogram::default();
+        h.record(Duration::from_millis(2));
+        h.record(Duration::from_secs(200));
+        let b = log_buckets(&h);
+        assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 2);
+        assert_eq!(b.last().map(|x| (x.le_ms, x.count)), Some((3_600_000.0, 1)));
     }
 
     #[test]

@@ -14,25 +14,12 @@ const HEIGHT: f64 = 160.0;
 /// Exchanges at or above this are the figures' stalls; the histograms draw the line.
 const STALL_MS: f64 = 30.0;
 
-/// The lower bound of a 1-2-5 log bucket whose upper bound is `le_ms`.
-fn lower_of(le_ms: f64) -> f64 {
-    let decade = 10f64.powf((le_ms.log10() + 1e-9).floor());
-    let m = (le_ms / decade).round();
-    if m >= 5.0 {
-        2.0 * decade
-    } else if m >= 2.0 {
-        decade
-    } else {
-        decade / 2.0
-    }
-}
-
 /// The x range every histogram shares: whole decades, at least 10 µs … 1 s.
 fn domain(scenarios: &[ScenarioResult]) -> (f64, f64) {
     let bars = scenarios.iter().flat_map(|s| s.latency_histogram.iter());
     let (mut lo, mut hi) = (0.01f64, 1000.0f64);
     for b in bars.filter(|b| b.count > 0) {
-        lo = lo.min(lower_of(b.le_ms));
+        lo = lo.min(b.ge_ms.max(0.001));
         hi = hi.max(b.le_ms);
     }
     let lo = 10f64.powf((lo.log10() + 1e-9).floor());
@@ -101,7 +88,7 @@ fn histogram_svg(name: &str, bars: &[LogBucket], axis: &LogAxis) -> String {
         ));
     }
     for b in bars.iter().filter(|b| b.count > 0) {
-        let lower = lower_of(b.le_ms);
+        let lower = b.ge_ms;
         let (x1, x2) = (axis.x(lower), axis.x(b.le_ms));
         let h = ((b.count as f64 / max.max(1) as f64) * (BASE - TOP)).max(1.5);
         let class = if lower >= 20.0 { "bar slow" } else { "bar" };
@@ -199,23 +186,6 @@ pub fn chunk_bars(name: &str, chunks: &ChunkView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn log_buckets_know_their_lower_bound() {
-        for (le, lower) in [
-            (0.01, 0.005),
-            (0.02, 0.01),
-            (0.05, 0.02),
-            (50.0, 20.0),
-            (1.0, 0.5),
-        ] {
-            assert!(
-                (lower_of(le) - lower).abs() < 1e-9,
-                "{le}: {}",
-                lower_of(le)
-            );
-        }
-    }
 
     #[test]
     fn the_axis_spans_at_least_10us_to_1s() {
