@@ -12,7 +12,8 @@
 //! Rules:
 //! 1. The timerfd is armed `lead` before the deadline; the rest is spent yielding to the
 //!    runtime (which keeps polling sockets) until the clock reads the deadline. Never early.
-//! 2. `lead` is how late this timer has lately woken, on average: each wake-up moves it 1/8 of
+//! 2. `lead` is how late the process's timers have lately woken, on average (one value for
+//!    the process: the lateness is the CPUs', not a connection's): each wake-up moves it 1/8 of
 //!    the way to that wake-up's lateness (itself capped at [`MAX_LEAD`]). A wait shorter than
 //!    the lead spins all the way and counts as lateness 0, so a lead too long for the waits at
 //!    hand decays until the timerfd is used (and measured) again.
@@ -33,10 +34,19 @@ use tokio::io::Interest;
 /// The most a sleep spins before its deadline: bounds the CPU a wait can burn.
 pub const MAX_LEAD: Duration = Duration::from_micros(250);
 
+/// The lead every timer of the process learns and uses (rule 2): the lateness is the
+/// machine's (its CPUs' wake-up cost), so a new connection starts with what earlier ones
+/// learnt instead of from zero.
+static LEAD_NS: AtomicU64 = AtomicU64::new(0);
+
 pub struct Timer {
     fd: AsyncFd<OwnedFd>,
     /// How early to arm, in ns (rule 2).
-    lead_ns: AtomicU64,
+    lead_ns: &'static AtomicU64,
+    /// The instant the timerfd is armed for and has not yet been read as expired: a wait for
+    /// the same instant (the previous one was dropped when a read won the select) does not
+    /// re-arm it, which saves a system call per chunk read while a chunk waits.
+    armed_for: std::sync::Mutex<Option<Instant>>,
 }
 
 /// The next lead after a wake-up `late` behind the instant the timer was armed for (rule 2).
@@ -46,6 +56,11 @@ fn next_lead(lead: Duration, late: Duration) -> Duration {
 
 impl Timer {
     pub fn new() -> io::Result<Timer> {
+        Timer::with_lead(&LEAD_NS)
+    }
+
+    /// A timer learning into `lead_ns` (tests: their own, not the process's).
+    fn with_lead(lead_ns: &'static AtomicU64) -> io::Result<Timer> {
         // SAFETY: timerfd_create takes no pointers; a non-negative result is a new fd we own.
         let raw = unsafe {
             libc::timerfd_create(
@@ -63,7 +78,8 @@ impl Timer {
             .map_err(|e| e.into_parts().1)?;
         Ok(Timer {
             fd,
-            lead_ns: AtomicU64::new(0),
+            lead_ns,
+            armed_for: std::sync::Mutex::new(None),
         })
     }
 
@@ -93,7 +109,13 @@ impl Timer {
         if left.is_zero() {
             return Ok(false);
         }
-        self.arm(left)?;
+        let armed = self.armed_for.lock().ok().and_then(|a| *a);
+        if armed != Some(deadline) {
+            self.arm(left)?;
+            if let Ok(mut a) = self.armed_for.lock() {
+                *a = Some(deadline);
+            }
+        }
         loop {
             let mut ready = self.fd.readable().await?;
             let mut expirations = [0u8; 8];
@@ -113,7 +135,12 @@ impl Timer {
                 }
             });
             match read {
-                Ok(Ok(())) => return Ok(true),
+                Ok(Ok(())) => {
+                    if let Ok(mut a) = self.armed_for.lock() {
+                        *a = None;
+                    }
+                    return Ok(true);
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) => continue,
             }
@@ -193,15 +220,44 @@ mod tests {
         );
     }
 
+    /// A timer that learns into a lead of its own, starting at `lead` (the process-wide one is
+    /// shared by tests running at the same time).
+    fn own_timer(lead: Duration) -> super::Timer {
+        let lead_ns = Box::leak(Box::new(std::sync::atomic::AtomicU64::new(
+            lead.as_nanos() as u64
+        )));
+        super::Timer::with_lead(lead_ns).expect("timerfd")
+    }
+
+    /// A wait for the instant the timer is already armed for (the previous wait was dropped
+    /// when a read won the select) does not re-arm it, and still ends at that instant.
+    #[tokio::test]
+    async fn a_second_wait_for_the_same_instant_ends_on_time() {
+        let timer = own_timer(Duration::ZERO);
+        let deadline = Instant::now() + Duration::from_millis(3);
+        tokio::select! {
+            biased;
+            _ = timer.sleep_until(deadline) => panic!("a 3 ms sleep finished at its first poll"),
+            _ = std::future::ready(()) => {}
+        }
+        assert_eq!(*timer.armed_for.lock().expect("lock"), Some(deadline));
+        tokio::time::timeout(Duration::from_secs(5), timer.sleep_until(deadline))
+            .await
+            .expect("the armed expiry was waited for")
+            .expect("timerfd");
+        assert!(Instant::now() >= deadline);
+        assert_eq!(
+            *timer.armed_for.lock().expect("lock"),
+            None,
+            "read, so disarmed"
+        );
+    }
+
     /// Rule 2: waits shorter than the lead (no timerfd, so no lateness seen) shrink it.
     #[tokio::test]
     async fn a_lead_too_long_for_the_waits_decays() {
-        let timer = super::Timer::new().unwrap();
+        let timer = own_timer(MAX_LEAD);
         let lead = |t: &super::Timer| t.lead_ns.load(std::sync::atomic::Ordering::Relaxed);
-        timer.lead_ns.store(
-            MAX_LEAD.as_nanos() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
         for _ in 0..3 {
             let before = lead(&timer);
             timer
@@ -215,11 +271,7 @@ mod tests {
     /// Sleeps shorter and longer than the lead the timer has learnt: none returns early.
     #[tokio::test]
     async fn a_learnt_lead_never_makes_a_sleep_return_early() {
-        let timer = super::Timer::new().unwrap();
-        timer.lead_ns.store(
-            MAX_LEAD.as_nanos() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        let timer = own_timer(MAX_LEAD);
         for us in [0u64, 30, 250, 400, 2000, 50, 1000] {
             let deadline = Instant::now() + Duration::from_micros(us);
             timer.sleep_until(deadline).await.unwrap();
