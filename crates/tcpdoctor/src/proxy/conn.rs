@@ -15,11 +15,13 @@
 //!    directions, and the impairment pipeline, which waits on a `timerfd` (see `timer.rs`):
 //!    a delayed chunk leaves within a few microseconds of its time, not tokio's 1 ms.
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use socket2::SockRef;
 use tcpdoctor_core::impair::Poll;
 use tcpdoctor_core::Timestamp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -377,12 +379,17 @@ impl Dir<'_> {
                         }
                     }
                 }
-                ready = src.readable(), if can_fill && copy => {
+                ready = src.readable(), if can_fill => {
                     if let Err(e) = ready {
                         return Outcome::ReadFailed(e);
                     }
-                    let cap = small.len();
-                    let n = match read_once(src, || std::io::Read::read(&mut &*socket2::SockRef::from(src), &mut small), |n| n < cap) {
+                    let pipe = &pipes[fill];
+                    let got = if copy {
+                        read_once(src, || (&*SockRef::from(src)).read(&mut small), |n| n < SMALL)
+                    } else {
+                        read_once(src, || pipe.fill_from(self.in_fd), |n| pipe.drained_socket(n))
+                    };
+                    let n = match got {
                         Ok(Some(n)) => n,
                         Ok(None) => continue,
                         Err(e) => return Outcome::ReadFailed(e),
@@ -393,9 +400,14 @@ impl Dir<'_> {
                     }
                     last_small = n < SMALL;
                     self.on_read(n, &mut track).await;
-                    let sent = match dst.try_io(Interest::WRITABLE, || socket2::SockRef::from(dst).send_with_flags(&small[..n], libc::MSG_NOSIGNAL)) {
+                    if !copy {
+                        queued[fill] = n;
+                        continue;
+                    }
+                    // Copied: sent at once; what the receiver cannot take yet waits in the
+                    // (empty) head pipe, ahead of anything spliced later.
+                    let sent = match send_now(dst, &small[..n]) {
                         Ok(k) => k,
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
                         Err(e) => return Outcome::WriteFailed(e),
                     };
                     if sent < n {
@@ -405,24 +417,6 @@ impl Dir<'_> {
                         queued[head] = n - sent;
                     } else if self.out_leg.cork {
                         let _ = sockopt::uncork(self.out_fd);
-                    }
-                }
-                ready = src.readable(), if can_fill && !copy => {
-                    if let Err(e) = ready {
-                        return Outcome::ReadFailed(e);
-                    }
-                    let pipe = &pipes[fill];
-                    let n = match read_once(src, || pipe.fill_from(self.in_fd), |n| pipe.drained_socket(n)) {
-                        Ok(Some(n)) => n,
-                        Ok(None) => continue,
-                        Err(e) => return Outcome::ReadFailed(e),
-                    };
-                    if n == 0 {
-                        eof = true;
-                    } else {
-                        queued[fill] = n;
-                        last_small = n < SMALL;
-                        self.on_read(n, &mut track).await;
                     }
                 }
             }
@@ -635,6 +629,16 @@ impl Dir<'_> {
                 len,
             })
             .await;
+    }
+}
+
+/// One non-blocking send of `data` (no SIGPIPE): how much the socket took, 0 when full.
+fn send_now(dst: &TcpStream, data: &[u8]) -> std::io::Result<usize> {
+    match dst.try_io(Interest::WRITABLE, || {
+        SockRef::from(dst).send_with_flags(data, libc::MSG_NOSIGNAL)
+    }) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
+        r => r,
     }
 }
 
