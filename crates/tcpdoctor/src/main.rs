@@ -8,6 +8,7 @@ mod capture;
 mod cli;
 mod limits;
 mod output;
+mod procfs;
 mod proxy;
 mod run;
 mod sandbox;

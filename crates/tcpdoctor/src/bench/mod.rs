@@ -162,7 +162,7 @@ pub async fn run_keeping_measurements(
         let interrupted = m.outcome == Some(Outcome::Interrupted);
         runs.push(RunResult::new(i, &steps, &m));
         measurements.push(m);
-        if interrupted || cfg.watch_pid.is_some_and(run::process_gone) {
+        if interrupted || cfg.watch_pid.is_some_and(crate::procfs::process_gone) {
             break;
         }
     }

@@ -86,7 +86,7 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
                     rec.stop();
                     tasks.abort_all();
                 }
-                if !hung && cfg.watch_pid.is_some_and(process_gone) {
+                if !hung && cfg.watch_pid.is_some_and(crate::procfs::process_gone) {
                     (hung, gone) = (true, true);
                     rec.stop();
                     tasks.abort_all();
@@ -161,46 +161,5 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
             crate::proxy::Addr::Tcp(a) => Some(a.port()),
             crate::proxy::Addr::Unix(_) => None,
         },
-    }
-}
-
-/// Whether process `pid` has exited: no longer in /proc, or a zombie waiting to be reaped.
-pub fn process_gone(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // The state follows the command name, which is in parentheses and may contain any byte.
-    let state = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().next());
-    matches!(state, Some("Z") | Some("X") | None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::process_gone;
-
-    #[test]
-    fn a_live_process_is_not_gone_an_exited_one_is() {
-        assert!(!process_gone(std::process::id() as i32));
-        let mut child = std::process::Command::new("true")
-            .spawn()
-            .expect("spawn true");
-        let pid = child.id() as i32;
-        // Wait for it to exit without reaping it (WNOWAIT): it stays a zombie.
-        // SAFETY: waitid fills a zeroed siginfo_t we own, for our own child.
-        let r = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
-        assert!(process_gone(pid), "an exited child (zombie) counts as gone");
-        child.wait().expect("reap");
-        assert!(process_gone(pid), "a reaped child is gone");
     }
 }

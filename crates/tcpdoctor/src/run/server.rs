@@ -180,13 +180,10 @@ pub fn group_cpu(pgid: libc::pid_t) -> TreeCpu {
         let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if let Some((state, pgrp, utime, stime)) = parse_stat(&stat) {
-            if pgrp == pgid as i64 && state != 'Z' {
-                t.user_ticks += utime;
-                t.system_ticks += stime;
+        if let Some(s) = crate::procfs::stat(pid as i32) {
+            if s.pgrp == i64::from(pgid) && s.state != 'Z' {
+                t.user_ticks += s.utime;
+                t.system_ticks += s.stime;
                 t.processes += 1;
             }
         }
@@ -194,31 +191,9 @@ pub fn group_cpu(pgid: libc::pid_t) -> TreeCpu {
     t
 }
 
-/// (state, pgrp, utime, stime) from a /proc/PID/stat line; the command name may hold spaces
-/// and parentheses, so fields are counted from the last `)`.
-fn parse_stat(stat: &str) -> Option<(char, i64, u64, u64)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state(0) ppid(1) pgrp(2) session(3) tty(4) tpgid(5) flags(6) minflt(7)
-    // cminflt(8) majflt(9) cmajflt(10) utime(11) stime(12).
-    Some((
-        f.first()?.chars().next()?,
-        f.get(2)?.parse().ok()?,
-        f.get(11)?.parse().ok()?,
-        f.get(12)?.parse().ok()?,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_lines_with_odd_names() {
-        let s = "1234 (my (odd) srv) S 1 1234 1234 0 -1 4194560 100 0 0 0 57 13 0 0 20 0 1 0";
-        assert_eq!(parse_stat(s), Some(('S', 1234, 57, 13)));
-        assert_eq!(parse_stat("garbage"), None);
-    }
 
     #[test]
     fn our_own_group_is_counted() {
