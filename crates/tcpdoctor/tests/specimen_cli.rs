@@ -167,4 +167,16 @@ fn bad_flags_exit_2_naming_the_flag() {
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {e}");
         assert!(e.contains(flag), "{flag} {value}: {e}");
     }
+    // A gap where there are no separate writes to put it between is refused, not ignored.
+    for extra in [
+        &["--writes", "whole"][..],
+        &["--protocol", "length-prefixed"][..],
+    ] {
+        let mut args = vec!["specimen", "--line-gap", "1ms"];
+        args.extend_from_slice(extra);
+        let out = common::tcpdoctor(&args);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {e}");
+        assert!(e.contains("--line-gap 1.0 ms"), "{extra:?}: {e}");
+    }
 }

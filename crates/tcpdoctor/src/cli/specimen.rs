@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use tcpdoctor_core::units::parse_duration;
+use tcpdoctor_core::units::{fmt_duration, parse_duration};
 
 use crate::proxy::Addr;
 use crate::specimen::{self, Drain, Listen, Protocol, ServerConfig, Writes};
@@ -85,6 +85,15 @@ fn listen(text: &str) -> anyhow::Result<Listen> {
 
 pub fn run(args: SpecimenArgs) -> anyhow::Result<u8> {
     let at = listen(&args.listen)?;
+    if !args.line_gap.is_zero()
+        && (args.protocol != Protocol::Line || args.writes != Writes::PerLine)
+    {
+        anyhow::bail!(
+            "--line-gap {}: pauses between the writes of a reply, so it needs --protocol line \
+             --writes per-line",
+            fmt_duration(args.line_gap)
+        );
+    }
     let cfg = ServerConfig {
         protocol: args.protocol,
         writes: args.writes,

@@ -103,13 +103,11 @@ struct RunningHop {
 
 async fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<RunningHop> {
     let pcap = plan.file(&path.name, "proxy.pcap");
-    let listener = Listener::bind(&Addr::Tcp("127.0.0.1:0".parse()?))
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("binding the scenario's proxy on 127.0.0.1")?;
-    let addr = match &listener {
-        Listener::Tcp(l) => l.local_addr()?,
-        Listener::Unix(..) => unreachable!("bound on TCP"),
-    };
+    let addr = tcp.local_addr()?;
+    let listener = Listener::Tcp(tcp);
     let cfg = proxy_config(&plan.target, hop, pcap.clone());
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(proxy::run(listener, cfg, async move {
