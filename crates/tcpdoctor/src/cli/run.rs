@@ -328,10 +328,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let mut results: Vec<ScenarioResult> = Vec::new();
     for s in &scenarios {
         still_running(server.as_mut())?;
-        let mut path = ScenarioPath::of(s, driver.clone());
-        if let (Addr::Unix(_), true) = (&plan.target, path.hop.is_some()) {
-            path.describe = format!("{}; upstream: the Unix socket", path.describe);
-        }
+        let path = ScenarioPath::of(s, driver.clone(), &plan.target);
         eprintln!("tcpdoctor run: {} ({})…", s.name, path.describe);
         let r = rt.block_on(scenario::run(&plan, &path, server.as_ref(), live))?;
         results.push(r);

@@ -59,15 +59,20 @@ pub struct Driver {
 }
 
 impl Path {
-    pub fn of(s: &tcpdoctor_core::run::Scenario, driver: Driver) -> Path {
+    /// The path of scenario `s` to `target` (a hop in front of a Unix socket says so).
+    pub fn of(s: &tcpdoctor_core::run::Scenario, driver: Driver, target: &Addr) -> Path {
         let hop = |nagle: bool, delay: Duration| Hop {
             nagle_to_driver: nagle,
             s2c_chunks: ChunkMode::Preserve,
             delay,
         };
+        let mut describe = s.describe();
+        if matches!(target, Addr::Unix(_)) && s.kind != ScenarioKind::Direct {
+            describe.push_str("; upstream: the Unix socket");
+        }
         Path {
             name: s.name.clone(),
-            describe: s.describe(),
+            describe,
             hop: match s.kind {
                 ScenarioKind::Direct => None,
                 ScenarioKind::Proxy => Some(hop(false, Duration::ZERO)),
