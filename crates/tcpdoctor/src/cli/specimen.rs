@@ -7,7 +7,7 @@ use clap::Args;
 use tcpdoctor_core::units::{fmt_duration, parse_duration};
 
 use crate::proxy::Addr;
-use crate::specimen::{self, Drain, Listen, Protocol, ServerConfig, Writes};
+use crate::specimen::{self, Drain, Protocol, ServerConfig, Writes};
 use crate::EXIT_CLEAN;
 
 /// Run a specimen server: an ordinary blocking server with a known pathology, or its fix.
@@ -74,13 +74,10 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
-fn listen(text: &str) -> anyhow::Result<Listen> {
+fn listen(text: &str) -> anyhow::Result<Addr> {
     let addr = super::proxy::parse_addr("listen", text)?;
     super::proxy::check_unix_dir("listen", &addr)?;
-    Ok(match addr {
-        Addr::Tcp(a) => Listen::Tcp(a),
-        Addr::Unix(p) => Listen::Unix(p),
-    })
+    Ok(addr)
 }
 
 pub fn run(args: SpecimenArgs) -> anyhow::Result<u8> {

@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 
 mod socket;
 
+use crate::proxy::Addr;
+pub use socket::SpecimenListener;
 use socket::Stream;
-pub use socket::{Listen, SpecimenListener};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Protocol {
@@ -132,14 +133,14 @@ pub fn serve(
 
 /// Binds `at`, prints the readiness line (`listening 127.0.0.1:PORT` or
 /// `listening unix:PATH`) and serves; a Unix socket file is removed when serving ends.
-pub fn run(at: &Listen, cfg: ServerConfig, idle: Duration) -> io::Result<Arc<Counters>> {
+pub fn run(at: &Addr, cfg: ServerConfig, idle: Duration) -> io::Result<Arc<Counters>> {
     let listener = SpecimenListener::bind(at)?;
     let mut out = io::stdout().lock();
     writeln!(out, "listening {}", listener.local(at)?)?;
     out.flush()?;
     drop(out);
     let served = serve(listener, cfg, idle);
-    if let Listen::Unix(p) = at {
+    if let Addr::Unix(p) = at {
         let _ = std::fs::remove_file(p);
     }
     served

@@ -2,26 +2,12 @@
 //! blocking `Read + Write` so the protocols do not care which.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Where a specimen listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Listen {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl std::fmt::Display for Listen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Listen::Tcp(a) => write!(f, "{a}"),
-            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
+use crate::proxy::Addr;
 
 /// A bound listener, TCP or Unix.
 pub enum SpecimenListener {
@@ -32,21 +18,21 @@ pub enum SpecimenListener {
 impl SpecimenListener {
     /// Binds `at`. A Unix socket file left by an earlier server that nobody accepts on any
     /// more is removed first (as daemons do); a live one is left alone (the bind fails).
-    pub fn bind(at: &Listen) -> io::Result<SpecimenListener> {
+    pub fn bind(at: &Addr) -> io::Result<SpecimenListener> {
         match at {
-            Listen::Tcp(a) => TcpListener::bind(a).map(SpecimenListener::Tcp),
-            Listen::Unix(p) => {
+            Addr::Tcp(a) => TcpListener::bind(a).map(SpecimenListener::Tcp),
+            Addr::Unix(p) => {
                 remove_stale_socket(p);
                 UnixListener::bind(p).map(SpecimenListener::Unix)
             }
         }
     }
 
-    /// The address to print: `127.0.0.1:PORT` or `unix:PATH`.
-    pub fn local(&self, at: &Listen) -> io::Result<String> {
+    /// The address bound: the port a `:0` request was given, or the socket's path.
+    pub fn local(&self, at: &Addr) -> io::Result<Addr> {
         match self {
-            SpecimenListener::Tcp(l) => Ok(l.local_addr()?.to_string()),
-            SpecimenListener::Unix(_) => Ok(at.to_string()),
+            SpecimenListener::Tcp(l) => Ok(Addr::Tcp(l.local_addr()?)),
+            SpecimenListener::Unix(_) => Ok(at.clone()),
         }
     }
 
