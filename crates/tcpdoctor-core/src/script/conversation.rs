@@ -18,11 +18,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use regex_automata::meta;
-
 use super::cursor::Cursor;
 use super::framing::{Framing, Poll, Reader};
-use super::model::{meta_is_match, Step, Value};
+use super::model::{Step, Value};
 use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, StepId};
 use crate::impair::SplitMix64;
 use crate::Timestamp;
@@ -33,12 +31,13 @@ const COMPACT_AT: usize = 64 * 1024;
 /// One connection's run of a script: which request comes next, how its response is framed,
 /// captures and loops.
 ///
-/// The per-exchange path allocates nothing: the script is borrowed from the `Arc`, never
-/// cloned; a request whose template has no variable part was rendered once when the script
-/// was parsed; `expect` is matched with this conversation's own cache and framing regexes
-/// are cloned per conversation (a clone of a `Regex` has its own pool), so connections on
-/// different threads do not take turns on one shared scratch; [`Conversation::next_request_into`] and [`Conversation::on_bytes_into`] write
-/// into the caller's buffers.
+/// For a script without captures or `for_each`, the per-exchange path allocates nothing: the
+/// script is borrowed from the `Arc`, never cloned; a request whose template has no variable
+/// part was rendered once when the script was parsed; the framing and `expect` regexes are
+/// cloned per conversation (a clone of a `Regex` has its own scratch pool), so connections on
+/// different threads do not take turns on one; [`Conversation::next_request_into`] and
+/// [`Conversation::on_bytes_into`] write into the caller's buffers. (A captured value is a
+/// new `Vec` per response, and a `for_each` copies its list when it starts.)
 #[derive(Debug)]
 pub struct Conversation {
     script: Arc<Script>,
@@ -56,15 +55,16 @@ pub struct Conversation {
     cursor: Cursor,
     /// The step of the last completed response, to name where unexpected bytes came.
     last_step: Option<usize>,
-    /// Per step: its framing and `expect` cache, this conversation's regex scratch.
+    /// Per step: its framing and `expect` regexes, cloned for this conversation.
     matchers: Vec<Matchers>,
 }
 
 #[derive(Debug)]
 struct Matchers {
     read: Framing,
-    /// Made at the first response checked.
-    expect: Option<meta::Cache>,
+    /// The step's `expect`, cloned: a clone has its own scratch pool, so connections on
+    /// different threads do not take turns on one.
+    expect: Option<regex::bytes::Regex>,
 }
 
 #[derive(Debug)]
@@ -112,7 +112,7 @@ impl Conversation {
         conv.matchers = (conv.script.steps.iter())
             .map(|s| Matchers {
                 read: s.read.clone(),
-                expect: None,
+                expect: s.expect.clone(),
             })
             .collect();
         if let Some(g) = conv.script.greeting {
@@ -392,15 +392,8 @@ impl Conversation {
         self.silent -= usize::from(ends_by_silence(step));
         let response = &self.buf[self.consumed..self.consumed + n];
         let mut failed = None;
-        if let Some(re) = &step.expect {
-            let matched = match &step.expect_meta {
-                Some(m) => {
-                    let cache = &mut self.matchers[p.step].expect;
-                    meta_is_match(m, cache.get_or_insert_with(|| m.create_cache()), response)
-                }
-                None => re.is_match(response),
-            };
-            if !matched {
+        if let Some(re) = &self.matchers[p.step].expect {
+            if !re.is_match(response) {
                 failed = Some(format!(
                     "{}: expected `{}`, received \"{}\"",
                     step.name,
@@ -425,7 +418,13 @@ impl Conversation {
                     Value::Text(Vec::new())
                 }
             };
-            self.vars.insert(cap.name.clone(), value);
+            // The name's String is allocated once, on its first capture, not per response.
+            match self.vars.get_mut(&cap.name) {
+                Some(v) => *v = value,
+                None => {
+                    self.vars.insert(cap.name.clone(), value);
+                }
+            }
         }
         self.consumed += n;
         Some(Completed {

@@ -1,7 +1,6 @@
 //! The validated form of a script: steps, the order they run in, variables.
 
 use regex::bytes::Regex;
-use regex_automata::{meta, util::syntax, MatchKind};
 
 use super::framing::{Framing, LengthPrefix};
 use super::template::Template;
@@ -18,34 +17,9 @@ pub(crate) struct Step {
     pub(crate) read: Framing,
     pub(crate) max_response: usize,
     pub(crate) expect: Option<Regex>,
-    /// `expect` built as `regex::bytes::Regex` builds it, matched with a conversation's own
-    /// cache instead of the pool a `Regex` shares between threads.
-    pub(crate) expect_meta: Option<meta::Regex>,
     pub(crate) captures: Vec<Capture>,
     /// The request, rendered once, when every request of the step is the same bytes.
     pub(crate) fixed: Option<FixedRequest>,
-}
-
-/// `re` as the engine `regex::bytes::Regex::new` builds (leftmost-first, Unicode, matching
-/// bytes that are not UTF-8, the same size limits); None if it would not build.
-pub(crate) fn bytes_meta(re: &Regex) -> Option<meta::Regex> {
-    meta::Builder::new()
-        .configure(
-            meta::Config::new()
-                .match_kind(MatchKind::LeftmostFirst)
-                .utf8_empty(false)
-                .nfa_size_limit(Some(10 * (1 << 20)))
-                .hybrid_cache_capacity(2 * (1 << 20)),
-        )
-        .syntax(syntax::Config::new().utf8(false))
-        .build(re.as_str())
-        .ok()
-}
-
-/// Does `re` (from [`bytes_meta`]) match somewhere in `haystack`?
-pub(crate) fn meta_is_match(re: &meta::Regex, cache: &mut meta::Cache, haystack: &[u8]) -> bool {
-    re.search_half_with(cache, &regex_automata::Input::new(haystack).earliest(true))
-        .is_some()
 }
 
 /// A request whose template has no variable part.

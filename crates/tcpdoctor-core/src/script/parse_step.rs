@@ -115,7 +115,6 @@ impl Parser<'_> {
             send_prefix,
             read,
             max_response,
-            expect_meta: expect.as_ref().and_then(super::model::bytes_meta),
             expect,
             captures,
             fixed: None,
