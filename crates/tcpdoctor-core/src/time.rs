@@ -29,6 +29,14 @@ impl Timestamp {
                 .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
         )
     }
+
+    /// `d` earlier, no earlier than 0.
+    pub fn minus(self, d: Duration) -> Timestamp {
+        Timestamp(
+            self.0
+                .saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
+    }
 }
 
 impl fmt::Display for Timestamp {

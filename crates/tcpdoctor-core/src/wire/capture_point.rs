@@ -117,7 +117,7 @@ impl PathCapture {
         opened: Timestamp,
         snap_payload: usize,
     ) -> (PathCapture, Vec<Packet>) {
-        let before = Timestamp(opened.as_nanos().saturating_sub(path.rtt.as_nanos() as u64));
+        let before = opened.minus(path.rtt);
         let times = match at {
             CapturePoint::Proxy => [opened; 3],
             CapturePoint::Client => [before, opened, opened],
@@ -127,7 +127,7 @@ impl PathCapture {
         if let Some(near) = at.near() {
             // The far side has acknowledged the handshake, nothing more yet.
             let syn_acked = tcp.next_seq(near);
-            tcp.set_acknowledged(other(near), syn_acked);
+            tcp.set_acknowledged(near.other(), syn_acked);
         }
         let c = PathCapture {
             tcp,
@@ -154,7 +154,7 @@ impl PathCapture {
     /// Writes a pure ACK at its due time for each leading unacknowledged write with `due(t)`.
     fn pure_acks_while(&mut self, due: impl Fn(Timestamp) -> bool) {
         let Some(near) = self.near else { return };
-        let far = other(near);
+        let far = near.other();
         while let Some(&(t, end)) = self.unacked.front() {
             if !due(t) {
                 break;
@@ -179,7 +179,7 @@ impl PathCapture {
             acked = Some(end);
         }
         if let Some(end) = acked {
-            self.tcp.set_acknowledged(other(near), end);
+            self.tcp.set_acknowledged(near.other(), end);
         }
     }
 
@@ -247,13 +247,6 @@ impl PathCapture {
     pub fn finish(&mut self) -> Vec<Packet> {
         self.pure_acks_while(|_| true);
         self.ready()
-    }
-}
-
-fn other(side: Side) -> Side {
-    match side {
-        Side::Client => Side::Server,
-        Side::Server => Side::Client,
     }
 }
 

@@ -143,6 +143,16 @@ pub enum Side {
     Server,
 }
 
+impl Side {
+    /// The other end of the connection.
+    pub fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
 /// A synthetic TCP connection between `client` and `server`; each method returns the packets
 /// (timestamp, bytes, wire length) to write, in order.
 pub struct SyntheticTcp {
@@ -226,20 +236,13 @@ impl SyntheticTcp {
 
     /// The acknowledgment number `from` sends.
     fn ack_of(&self, from: Side) -> u32 {
-        self.acked[Self::idx(from)].unwrap_or(self.next[Self::idx(Self::other(from))])
+        self.acked[Self::idx(from)].unwrap_or(self.next[Self::idx(from.other())])
     }
 
     fn idx(side: Side) -> usize {
         match side {
             Side::Client => 0,
             Side::Server => 1,
-        }
-    }
-
-    fn other(side: Side) -> Side {
-        match side {
-            Side::Client => Side::Server,
-            Side::Server => Side::Client,
         }
     }
 
