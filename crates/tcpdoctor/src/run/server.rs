@@ -17,6 +17,8 @@ pub struct Server {
     pgid: libc::pid_t,
     pub log: PathBuf,
     pub command: String,
+    /// `stop` has run: dropping it then has nothing left to do (no second scan of /proc).
+    stopped: bool,
 }
 
 /// CPU time of a process tree, in clock ticks, and how many processes it had.
@@ -71,6 +73,7 @@ impl Server {
             pgid,
             log: log.to_path_buf(),
             command,
+            stopped: false,
         })
     }
 
@@ -126,6 +129,7 @@ impl Server {
 
     /// SIGTERM to the group, SIGKILL after a grace period; reaps the child.
     pub fn stop(&mut self) {
+        self.stopped = true;
         kill_group(self.pgid, libc::SIGTERM);
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(2) {
@@ -141,6 +145,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
         if matches!(self.child.try_wait(), Ok(None)) || group_cpu(self.pgid).processes > 0 {
             self.stop();
         }
