@@ -63,6 +63,18 @@ struct RoundTrip {
     max_window: u64,
 }
 
+impl RoundTrip {
+    /// A round trip that starts with packet `pkt`, under an advertised `window`.
+    fn starting(pkt: PacketRef, window: u64) -> RoundTrip {
+        RoundTrip {
+            start: pkt,
+            last: pkt,
+            bytes: 0,
+            max_window: window,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Transfer {
     rtt: Duration,
@@ -186,36 +198,24 @@ impl Detector for WindowLimited {
         let fresh = |rtt| Transfer {
             rtt,
             done: Vec::new(),
-            current: RoundTrip {
-                start: ev.pkt,
-                last: ev.pkt,
-                bytes: 0,
-                max_window: window,
-            },
+            current: RoundTrip::starting(ev.pkt, window),
             retransmissions: 0,
             window_exact,
         };
         let mut ended = None;
         match d.transfer.as_mut() {
-            Some(t) if ev.pkt.ts.since(t.current.last.ts) > t.rtt * END_GAP_RTTS => {
-                let rtt = t.rtt;
-                ended = d.transfer.replace(fresh(rtt));
-            }
-            Some(t) if ev.pkt.ts.since(t.current.start.ts) >= t.rtt => {
-                if t.done.len() == MAX_ROUND_TRIPS {
+            Some(t) => {
+                // A pause of END_GAP_RTTS ends the transfer; a long one is judged in parts.
+                let paused = ev.pkt.ts.since(t.current.last.ts) > t.rtt * END_GAP_RTTS;
+                let next_rtt = ev.pkt.ts.since(t.current.start.ts) >= t.rtt;
+                if paused || (next_rtt && t.done.len() == MAX_ROUND_TRIPS) {
                     let rtt = t.rtt;
                     ended = d.transfer.replace(fresh(rtt));
-                } else {
-                    let next = RoundTrip {
-                        start: ev.pkt,
-                        last: ev.pkt,
-                        bytes: 0,
-                        max_window: window,
-                    };
+                } else if next_rtt {
+                    let next = RoundTrip::starting(ev.pkt, window);
                     t.done.push(std::mem::replace(&mut t.current, next));
                 }
             }
-            Some(_) => {}
             None => match flow.flow.rtt() {
                 Some(rtt) if rtt >= MIN_RTT => d.transfer = Some(fresh(rtt)),
                 _ => return,
@@ -248,8 +248,8 @@ impl Detector for WindowLimited {
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
         let mut out = Vec::new();
-        for (group, dir, st) in self.state.drain() {
-            let Some(example) = st.example.clone() else {
+        for (group, dir, mut st) in self.state.drain() {
+            let Some(example) = st.example.take() else {
                 continue;
             };
             out.push(finding(group, dir, &st, example, groups));
