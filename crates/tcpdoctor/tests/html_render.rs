@@ -40,13 +40,10 @@ fn scenario(name: &str, path: &str, latencies: &[Duration]) -> ScenarioResult {
         m.per_step[0].record(*l);
     }
     let bench = RunResult::new(1, &["line".to_string()], &m);
-    let stalls = m
-        .overall
-        .count_in(Duration::from_millis(30), Duration::from_secs(3600));
     ScenarioResult {
         name: name.to_string(),
         path: path.to_string(),
-        figures: Figures::of(&bench, stalls),
+        figures: Figures::of(&bench, &m.overall),
         latency_histogram: log_buckets(&m.overall),
         bench,
         repeat: None,

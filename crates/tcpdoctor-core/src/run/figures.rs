@@ -39,9 +39,22 @@ pub struct StepFigures {
     pub p99_ms: f64,
 }
 
+/// Exchanges at or above this are a scenario's stalls (`stalls_30ms`; the histograms draw the
+/// line): well above any healthy round trip on a LAN, well below the 40 ms delayed-ACK timer.
+pub const STALL_MS: u64 = 30;
+
+/// Exchanges in `overall` that took [`STALL_MS`] or more.
+fn count_stalls(overall: &LatencyHistogram) -> u64 {
+    overall.count_in(
+        std::time::Duration::from_millis(STALL_MS),
+        std::time::Duration::from_secs(3600),
+    )
+}
+
 impl Figures {
-    /// The row of a bench run; `stalls_30ms` comes from its histogram.
-    pub fn of(bench: &RunResult, stalls_30ms: u64) -> Figures {
+    /// The row of a bench run whose exchanges are `overall`.
+    pub fn of(bench: &RunResult, overall: &LatencyHistogram) -> Figures {
+        let stalls_30ms = count_stalls(overall);
         let l = &bench.latency_ms;
         Figures {
             exchanges: bench.exchanges,

@@ -36,7 +36,7 @@ use crate::stats::round3;
 pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, Metric, Op};
 pub use compare::{Comparison, ComparisonRow};
-pub use figures::{log_buckets, Figures, LogBucket, StepFigures};
+pub use figures::{log_buckets, Figures, LogBucket, StepFigures, STALL_MS};
 pub use html::render_html;
 pub use repeat::{Pooled, RepeatRun, ScenarioRepeat};
 pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};

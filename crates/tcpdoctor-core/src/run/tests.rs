@@ -19,13 +19,10 @@ pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
         m.per_step[0].record(*l);
     }
     let bench = RunResult::new(1, &["GET".to_string()], &m);
-    let stalls = m
-        .overall
-        .count_in(Duration::from_millis(30), Duration::from_secs(3600));
     ScenarioResult {
         name: name.to_string(),
         path: "driver → server".to_string(),
-        figures: Figures::of(&bench, stalls),
+        figures: Figures::of(&bench, &m.overall),
         latency_histogram: log_buckets(&m.overall),
         bench,
         repeat: None,
@@ -155,7 +152,7 @@ fn a_repeated_scenario_shows_its_spread_in_text_and_html() {
     };
     let pooled = Pooled::of(&[], &[run(400), run(500)]);
     let mut s = healthy();
-    s.figures = Figures::of(&pooled.bench, 0);
+    s.figures = Figures::of(&pooled.bench, &pooled.overall);
     s.repeat = pooled.repeat;
     let settings = settings(&["direct"], 100, 2);
     let r = RunReport::new(settings, vec![s]);

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tcpdoctor_core::bench::LatencyHistogram;
 use tcpdoctor_core::impair::ChunkMode;
 use tcpdoctor_core::report::{Bucket, Finding};
 use tcpdoctor_core::run::{
@@ -228,8 +227,7 @@ pub async fn run(
         overall,
         repeat,
     } = Pooled::of(plan.script.step_names(), &runs);
-    let stalls = count_stalls(&overall);
-    let mut figures = Figures::of(&bench, stalls);
+    let mut figures = Figures::of(&bench, &overall);
 
     let (capture_file, source, note) = match (live_outcome, proxy_pcap) {
         (Some(Ok(o)), _) => (
@@ -335,8 +333,4 @@ fn no_capture(plan: &Plan, driver_target: &Addr) -> String {
             .to_string(),
         Addr::Tcp(_) => plan.no_capture_reason.clone(),
     }
-}
-
-fn count_stalls(h: &LatencyHistogram) -> u64 {
-    h.count_in(Duration::from_millis(30), Duration::from_secs(3600))
 }

@@ -11,8 +11,6 @@ const RIGHT: f64 = 940.0;
 const TOP: f64 = 22.0;
 const BASE: f64 = 124.0;
 const HEIGHT: f64 = 160.0;
-/// Exchanges at or above this are the figures' stalls; the histograms draw the line.
-const STALL_MS: f64 = 30.0;
 
 /// The x range every histogram shares: whole decades, at least 10 µs … 1 s.
 fn domain(scenarios: &[ScenarioResult]) -> (f64, f64) {
@@ -108,7 +106,7 @@ fn histogram_svg(name: &str, bars: &[LogBucket], axis: &LogAxis) -> String {
         ));
     }
     // The stall threshold, over the bars, labelled in the tick row where nothing collides.
-    let sx = axis.x(STALL_MS);
+    let sx = axis.x(crate::run::STALL_MS as f64);
     svg.push_str(&format!(
         "<line class=\"stall-line\" x1=\"{sx:.1}\" y1=\"{TOP}\" x2=\"{sx:.1}\" y2=\"{BASE}\"/>\
          <text class=\"stall-label\" x=\"{sx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">30 ms</text>\n",
