@@ -198,3 +198,22 @@ fn a_kind_found_twice_is_listed_once() {
     let page = render_html(&r);
     assert_eq!(page.matches(">busy_poll</span>").count(), 1, "{page}");
 }
+
+/// Failed exchanges are not in the latency figures, so the details say how many and why.
+#[test]
+fn a_scenario_with_errors_says_why() {
+    let mut s = healthy();
+    s.bench.errors.response = 3;
+    s.bench
+        .errors
+        .examples
+        .push("step `GET`: 9 byte(s) unframed".into());
+    let clean = healthy();
+    let r = RunReport::new(settings(&["direct", "direct"], 50, 1), vec![s, clean]);
+    let text = render_run_text(&r);
+    assert_eq!(text.matches("   errors: ").count(), 1, "{text}");
+    assert!(
+        text.contains("errors: 3 (0 connect, 3 unframed response, 0 assertion, 0 closed) and 0 timeouts, none in the latency figures; e.g. step `GET`: 9 byte(s) unframed"),
+        "{text}"
+    );
+}

@@ -201,6 +201,25 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
         }
         (None, None) => {}
     }
+    let e = &s.bench.errors;
+    if e.total() + e.timeouts > 0 {
+        // Failed exchanges are not in the latency figures: say how many, and why.
+        let _ = writeln!(
+            out,
+            "   errors: {} ({} connect, {} unframed response, {} assertion, {} closed) and {} \
+             timeouts, none in the latency figures{}",
+            e.total(),
+            e.connect,
+            e.response,
+            e.assertion,
+            e.closed,
+            e.timeouts,
+            e.examples
+                .first()
+                .map(|x| format!("; e.g. {x}"))
+                .unwrap_or_default()
+        );
+    }
     if let Some(cpu) = &s.server_cpu {
         let _ = writeln!(
             out,
