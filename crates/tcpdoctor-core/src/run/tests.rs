@@ -49,6 +49,22 @@ pub(crate) fn settings(scenarios: &[&str], requests: u64, repeat: u64) -> RunSet
     }
 }
 
+/// A `busy_poll` finding at `server`: 9 ms of CPU per request against a 20 µs floor.
+fn busy(server: &str) -> Finding {
+    let mut f = crate::run::busy_poll(&BusyPollInput {
+        server,
+        file: "x",
+        cpu: ServerCpu::new(0.3, 0.6, 1.0, 100, 1),
+        exchanges: 100,
+        floor_us: 20.0,
+        floor_of: "the driver's own",
+        mean_ms: 1.0,
+    })
+    .expect("a busy_poll finding");
+    f.file = "x".into();
+    f
+}
+
 fn stalled() -> ScenarioResult {
     scenario("proxy-nagle", &[Duration::from_millis(41); 50])
 }
@@ -111,18 +127,7 @@ fn bad_checks_are_named() {
 #[test]
 fn the_gate_fails_on_checks_and_kinds() {
     let mut s = stalled();
-    let mut f = crate::run::busy_poll(&BusyPollInput {
-        server: "127.0.0.1:7000",
-        file: "x",
-        cpu: ServerCpu::new(0.3, 0.6, 1.0, 100, 1),
-        exchanges: 100,
-        floor_us: 20.0,
-        floor_of: "the driver's own",
-        mean_ms: 1.0,
-    })
-    .unwrap();
-    f.file = "x".into();
-    s.findings.push(f);
+    s.findings.push(busy("127.0.0.1:7000"));
     let settings = settings(&["direct", "proxy-nagle"], 50, 1);
     let mut r = RunReport::new(settings, vec![healthy(), s]);
     r.gate(&[], &[FindingKind::NagleDelayedAck], false);
@@ -174,18 +179,6 @@ fn a_repeated_scenario_shows_its_spread_in_text_and_html() {
 /// text and in the HTML table alike.
 #[test]
 fn a_kind_found_twice_is_listed_once() {
-    let busy = |server: &str| {
-        crate::run::busy_poll(&BusyPollInput {
-            server,
-            file: "x",
-            cpu: ServerCpu::new(0.3, 0.6, 1.0, 100, 1),
-            exchanges: 100,
-            floor_us: 20.0,
-            floor_of: "the driver's own",
-            mean_ms: 1.0,
-        })
-        .expect("a busy_poll finding")
-    };
     let mut s = stalled();
     s.findings = vec![busy("127.0.0.1:7000"), busy("127.0.0.1:7001")];
     assert_eq!(s.findings_by_kind().len(), 1);
