@@ -164,6 +164,8 @@ pub struct HalfFlow {
     pub data_segments: u64,
     pub retransmissions: u64,
     pub max_payload: u32,
+    /// This side's data segments carry the timestamp option (12 bytes on every segment).
+    pub timestamps: bool,
     /// Fastest data → ACK time seen at the capture point for this side's data.
     pub min_ack_rtt: Option<Duration>,
 }
@@ -290,15 +292,30 @@ impl Flow {
         }
     }
 
-    /// The MSS of data sent in `dir`: what the receiver announced, else the largest payload seen.
-    pub fn mss(&self, dir: Direction) -> u32 {
-        let announced = self.half(dir.reverse()).mss.map(u32::from);
+    /// The payload of a full-sized segment sent in `dir` (PHYSICS §9): the smaller of the MSS
+    /// values the two SYNs announced (each side's own MTU bounds what it sends, the peer's
+    /// announcement bounds what it may send), less the option bytes this sender carries on
+    /// every segment (12 for timestamps). Without an announced MSS: the largest payload seen,
+    /// at least 536, or 1460 before any. A segment is *small* only below this.
+    pub fn full_segment(&self, dir: Direction) -> u32 {
+        let announced = match (self.half(dir.reverse()).mss, self.half(dir).mss) {
+            (Some(a), Some(b)) => Some(u32::from(a.min(b))),
+            (a, b) => a.or(b).map(u32::from),
+        };
         let seen = self.half(dir).max_payload;
         match announced {
-            Some(m) => m.max(seen),
+            Some(m) => {
+                let options = if self.half(dir).timestamps { 12 } else { 0 };
+                m.saturating_sub(options).max(1)
+            }
             None if seen > 0 => seen.max(536),
             None => 1460,
         }
+    }
+
+    /// Whether a payload of `len` bytes sent in `dir` fills a segment.
+    pub fn is_full(&self, dir: Direction, len: u32) -> bool {
+        len >= self.full_segment(dir)
     }
 
     /// Processes one segment of this flow and classifies it.
@@ -421,6 +438,7 @@ impl Flow {
             let start = seq;
             let end = seq.plus(len);
             h.max_payload = h.max_payload.max(len);
+            h.timestamps |= seg.options.timestamp.is_some();
             match h.next_seq {
                 None => {
                     h.next_seq = Some(end);

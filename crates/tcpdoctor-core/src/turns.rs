@@ -7,9 +7,11 @@
 //!    (the response). Its latency is first request byte to last response byte, at the capture
 //!    point. A server turn with no request before it (a greeting) is not an exchange.
 //! 3. Inside a turn, a silence of at least [`PAUSE_MIN`] between two data segments is a
-//!    *pause*. A pause remembers the last pure ACK the peer sent during it and whether that
-//!    ACK acknowledged everything the sender had sent — the fact that tells a segment held by
-//!    Nagle's algorithm (released by that ACK) from a sender that was simply busy.
+//!    *pause*. A pause remembers the *first* segment the peer sent during it that acknowledged
+//!    everything the sender had sent, whether that segment was a pure ACK (not a FIN or RST),
+//!    and the oldest of the sender's segments it was the first to acknowledge — the facts that
+//!    tell a segment held by Nagle's algorithm (released by that ACK) from a sender that was
+//!    simply busy, or one whose data was acknowledged long before it wrote more.
 
 use std::time::Duration;
 
@@ -33,12 +35,18 @@ pub struct DataRef {
     pub end: SeqNum,
 }
 
-/// A pure ACK from the peer.
+/// The first segment from the peer that acknowledged everything the sender had sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AckRef {
     pub pkt: PacketRef,
-    /// It acknowledged everything the sender had sent at that moment.
-    pub covers_all: bool,
+    /// An ACK and nothing else: no payload, no FIN, RST or SYN (a delayed ACK's shape).
+    pub pure: bool,
+    /// The oldest of the sender's data segments this ACK was the first to acknowledge (its
+    /// arrival is when the receiver's delayed-ACK timer could start, at the earliest).
+    pub oldest_unacked: PacketRef,
+    /// The sender's data segments it was the first to acknowledge, and the smallest of them.
+    pub segments: u32,
+    pub smallest: u32,
 }
 
 /// A silence inside a turn.
@@ -48,7 +56,9 @@ pub struct Pause {
     pub before: DataRef,
     /// First data segment after it.
     pub after: DataRef,
-    /// The last pure ACK the peer sent during the silence, if any.
+    /// The first segment the peer sent during the silence that acknowledged everything the
+    /// sender had sent, if any (an ACK before the silence began does not count: then the
+    /// silence began with nothing in flight).
     pub ack: Option<AckRef>,
     /// The peer's receive window was closed (zero, or too small for the data that followed)
     /// when the silence began or during it: flow control, not Nagle, held the data.
@@ -202,8 +212,12 @@ pub struct TurnTracker {
     /// The slot of the request of the last completed exchange.
     exchange_req: usize,
     last_data: Option<DataRef>,
-    /// The latest pure ACK from the side that is not talking, since the talker's last data.
+    /// The first segment from the side that is not talking, since the talker's last data,
+    /// that acknowledged everything the talker had sent.
     pending_ack: Option<AckRef>,
+    /// The talker's data not yet acknowledged in full: its oldest segment, how many, the
+    /// smallest (cleared by an ACK of everything).
+    unacked: Option<(PacketRef, u32, u32)>,
     /// That side advertised a zero window since the talker's last data.
     pending_zero_window: bool,
     /// Right edge of the receive window each side advertised (indexed by the direction of the
@@ -240,11 +254,18 @@ impl TurnTracker {
             if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
                 if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
                     turn.retransmissions += 1;
-                } else if ev.dir != turn.dir && ev.len == 0 && ev.has_ack && !ev.syn && !ev.rst {
-                    self.pending_ack = Some(AckRef {
-                        pkt: ev.pkt,
-                        covers_all: ev.acks_all_peer_data,
-                    });
+                } else if ev.dir != turn.dir && ev.has_ack && !ev.syn {
+                    if ev.acks_all_peer_data {
+                        if let Some((oldest, segments, smallest)) = self.unacked.take() {
+                            self.pending_ack.get_or_insert(AckRef {
+                                pkt: ev.pkt,
+                                pure: ev.len == 0 && !ev.fin && !ev.rst,
+                                oldest_unacked: oldest,
+                                segments,
+                                smallest,
+                            });
+                        }
+                    }
                     self.pending_zero_window |= ev.window == 0;
                 }
             }
@@ -304,6 +325,10 @@ impl TurnTracker {
         turn.segments += 1;
         turn.max_segment = turn.max_segment.max(ev.len);
         turn.sizes.push(ev.len);
+        self.unacked = Some(match self.unacked {
+            Some((oldest, n, smallest)) => (oldest, n + 1, smallest.min(ev.len)),
+            None => (ev.pkt, 1, ev.len),
+        });
         self.last_data = Some(this);
         self.edge_at_last_data = self.edge[ev.dir.index()];
         self.pending_ack = None;
@@ -323,6 +348,7 @@ impl TurnTracker {
         self.pending_ack = None;
         self.pending_zero_window = false;
         self.last_data = None;
+        self.unacked = None;
         match dir {
             Direction::ClientToServer => {
                 self.request_pending = true;
@@ -453,7 +479,9 @@ mod tests {
         assert_eq!(p.after.pkt.frame, 4);
         let ack = p.ack.expect("the client's pure ACK is remembered");
         assert_eq!(ack.pkt.frame, 3);
-        assert!(ack.covers_all);
+        assert!(ack.pure);
+        assert_eq!(ack.oldest_unacked.frame, 2);
+        assert_eq!((ack.segments, ack.smallest), (1, 12));
         assert_eq!(p.gap(), Duration::from_micros(40_030));
     }
 

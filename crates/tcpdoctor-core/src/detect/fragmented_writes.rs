@@ -57,7 +57,7 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<bool> {
     if turn.segments < MIN_SEGMENTS {
         return None;
     }
-    let mss = u64::from(flow.flow.mss(turn.dir).max(1));
+    let mss = u64::from(flow.flow.full_segment(turn.dir).max(1));
     let needed = turn.bytes.div_ceil(mss).max(1);
     let mut sizes = turn.sizes.to_vec();
     sizes.sort_unstable();
@@ -79,7 +79,7 @@ impl Detector for FragmentedWrites {
         };
         st.fragmented += 1;
         st.held_by_nagle += u64::from(held);
-        let mss = u64::from(flow.flow.mss(turn.dir).max(1));
+        let mss = u64::from(flow.flow.full_segment(turn.dir).max(1));
         st.extra_segments += u64::from(turn.segments).saturating_sub(turn.bytes.div_ceil(mss));
         st.segments_per_turn.record(turn.segments);
         for &s in turn.sizes.iter() {

@@ -2,9 +2,12 @@
 //!
 //! Rule (PHYSICS §3), per server and direction:
 //! 1. Look at every pause inside a turn (see [`crate::turns`]).
-//! 2. A pause is a *stall* when [`nagle_release`] says so: the peer's pure ACK of everything
-//!    sent came only after a delayed-ACK hold (≥ 10 ms beyond the round trip), and the rest of
-//!    the message left right after that ACK (within the round trip to the sender + 2 ms).
+//! 2. A pause is a *stall* when [`nagle_release`] says so: a small segment was in flight, the
+//!    peer's first ACK of everything sent was a pure ACK that came only after a real
+//!    delayed-ACK timer (25–550 ms beyond the round trip, as seen from the capture point), and
+//!    the rest of the message left right after that ACK (within the round trip to the
+//!    sender + 2 ms). An ACK that came at once (Nagle then cost a round trip, not a timer) is
+//!    `nagle_round_trip`'s, not this kind's.
 //! 3. A turn with at least one stall is a *stalled* request (client→server) or response
 //!    (server→client). Its cost is the length of its stalls.
 //! 4. Report from [`MIN_STALLS`] stall: rules 2's conditions are specific enough that a
@@ -174,8 +177,12 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
     ev.distributions.insert("stall_ms".into(), stall);
     ev.distributions.insert("ack_held_ms".into(), held);
     let p = ex.pause;
-    let ack = p.ack.map(|a| a.pkt).unwrap_or(p.after.pkt);
+    let ack = ex.ack.pkt;
+    let armed = ex.ack.oldest_unacked;
     ev.frames = vec![p.before.pkt.frame, ack.frame, p.after.pkt.frame];
+    if armed.frame != p.before.pkt.frame {
+        ev.frames.insert(0, armed.frame);
+    }
     let origin = before.map_or(turn.first.ts, |b| b.first.ts);
     if let Some(b) = before {
         ev.timeline.push(TimelineEntry {
@@ -191,7 +198,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
             },
         });
     }
-    if turn.first.frame != p.before.pkt.frame {
+    if turn.first.frame != p.before.pkt.frame && turn.first.frame != armed.frame {
         ev.timeline.push(TimelineEntry {
             frame: turn.first.frame,
             t_ms: rel_ms(turn.first.ts, origin),
@@ -199,6 +206,16 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
             what: format!("first {whose} segment ({} bytes)", turn.sizes[0]),
             payload_bytes: Some(u64::from(turn.sizes[0])),
             note: String::new(),
+        });
+    }
+    if armed.frame != p.before.pkt.frame {
+        ev.timeline.push(TimelineEntry {
+            frame: armed.frame,
+            t_ms: rel_ms(armed.ts, origin),
+            direction: dir,
+            what: format!("{whose} data"),
+            payload_bytes: None,
+            note: format!("oldest segment the {receiver} had not acknowledged yet"),
         });
     }
     ev.timeline.push(TimelineEntry {
@@ -216,7 +233,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         what: "pure ACK of everything sent".into(),
         payload_bytes: Some(0),
         note: format!(
-            "delayed ACK: the {receiver} held it {}",
+            "delayed ACK: the {receiver} held it {} (its first ACK of that data)",
             fmt_duration(ex.ack_held)
         ),
     });

@@ -1,32 +1,56 @@
-//! What released a held segment: the shared rule for recognising Nagle × delayed ACK.
+//! What released a held segment: the shared rule for recognising Nagle's algorithm at work.
 //!
-//! A pause inside a turn is a *Nagle hold released by a delayed ACK* when:
-//! 1. during the pause the peer sent a pure ACK that acknowledged everything the sender had
-//!    sent — the data before the pause was the outstanding small segment Nagle waits on;
-//! 2. that ACK came late: after subtracting the round trip from the capture point to the
-//!    receiver, the receiver held it at least [`DELAYED_ACK_MIN`] (a delayed-ACK timer, not
-//!    an immediate ACK on a long path);
-//! 3. the data after the pause followed that ACK within the round trip from the capture point
-//!    to the sender (plus a quarter of it, for jitter) plus [`RELEASE_SLACK`]: the sender was
-//!    waiting for exactly that ACK;
-//! 4. the segment before the pause was smaller than the MSS (Linux holds a small segment only
-//!    while an earlier *small* one is unacknowledged), and the peer did not advertise a zero
-//!    window during the pause (then flow control held the data, not Nagle).
+//! A pause inside a turn is a *Nagle hold* when:
+//! 1. the first segment the peer sent during the pause that acknowledged everything the sender
+//!    had sent was a pure ACK — not a FIN, an RST or data (those are not what Nagle waits
+//!    for), and not an ACK that came long before the pause ended (then nothing was in flight
+//!    for Nagle to wait on, and the sender simply wrote later);
+//! 2. a segment smaller than a full one ([`Flow::full_segment`]: the MSS less the options every
+//!    segment carries) was among the data that ACK acknowledged: Nagle holds a small write
+//!    only while an earlier small segment is unacknowledged (Linux's Minshall check);
+//! 3. the data after the pause followed that ACK after the round trip from the capture point
+//!    to the sender, give or take a quarter of it plus [`RELEASE_SLACK`] (at the sender's end
+//!    at once; at the receiver's end one round trip later — sooner is data the sender wrote
+//!    before the ACK could reach it): the sender was waiting for exactly that ACK;
+//! 4. the data after the pause is smaller than a full segment: Nagle holds only a sub-MSS
+//!    segment, and a full one leaves as soon as the window allows (a full segment that waited
+//!    for an ACK was held by a send buffer, a congestion window or a receive window);
+//! 5. the peer did not advertise a zero or too-small window during the pause (then flow
+//!    control held the data, not Nagle).
 //!
-//! Anywhere on the path, such a pause lasts about the ACK timer plus one round trip. A server
-//! that simply takes 40 ms to compute fails rule 3 (its data is not timed by the ACK) or has no
-//! pause at all (one segment per response).
+//! It was released by a **delayed ACK** ([`nagle_release`]) when, in addition:
+//! 6. the segment before the pause was itself small;
+//! 7. the receiver held its ACK as long as a real delayed-ACK timer runs, as seen from the
+//!    capture point (the round trip from the capture point to the receiver subtracted): at
+//!    least [`DELAYED_ACK_MIN`] counted from the oldest segment the ACK acknowledged (whose
+//!    arrival started the timer, at the earliest), and at most [`DELAYED_ACK_MAX`] counted
+//!    from the segment before the pause. A "hold" of seconds is an idle connection.
+//!
+//! It cost a **round trip** instead ([`nagle_round_trip`]) when the receiver answered at once
+//! (rule 7's hold below [`DELAYED_ACK_MIN`]), the pause lasted at least
+//! [`ROUND_TRIP_SHARE`] of the path's round trip, and nothing else could have held the data:
+//! no retransmission in that direction so far (after a loss the congestion window can be
+//! one segment) and at most [`MAX_IN_FLIGHT`] segments in flight (every TCP may send at least
+//! two segments at once, even after idle).
 
 use std::time::Duration;
 
 use crate::flow::{Direction, Flow};
-use crate::turns::Pause;
+use crate::turns::{AckRef, Pause};
 
-/// The receiver must have held its ACK at least this long (Linux's minimum is 40 ms; BSD/macOS
-/// about 100 ms; Windows 200 ms). Shorter holds are scheduling noise, not a delayed-ACK timer.
-pub const DELAYED_ACK_MIN: Duration = Duration::from_millis(10);
+/// A delayed ACK is held at least this long. Linux's minimum ACK timeout is 40 ms
+/// (`TCP_DELACK_MIN`), which a kernel ticking at 100 Hz can fire up to 10 ms early; BSD and
+/// macOS wait about 100 ms, Windows 200 ms. Shorter holds are an immediate ACK plus noise.
+pub const DELAYED_ACK_MIN: Duration = Duration::from_millis(25);
+/// RFC 1122 allows a delayed ACK at most 500 ms (Linux's own ceiling is 200 ms while
+/// interactive, 500 ms otherwise); 10 % more for timer granularity.
+pub const DELAYED_ACK_MAX: Duration = Duration::from_millis(550);
 /// Allowance for scheduling between the ACK's arrival and the held data leaving.
 pub const RELEASE_SLACK: Duration = Duration::from_millis(2);
+/// A round-trip hold lasts about one round trip of the path: at least this share of it.
+pub const ROUND_TRIP_SHARE: f64 = 0.75;
+/// Segments in flight at most, for a round-trip hold (within any initial or restart window).
+pub const MAX_IN_FLIGHT: u32 = 2;
 
 /// The delayed-ACK timer a hold matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,6 +61,7 @@ pub enum Timer {
     Bsd100,
     /// ≈ 200 ms: Windows, or Linux's maximum ACK timeout.
     Max200,
+    /// Longer than the usual timers, within RFC 1122's 500 ms.
     Other,
 }
 
@@ -46,7 +71,7 @@ impl Timer {
             Timer::Linux40 => "≈40 ms (Linux delayed-ACK minimum)",
             Timer::Bsd100 => "≈100 ms (BSD/macOS delayed ACK)",
             Timer::Max200 => "≈200 ms (Windows delayed ACK, or Linux's maximum)",
-            Timer::Other => "no standard delayed-ACK timer",
+            Timer::Other => "260–500 ms (a long delayed-ACK timer, within RFC 1122's limit)",
         }
     }
 
@@ -63,18 +88,21 @@ impl Timer {
 /// Which delayed-ACK timer a receiver hold of `held` matches.
 pub fn classify_timer(held: Duration) -> Timer {
     match held.as_millis() {
-        25..=69 => Timer::Linux40,
+        0..=69 => Timer::Linux40,
         70..=149 => Timer::Bsd100,
         150..=260 => Timer::Max200,
         _ => Timer::Other,
     }
 }
 
-/// A pause caused by Nagle waiting for a delayed ACK.
+/// A pause caused by Nagle waiting for an ACK.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NagleRelease {
     pub pause: Pause,
-    /// How long the receiver held its ACK (round trip to the receiver subtracted).
+    /// The ACK that released the data.
+    pub ack: AckRef,
+    /// How long the receiver held its ACK, from the oldest segment it acknowledged (the round
+    /// trip to the receiver subtracted).
     pub ack_held: Duration,
     /// From the ACK to the held data, at the capture point.
     pub release_after: Duration,
@@ -88,29 +116,58 @@ impl NagleRelease {
     }
 }
 
-/// Applies the rule above to one pause of a turn sent in `dir`.
-pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
+/// Rules 1–5, and the hold measured for rules 6–7.
+fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let ack = pause.ack?;
-    if !ack.covers_all || pause.window_limited || pause.before.len >= flow.mss(dir) {
+    let full = flow.full_segment(dir);
+    if !ack.pure || pause.window_limited || ack.smallest >= full || pause.after.len >= full {
         return None;
     }
     let to_receiver = flow.rtt_towards_receiver(dir).unwrap_or_default();
     let to_sender = flow.rtt_towards_receiver(dir.reverse()).unwrap_or_default();
-    let ack_wait = ack.pkt.ts.since(pause.before.pkt.ts);
-    let ack_held = ack_wait.saturating_sub(to_receiver);
-    if ack_held < DELAYED_ACK_MIN {
-        return None;
-    }
     let release_after = pause.after.pkt.ts.since(ack.pkt.ts);
-    if release_after > to_sender + to_sender / 4 + RELEASE_SLACK {
+    let tolerance = to_sender / 4 + RELEASE_SLACK;
+    if release_after > to_sender + tolerance || release_after + tolerance < to_sender {
         return None;
     }
+    let ack_held = ack
+        .pkt
+        .ts
+        .since(ack.oldest_unacked.ts)
+        .saturating_sub(to_receiver);
     Some(NagleRelease {
         pause: *pause,
+        ack,
         ack_held,
         release_after,
         timer: classify_timer(ack_held),
     })
+}
+
+/// A pause in a turn sent in `dir` that Nagle held until the receiver's delayed ACK.
+pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
+    let r = held_by_nagle(flow, dir, pause)?;
+    if flow.is_full(dir, pause.before.len) || r.ack_held < DELAYED_ACK_MIN {
+        return None;
+    }
+    let to_receiver = flow.rtt_towards_receiver(dir).unwrap_or_default();
+    let from_before = r
+        .ack
+        .pkt
+        .ts
+        .since(pause.before.pkt.ts)
+        .saturating_sub(to_receiver);
+    (from_before <= DELAYED_ACK_MAX).then_some(r)
+}
+
+/// A pause in a turn sent in `dir` that Nagle held for one round trip: the receiver ACKed at
+/// once, and only that ACK let the rest leave.
+pub fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
+    let r = held_by_nagle(flow, dir, pause)?;
+    let rtt = flow.rtt()?;
+    let enough = pause.gap().as_secs_f64() >= ROUND_TRIP_SHARE * rtt.as_secs_f64();
+    let clean = flow.half(dir).retransmissions == 0 && r.ack.segments <= MAX_IN_FLIGHT;
+    (r.ack_held < DELAYED_ACK_MIN && enough && clean).then_some(r)
 }
 
 #[cfg(test)]
@@ -122,6 +179,6 @@ mod tests {
         assert_eq!(classify_timer(Duration::from_millis(41)), Timer::Linux40);
         assert_eq!(classify_timer(Duration::from_millis(104)), Timer::Bsd100);
         assert_eq!(classify_timer(Duration::from_millis(200)), Timer::Max200);
-        assert_eq!(classify_timer(Duration::from_millis(12)), Timer::Other);
+        assert_eq!(classify_timer(Duration::from_millis(400)), Timer::Other);
     }
 }
