@@ -7,6 +7,7 @@
 mod connection_churn;
 mod fragmented_writes;
 mod nagle_delayed_ack;
+mod nagle_round_trip;
 mod release;
 mod retransmission_stall;
 mod rtt_bound;
@@ -22,7 +23,7 @@ use crate::time::Timestamp;
 use crate::turns::{Exchange, Turn};
 use crate::wire::Endpoint;
 
-pub use release::{classify_timer, nagle_release, NagleRelease, Timer};
+pub use release::{classify_timer, nagle_release, nagle_round_trip, NagleRelease, Timer};
 
 /// Index of a server endpoint in [`Groups`].
 pub type GroupId = usize;
@@ -84,6 +85,7 @@ pub trait Detector {
 pub fn all() -> Vec<Box<dyn Detector>> {
     vec![
         Box::new(nagle_delayed_ack::NagleDelayedAck::default()),
+        Box::new(nagle_round_trip::NagleRoundTrip::default()),
         Box::new(fragmented_writes::FragmentedWrites::default()),
         Box::new(rtt_bound::RttBound::default()),
         Box::new(connection_churn::ConnectionChurn::default()),

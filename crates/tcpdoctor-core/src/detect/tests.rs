@@ -478,4 +478,5 @@ fn bulk_transfer_is_not_fragmented() {
     assert_eq!(kinds(&s.findings()), vec![]);
 }
 
+mod nagle;
 mod window;

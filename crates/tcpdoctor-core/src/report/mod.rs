@@ -30,10 +30,11 @@ pub enum FindingKind {
     RetransmissionStall,
     BusyPoll,
     WindowLimited,
+    NagleRoundTrip,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 8] = [
+    pub const ALL: [FindingKind; 9] = [
         FindingKind::NagleDelayedAck,
         FindingKind::FragmentedWrites,
         FindingKind::RttBound,
@@ -42,6 +43,7 @@ impl FindingKind {
         FindingKind::RetransmissionStall,
         FindingKind::BusyPoll,
         FindingKind::WindowLimited,
+        FindingKind::NagleRoundTrip,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +56,7 @@ impl FindingKind {
             FindingKind::RetransmissionStall => "retransmission_stall",
             FindingKind::BusyPoll => "busy_poll",
             FindingKind::WindowLimited => "window_limited",
+            FindingKind::NagleRoundTrip => "nagle_round_trip",
         }
     }
 

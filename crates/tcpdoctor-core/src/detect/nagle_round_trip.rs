@@ -1,0 +1,245 @@
+//! `nagle_round_trip`: Nagle holds the tail of a message for one round trip.
+//!
+//! Rule (PHYSICS §9, "Nagle without delayed ACK"), per server and direction:
+//! 1. Look at every pause inside a turn (see [`crate::turns`]).
+//! 2. A pause is a *round-trip hold* when [`nagle_round_trip`] says so: a small segment was
+//!    in flight, the peer's first ACK of everything sent was a pure ACK sent at once (no
+//!    delayed-ACK timer: the receiver had more than one segment, or was in quick-ACK mode),
+//!    the sub-MSS rest of the message left right after that ACK reached the sender, the pause
+//!    lasted about one round trip, and neither the congestion window (no retransmission so
+//!    far, at most two segments in flight) nor the receive window can have held it.
+//! 3. Its cost is the pause: without Nagle the tail would have left with the rest.
+//! 4. Report from [`MIN_HOLDS`] holds on a path of at least [`MIN_RTT`] (below that a round
+//!    trip costs nothing worth naming). Critical when ≥ [`CRITICAL_SHARE`] of the turns were
+//!    held and the holds cost ≥ [`CRITICAL_LOST`] in total; else a warning.
+//!
+//! It is not `nagle_delayed_ack`: no timer is involved, so `--fail-on nagle_delayed_ack` and
+//! the stall counts (which are about ≈40/200 ms timers) do not include it. At the receiver's
+//! end the shape is ambiguous with a sender that wrote the tail one round trip later, which is
+//! why one hold is not enough.
+
+use std::time::Duration;
+
+use super::{
+    nagle_round_trip, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
+    PerGroup,
+};
+use crate::flow::Direction;
+use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::stats::Histogram;
+use crate::turns::Turn;
+use crate::units::fmt_duration;
+
+pub const MIN_HOLDS: u64 = 3;
+pub const MIN_RTT: Duration = Duration::from_millis(1);
+pub const CRITICAL_SHARE: f64 = 0.10;
+pub const CRITICAL_LOST: Duration = Duration::from_millis(500);
+
+#[derive(Default)]
+struct State {
+    turns: u64,
+    held_turns: u64,
+    holds: u64,
+    hold_us: Histogram,
+    rtt_us: Histogram,
+    lost: Duration,
+    flows: u64,
+    example: Option<(FlowRef, Turn, NagleRelease)>,
+}
+
+#[derive(Default)]
+pub struct NagleRoundTrip {
+    state: PerGroup<State>,
+    marks: FlowMarks,
+}
+
+impl Detector for NagleRoundTrip {
+    fn wants_turns(&self) -> bool {
+        true
+    }
+
+    fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
+        let st = self.state.get(flow.group, turn.dir);
+        st.turns += 1;
+        let Some(rtt) = flow.flow.rtt().filter(|r| *r >= MIN_RTT) else {
+            return;
+        };
+        let mut held = false;
+        for pause in &turn.pauses {
+            let Some(r) = nagle_round_trip(flow.flow, turn.dir, pause) else {
+                continue;
+            };
+            held = true;
+            st.holds += 1;
+            st.hold_us.record_duration(r.stall());
+            st.rtt_us.record_duration(rtt);
+            st.lost += r.stall();
+            if st.example.is_none() {
+                st.example = Some((flow.flow_ref(), turn.clone(), r));
+            }
+        }
+        if held {
+            st.held_turns += 1;
+            self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
+        }
+    }
+
+    fn on_flow_end(&mut self, flow: &FlowView) {
+        self.marks.forget(flow.flow.id);
+    }
+
+    fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (group, dir, mut st) in self.state.drain() {
+            if st.holds < MIN_HOLDS {
+                continue;
+            }
+            let Some(example) = st.example.take() else {
+                continue;
+            };
+            out.push(finding(group, dir, &st, example, groups));
+        }
+        out
+    }
+}
+
+fn finding(
+    group: usize,
+    dir: Direction,
+    st: &State,
+    (example_flow, turn, r): (FlowRef, Turn, NagleRelease),
+    groups: &Groups,
+) -> Finding {
+    let share = st.held_turns as f64 / st.turns.max(1) as f64;
+    let severity = if share >= CRITICAL_SHARE && st.lost >= CRITICAL_LOST {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let hold = st.hold_us.distribution(1e-3);
+    let rtt = st.rtt_us.distribution(1e-3);
+    let (what, whose, sender, receiver) = match dir {
+        Direction::ServerToClient => ("responses", "response", "server", "client"),
+        Direction::ClientToServer => ("requests", "request", "client", "server"),
+    };
+    let verdict = format!(
+        "{} {what} waited one extra round trip ({:.1} ms median): the {sender} writes each \
+         {whose} in pieces and Nagle's algorithm holds the last, small piece until the \
+         {receiver} acknowledges the first — the {receiver} answered at once, so this costs \
+         the path's round trip, not a delayed-ACK timer; {} lost.",
+        st.held_turns,
+        hold.p50,
+        fmt_duration(st.lost),
+    );
+    let mut ev = Evidence::default();
+    ev.facts
+        .push(format!("held {what}: {}", of(st.held_turns, st.turns)));
+    ev.facts.push(format!(
+        "hold length: median {:.1} ms, max {:.1} ms; path round trip {:.1} ms (median over \
+         holds)",
+        hold.p50, hold.max, rtt.p50
+    ));
+    ev.facts.push(format!(
+        "each hold: a small {sender} segment in flight, the {receiver}'s immediate pure ACK \
+         of everything sent, then the sub-MSS rest of the {whose} as soon as that ACK reached \
+         the {sender}; no loss before it and at most two segments in flight, so neither the \
+         congestion window nor the receive window held it"
+    ));
+    ev.facts.push(format!(
+        "time lost: {} over {} holds",
+        fmt_duration(st.lost),
+        st.holds
+    ));
+    ev.counts.insert("held_turns".into(), st.held_turns);
+    ev.counts.insert("turns".into(), st.turns);
+    ev.counts.insert("holds".into(), st.holds);
+    ev.values
+        .insert("held_share".into(), crate::stats::round3(share));
+    ev.values.insert("median_hold_ms".into(), hold.p50);
+    ev.distributions.insert("hold_ms".into(), hold);
+    ev.distributions.insert("rtt_ms".into(), rtt);
+    let p = r.pause;
+    let small = r.ack.oldest_unacked;
+    ev.frames = vec![
+        small.frame,
+        p.before.pkt.frame,
+        r.ack.pkt.frame,
+        p.after.pkt.frame,
+    ];
+    ev.frames.dedup();
+    let origin = turn.first.ts;
+    let mut push = |frame, ts, direction, what: String, bytes: Option<u32>, note: String| {
+        ev.timeline.push(TimelineEntry {
+            frame,
+            t_ms: rel_ms(ts, origin),
+            direction,
+            what,
+            payload_bytes: bytes.map(u64::from),
+            note,
+        });
+    };
+    if small.frame != p.before.pkt.frame {
+        push(
+            small.frame,
+            small.ts,
+            dir,
+            format!("{whose} data"),
+            None,
+            format!("the first of {} segments in flight", r.ack.segments),
+        );
+    }
+    push(
+        p.before.pkt.frame,
+        p.before.pkt.ts,
+        dir,
+        format!("{} bytes", p.before.len),
+        Some(p.before.len),
+        "last segment before the silence; a small one is unacknowledged, so Nagle holds the \
+         next small write"
+            .into(),
+    );
+    push(
+        r.ack.pkt.frame,
+        r.ack.pkt.ts,
+        dir.reverse(),
+        "pure ACK of everything sent".into(),
+        Some(0),
+        format!(
+            "sent at once by the {receiver} ({} after the oldest segment, round trip \
+             subtracted)",
+            fmt_duration(r.ack_held)
+        ),
+    );
+    push(
+        p.after.pkt.frame,
+        p.after.pkt.ts,
+        dir,
+        format!("{} bytes", p.after.len),
+        Some(p.after.len),
+        format!("released {} after the ACK", fmt_duration(r.release_after)),
+    );
+    let fix = match dir {
+        Direction::ServerToClient => {
+            "Write each response with one call (build header and body in one buffer, or use \
+             writev), or set TCP_NODELAY on the server's sockets once responses are whole; \
+             TCP_CORK / MSG_MORE around the pieces also works. If the server already does \
+             that, an application that waits for its send queue to drain before writing more \
+             shows the same shape: write without waiting."
+        }
+        Direction::ClientToServer => {
+            "Send each request with one call (build header and body in one buffer, or use \
+             writev), or set TCP_NODELAY on the client's socket once requests are whole; \
+             TCP_CORK / MSG_MORE around the pieces also works."
+        }
+    };
+    FindingHead {
+        kind: FindingKind::NagleRoundTrip,
+        severity,
+        group,
+        direction: dir,
+        flows_affected: st.flows,
+        example_flow,
+        time_lost: st.lost,
+    }
+    .finish(groups, verdict, ev, fix)
+}
