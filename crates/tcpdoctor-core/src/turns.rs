@@ -44,9 +44,12 @@ pub struct AckRef {
     /// The oldest of the sender's data segments this ACK was the first to acknowledge (its
     /// arrival is when the receiver's delayed-ACK timer could start, at the earliest).
     pub oldest_unacked: PacketRef,
-    /// The sender's data segments it was the first to acknowledge, and the smallest of them.
+    /// The sender's data segments it was the first to acknowledge, the smallest of them, and
+    /// their bytes (a receiver ACKs at once, without a timer, once more than one full
+    /// segment has arrived since its last ACK).
     pub segments: u32,
     pub smallest: u32,
+    pub bytes: u64,
 }
 
 /// A silence inside a turn.
@@ -198,6 +201,15 @@ enum Last {
     Exchange,
 }
 
+/// The talker's data since the peer last acknowledged everything.
+#[derive(Clone, Copy, Debug)]
+struct Unacked {
+    oldest: PacketRef,
+    segments: u32,
+    smallest: u32,
+    bytes: u64,
+}
+
 /// Builds turns and exchanges for one flow.
 #[derive(Debug, Default)]
 pub struct TurnTracker {
@@ -215,9 +227,8 @@ pub struct TurnTracker {
     /// The first segment from the side that is not talking, since the talker's last data,
     /// that acknowledged everything the talker had sent.
     pending_ack: Option<AckRef>,
-    /// The talker's data not yet acknowledged in full: its oldest segment, how many, the
-    /// smallest (cleared by an ACK of everything).
-    unacked: Option<(PacketRef, u32, u32)>,
+    /// The talker's data not yet acknowledged in full (cleared by an ACK of everything).
+    unacked: Option<Unacked>,
     /// That side advertised a zero window since the talker's last data.
     pending_zero_window: bool,
     /// Right edge of the receive window each side advertised (indexed by the direction of the
@@ -256,13 +267,14 @@ impl TurnTracker {
                     turn.retransmissions += 1;
                 } else if ev.dir != turn.dir && ev.has_ack && !ev.syn {
                     if ev.acks_all_peer_data {
-                        if let Some((oldest, segments, smallest)) = self.unacked.take() {
+                        if let Some(u) = self.unacked.take() {
                             self.pending_ack.get_or_insert(AckRef {
                                 pkt: ev.pkt,
                                 pure: ev.len == 0 && !ev.fin && !ev.rst,
-                                oldest_unacked: oldest,
-                                segments,
-                                smallest,
+                                oldest_unacked: u.oldest,
+                                segments: u.segments,
+                                smallest: u.smallest,
+                                bytes: u.bytes,
                             });
                         }
                     }
@@ -326,8 +338,18 @@ impl TurnTracker {
         turn.max_segment = turn.max_segment.max(ev.len);
         turn.sizes.push(ev.len);
         self.unacked = Some(match self.unacked {
-            Some((oldest, n, smallest)) => (oldest, n + 1, smallest.min(ev.len)),
-            None => (ev.pkt, 1, ev.len),
+            Some(u) => Unacked {
+                segments: u.segments + 1,
+                smallest: u.smallest.min(ev.len),
+                bytes: u.bytes + u64::from(ev.len),
+                ..u
+            },
+            None => Unacked {
+                oldest: ev.pkt,
+                segments: 1,
+                smallest: ev.len,
+                bytes: u64::from(ev.len),
+            },
         });
         self.last_data = Some(this);
         self.edge_at_last_data = self.edge[ev.dir.index()];

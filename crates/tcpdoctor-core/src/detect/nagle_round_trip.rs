@@ -8,8 +8,12 @@
 //!    the sub-MSS rest of the message left right after that ACK reached the sender, the pause
 //!    lasted about one round trip, and neither the congestion window (no retransmission so
 //!    far, at most two segments in flight) nor the receive window can have held it.
-//! 3. Its cost is the pause: without Nagle the tail would have left with the rest.
-//! 4. Report from [`MIN_HOLDS`] holds on a path of at least [`MIN_RTT`] (below that a round
+//! 3. Only a pause that completes a message counts: the turn answers the other side's turn
+//!    (a request or a response, not a stream that pushes on its own), it is the turn's only
+//!    pause, and the data after it ends the turn. A stream of periodic messages whose period
+//!    happens to be near the round trip is not a held tail.
+//! 4. Its cost is the pause: without Nagle the tail would have left with the rest.
+//! 5. Report from [`MIN_HOLDS`] holds on a path of at least [`MIN_RTT`] (below that a round
 //!    trip costs nothing worth naming). Critical when ≥ [`CRITICAL_SHARE`] of the turns were
 //!    held and the holds cost ≥ [`CRITICAL_LOST`] in total; else a warning.
 //!
@@ -64,6 +68,13 @@ impl Detector for NagleRoundTrip {
         let Some(rtt) = flow.flow.rtt().filter(|r| *r >= MIN_RTT) else {
             return;
         };
+        let completes_a_message = turn.previous.is_some()
+            && turn.pauses.len() == 1
+            && turn.pauses_dropped == 0
+            && turn.pauses[0].after.pkt == turn.last;
+        if !completes_a_message {
+            return;
+        }
         let mut held = false;
         for pause in &turn.pauses {
             let Some(r) = nagle_round_trip(flow.flow, turn.dir, pause) else {

@@ -24,11 +24,15 @@
 //!    capture point (the round trip from the capture point to the receiver subtracted): at
 //!    least [`DELAYED_ACK_MIN`] counted from the oldest segment the ACK acknowledged (whose
 //!    arrival started the timer, at the earliest), and at most [`DELAYED_ACK_MAX`] counted
-//!    from the segment before the pause. A "hold" of seconds is an idle connection.
+//!    from the segment before the pause. A "hold" of seconds is an idle connection;
+//! 8. that ACK acknowledged at most one full segment of data: a receiver ACKs at once when
+//!    more than one full segment has arrived since its last ACK (RFC 1122, Linux's
+//!    `__tcp_ack_snd_check`), so a later ACK of more is a reader that was not reading.
 //!
 //! It cost a **round trip** instead ([`nagle_round_trip`]) when the receiver answered at once
-//! (rule 7's hold below [`DELAYED_ACK_MIN`]), the pause lasted at least
-//! [`ROUND_TRIP_SHARE`] of the path's round trip, and nothing else could have held the data:
+//! (rule 7's hold no more than a quarter of the path's round trip plus [`RELEASE_SLACK`]), the
+//! pause lasted one round trip of the path (within [`ROUND_TRIP_SHARE`] below and a quarter
+//! plus twice the slack above), and nothing else could have held the data:
 //! no retransmission in that direction so far (after a loss the congestion window can be
 //! one segment) and at most [`MAX_IN_FLIGHT`] segments in flight (every TCP may send at least
 //! two segments at once, even after idle).
@@ -147,7 +151,9 @@ fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRele
 /// A pause in a turn sent in `dir` that Nagle held until the receiver's delayed ACK.
 pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let r = held_by_nagle(flow, dir, pause)?;
-    if flow.is_full(dir, pause.before.len) || r.ack_held < DELAYED_ACK_MIN {
+    let one_full = u64::from(flow.full_segment(dir));
+    if flow.is_full(dir, pause.before.len) || r.ack_held < DELAYED_ACK_MIN || r.ack.bytes > one_full
+    {
         return None;
     }
     let to_receiver = flow.rtt_towards_receiver(dir).unwrap_or_default();
@@ -165,9 +171,12 @@ pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<Nagle
 pub fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let r = held_by_nagle(flow, dir, pause)?;
     let rtt = flow.rtt()?;
-    let enough = pause.gap().as_secs_f64() >= ROUND_TRIP_SHARE * rtt.as_secs_f64();
+    let gap = pause.gap();
+    let about_one_rtt = gap.as_secs_f64() >= ROUND_TRIP_SHARE * rtt.as_secs_f64()
+        && gap <= rtt + rtt / 4 + 2 * RELEASE_SLACK;
+    let at_once = r.ack_held <= rtt / 4 + RELEASE_SLACK;
     let clean = flow.half(dir).retransmissions == 0 && r.ack.segments <= MAX_IN_FLIGHT;
-    (r.ack_held < DELAYED_ACK_MIN && enough && clean).then_some(r)
+    (at_once && about_one_rtt && clean).then_some(r)
 }
 
 #[cfg(test)]
