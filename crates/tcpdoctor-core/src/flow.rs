@@ -168,6 +168,8 @@ pub struct HalfFlow {
     pub timestamps: bool,
     /// Fastest data → ACK time seen at the capture point for this side's data.
     pub min_ack_rtt: Option<Duration>,
+    /// The data and ACK frames of that fastest sample.
+    pub min_ack_rtt_frames: Option<[u64; 2]>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -263,22 +265,41 @@ impl Flow {
     /// Round trip at the capture point towards the side that *receives* in `dir`
     /// (from this side's data passing the capture point to the peer's answer passing it).
     pub fn rtt_towards_receiver(&self, dir: Direction) -> Option<Duration> {
+        self.rtt_sample_towards_receiver(dir).map(|(rtt, _)| rtt)
+    }
+
+    /// [`Flow::rtt_towards_receiver`] and the two frames it was measured between (the sent
+    /// segment and the answer), so that a claim built on it can be re-checked.
+    pub fn rtt_sample_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let hs = &self.handshake;
         let from_hs = match dir {
             Direction::ClientToServer => match (hs.syn, hs.syn_ack) {
-                (Some(s), Some(sa)) if hs.syn_retries == 0 => Some(sa.ts.since(s.ts)),
+                (Some(s), Some(sa)) if hs.syn_retries == 0 => {
+                    Some((sa.ts.since(s.ts), [s.frame, sa.frame]))
+                }
                 _ => None,
             },
             Direction::ServerToClient => match (hs.syn_ack, hs.ack) {
-                (Some(sa), Some(a)) => Some(a.ts.since(sa.ts)),
+                (Some(sa), Some(a)) => Some((a.ts.since(sa.ts), [sa.frame, a.frame])),
                 _ => None,
             },
         };
-        let from_data = self.half(dir).min_ack_rtt;
+        let h = self.half(dir);
+        let from_data = h.min_ack_rtt.zip(h.min_ack_rtt_frames);
         match (from_hs, from_data) {
-            (Some(h), Some(d)) => Some(h.min(d)),
+            (Some(h), Some(d)) => Some(if d.0 < h.0 { d } else { h }),
             (h, d) => h.or(d),
         }
+    }
+
+    /// The frames of the SYN and SYN-ACK that announced the MSS values, when captured.
+    pub fn syn_frames(&self) -> Vec<u64> {
+        let hs = &self.handshake;
+        [hs.syn, hs.syn_ack]
+            .into_iter()
+            .flatten()
+            .map(|p| p.frame)
+            .collect()
     }
 
     /// The full round-trip time of the path, as far as the capture shows it.
@@ -392,15 +413,18 @@ impl Flow {
                 while let Some(front) = peer.unacked.front() {
                     if front.end <= ack {
                         if !front.retransmitted {
-                            sample = Some(pkt.ts.since(front.first.ts));
+                            sample = Some((pkt.ts.since(front.first.ts), front.first.frame));
                         }
                         peer.unacked.pop_front();
                     } else {
                         break;
                     }
                 }
-                if let Some(s) = sample {
-                    peer.min_ack_rtt = Some(peer.min_ack_rtt.map_or(s, |m| m.min(s)));
+                if let Some((s, sent)) = sample {
+                    if peer.min_ack_rtt.is_none_or(|m| s < m) {
+                        peer.min_ack_rtt = Some(s);
+                        peer.min_ack_rtt_frames = Some([sent, pkt.frame]);
+                    }
                 }
             } else if seg.payload_len == 0
                 && !flags.syn()

@@ -21,7 +21,9 @@ use super::{
     PerGroup, Timer,
 };
 use crate::flow::Direction;
-use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::report::{
+    Claim, Evidence, Finding, FindingKind, FlowRef, ReleasedBy, Severity, TimelineEntry,
+};
 use crate::stats::Histogram;
 use crate::turns::{Turn, TurnBrief};
 use crate::units::fmt_duration;
@@ -50,6 +52,7 @@ struct Example {
     release: NagleRelease,
     /// The other side's turn just before (the request, for a stalled response).
     before: Option<TurnBrief>,
+    claim: Claim,
 }
 
 #[derive(Default)]
@@ -85,6 +88,7 @@ impl Detector for NagleDelayedAck {
                     before: turn
                         .previous
                         .filter(|_| turn.dir == Direction::ServerToClient),
+                    claim: r.claim(flow.flow, turn.dir, ReleasedBy::DelayedAck),
                 });
             }
         }
@@ -119,6 +123,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         turn,
         release,
         before,
+        claim,
     } = example;
     let ex = &release;
     let share = st.stalled_turns as f64 / st.turns.max(1) as f64;
@@ -180,6 +185,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
     let ack = ex.ack.pkt;
     let armed = ex.ack.oldest_unacked;
     ev.frames = vec![p.before.pkt.frame, ack.frame, p.after.pkt.frame];
+    ev.claims.push(claim);
     if armed.frame != p.before.pkt.frame {
         ev.frames.insert(0, armed.frame);
     }

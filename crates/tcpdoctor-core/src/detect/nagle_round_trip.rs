@@ -29,7 +29,9 @@ use super::{
     PerGroup,
 };
 use crate::flow::Direction;
-use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::report::{
+    Claim, Evidence, Finding, FindingKind, FlowRef, ReleasedBy, Severity, TimelineEntry,
+};
 use crate::stats::Histogram;
 use crate::turns::Turn;
 use crate::units::fmt_duration;
@@ -48,7 +50,7 @@ struct State {
     rtt_us: Histogram,
     lost: Duration,
     flows: u64,
-    example: Option<(FlowRef, Turn, NagleRelease)>,
+    example: Option<(FlowRef, Turn, NagleRelease, Claim)>,
 }
 
 #[derive(Default)]
@@ -86,7 +88,8 @@ impl Detector for NagleRoundTrip {
             st.rtt_us.record_duration(rtt);
             st.lost += r.stall();
             if st.example.is_none() {
-                st.example = Some((flow.flow_ref(), turn.clone(), r));
+                let claim = r.claim(flow.flow, turn.dir, ReleasedBy::ImmediateAck);
+                st.example = Some((flow.flow_ref(), turn.clone(), r, claim));
             }
         }
         if held {
@@ -118,7 +121,7 @@ fn finding(
     group: usize,
     dir: Direction,
     st: &State,
-    (example_flow, turn, r): (FlowRef, Turn, NagleRelease),
+    (example_flow, turn, r, claim): (FlowRef, Turn, NagleRelease, Claim),
     groups: &Groups,
 ) -> Finding {
     let share = st.held_turns as f64 / st.turns.max(1) as f64;
@@ -178,6 +181,7 @@ fn finding(
         p.after.pkt.frame,
     ];
     ev.frames.dedup();
+    ev.claims.push(claim);
     let origin = turn.first.ts;
     let mut push = |frame, ts, direction, what: String, bytes: Option<u32>, note: String| {
         ev.timeline.push(TimelineEntry {

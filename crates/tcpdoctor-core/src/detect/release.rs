@@ -40,6 +40,7 @@
 use std::time::Duration;
 
 use crate::flow::{Direction, Flow};
+use crate::report::{Claim, NagleHold, ReleasedBy};
 use crate::turns::{AckRef, Pause};
 
 /// A delayed ACK is held at least this long. Linux's minimum ACK timeout is 40 ms
@@ -177,6 +178,32 @@ pub fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<Na
     let at_once = r.ack_held <= rtt / 4 + RELEASE_SLACK;
     let clean = flow.half(dir).retransmissions == 0 && r.ack.segments <= MAX_IN_FLIGHT;
     (at_once && about_one_rtt && clean).then_some(r)
+}
+
+impl NagleRelease {
+    /// The claim a finding quoting this hold makes, with every frame it rests on.
+    pub fn claim(&self, flow: &Flow, dir: Direction, released_by: ReleasedBy) -> Claim {
+        let (sender, receiver) = match dir {
+            Direction::ClientToServer => (flow.client, flow.server),
+            Direction::ServerToClient => (flow.server, flow.client),
+        };
+        Claim::NagleHold(NagleHold {
+            sender: sender.to_string(),
+            receiver: receiver.to_string(),
+            oldest: self.ack.oldest_unacked.frame,
+            before: self.pause.before.pkt.frame,
+            ack: self.ack.pkt.frame,
+            after: self.pause.after.pkt.frame,
+            full_segment: flow.full_segment(dir),
+            syns: flow.syn_frames(),
+            timestamps: flow.half(dir).timestamps,
+            rtt_to_receiver: flow.rtt_sample_towards_receiver(dir).map(|(_, f)| f),
+            rtt_to_sender: flow
+                .rtt_sample_towards_receiver(dir.reverse())
+                .map(|(_, f)| f),
+            released_by,
+        })
+    }
 }
 
 #[cfg(test)]

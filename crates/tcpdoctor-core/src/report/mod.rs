@@ -4,6 +4,7 @@
 //! into its [`Finding`], and the renderers only lay them out.
 
 mod bench_text;
+pub mod claims;
 pub(crate) mod text;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use serde::Serialize;
 use crate::flow::Direction;
 
 pub use bench_text::render_bench_text;
+pub use claims::{Claim, NagleHold, ReleasedBy};
 pub use text::render_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
@@ -146,6 +148,9 @@ pub struct Evidence {
     /// Frame numbers of one example, to open in Wireshark.
     pub frames: Vec<u64>,
     pub timeline: Vec<TimelineEntry>,
+    /// What the example's frames must show for the finding to stand (checked by the audit).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<Claim>,
 }
 
 /// A flow, by its endpoints and its position in the capture.

@@ -1,0 +1,66 @@
+//! Claims a finding makes about particular frames, stated so that they can be re-checked from
+//! the packets alone.
+//!
+//! A finding's verdict rests on facts about a few frames: this segment was small, that ACK was
+//! the first to acknowledge it, the data left right after. The detectors write those facts
+//! down here, with every frame they depend on (including the frames an RTT or an MSS was
+//! taken from), and the evidence audit re-decodes the frames with its own decoder and checks
+//! each claim with its own arithmetic. A claim that does not hold withdraws the finding.
+
+use serde::Serialize;
+
+/// One checkable claim.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "claim", rename_all = "snake_case")]
+pub enum Claim {
+    /// Nagle's algorithm held the sender's data from `before` to `after`, until `ack`.
+    NagleHold(NagleHold),
+}
+
+/// What released a Nagle hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleasedBy {
+    /// The receiver's delayed-ACK timer: the ACK was held 25–550 ms (RFC 1122 allows 500).
+    DelayedAck,
+    /// An ACK the receiver sent at once: the hold cost about one round trip.
+    ImmediateAck,
+}
+
+/// The frames and figures of one Nagle hold.
+///
+/// What must hold (the audit checks each): `before` and `after` are data from `sender` to
+/// `receiver` with nothing from the sender between them; `ack` is a pure ACK from the receiver
+/// (no payload, SYN, FIN or RST) that acknowledges everything up to the end of `before`, and no
+/// earlier segment from the receiver after `oldest` did; some segment from `oldest` to
+/// `before` is smaller than `full_segment`, and `after` is too; `full_segment` is what the SYNs
+/// in `syns` announced (less 12 bytes with timestamps) when they are given; the ACK's hold and
+/// the release fit `released_by` once the round trips measured between the frames in
+/// `rtt_to_receiver` and `rtt_to_sender` are taken into account.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NagleHold {
+    pub sender: String,
+    pub receiver: String,
+    /// The oldest of the sender's segments that `ack` was the first to acknowledge.
+    pub oldest: u64,
+    /// The last data segment before the silence.
+    pub before: u64,
+    pub ack: u64,
+    /// The first data segment after the silence: the released data.
+    pub after: u64,
+    /// Payload of a full-sized segment from the sender.
+    pub full_segment: u32,
+    /// The SYN and SYN-ACK that announced the MSS values (empty when not captured).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub syns: Vec<u64>,
+    /// The sender's segments carry the 12-byte timestamp option.
+    pub timestamps: bool,
+    /// The frames the round trip from the capture point to the receiver was measured between
+    /// (the sender's segment, the receiver's answer); absent when the capture shows none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_to_receiver: Option<[u64; 2]>,
+    /// The same towards the sender (the receiver's segment, the sender's answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_to_sender: Option<[u64; 2]>,
+    pub released_by: ReleasedBy,
+}
