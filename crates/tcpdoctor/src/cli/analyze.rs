@@ -40,8 +40,8 @@ pub struct AnalyzeArgs {
     pub format: Format,
 
     /// Exit with status 1 if any of these finding kinds is found (comma-separated), or `any`.
-    /// Kinds: nagle_delayed_ack, fragmented_writes, rtt_bound, connection_churn, zero_window,
-    /// retransmission_stall, window_limited.
+    /// Kinds: nagle_delayed_ack, nagle_round_trip, fragmented_writes, rtt_bound,
+    /// connection_churn, zero_window, retransmission_stall, window_limited.
     #[arg(long, value_name = "KIND,...", value_delimiter = ',', value_parser = parse_fail_on)]
     pub fail_on: Vec<FailOn>,
 }
