@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::detect::{self, Detector, FlowView, GroupId, GroupInfo};
 use crate::flow::{Direction, Flow, FlowKey, FlowState, PacketRef, SegmentKind};
 use crate::fxhash::FxHashMap;
+use crate::hops::{self, Leg, LegRecord};
 use crate::report::{CaptureSummary, Finding, ServerSummary, Skipped, MAX_SERVERS_LISTED};
 use crate::seq::SeqNum;
 use crate::stats::{round3, Histogram};
@@ -29,6 +30,7 @@ struct Entry {
     turns: TurnTracker,
     group: GroupId,
     first_data: Option<Timestamp>,
+    leg: LegRecord,
 }
 
 /// Per-server totals for the capture summary.
@@ -54,6 +56,7 @@ fn new_entry(
             server: flow.server,
             flows: 0,
             exchanges: 0,
+            hops: Vec::new(),
         });
         sinks.totals.push(GroupTotals::default());
         sinks.groups.len() - 1
@@ -64,6 +67,7 @@ fn new_entry(
         turns: TurnTracker::default(),
         group,
         first_data: None,
+        leg: LegRecord::default(),
     })
 }
 
@@ -77,6 +81,8 @@ struct Sinks {
     per_turn: Vec<usize>,
     per_exchange: Vec<usize>,
     exchanges: u64,
+    /// Flows long enough to be one leg of a hop (see [`crate::hops`]).
+    legs: Vec<Leg>,
 }
 
 impl Sinks {
@@ -99,11 +105,18 @@ impl Sinks {
             self.totals[entry.group].bytes[ev.dir.index()] += u64::from(ev.len);
         }
         let ended = entry.turns.on_segment(&ev);
+        Self::record_leg(entry, ended.turn);
         let view = Self::view(entry);
         for &i in &self.per_segment {
             self.detectors[i].on_segment(&view, &ev);
         }
         self.dispatch(&view, &entry.turns, ended);
+    }
+
+    fn record_leg(entry: &mut Entry, turn_ended: bool) {
+        if let (true, Some(turn)) = (turn_ended, entry.turns.ended_turn()) {
+            entry.leg.on_turn(&entry.flow, turn);
+        }
     }
 
     fn dispatch(&mut self, view: &FlowView, turns: &TurnTracker, ended: Ended) {
@@ -132,6 +145,10 @@ impl Sinks {
             return;
         }
         let ended = entry.turns.finish();
+        Self::record_leg(entry, ended.turn);
+        if let Some(leg) = Leg::of(&entry.flow, std::mem::take(&mut entry.leg)) {
+            self.legs.push(leg);
+        }
         let view = Self::view(entry);
         self.dispatch(&view, &entry.turns, ended);
         self.groups[entry.group].exchanges += u64::from(entry.turns.exchanges());
@@ -189,6 +206,7 @@ impl Analyzer {
                     .collect(),
                 detectors,
                 exchanges: 0,
+                legs: Vec::new(),
             },
             frames: 0,
             tcp_segments: 0,
@@ -291,6 +309,13 @@ impl Analyzer {
             self.sinks.end_flow(&mut entry);
         }
         let sinks = &mut self.sinks;
+        for hop in hops::pair(&sinks.legs) {
+            for g in sinks.groups.iter_mut() {
+                if g.server == hop.listen || g.server == hop.upstream {
+                    g.hops.push(hop.clone());
+                }
+            }
+        }
         let mut findings = Vec::new();
         for d in sinks.detectors.iter_mut() {
             findings.extend(d.finish(&sinks.groups));

@@ -14,6 +14,8 @@
 //! - [`turns`]: who talks when — turns (a run of data from one side) and exchanges (a request
 //!   turn and its response turn), with the pauses inside a turn and what released them.
 //! - [`detect`]: one detector per finding kind, each fed the same event stream.
+//! - [`hops`]: the two legs of a proxy or sidecar captured on both sides, paired from their
+//!   turns' sizes and timing, so findings can name the hop instead of the server behind it.
 //! - [`analysis`]: wires a packet stream through flows, turns and detectors into a report.
 //! - [`report`]: the report model every renderer reads (text, JSON).
 //! - [`bench`]: the model of a `bench` run: latency histograms, the stall view, repeat
@@ -27,6 +29,7 @@ pub mod bench;
 pub mod detect;
 pub mod flow;
 pub(crate) mod fxhash;
+pub mod hops;
 pub mod impair;
 pub mod report;
 pub mod run;

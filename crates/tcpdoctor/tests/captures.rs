@@ -8,7 +8,10 @@
 //! - `stalls_at_least N` — a finding named by a `must` line counts at least N stalls (stalled
 //!   turns for `nagle_delayed_ack`, timeout stalls for `retransmission_stall`);
 //! - `rtt_ms X` — the configured path RTT; a reported `rtt_bound` must measure it within 25%;
-//! - `limiter sender|receiver_window` — a reported `window_limited` must name that limiter.
+//! - `limiter sender|receiver_window` — a reported `window_limited` must name that limiter;
+//! - `hop PORT splits|passes` — the capture holds both legs of a hop listening on PORT: every
+//!   Nagle or fragmented-writes finding on it must name the hop, and say that the upstream's
+//!   own leg carries whole messages (the hop splits them) or pieces (the hop passes them on).
 
 mod common;
 
@@ -147,6 +150,41 @@ fn check(expect: &Path) -> Vec<String> {
                     let got = &f["evidence"]["counts"]["example_limited_by_receiver_window"];
                     if got.as_u64() != Some(want) {
                         problems.push(format!("{name}: limiter is not {which} ({at})"));
+                    }
+                }
+            }
+            ["hop", port, how] => {
+                let said = match *how {
+                    "splits" => "the hop splits them",
+                    "passes" => "the hop passes every piece on",
+                    _ => panic!("{at}: hop PORT splits|passes"),
+                };
+                let on_hop: Vec<&Value> = all
+                    .iter()
+                    .copied()
+                    .filter(|f| {
+                        f["server"]
+                            .as_str()
+                            .is_some_and(|s| s.ends_with(&format!(":{port}")))
+                            && f["direction"] == "server_to_client"
+                            && ["nagle_delayed_ack", "nagle_round_trip", "fragmented_writes"]
+                                .iter()
+                                .any(|k| f["kind"] == *k)
+                    })
+                    .collect();
+                if on_hop.is_empty() {
+                    problems.push(format!(
+                        "{name}: no finding on the hop's port {port} ({at})"
+                    ));
+                }
+                for f in on_hop {
+                    let facts = f["evidence"]["facts"].to_string();
+                    let verdict = f["verdict"].as_str().unwrap_or("");
+                    if !facts.contains(said) || verdict.contains("the server writes") {
+                        problems.push(format!(
+                            "{name}: {} does not name the hop on {port} as `{said}` ({at})",
+                            f["kind"]
+                        ));
                     }
                 }
             }

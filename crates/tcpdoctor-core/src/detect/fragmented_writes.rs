@@ -136,11 +136,17 @@ fn finding(
     };
     let seg_dist = st.segments_per_turn.distribution();
     let size_dist = st.sizes.distribution();
+    let hop = super::hop_text(groups, group, dir);
+    let writer = match &hop {
+        Some(h) => format!("The {} re-emits", h.subject.trim_start_matches("the ")),
+        None => format!("The {sender} writes"),
+    };
     let mut verdict = format!(
-        "The {sender} writes {what} in pieces: {} {what} left as several small segments \
+        "{writer} {what} in pieces: {} {what} left as several small segments \
          (median {} segments each, median segment {} bytes) — one syscall and one packet per piece",
         st.fragmented, seg_dist.p50, size_dist.p50
     );
+
     if st.held_by_nagle > 0 {
         verdict.push_str(&format!(
             "; Nagle held the pieces of {} of them (see nagle_delayed_ack).",
@@ -177,6 +183,9 @@ fn finding(
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    if let Some(h) = &hop {
+        ev.facts.push(h.fact.clone());
+    }
     ev.counts.insert("fragmented_turns".into(), st.fragmented);
     ev.counts.insert("turns".into(), st.turns);
     ev.counts.insert("held_by_nagle".into(), st.held_by_nagle);
@@ -217,6 +226,7 @@ fn finding(
              writev); with requests whole, TCP_NODELAY is then safe and fast."
         }
     };
+    let fix = hop.as_ref().map_or(fix, |h| h.fix.as_str());
     FindingHead {
         kind: FindingKind::FragmentedWrites,
         severity,

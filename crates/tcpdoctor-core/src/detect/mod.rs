@@ -18,6 +18,7 @@ use crate::fxhash::FxHashSet as HashSet;
 use std::time::Duration;
 
 use crate::flow::{Direction, Flow, SegmentEvent};
+use crate::hops::{Hop, HopSender};
 use crate::report::{Finding, FindingKind, FlowRef, Severity};
 use crate::time::Timestamp;
 use crate::turns::{Exchange, Turn};
@@ -54,6 +55,15 @@ pub struct GroupInfo {
     pub server: Endpoint,
     pub flows: u64,
     pub exchanges: u64,
+    /// Hops whose legs the capture holds with this server on one of them.
+    pub hops: Vec<Hop>,
+}
+
+impl GroupInfo {
+    /// The hop that sends this server's `dir` data, when the capture shows one.
+    pub fn hop_sender(&self, dir: Direction) -> Option<HopSender<'_>> {
+        self.hops.iter().find_map(|h| h.sender(self.server, dir))
+    }
 }
 
 pub type Groups = [GroupInfo];
@@ -180,6 +190,55 @@ impl FindingHead {
             fix: fix.to_string(),
         }
     }
+}
+
+/// How a finding names a hop that sends its messages (see [`crate::hops`]): the subject of
+/// its verdict, a fact about the source leg, and the fix.
+pub(crate) struct HopText {
+    pub subject: String,
+    pub fact: String,
+    pub fix: String,
+}
+
+/// [`HopText`] for `dir` data on `group`'s flows, when a hop sends it.
+pub(crate) fn hop_text(groups: &Groups, group: GroupId, dir: Direction) -> Option<HopText> {
+    let h = groups.get(group)?.hop_sender(dir)?;
+    let (whose, receiver) = match dir {
+        Direction::ServerToClient => ("response", "client"),
+        Direction::ClientToServer => ("request", "server"),
+    };
+    let subject = format!("the hop listening on {}", h.hop.listen);
+    let per = h.source_shape.segments_per_message();
+    let fact = if h.source_shape.all_whole() {
+        format!(
+            "this is one leg of a hop: {} relays {} (flow {}), whose own leg carries each \
+             {whose} whole ({per:.1} segments per {whose}); the hop splits them on this leg",
+            h.hop.listen, h.source, h.source_flow
+        )
+    } else {
+        format!(
+            "this is one leg of a hop: {} relays {} (flow {}), whose own leg carries each \
+             {whose} in pieces too ({per:.1} segments per {whose}, {} of {} whole); the hop \
+             passes every piece on",
+            h.hop.listen, h.source, h.source_flow, h.source_shape.whole, h.source_shape.messages
+        )
+    };
+    let fix = if h.source_shape.all_whole() {
+        format!(
+            "Fix the hop, not {}: it already writes each {whose} whole. Have the hop forward \
+             what it reads with one write per read (or coalesce before writing), and set \
+             TCP_NODELAY on its {receiver}-side socket.",
+            h.source
+        )
+    } else {
+        format!(
+            "Fix both ends of the hop: have {} write each {whose} with one call (a buffer or \
+             writev), and set TCP_NODELAY on the hop's {receiver}-side socket (or have it \
+             coalesce what it reads before writing).",
+            h.source
+        )
+    };
+    Some(HopText { subject, fact, fix })
 }
 
 /// `12 of 30 (40%)`

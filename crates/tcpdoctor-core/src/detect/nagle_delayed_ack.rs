@@ -140,9 +140,14 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         Direction::ServerToClient => ("responses", "response", "server", "client"),
         Direction::ClientToServer => ("requests", "request", "client", "server"),
     };
+    let hop = super::hop_text(groups, group, dir);
+    let writer = match &hop {
+        Some(h) => format!("{} re-emits", h.subject),
+        None => format!("the {sender} writes"),
+    };
     let verdict = format!(
-        "{} {what} stalled ({median} median): the {sender} writes each {whose} in pieces and \
-         Nagle's algorithm holds the rest until the {receiver}'s delayed ACK ({}); {} lost.",
+        "{} {what} stalled ({median} median): {writer} each {whose} in pieces and Nagle's \
+         algorithm holds the rest until the {receiver}'s delayed ACK ({}); {} lost.",
         st.stalled_turns,
         short_timer(timer),
         fmt_duration(st.lost),
@@ -170,6 +175,9 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
          acknowledging all of it, then the rest of the {whose} as soon as that ACK reached the \
          {sender} (at once at the {sender}'s end, one round trip later at the {receiver}'s)"
     ));
+    if let Some(h) = &hop {
+        ev.facts.push(h.fact.clone());
+    }
     ev.counts.insert("stalled_turns".into(), st.stalled_turns);
     ev.counts.insert("turns".into(), st.turns);
     ev.counts.insert("stalls".into(), st.stalls);
@@ -268,6 +276,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
              on that hop. TCP_QUICKACK on the server is not a fix."
         }
     };
+    let fix = hop.as_ref().map_or(fix, |h| h.fix.as_str());
     FindingHead {
         kind: FindingKind::NagleDelayedAck,
         severity,

@@ -136,8 +136,13 @@ fn finding(
         Direction::ServerToClient => ("responses", "response", "server", "client"),
         Direction::ClientToServer => ("requests", "request", "client", "server"),
     };
+    let hop = super::hop_text(groups, group, dir);
+    let writer = match &hop {
+        Some(h) => format!("{} re-emits", h.subject),
+        None => format!("the {sender} writes"),
+    };
     let verdict = format!(
-        "{} {what} waited one extra round trip ({:.1} ms median): the {sender} writes each \
+        "{} {what} waited one extra round trip ({:.1} ms median): {writer} each \
          {whose} in pieces and Nagle's algorithm holds the last, small piece until the \
          {receiver} acknowledges the first — the {receiver} answered at once, so this costs \
          the path's round trip, not a delayed-ACK timer; {} lost.",
@@ -164,6 +169,9 @@ fn finding(
         fmt_duration(st.lost),
         st.holds
     ));
+    if let Some(h) = &hop {
+        ev.facts.push(h.fact.clone());
+    }
     ev.counts.insert("held_turns".into(), st.held_turns);
     ev.counts.insert("turns".into(), st.turns);
     ev.counts.insert("holds".into(), st.holds);
@@ -247,6 +255,7 @@ fn finding(
              TCP_CORK / MSG_MORE around the pieces also works."
         }
     };
+    let fix = hop.as_ref().map_or(fix, |h| h.fix.as_str());
     FindingHead {
         kind: FindingKind::NagleRoundTrip,
         severity,

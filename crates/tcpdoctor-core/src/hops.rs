@@ -1,0 +1,323 @@
+//! Two legs of one hop: a proxy, sidecar or tunnel endpoint captured on both sides.
+//!
+//! A capture taken on a host that runs a forwarder holds each conversation twice: once between
+//! the client and the hop, once between the hop and the upstream server. A finding on the
+//! client's leg that says "the server writes each response in pieces" is then about the hop,
+//! and the upstream's own leg tells whether the pieces were already there.
+//!
+//! Rules:
+//! 1. Every flow with at least [`MIN_TURNS`] turns leaves a *leg record*: the direction, bytes
+//!    and segments of its first [`KEPT_TURNS`] turns, when each started and ended, and how
+//!    many of its messages per direction left whole (no more segments than their bytes need at
+//!    the sender's full segment size). Only headers are used — sequence-space lengths, never
+//!    payload bytes, so captures cut short by a snap length pair as well as full ones.
+//! 2. Two flows are the legs of one hop when their kept turns carry the same bytes in the same
+//!    directions, they have different servers and different clients, and the data moves
+//!    through the hop in time: each request turn starts on the client-facing leg no later
+//!    than on the upstream leg (and at most [`MAX_HOP_DELAY`] earlier), each response turn
+//!    starts on the upstream leg no later than on the client-facing leg.
+//! 3. A leg that could pair with more than one other is ambiguous and is not paired: a hop is
+//!    named only when the capture leaves one answer.
+//! 4. The client-facing leg's server is the hop's listening endpoint; the upstream leg's
+//!    client is the hop's outbound endpoint. A finding whose sender is the hop (responses on
+//!    the client-facing leg, requests on the upstream leg) is phrased about the hop, and says
+//!    whether the *source* leg carried the same messages whole (the hop splits them) or in
+//!    pieces too (the hop passes the pieces on).
+
+use std::time::Duration;
+
+use crate::flow::{Direction, Flow};
+use crate::fxhash::FxHashMap;
+use crate::time::Timestamp;
+use crate::turns::Turn;
+use crate::wire::Endpoint;
+
+/// Turns a flow needs for its leg record (three request/response exchanges).
+pub const MIN_TURNS: usize = 6;
+/// Turns kept per leg record.
+pub const KEPT_TURNS: usize = 6;
+/// The longest a hop may hold a request before forwarding it.
+pub const MAX_HOP_DELAY: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TurnSig {
+    dir: Direction,
+    bytes: u64,
+    first: Timestamp,
+}
+
+/// How the messages of one direction of a leg left: whole, or in more segments than needed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shape {
+    pub messages: u64,
+    pub segments: u64,
+    /// Messages sent in no more segments than their bytes need.
+    pub whole: u64,
+}
+
+impl Shape {
+    pub fn all_whole(&self) -> bool {
+        self.messages > 0 && self.whole == self.messages
+    }
+
+    pub fn segments_per_message(&self) -> f64 {
+        self.segments as f64 / self.messages.max(1) as f64
+    }
+}
+
+/// One flow's record (rule 1).
+#[derive(Clone, Debug, Default)]
+pub struct LegRecord {
+    turns: Vec<TurnSig>,
+    shape: [Shape; 2],
+    count: usize,
+}
+
+impl LegRecord {
+    /// Records a turn that just ended.
+    pub fn on_turn(&mut self, flow: &Flow, turn: &Turn) {
+        self.count += 1;
+        if self.turns.len() < KEPT_TURNS {
+            self.turns.push(TurnSig {
+                dir: turn.dir,
+                bytes: turn.bytes,
+                first: turn.first.ts,
+            });
+        }
+        let full = u64::from(flow.full_segment(turn.dir).max(1));
+        let s = &mut self.shape[turn.dir.index()];
+        s.messages += 1;
+        s.segments += u64::from(turn.segments);
+        s.whole += u64::from(u64::from(turn.segments) <= turn.bytes.div_ceil(full).max(1));
+    }
+}
+
+/// A finished leg: its flow and record.
+#[derive(Clone, Debug)]
+pub struct Leg {
+    pub flow: u64,
+    pub client: Endpoint,
+    pub server: Endpoint,
+    record: LegRecord,
+}
+
+impl Leg {
+    /// The leg of `flow`, if it has enough turns to pair.
+    pub fn of(flow: &Flow, record: LegRecord) -> Option<Leg> {
+        (record.count >= MIN_TURNS && record.turns.len() >= MIN_TURNS).then(|| Leg {
+            flow: flow.id,
+            client: flow.client,
+            server: flow.server,
+            record,
+        })
+    }
+}
+
+/// A hop seen from both sides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hop {
+    /// The client on the client-facing leg.
+    pub client: Endpoint,
+    /// The hop's listening endpoint (the client-facing leg's server).
+    pub listen: Endpoint,
+    /// The upstream server.
+    pub upstream: Endpoint,
+    /// The client-facing leg's flow, and the upstream leg's.
+    pub client_flow: u64,
+    pub upstream_flow: u64,
+    /// The client's requests on the client-facing leg; the upstream's responses on its leg.
+    pub requests: Shape,
+    pub responses: Shape,
+}
+
+/// The hop a finding's sender is, with the leg the messages came from (rule 4).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HopSender<'a> {
+    pub hop: &'a Hop,
+    /// The endpoint the hop relays for (the upstream for responses, the client's side for
+    /// requests), the flow it was seen on, and how its messages left on its own leg.
+    pub source: Endpoint,
+    pub source_flow: u64,
+    pub source_shape: Shape,
+}
+
+impl Hop {
+    /// The hop as the sender of `dir` data on the leg whose server is `server`, if it is.
+    pub fn sender(&self, server: Endpoint, dir: Direction) -> Option<HopSender<'_>> {
+        match dir {
+            Direction::ServerToClient if self.listen == server => Some(HopSender {
+                hop: self,
+                source: self.upstream,
+                source_flow: self.upstream_flow,
+                source_shape: self.responses,
+            }),
+            Direction::ClientToServer if self.upstream == server => Some(HopSender {
+                hop: self,
+                source: self.client,
+                source_flow: self.client_flow,
+                source_shape: self.requests,
+            }),
+            _ => None,
+        }
+    }
+}
+
+fn signature(leg: &Leg) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::fxhash::FxHasher::default();
+    for t in &leg.record.turns {
+        (t.dir.index(), t.bytes).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Whether `a` (client-facing) and `b` (upstream) carry the same turns through a hop.
+fn relays(a: &Leg, b: &Leg) -> bool {
+    if a.server == b.server || a.client == b.client || a.record.turns.len() != b.record.turns.len()
+    {
+        return false;
+    }
+    a.record.turns.iter().zip(&b.record.turns).all(|(x, y)| {
+        if x.dir != y.dir || x.bytes != y.bytes {
+            return false;
+        }
+        let (early, late) = match x.dir {
+            Direction::ClientToServer => (x.first, y.first),
+            Direction::ServerToClient => (y.first, x.first),
+        };
+        late >= early && late.since(early) <= MAX_HOP_DELAY
+    })
+}
+
+/// Pairs the legs of every hop in the capture (rules 2–3).
+pub fn pair(legs: &[Leg]) -> Vec<Hop> {
+    let mut by_sig: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+    for (i, leg) in legs.iter().enumerate() {
+        by_sig.entry(signature(leg)).or_default().push(i);
+    }
+    let mut hops = Vec::new();
+    let mut buckets: Vec<&Vec<usize>> = by_sig.values().filter(|v| v.len() >= 2).collect();
+    buckets.sort_by_key(|v| v[0]);
+    for bucket in buckets {
+        // Bounded work: a bucket of many identical legs (a benchmark's connections) is
+        // ambiguous anyway.
+        if bucket.len() > 64 {
+            continue;
+        }
+        let partners = |i: usize| -> Vec<usize> {
+            bucket
+                .iter()
+                .copied()
+                .filter(|&j| j != i && relays(&legs[i], &legs[j]))
+                .collect()
+        };
+        for &a in bucket {
+            let ups = partners(a);
+            let [b] = ups[..] else { continue };
+            let downs: Vec<usize> = bucket
+                .iter()
+                .copied()
+                .filter(|&j| j != b && relays(&legs[j], &legs[b]))
+                .collect();
+            if downs != [a] {
+                continue;
+            }
+            let (a, b) = (&legs[a], &legs[b]);
+            hops.push(Hop {
+                client: a.client,
+                listen: a.server,
+                upstream: b.server,
+                client_flow: a.flow,
+                upstream_flow: b.flow,
+                requests: a.record.shape[Direction::ClientToServer.index()],
+                responses: b.record.shape[Direction::ServerToClient.index()],
+            });
+        }
+    }
+    hops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn ep(port: u16) -> Endpoint {
+        Endpoint {
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port,
+        }
+    }
+
+    /// A leg of three 7-byte requests and 155-byte responses, each turn starting `lag` µs
+    /// after `t0 + k × 10 ms` (requests) or `rlag` µs after (responses).
+    fn leg(flow: u64, client: u16, server: u16, lag: u64, rlag: u64, segs: u64) -> Leg {
+        let mut record = LegRecord::default();
+        for k in 0..3u64 {
+            for (dir, bytes, l) in [
+                (Direction::ClientToServer, 7, lag),
+                (Direction::ServerToClient, 155, rlag),
+            ] {
+                record.turns.push(TurnSig {
+                    dir,
+                    bytes,
+                    first: Timestamp((k * 10_000 + l) * 1000),
+                });
+            }
+            let s = &mut record.shape[Direction::ServerToClient.index()];
+            s.messages += 1;
+            s.segments += segs;
+            s.whole += u64::from(segs == 1);
+        }
+        record.count = 6;
+        Leg {
+            flow,
+            client: ep(client),
+            server: ep(server),
+            record,
+        }
+    }
+
+    #[test]
+    fn two_legs_of_a_hop_pair_and_name_the_upstream() {
+        // Client-facing leg: request at 0, response at 100 µs; upstream leg: request
+        // forwarded at 20 µs, response at 50 µs, sent whole.
+        let legs = [
+            leg(1, 50000, 9001, 0, 100, 3),
+            leg(2, 50001, 8001, 20, 50, 1),
+        ];
+        let hops = pair(&legs);
+        assert_eq!(hops.len(), 1);
+        let h = &hops[0];
+        assert_eq!((h.listen, h.upstream), (ep(9001), ep(8001)));
+        assert_eq!((h.client_flow, h.upstream_flow), (1, 2));
+        let s = h
+            .sender(ep(9001), Direction::ServerToClient)
+            .expect("hop sends");
+        assert!(s.source_shape.all_whole());
+        assert!(h.sender(ep(9001), Direction::ClientToServer).is_none());
+        assert!(h.sender(ep(8001), Direction::ClientToServer).is_some());
+    }
+
+    #[test]
+    fn legs_out_of_causal_order_or_ambiguous_do_not_pair() {
+        // Each leg's request comes first on the other, and each response too: no order in
+        // which one could relay the other.
+        assert!(pair(&[
+            leg(1, 50000, 9001, 100, 200, 3),
+            leg(2, 50001, 8001, 0, 50, 1)
+        ])
+        .is_empty());
+        // Two candidate upstreams with the same turns: ambiguous, nothing named.
+        let legs = [
+            leg(1, 50000, 9001, 0, 100, 3),
+            leg(2, 50001, 8001, 20, 50, 1),
+            leg(3, 50002, 8002, 30, 60, 1),
+        ];
+        assert!(pair(&legs).is_empty());
+        // Different sizes: unrelated conversations.
+        let mut other = leg(2, 50001, 8001, 20, 50, 1);
+        other.record.turns[1].bytes = 154;
+        assert!(pair(&[leg(1, 50000, 9001, 0, 100, 3), other]).is_empty());
+    }
+}
