@@ -104,7 +104,7 @@ pub struct Leg {
 impl Leg {
     /// The leg of `flow`, if it has enough turns to pair.
     pub fn of(flow: &Flow, record: LegRecord) -> Option<Leg> {
-        (record.count >= MIN_TURNS && record.turns.len() >= MIN_TURNS).then(|| Leg {
+        (record.count >= MIN_TURNS && record.turns.len() >= MIN_TURNS).then_some(Leg {
             flow: flow.id,
             client: flow.client,
             server: flow.server,
