@@ -15,6 +15,8 @@
 //!   turn and its response turn), with the pauses inside a turn and what released them.
 //! - [`detect`]: one detector per finding kind, each fed the same event stream.
 //! - [`analysis`]: wires a packet stream through flows, turns and detectors into a report.
+//! - [`audit`]: the evidence audit — re-decodes the frames findings cite and checks their
+//!   claims with its own decoder and arithmetic.
 //! - [`report`]: the report model every renderer reads (text, JSON).
 //! - [`bench`]: the model of a `bench` run: latency histograms, the stall view, repeat
 //!   aggregates.
@@ -23,6 +25,7 @@
 //! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
 
 pub mod analysis;
+pub mod audit;
 pub mod bench;
 pub mod detect;
 pub mod flow;
