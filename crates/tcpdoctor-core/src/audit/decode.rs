@@ -88,15 +88,20 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// Which way the addresses point: `Some(true)` for a → b, `Some(false)` for b → a.
-fn direction(src: &[u8], dst: &[u8], a: IpAddr, b: IpAddr) -> Option<bool> {
+/// The ways (`true`: a → b) the addresses and the TCP ports at the start of `l4` fit; both when
+/// the two ends share an address (loopback).
+fn directions(src: &[u8], dst: &[u8], l4: &[u8], a: SocketAddr, b: SocketAddr) -> Option<bool> {
     let is = |bytes: &[u8], ip: IpAddr| match ip {
         IpAddr::V4(v) => bytes == v.octets(),
         IpAddr::V6(v) => bytes == v.octets(),
     };
-    if is(src, a) && is(dst, b) {
+    let (sport, dport) = (be16(l4, 0)?, be16(l4, 2)?);
+    let fits = |from: SocketAddr, to: SocketAddr| {
+        is(src, from.ip()) && is(dst, to.ip()) && sport == from.port() && dport == to.port()
+    };
+    if fits(a, b) {
         Some(true)
-    } else if is(src, b) && is(dst, a) {
+    } else if fits(b, a) {
         Some(false)
     } else {
         None
@@ -113,11 +118,11 @@ fn v4(ip: &[u8], a: SocketAddr, b: SocketAddr) -> Found {
     if ihl < 20 || ip[9] != 6 {
         return None;
     }
-    let from_a = direction(&ip[12..16], &ip[16..20], a.ip(), b.ip())?;
     let total = usize::from(be16(ip, 2)?);
     let frag = be16(ip, 6)?;
     let l4 = ip.get(ihl..)?;
-    let found = tcp(l4, from_a, a, b)?;
+    let from_a = directions(&ip[12..16], &ip[16..20], l4, a, b)?;
+    let found = tcp_fields(l4, from_a);
     Some(found.and_then(|mut s| {
         if frag & 0x3fff != 0 {
             return Err("an IPv4 fragment");
@@ -137,10 +142,10 @@ fn v6(ip: &[u8], a: SocketAddr, b: SocketAddr) -> Found {
     if !(a.is_ipv6() && b.is_ipv6()) || ip.len() < 40 || ip[6] != 6 {
         return None;
     }
-    let from_a = direction(&ip[8..24], &ip[24..40], a.ip(), b.ip())?;
     let plen = usize::from(be16(ip, 4)?);
     let l4 = &ip[40..];
-    let found = tcp(l4, from_a, a, b)?;
+    let from_a = directions(&ip[8..24], &ip[24..40], l4, a, b)?;
+    let found = tcp_fields(l4, from_a);
     Some(found.and_then(|mut s| {
         if plen == 0 {
             return Err("IPv6 payload length 0 (jumbogram or offload)");
@@ -151,21 +156,6 @@ fn v6(ip: &[u8], a: SocketAddr, b: SocketAddr) -> Found {
             .ok_or("IPv6 payload length shorter than the TCP header")? as u32;
         Ok(s)
     }))
-}
-
-/// The TCP header at the start of `l4`, if its ports are the endpoints'; the payload length is
-/// left for the IP layer to fill in.
-fn tcp(l4: &[u8], from_a: bool, a: SocketAddr, b: SocketAddr) -> Found {
-    let (src, dst) = (be16(l4, 0)?, be16(l4, 2)?);
-    let (want_src, want_dst) = if from_a {
-        (a.port(), b.port())
-    } else {
-        (b.port(), a.port())
-    };
-    if src != want_src || dst != want_dst {
-        return None;
-    }
-    Some(tcp_fields(l4, from_a))
 }
 
 fn tcp_fields(l4: &[u8], from_a: bool) -> Result<Segment, &'static str> {
@@ -258,6 +248,18 @@ mod tests {
         assert_eq!(s.end(), 1008);
         let s = decode(&f, b, a).unwrap();
         assert!(!s.from_a);
+    }
+
+    #[test]
+    fn loopback_ends_share_an_address() {
+        let mut seg = seg(vec![], 0x18, 3);
+        seg[..4].copy_from_slice(&[0, 80, 0x04, 0xd2]); // 80 → 1234
+        let mut f = ipv4_pkt(6, 0, None, &[], &seg);
+        f[12..20].copy_from_slice(&[127, 0, 0, 1, 127, 0, 0, 1]);
+        let a: SocketAddr = "127.0.0.1:1234".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        assert!(!decode(&f, a, b).unwrap().from_a);
+        assert!(decode(&f, b, a).unwrap().from_a);
     }
 
     #[test]

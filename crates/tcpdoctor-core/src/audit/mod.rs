@@ -29,7 +29,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::flow::Direction;
-use crate::report::{Claim, Finding, FindingKind};
+use crate::report::{AuditSummary, CaptureSummary, Claim, Finding, FindingKind, Withdrawn};
 use crate::time::Timestamp;
 
 use decode::{NotSegment, Segment};
@@ -165,6 +165,40 @@ impl Auditor {
     }
 }
 
+/// Keeps the findings whose verdict is ok and moves the others to `summary.withdrawn`, with
+/// what the audit did in `summary.audit`. `verdicts` are [`Auditor::finish`]'s, in order.
+pub fn settle(
+    summary: &mut CaptureSummary,
+    findings: Vec<Finding>,
+    verdicts: Vec<Verdict>,
+    frames_read: u64,
+) -> Vec<Finding> {
+    let mut audit = AuditSummary {
+        findings: findings.len() as u64,
+        frames_read,
+        ..AuditSummary::default()
+    };
+    let mut kept = Vec::new();
+    for (f, v) in findings.into_iter().zip(verdicts) {
+        if v.ok() {
+            audit.claims_passed += v.claims_passed;
+            kept.push(f);
+        } else {
+            audit.withdrawn += 1;
+            summary.withdrawn.push(Withdrawn {
+                kind: f.kind,
+                server: f.server,
+                direction: f.direction,
+                file: f.file,
+                verdict: f.verdict,
+                reasons: v.failures,
+            });
+        }
+    }
+    summary.audit = Some(audit);
+    kept
+}
+
 /// Every frame a finding cites, and the ranges its claims need scanned.
 fn job(f: &Finding) -> Job {
     let ends = parse_end(&f.example_flow.client).and_then(|c| {
@@ -212,10 +246,11 @@ impl Frames<'_> {
         s.seg.as_ref().ok().map(|seg| (s.ts, *seg))
     }
 
-    /// The flow's segments in frames `from..=to`, in order.
+    /// The flow's segments in frames `from..=to`, in order (none when `from > to`).
     fn range(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, Segment)> + '_ {
         self.seen
-            .range(from..=to)
+            .range(from..=to.max(from))
+            .filter(move |_| from <= to)
             .filter_map(|(&n, s)| s.seg.as_ref().ok().map(|seg| (n, *seg)))
     }
 }
