@@ -7,8 +7,9 @@
 //! 3. `oldest` is sender data no later than `before`, and no segment from the receiver after
 //!    it and before `ack` already acknowledged it.
 //! 4. Some sender segment from `oldest` to `before` is below `full_segment`, and so is `after`.
-//! 5. With `syns`: they are SYNs, and `full_segment` is the smallest MSS they announce (536
-//!    when one announces none) less 12 bytes when `timestamps`; `timestamps` matches the
+//! 5. With `syns` (and their options captured): they are SYNs, and `full_segment` is the MSS
+//!    the receiver's SYN announced (536 over IPv4, 1220 over IPv6 when it announced none), no
+//!    more than the sender's own, less 12 bytes when `timestamps`; `timestamps` matches the
 //!    options of `oldest`, `before` and `after` (when their options were captured).
 //! 6. Each round trip is one side's segment and the other side's later segment acknowledging
 //!    it; its value is their time difference (0 when the claim gives no pair).
@@ -35,8 +36,10 @@ pub const DELAYED_ACK_MAX_MS: f64 = 550.0;
 pub const SLACK_MS: f64 = 2.0;
 /// Bytes the timestamp option takes from every segment's payload.
 pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
-/// The MSS a SYN without the option implies (RFC 9293 §3.7.1).
-pub const DEFAULT_MSS: u32 = 536;
+/// The MSS a peer that announces none allows over IPv4 (RFC 9293 §3.7.1).
+pub const DEFAULT_MSS_V4: u32 = 536;
+/// The same over IPv6 (RFC 9293 §3.7.1, RFC 8200's 1280-byte minimum MTU).
+pub const DEFAULT_MSS_V6: u32 = 1220;
 
 /// Every frame the claim names.
 pub(super) fn frames(h: &NagleHold) -> Vec<u64> {
@@ -163,12 +166,23 @@ pub(super) fn check(
                 fail(format!("frame {n} is not a SYN"));
             }
         }
-        if syns.len() == h.syns.len() {
-            let mss = syns
-                .iter()
-                .map(|s| s.mss.map_or(DEFAULT_MSS, u32::from))
+        let captured = syns.len() == h.syns.len() && syns.iter().all(|s| s.timestamps.is_some());
+        if captured {
+            // The sender may send what the receiver announced (the default when it announced
+            // nothing), and no more than it announced itself.
+            let default = if client.is_ipv4() {
+                DEFAULT_MSS_V4
+            } else {
+                DEFAULT_MSS_V6
+            };
+            let receiver = syns.iter().find(|s| !from_sender(s)).map(|s| s.mss);
+            let sender = syns.iter().find(|s| from_sender(s)).and_then(|s| s.mss);
+            let mss = receiver
+                .map(|m| m.map_or(default, u32::from))
+                .into_iter()
+                .chain(sender.map(u32::from))
                 .min()
-                .unwrap_or(DEFAULT_MSS);
+                .unwrap_or(default);
             let want = mss.saturating_sub(if h.timestamps {
                 TIMESTAMP_OPTION_BYTES
             } else {
@@ -176,7 +190,8 @@ pub(super) fn check(
             });
             if want != full {
                 fail(format!(
-                    "the SYNs announce MSS {mss}, so a full segment is {want} bytes, not {full}"
+                    "the SYNs allow the sender segments of MSS {mss}, so a full segment is \
+                     {want} bytes, not {full}"
                 ));
             }
         }

@@ -50,6 +50,8 @@ struct Stall {
     ack_ms: f64,
     after_ms: f64,
     after_len: usize,
+    /// The client's SYN announces an MSS.
+    client_mss: bool,
 }
 
 impl Default for Stall {
@@ -63,6 +65,7 @@ impl Default for Stall {
             ack_ms: 81.0,
             after_ms: 91.0,
             after_len: 50,
+            client_mss: true,
         }
     }
 }
@@ -81,7 +84,17 @@ impl Stall {
             Between::EarlierAck => pkt(true, 1011, 5101, 0x10, &TS, 0),
         };
         vec![
-            (0.0, pkt(true, 1000, 0, 0x02, &syn_opts, 0)),
+            (
+                0.0,
+                pkt(
+                    true,
+                    1000,
+                    0,
+                    0x02,
+                    if self.client_mss { &syn_opts } else { &TS },
+                    0,
+                ),
+            ),
             (10.0, pkt(false, 5000, 1001, 0x12, &syn_opts, 0)),
             (20.0, pkt(true, 1001, 5001, 0x10, &TS, 0)),
             (30.0, pkt(true, 1001, 5001, 0x18, &TS, 10)),
@@ -285,12 +298,25 @@ fn a_full_released_segment_fails() {
 fn a_wrong_full_segment_fails() {
     assert_fails(
         failures(Stall::default(), |f| hold(f).full_segment = 1460),
-        "a full segment is 1448 bytes, not 1460",
+        "so a full segment is 1448 bytes, not 1460",
     );
     assert_fails(
         failures(Stall::default(), |f| hold(f).full_segment = 90),
         "no segment from frame 5 to 5 is below the full 90 bytes",
     );
+}
+
+#[test]
+fn a_receiver_without_an_mss_option_allows_536() {
+    let s = Stall {
+        client_mss: false,
+        ..Stall::default()
+    };
+    assert_fails(
+        failures(s, |_| {}),
+        "segments of MSS 536, so a full segment is 524 bytes, not 1448",
+    );
+    assert!(failures(s, |f| hold(f).full_segment = 524).is_empty());
 }
 
 #[test]
