@@ -366,6 +366,8 @@ impl Analyzer {
             duration_ms: round3(crate::units::ms(duration)),
             servers,
             servers_omitted: omitted,
+            audit: None,
+            withdrawn: Vec::new(),
         };
         (summary, findings)
     }

@@ -17,6 +17,8 @@
 //! - [`hops`]: the two legs of a proxy or sidecar captured on both sides, paired from their
 //!   turns' sizes and timing, so findings can name the hop instead of the server behind it.
 //! - [`analysis`]: wires a packet stream through flows, turns and detectors into a report.
+//! - [`audit`]: the evidence audit — re-decodes the frames findings cite and checks their
+//!   claims with its own decoder and arithmetic.
 //! - [`report`]: the report model every renderer reads (text, JSON).
 //! - [`bench`]: the model of a `bench` run: latency histograms, the stall view, repeat
 //!   aggregates.
@@ -25,6 +27,7 @@
 //! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
 
 pub mod analysis;
+pub mod audit;
 pub mod bench;
 pub mod detect;
 pub mod flow;

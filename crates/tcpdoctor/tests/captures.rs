@@ -72,7 +72,7 @@ fn check(expect: &Path) -> Vec<String> {
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    let mut problems = Vec::new();
+    let mut problems = audit_problems(&name, &report);
     let all = findings(&report);
     fn find<'a>(all: &'a [&'a Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
         all.iter().copied().filter(move |f| f["kind"] == kind)
@@ -193,6 +193,42 @@ fn check(expect: &Path) -> Vec<String> {
     }
     if !problems.is_empty() {
         problems.push(format!("  {name} reported:\n    {}", describe(&report)));
+    }
+    problems
+}
+
+/// The evidence audit ran, withdrew nothing, and passed every claim; every Nagle finding
+/// states at least one claim.
+fn audit_problems(name: &str, report: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for w in report["withdrawn"].as_array().into_iter().flatten() {
+        problems.push(format!(
+            "{name}: the evidence audit withdrew {} {}: {}",
+            w["kind"], w["direction"], w["reasons"]
+        ));
+    }
+    let claims: u64 = findings(report)
+        .iter()
+        .map(|f| {
+            let n = f["evidence"]["claims"]
+                .as_array()
+                .map_or(0, |c| c.len() as u64);
+            let nagle = f["kind"] == "nagle_delayed_ack" || f["kind"] == "nagle_round_trip";
+            if nagle && n == 0 {
+                problems.push(format!("{name}: {} states no claim to audit", f["kind"]));
+            }
+            n
+        })
+        .sum();
+    let audit = &report["captures"][0]["audit"];
+    if !findings(report).is_empty() && audit.is_null() {
+        problems.push(format!("{name}: the evidence audit did not run"));
+    }
+    let passed = audit["claims_passed"].as_u64().unwrap_or(0);
+    if passed != claims {
+        problems.push(format!(
+            "{name}: {passed} of {claims} claims passed the audit"
+        ));
     }
     problems
 }

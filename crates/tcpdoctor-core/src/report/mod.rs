@@ -226,6 +226,37 @@ pub struct CaptureSummary {
     pub servers: Vec<ServerSummary>,
     /// Servers not listed in `servers`.
     pub servers_omitted: u64,
+    /// What the evidence audit checked in this capture; absent when it did not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditSummary>,
+    /// Findings of this capture that failed the audit; [`Report::new`] moves them to
+    /// [`Report::withdrawn`], so they are serialized there and only there.
+    #[serde(skip)]
+    pub withdrawn: Vec<Withdrawn>,
+}
+
+/// What the evidence audit did with one capture's findings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AuditSummary {
+    /// Findings audited (kept and withdrawn).
+    pub findings: u64,
+    pub withdrawn: u64,
+    /// Claims (`evidence.claims`) of the kept findings, each checked and true.
+    pub claims_passed: u64,
+    /// Frames read again for the audit.
+    pub frames_read: u64,
+}
+
+/// A finding the evidence audit refuted: what it said, and why it does not stand.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Withdrawn {
+    pub kind: FindingKind,
+    pub server: String,
+    pub direction: Direction,
+    pub file: String,
+    pub verdict: String,
+    /// Each failed check, naming its frames.
+    pub reasons: Vec<String>,
 }
 
 pub const MAX_SERVERS_LISTED: usize = 20;
@@ -254,10 +285,16 @@ pub struct Report {
     pub captures: Vec<CaptureSummary>,
     /// Most costly first.
     pub findings: Vec<Finding>,
+    /// Findings the evidence audit refuted: not findings, listed so that nobody loses them.
+    pub withdrawn: Vec<Withdrawn>,
 }
 
 impl Report {
-    pub fn new(captures: Vec<CaptureSummary>, mut findings: Vec<Finding>) -> Report {
+    pub fn new(mut captures: Vec<CaptureSummary>, mut findings: Vec<Finding>) -> Report {
+        let withdrawn = captures
+            .iter_mut()
+            .flat_map(|c| std::mem::take(&mut c.withdrawn))
+            .collect();
         findings.sort_by(|a, b| {
             b.severity
                 .cmp(&a.severity)
@@ -269,6 +306,7 @@ impl Report {
             tool: ToolInfo::current(),
             captures,
             findings,
+            withdrawn,
         }
     }
 }

@@ -12,6 +12,7 @@ pub fn render_text(report: &Report) -> String {
     }
     if report.findings.is_empty() {
         out.push_str("\nNo findings: nothing in this traffic costs time the way the known TCP pathologies do.\n");
+        withdrawn(&mut out, report);
         return out;
     }
     let _ = writeln!(
@@ -23,7 +24,37 @@ pub fn render_text(report: &Report) -> String {
     for f in &report.findings {
         finding(&mut out, f, report.captures.len() > 1);
     }
+    withdrawn(&mut out, report);
     out
+}
+
+/// Findings the evidence audit refuted: one line each and the first reason.
+fn withdrawn(out: &mut String, report: &Report) {
+    if report.withdrawn.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{} withdrawn by the evidence audit (its frames do not show what it claimed; please report it):",
+        report.withdrawn.len()
+    );
+    for w in &report.withdrawn {
+        let _ = writeln!(
+            out,
+            "  {} {} {} in {}: {}",
+            w.kind,
+            w.direction.as_str(),
+            w.server,
+            w.file,
+            w.verdict
+        );
+        for r in w.reasons.iter().take(3) {
+            let _ = writeln!(out, "    - {r}");
+        }
+        if w.reasons.len() > 3 {
+            let _ = writeln!(out, "    - … and {} more", w.reasons.len() - 3);
+        }
+    }
 }
 
 fn capture(out: &mut String, c: &CaptureSummary) {

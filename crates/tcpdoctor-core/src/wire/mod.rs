@@ -16,7 +16,7 @@ mod pcapng;
 mod reader;
 mod tcp;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 pub mod write;
 pub mod write_cooked;
 pub mod write_pcapng;

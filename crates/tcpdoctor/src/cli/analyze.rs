@@ -159,7 +159,9 @@ pub(crate) fn analyze_file(
             reader.bytes_read()
         );
     }
-    Ok(analyzer.finish(&name, format.name()))
+    let (mut summary, findings) = analyzer.finish(&name, format.name());
+    let findings = super::audit_pass::audit_findings(path, &mut summary, findings)?;
+    Ok((summary, findings))
 }
 
 /// A one-line progress indicator on stderr, only on a terminal and only for long runs.

@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand.
 
 pub mod analyze;
+mod audit_pass;
 pub mod bench;
 pub mod capture;
 pub mod demo;

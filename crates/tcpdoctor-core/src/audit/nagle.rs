@@ -1,0 +1,269 @@
+//! Checking a `nagle_hold` claim from its frames.
+//!
+//! 1. `before` and `after` are data from the sender to the receiver, in that order, with no
+//!    sender data between them (every frame of the flow in the range is read).
+//! 2. `ack` lies between them and is a pure ACK from the receiver (no payload, ACK set, no
+//!    SYN, FIN or RST) whose ACK number covers the end of `before` (wrapping arithmetic).
+//! 3. `oldest` is sender data no later than `before`, and no segment from the receiver after
+//!    it and before `ack` already acknowledged it.
+//! 4. Some sender segment from `oldest` to `before` is below `full_segment`, and so is `after`.
+//! 5. With `syns` (and their options captured): they are SYNs, and `full_segment` is the MSS
+//!    the receiver's SYN announced (536 over IPv4, 1220 over IPv6 when it announced none), no
+//!    more than the sender's own, less 12 bytes when `timestamps`; `timestamps` matches the
+//!    options of `oldest`, `before` and `after` (when their options were captured).
+//! 6. Each round trip is one side's segment and the other side's later segment acknowledging
+//!    it; its value is their time difference (0 when the claim gives no pair).
+//! 7. Released by a delayed ACK: the ACK was held (`t(ack) − t(oldest) − rtt_to_receiver`) at
+//!    least [`DELAYED_ACK_MIN_MS`], and `t(ack) − t(before) − rtt_to_receiver` is at most
+//!    [`DELAYED_ACK_MAX_MS`]; the data left `rtt_to_sender` after the ACK, give or take a
+//!    quarter of it plus [`SLACK_MS`].
+//! 8. Released by an immediate ACK: the hold is at most a quarter of the path RTT
+//!    (`rtt_to_receiver + rtt_to_sender`) plus [`SLACK_MS`], and the pause
+//!    `t(after) − t(before)` is within 0.75–1.25 path RTTs (plus 2 × [`SLACK_MS`] above).
+
+use std::net::SocketAddr;
+
+use super::decode::{Segment, ACK, FIN, RST, SYN};
+use super::{ms_between, Frames};
+use crate::report::{NagleHold, ReleasedBy};
+
+/// The shortest ACK hold a delayed-ACK timer explains. Linux's minimum is 40 ms; the margin
+/// covers a capture point a little closer to the receiver than the RTT sample says.
+pub const DELAYED_ACK_MIN_MS: f64 = 25.0;
+/// The longest: RFC 1122 allows 500 ms; 50 ms of margin for the same reason.
+pub const DELAYED_ACK_MAX_MS: f64 = 550.0;
+/// Scheduling and capture-timestamp slack around a round trip.
+pub const SLACK_MS: f64 = 2.0;
+/// Bytes the timestamp option takes from every segment's payload.
+pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
+/// The MSS a peer that announces none allows over IPv4 (RFC 9293 §3.7.1).
+pub const DEFAULT_MSS_V4: u32 = 536;
+/// The same over IPv6 (RFC 9293 §3.7.1, RFC 8200's 1280-byte minimum MTU).
+pub const DEFAULT_MSS_V6: u32 = 1220;
+
+/// Every frame the claim names.
+pub(super) fn frames(h: &NagleHold) -> Vec<u64> {
+    let mut v = vec![h.oldest, h.before, h.ack, h.after];
+    v.extend(&h.syns);
+    v.extend(h.rtt_to_receiver.iter().flatten());
+    v.extend(h.rtt_to_sender.iter().flatten());
+    v
+}
+
+/// The ranges whose segments must all be read: the pause, and oldest to the ACK.
+pub(super) fn ranges(h: &NagleHold) -> Vec<(u64, u64)> {
+    let span = |a: u64, b: u64| (a.min(b), a.max(b));
+    vec![span(h.before, h.after), span(h.oldest, h.ack)]
+}
+
+pub(super) fn check(
+    h: &NagleHold,
+    client: SocketAddr,
+    server: SocketAddr,
+    frames: &Frames,
+    out: &mut Vec<String>,
+) {
+    let mut fail = |s: String| out.push(format!("nagle_hold: {s}"));
+    // Which side is the sender, as `from_a` (the client) says it.
+    let sender_is_client = match (
+        h.sender.parse::<SocketAddr>(),
+        h.receiver.parse::<SocketAddr>(),
+    ) {
+        (Ok(s), Ok(r)) if s == client && r == server => true,
+        (Ok(s), Ok(r)) if s == server && r == client => false,
+        _ => {
+            return fail(format!(
+                "sender {} and receiver {} are not the example flow's endpoints",
+                h.sender, h.receiver
+            ))
+        }
+    };
+    let from_sender = |s: &Segment| s.from_a == sender_is_client;
+    let (Some(oldest), Some(before), Some(ack), Some(after)) = (
+        frames.get(h.oldest),
+        frames.get(h.before),
+        frames.get(h.ack),
+        frames.get(h.after),
+    ) else {
+        return; // Rule 1 has reported the frame.
+    };
+    let (b, a, o, k) = (h.before, h.after, h.oldest, h.ack);
+
+    // 1.
+    for (n, (_, s)) in [(b, before), (a, after), (o, oldest)] {
+        if !from_sender(&s) || s.payload == 0 {
+            fail(format!("frame {n} is not data from {}", h.sender));
+        }
+    }
+    if !(o <= b && b < k && k < a) {
+        fail(format!(
+            "frames out of order: oldest {o} ≤ before {b} < ack {k} < after {a} does not hold"
+        ));
+    }
+    if let Some((n, _)) = frames
+        .range(b + 1, a.saturating_sub(1))
+        .find(|(_, s)| from_sender(s) && s.payload > 0)
+    {
+        fail(format!(
+            "frame {n} is sender data between frames {b} and {a}"
+        ));
+    }
+
+    // 2.
+    let ack_seg = ack.1;
+    if from_sender(&ack_seg)
+        || ack_seg.payload != 0
+        || !ack_seg.has(ACK)
+        || ack_seg.has(SYN | FIN | RST)
+    {
+        fail(format!("frame {k} is not a pure ACK from {}", h.receiver));
+    }
+    if !ack_seg.acks(before.1.end()) {
+        fail(format!(
+            "frame {k} acknowledges {} but frame {b} ends at {}",
+            ack_seg.ack,
+            before.1.end()
+        ));
+    }
+
+    // 3.
+    if let Some((n, _)) = frames
+        .range(o + 1, k.saturating_sub(1))
+        .find(|(_, s)| !from_sender(s) && s.acks(oldest.1.end()))
+    {
+        fail(format!(
+            "frame {n} already acknowledged frame {o} before frame {k}"
+        ));
+    }
+
+    // 4.
+    let full = h.full_segment;
+    let small = frames
+        .range(o, b)
+        .any(|(_, s)| from_sender(&s) && s.payload > 0 && s.payload < full);
+    if !small {
+        fail(format!(
+            "no segment from frame {o} to {b} is below the full {full} bytes"
+        ));
+    }
+    if after.1.payload >= full {
+        fail(format!(
+            "frame {a} carries {} bytes: a full segment ({full}), not a held tail",
+            after.1.payload
+        ));
+    }
+
+    // 5.
+    if !h.syns.is_empty() {
+        let syns: Vec<Segment> = h
+            .syns
+            .iter()
+            .filter_map(|&n| frames.get(n))
+            .map(|(_, s)| s)
+            .collect();
+        for &n in &h.syns {
+            if frames.get(n).is_some_and(|(_, s)| !s.has(SYN)) {
+                fail(format!("frame {n} is not a SYN"));
+            }
+        }
+        let captured = syns.len() == h.syns.len() && syns.iter().all(|s| s.timestamps.is_some());
+        if captured {
+            // The sender may send what the receiver announced (the default when it announced
+            // nothing), and no more than it announced itself.
+            let default = if client.is_ipv4() {
+                DEFAULT_MSS_V4
+            } else {
+                DEFAULT_MSS_V6
+            };
+            let receiver = syns.iter().find(|s| !from_sender(s)).map(|s| s.mss);
+            let sender = syns.iter().find(|s| from_sender(s)).and_then(|s| s.mss);
+            let mss = receiver
+                .map(|m| m.map_or(default, u32::from))
+                .into_iter()
+                .chain(sender.map(u32::from))
+                .min()
+                .unwrap_or(default);
+            let want = mss.saturating_sub(if h.timestamps {
+                TIMESTAMP_OPTION_BYTES
+            } else {
+                0
+            });
+            if want != full {
+                fail(format!(
+                    "the SYNs allow the sender segments of MSS {mss}, so a full segment is \
+                     {want} bytes, not {full}"
+                ));
+            }
+        }
+    }
+    for (n, (_, s)) in [(o, oldest), (b, before), (a, after)] {
+        if s.timestamps.is_some_and(|t| t != h.timestamps) {
+            fail(format!(
+                "frame {n} {} the timestamp option",
+                if h.timestamps { "lacks" } else { "carries" }
+            ));
+        }
+    }
+
+    // 6.
+    let mut rtt = |pair: Option<[u64; 2]>, first_from_sender: bool, name: &str| -> f64 {
+        let Some([x, y]) = pair else { return 0.0 };
+        let (Some((tx, sx)), Some((ty, sy))) = (frames.get(x), frames.get(y)) else {
+            return 0.0;
+        };
+        if from_sender(&sx) != first_from_sender || from_sender(&sy) == first_from_sender {
+            fail(format!(
+                "{name}: frames {x} and {y} are not a segment and the other side's answer"
+            ));
+        } else if !sy.acks(sx.end()) || ty < tx {
+            fail(format!("{name}: frame {y} does not acknowledge frame {x}"));
+        }
+        ms_between(tx, ty).max(0.0)
+    };
+    let to_receiver = rtt(h.rtt_to_receiver, true, "rtt_to_receiver");
+    let to_sender = rtt(h.rtt_to_sender, false, "rtt_to_sender");
+
+    // 7 and 8.
+    let hold = ms_between(oldest.0, ack.0) - to_receiver;
+    match h.released_by {
+        ReleasedBy::DelayedAck => {
+            if hold < DELAYED_ACK_MIN_MS {
+                fail(format!(
+                    "the ACK in frame {k} was held {hold:.3} ms after frame {o} (less \
+                     {to_receiver:.3} ms to the receiver): too short for a delayed-ACK timer"
+                ));
+            }
+            let from_before = ms_between(before.0, ack.0) - to_receiver;
+            if from_before > DELAYED_ACK_MAX_MS {
+                fail(format!(
+                    "frame {k} came {from_before:.3} ms after frame {b}: longer than any \
+                     delayed-ACK timer"
+                ));
+            }
+            let release = ms_between(ack.0, after.0);
+            let slack = to_sender / 4.0 + SLACK_MS;
+            if (release - to_sender).abs() > slack {
+                fail(format!(
+                    "frame {a} left {release:.3} ms after the ACK in frame {k}, not one trip \
+                     to the sender ({to_sender:.3} ± {slack:.3} ms)"
+                ));
+            }
+        }
+        ReleasedBy::ImmediateAck => {
+            let path = to_receiver + to_sender;
+            if hold > path / 4.0 + SLACK_MS {
+                fail(format!(
+                    "the ACK in frame {k} was held {hold:.3} ms: not immediate on a \
+                     {path:.3} ms path"
+                ));
+            }
+            let pause = ms_between(before.0, after.0);
+            if pause < 0.75 * path || pause > 1.25 * path + 2.0 * SLACK_MS {
+                fail(format!(
+                    "the pause from frame {b} to {a} is {pause:.3} ms, not one {path:.3} ms \
+                     round trip"
+                ));
+            }
+        }
+    }
+}

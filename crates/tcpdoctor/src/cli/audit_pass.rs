@@ -1,0 +1,42 @@
+//! The evidence audit's pass over a capture: read the file again and hand the audit only the
+//! frames the findings cite (and the ranges their claims must scan), stopping after the last.
+
+use std::fs::File;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use tcpdoctor_core::audit::{settle, Auditor};
+use tcpdoctor_core::report::{CaptureSummary, Finding};
+use tcpdoctor_core::wire::CaptureReader;
+
+/// Audits `findings` against the frames of `path`; the refuted ones go to `summary.withdrawn`.
+pub(crate) fn audit_findings(
+    path: &Path,
+    summary: &mut CaptureSummary,
+    findings: Vec<Finding>,
+) -> anyhow::Result<Vec<Finding>> {
+    let name = path.display().to_string();
+    let duration = Duration::from_secs_f64(summary.duration_ms.max(0.0) / 1e3);
+    let mut auditor = Auditor::new(&findings, duration);
+    let mut frames_read = 0;
+    if let Some(last) = auditor.last_wanted() {
+        let file = File::open(path).with_context(|| format!("auditing {name}"))?;
+        let mut reader = CaptureReader::with_buffer_size(file, 4 << 20)
+            .with_context(|| format!("auditing {name}"))?;
+        while let Some(frame) = reader
+            .next_frame()
+            .with_context(|| format!("auditing {name}"))?
+        {
+            if frame.number > last {
+                break;
+            }
+            if auditor.wants(frame.number) {
+                frames_read += 1;
+                auditor.on_frame(frame.number, frame.ts, frame.data);
+            }
+        }
+    }
+    let verdicts = auditor.finish();
+    Ok(settle(summary, findings, verdicts, frames_read))
+}
