@@ -315,13 +315,14 @@ impl Flow {
 
     /// The payload of a full-sized segment sent in `dir` (PHYSICS §9): the smaller of the MSS
     /// values the two SYNs announced (each side's own MTU bounds what it sends, the peer's
-    /// announcement bounds what it may send), less the option bytes this sender carries on
+    /// announcement bounds what it may send; a captured SYN without the option announces
+    /// RFC 9293's default), less the option bytes this sender carries on
     /// every segment (12 for timestamps). Without an announced MSS: the largest payload seen,
     /// at least 536, or 1460 before any. A segment is *small* only below this.
     pub fn full_segment(&self, dir: Direction) -> u32 {
-        let announced = match (self.half(dir.reverse()).mss, self.half(dir).mss) {
-            (Some(a), Some(b)) => Some(u32::from(a.min(b))),
-            (a, b) => a.or(b).map(u32::from),
+        let announced = match (self.syn_mss(dir.reverse()), self.syn_mss(dir)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         let seen = self.half(dir).max_payload;
         match announced {
@@ -332,6 +333,19 @@ impl Flow {
             None if seen > 0 => seen.max(536),
             None => 1460,
         }
+    }
+
+    /// The MSS the side sending in `dir` announced in its SYN, when the SYN was captured: a
+    /// SYN without the option announces the default (RFC 9293: 536 bytes over IPv4, 1220 over
+    /// IPv6).
+    fn syn_mss(&self, dir: Direction) -> Option<u32> {
+        let h = self.half(dir);
+        h.isn?;
+        Some(match h.mss {
+            Some(m) => u32::from(m),
+            None if self.client.ip.is_ipv6() => 1220,
+            None => 536,
+        })
     }
 
     /// Whether a payload of `len` bytes sent in `dir` fills a segment.
