@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wan-record.sh: record the WAN reference captures in testdata/captures/ with
 # specimens/wanlink.py (userspace delay/loss between two network namespaces),
-# check each one (wan_check.py) and write its .expect file.
+# check each one (wan_check.py) and write its .expect file and its .log (the client's and
+# wanlink's output during that recording).
 #
 #   sudo specimens/wan-record.sh                 # all captures
 #   sudo specimens/wan-record.sh wan_tlp_only    # only the named ones
@@ -45,12 +46,15 @@ record() {  # name side delay drops server-command client-command
                 --server "$server" --client "$client")
     [ -n "$drops" ] && args+=(--drop "$drops")
     echo "== $name: delay $delay, ${drops:-no drops}, captured at the $side"
-    rm -f "$out/$name.pcap" "$out/$name.expect"
+    rm -f "$out/$name.pcap" "$out/$name.expect" "$out/$name.log"
     if ! python3 wanlink.py "${args[@]}" >"$logs/$name.client" 2>"$logs/$name.wanlink"; then
         cat "$logs/$name.wanlink" "$logs/$name.client" >&2
         echo "wan-record.sh: wanlink failed for $name" >&2
         exit 1
     fi
+    # the run's own output, which the .expect comments quote: client first, then wanlink's
+    # (server, tcpdump and link) lines
+    cat "$logs/$name.client" "$logs/$name.wanlink" >"$out/$name.log"
     grep -E '^summary|^connected' "$logs/$name.client" | sed 's/^/   client: /'
     grep -E '^wanlink: (drop|delay accuracy)' "$logs/$name.wanlink" | sed 's/^/   /'
     local cmd="wanlink.py --delay $delay${drops:+ --drop $drops} --capture-side $side"
@@ -77,6 +81,16 @@ record wan15ms_rtt_bound client 15ms "" \
     "python3 wan_fixed_server.py" "python3 wan_client.py $C 7070 --count 80 --verb SET"
 record wan15ms_pipelined client 15ms "" \
     "python3 wan_fixed_server.py" "python3 wan_pipelined_client.py $C 7070 --count 80 --verb SET"
+# Nagle without delayed ACK (PHYSICS sec. 9): a 20-byte header send(), then a body of one
+# full segment + 60 bytes; the tail waits one RTT for the client's immediate ACK. Seen from
+# both ends; then the fixed twin (header + body in one send()). stalled = > 1.5 RTT.
+record wan15ms_nagle_header_body_serverside server 15ms "" \
+    "python3 wan_header_body_server.py" "python3 wan_client.py $C 7070 --count 30 --stall-ms 45"
+record wan15ms_nagle_header_body_clientside client 15ms "" \
+    "python3 wan_header_body_server.py" "python3 wan_client.py $C 7070 --count 30 --stall-ms 45"
+record wan15ms_header_body_fixed client 15ms "" \
+    "python3 wan_header_body_server.py --fixed" \
+    "python3 wan_client.py $C 7070 --count 30 --stall-ms 45"
 # losses, 4 ms RTT. Each 2000-byte response is 2 segments, so s2c data packet
 # #8 is the tail of response 4; x2 also drops its first retransmission (the TLP).
 record wan_rto_stall server 2ms "s2c:8x2" \

@@ -19,6 +19,34 @@ import sys
 
 NEVER = ["must_not connection_churn", "must_not zero_window"]
 
+HEADER_BODY_PHYSICS = [
+    "PHYSICS sec. 9, Nagle without delayed ACK: one RTT per message. The server",
+    "(wan_header_body_server.py, Nagle on) answers each GET with a 20-byte header send()",
+    "and then a body send() of one full segment + 60 bytes (1508 bytes; TCP_MAXSEG 1448 =",
+    "SYN MSS 1460 of the TUN's 1500-byte MTU, less 12 bytes of timestamps). The header",
+    "leaves at once (nothing in flight); the body's first 1448 bytes leave at once (a full",
+    "segment is never held); its 60-byte tail is held by Nagle because the small header",
+    "is unacknowledged (Linux tcp_mss_split_point / Minshall check). The client has then",
+    "received 1468 bytes, more than one full segment, so it ACKs at once (no delayed-ACK",
+    "timer); the tail leaves when that ACK reaches the server. 2 RTT per exchange, not 1.",
+    "Exchange 1 differs: the client is still in quickack mode and ACKs the header alone",
+    "at once; that ACK already releases the tail (only the small segment must be acked).",
+    "The pause's first ACK of everything sent is then not the releasing one (at the server",
+    "it follows the tail; at the client it precedes it but acknowledges only the full",
+    "segment), so exchange 1 is not a held turn in tcpdoctor's sense: 29 of 30 can be.",
+]
+HEADER_BODY_OPEN = [
+    "nagle_round_trip client_to_server: each request is one 7-byte send() whose predecessor",
+    "was acknowledged by the response, so nothing of the client's is ever held.",
+    "nagle_delayed_ack: no ACK here waits for a timer (every ACK of a response leaves",
+    "within microseconds of the data it acknowledges).",
+    "fragmented_writes: neither must nor must_not. The header is a separate write (3",
+    "segments where 2 would do) but that is one extra segment per message, not tinygrams.",
+    "rtt_bound: neither must nor must_not. The client is strictly sequential (round-trip",
+    "bound in the sec. 5 sense), but each exchange costs 2 RTT and the fixable extra round",
+    "trip is the Nagle hold; at the client end round trips are only ~50% of the wall time.",
+]
+
 # name -> (side, rtt_ms, expectation lines, physics comment lines)
 SPECS = {
     "wan15ms_nagle_perline": ("client", 30, [
@@ -72,6 +100,38 @@ SPECS = {
         "turn, one response turn: the whole batch costs ~1 RTT after the handshake.",
         "clean = no finding at all, in particular not rtt_bound (and no Nagle stall: nothing",
         "small is ever written behind unacknowledged small data).",
+    ]),
+    "wan15ms_nagle_header_body_serverside": ("server", 30, [
+        "must nagle_round_trip server_to_client",
+        "must_not nagle_round_trip client_to_server",
+        "must_not nagle_delayed_ack",
+        "must_not retransmission_stall",
+    ] + NEVER, HEADER_BODY_PHYSICS + [
+        "Captured at the SERVER (the Nagle sender): the client's pure ACK arrives one RTT",
+        "after the header and the held tail leaves within tens of microseconds of it.",
+    ] + HEADER_BODY_OPEN),
+    "wan15ms_nagle_header_body_clientside": ("client", 30, [
+        "must nagle_round_trip server_to_client",
+        "must_not nagle_round_trip client_to_server",
+        "must_not nagle_delayed_ack",
+        "must_not retransmission_stall",
+    ] + NEVER, HEADER_BODY_PHYSICS + [
+        "Captured at the CLIENT (the receiver): its pure ACK leaves within microseconds of",
+        "the full segment, and the held tail arrives one RTT after that ACK.",
+    ] + HEADER_BODY_OPEN),
+    "wan15ms_header_body_fixed": ("client", 30, [
+        "must rtt_bound client_to_server",
+        "must_not nagle_round_trip",
+        "must_not nagle_delayed_ack",
+        "must_not fragmented_writes",
+        "must_not retransmission_stall",
+    ] + NEVER, [
+        "Fixed twin of wan15ms_nagle_header_body_*: the same server with --fixed builds",
+        "header + body in user space and writes them with ONE sendall() (Nagle still on).",
+        "Nothing is in flight when the write happens, so the whole 1528-byte response leaves",
+        "at once as a full segment and an 80-byte one; the client ACKs both together (more",
+        "than one full segment received) and sends the next request. Each exchange costs",
+        "one RTT: round-trip bound (PHYSICS sec. 5), nothing held by Nagle.",
     ]),
     "wan_rto_stall": ("server", 4, [
         "must retransmission_stall server_to_client",
@@ -177,6 +237,87 @@ def nagle_stalls(rows):
     return out
 
 
+def tshark_syn_mss(pcap):
+    """{src: MSS announced in its SYN}."""
+    out = subprocess.run(["tshark", "-r", pcap, "-Y", "tcp.flags.syn == 1", "-T", "fields",
+                          "-e", "ip.src", "-e", "tcp.options.mss_val"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         timeout=60, check=True).stdout
+    mss = {}
+    for line in out.splitlines():
+        v = line.split("\t")
+        if len(v) == 2 and v[1]:
+            mss[v[0]] = int(v[1].split(",")[0])
+    return mss
+
+
+def header_body_responses(rows, full):
+    """Each server response of wan_header_body_server.py, from the packets.
+
+    A response starts with the first server data segment after client data. For each:
+    its data segments, and -- when it is the held shape -- (header, full segment, the
+    client's first ACK of everything sent, the tail): a small segment, a full one right
+    after it, a pure ACK of exactly both, then a sub-MSS tail starting where the full
+    segment ended, with no client data in between. When the client ACKed the header
+    alone before the tail (quickack mode), that ACK is what released the tail: recorded
+    as "header_ack" instead."""
+    server = "198.18.0.1"
+    responses = []
+    cur = None
+    for r in rows:
+        if r["syn"]:
+            continue
+        if r["src"] != server:
+            if r["len"] > 0:
+                cur = None
+            elif cur is not None:
+                cur["client_acks"].append(r)
+            continue
+        if r["len"] == 0:
+            continue
+        if cur is None:
+            cur = {"segs": [], "client_acks": []}
+            responses.append(cur)
+        cur["segs"].append(r)
+    out = []
+    for resp in responses:
+        segs = resp["segs"]
+        info = {"segs": segs, "held": None, "first_ack": None}
+        if len(segs) >= 1:
+            end_all = segs[-1]["seq"] + segs[-1]["len"]
+            info["first_ack"] = next((a for a in resp["client_acks"] if a["ack"] >= end_all
+                                      and a["n"] > segs[-1]["n"]), None)
+        if len(segs) == 3:
+            h, f, tail = segs
+            f_end = f["seq"] + f["len"]
+            ack = next((a for a in resp["client_acks"]
+                        if a["ack"] >= f_end and f["n"] < a["n"] < tail["n"]), None)
+            hdr_ack = next((a for a in resp["client_acks"]
+                            if a["ack"] == h["seq"] + h["len"] and h["n"] < a["n"] < tail["n"]),
+                           None)
+            shape = (h["len"] < full and f["len"] == full and tail["len"] < full
+                     and f["seq"] == h["seq"] + h["len"] and tail["seq"] == f_end
+                     and f["t"] - h["t"] < 0.001)
+            if shape and hdr_ack is not None:
+                # quickack: the header alone was ACKed at once, and that ACK released the
+                # tail (at the client end it even precedes the full segment)
+                info["header_ack"] = (h, f, hdr_ack, tail)
+            elif shape and ack is not None and ack["ack"] == f_end and not ack["fin"]:
+                info["held"] = (h, f, ack, tail)
+        out.append(info)
+    return out
+
+
+def handshake_rtt(rows, side):
+    """The RTT the capture point sees in the handshake."""
+    syn = next(r for r in rows if r["syn"] and r["src"] == "198.18.0.2")
+    synack = next(r for r in rows if r["syn"] and r["src"] == "198.18.0.1")
+    ack = next(r for r in rows if r["n"] > synack["n"] and r["src"] == "198.18.0.2")
+    if side == "client":
+        return synack["t"] - syn["t"], (syn["n"], synack["n"])
+    return ack["t"] - synack["t"], (synack["n"], ack["n"])
+
+
 def ms(x):
     return "%.1f" % (x * 1e3)
 
@@ -216,7 +357,92 @@ def main():
         fail("expected one connection between 198.18.0.1 and 198.18.0.2")
     facts = []
 
-    if "nagle" in a.name:
+    if "header_body" in a.name:
+        stalls_at_least = None
+        mss = tshark_syn_mss(a.pcap)
+        if set(mss) != {"198.18.0.1", "198.18.0.2"}:
+            fail("no MSS in both SYNs: %s" % mss)
+        full = min(mss.values()) - 12    # timestamps are on (every wan capture)
+        if full != 1448:
+            fail("full segment %d, expected 1448 (1500-byte MTU, timestamps)" % full)
+        rtt, rtt_frames = handshake_rtt(rows, side)
+        if abs(rtt - rtt_ms / 1e3) > 0.003:
+            fail("handshake RTT %.1f ms, expected ~%d" % (rtt * 1e3, rtt_ms))
+        if retrans:
+            fail("unexpected retransmissions %s" % retrans)
+        resps = header_body_responses(rows, full)
+        if len(resps) != len(lat):
+            fail("%d server responses in the capture, the client measured %d"
+                 % (len(resps), len(lat)))
+        facts.append("tshark: SYN MSS %s -> full segment %d (timestamps); handshake RTT %s ms "
+                     "(frames %d-%d)" % ("/".join(str(mss[k]) for k in sorted(mss)), full,
+                                         ms(rtt), rtt_frames[0], rtt_frames[1]))
+        sizes = sorted({tuple(x["len"] for x in r["segs"]) for r in resps})
+        facts.append("tshark: %d responses, segment sizes per response %s" % (
+            len(resps), " ".join("+".join(str(n) for n in z) for z in sizes)))
+        if "fixed" in a.name:
+            if stalled != 0 or max(lat) > rtt_ms + 15:
+                fail("fixed run should have every exchange ~1 RTT: %s" % summary)
+            if any(r["held"] or r.get("header_ack") for r in resps):
+                fail("fixed run shows a held tail")
+            spread = [r["segs"][-1]["t"] - r["segs"][0]["t"] for r in resps]
+            if sizes != [(full, 80)] or max(spread) > 0.001:
+                fail("fixed run: responses are not one full + one 80-byte segment back to back")
+            r = resps[1]
+            facts.append("  every response leaves whole: e.g. exchange 2, frames %d (%d B) and "
+                         "%d (%d B) %s ms apart; first ACK of both: frame %d"
+                         % (r["segs"][0]["n"], r["segs"][0]["len"], r["segs"][1]["n"],
+                            r["segs"][1]["len"], "%.3f" % (spread[1] * 1e3),
+                            r["first_ack"]["n"] if r["first_ack"] else -1))
+            facts.append("  per-exchange latency median %s ms = 1 RTT" % (
+                "%.1f" % statistics.median(lat)))
+        else:
+            held = [r["held"] for r in resps if r["held"]]
+            if stalled < 25 or kv.get("stall_ms") != "45":
+                fail("header/body run: only %d of %d exchanges > 45 ms" % (stalled, len(lat)))
+            if len(held) < 25:
+                fail("header/body run: only %d held tails in the capture" % len(held))
+            hold = sorted(t["t"] - f["t"] for h, f, ack, t in held)
+            ack_after = sorted(ack["t"] - f["t"] for h, f, ack, t in held)
+            tail_after = sorted(t["t"] - ack["t"] for h, f, ack, t in held)
+            if not all(0.75 * rtt <= x <= 1.25 * rtt for x in hold):
+                fail("a hold is not ~1 RTT: %s" % [ms(x) for x in hold])
+            facts.append("tshark: %d of %d responses are header (small) + full segment, then the "
+                         "client's pure ACK of exactly both, then the sub-MSS tail" % (
+                             len(held), len(resps)))
+            facts.append("  hold (full segment -> tail) median %s ms (min %s, max %s); full "
+                         "segment -> ACK median %s ms (max %s); ACK -> tail median %s ms "
+                         "(min %s, max %s)" % (
+                             ms(statistics.median(hold)), ms(hold[0]), ms(hold[-1]),
+                             "%.3f" % (statistics.median(ack_after) * 1e3),
+                             "%.3f" % (ack_after[-1] * 1e3),
+                             "%.3f" % (statistics.median(tail_after) * 1e3),
+                             "%.3f" % (tail_after[0] * 1e3), "%.3f" % (tail_after[-1] * 1e3)))
+            h, f, ack, t = held[0]
+            i = next(k for k, r in enumerate(resps) if r["held"] is held[0]) + 1
+            facts.append("  e.g. exchange %d: frame %d header %d B at %s s, frame %d %d B +%s ms,"
+                         " frame %d client pure ACK (relative ack %d) +%s ms, frame %d tail %d B +%s ms" % (
+                             i, h["n"], h["len"], "%.6f" % h["t"], f["n"], f["len"],
+                             "%.3f" % ((f["t"] - h["t"]) * 1e3), ack["n"], ack["ack"],
+                             "%.3f" % ((ack["t"] - h["t"]) * 1e3), t["n"], t["len"],
+                             "%.3f" % ((t["t"] - h["t"]) * 1e3)))
+            qa = [(k + 1, r["header_ack"]) for k, r in enumerate(resps) if r.get("header_ack")]
+            for k, (h, f, hack, t) in qa:
+                facts.append("  exchange %d (quickack): frame %d ACKs the header alone (relative ack %d) "
+                             "+%s ms after it; the tail (frame %d) follows that ACK by %s ms" % (
+                                 k, hack["n"], hack["ack"], "%.3f" % ((hack["t"] - h["t"]) * 1e3),
+                                 t["n"], "%.3f" % ((t["t"] - hack["t"]) * 1e3)))
+            for k, r in enumerate(resps):
+                if r["held"] or r.get("header_ack"):
+                    continue
+                segs = r["segs"]
+                facts.append("  exchange %d not of that shape: frames %s, %s B, gaps %s ms" % (
+                    k + 1, "/".join(str(x["n"]) for x in segs),
+                    "+".join(str(x["len"]) for x in segs),
+                    "/".join("%.3f" % ((b["t"] - a["t"]) * 1e3) for a, b in zip(segs, segs[1:]))))
+            facts.append("  per-exchange latency median %s ms = 2 RTT (stalled = > 45 ms = "
+                         "1.5 RTT)" % ("%.1f" % statistics.median(lat)))
+    elif "nagle" in a.name:
         if stalled < 20 or len(lat) < 30 or kv.get("stall_ms") != "80":
             fail("Nagle run: only %d of %d exchanges stalled" % (stalled, len(lat)))
         st = nagle_stalls(rows)

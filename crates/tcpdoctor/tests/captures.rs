@@ -252,6 +252,7 @@ fn every_capture_meets_its_expectations() {
 fn every_detector_has_a_positive_and_a_negative_capture() {
     let kinds = [
         "nagle_delayed_ack",
+        "nagle_round_trip",
         "fragmented_writes",
         "rtt_bound",
         "connection_churn",
