@@ -25,6 +25,8 @@ pub const PAUSE_MIN: Duration = Duration::from_millis(1);
 pub const SIZES_KEPT: usize = 16;
 /// Pauses remembered per turn (the first ones).
 pub const PAUSES_KEPT: usize = 8;
+/// A copy of already-sent data this soon after it is a capture duplicate, not a retransmission.
+pub const DUPLICATE: Duration = Duration::from_millis(1);
 
 /// A data segment inside a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +68,10 @@ pub struct Pause {
     /// The peer's receive window was closed (zero, or too small for the data that followed)
     /// when the silence began or during it: flow control, not Nagle, held the data.
     pub window_limited: bool,
+    /// The sender retransmitted during the silence (a copy captured within [`DUPLICATE`] of
+    /// the data before it is the capture seeing one packet twice, and does not count): a loss,
+    /// not a hold.
+    pub retransmitted: bool,
 }
 
 impl Pause {
@@ -231,6 +237,8 @@ pub struct TurnTracker {
     unacked: Option<Unacked>,
     /// That side advertised a zero window since the talker's last data.
     pending_zero_window: bool,
+    /// The talker retransmitted since its last data (capture duplicates aside).
+    pending_retransmit: bool,
     /// Right edge of the receive window each side advertised (indexed by the direction of the
     /// data it limits), when the window is known exactly.
     edge: [Option<SeqNum>; 2],
@@ -265,6 +273,9 @@ impl TurnTracker {
             if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
                 if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
                     turn.retransmissions += 1;
+                    self.pending_retransmit |= self
+                        .last_data
+                        .is_none_or(|d| ev.pkt.ts.since(d.pkt.ts) > DUPLICATE);
                 } else if ev.dir != turn.dir && ev.has_ack && !ev.syn {
                     if ev.acks_all_peer_data {
                         if let Some(u) = self.unacked.take() {
@@ -322,6 +333,7 @@ impl TurnTracker {
                         before: prev,
                         after: this,
                         ack: self.pending_ack,
+                        retransmitted: self.pending_retransmit,
                         window_limited: self.pending_zero_window
                             || self
                                 .edge_at_last_data
@@ -355,6 +367,7 @@ impl TurnTracker {
         self.edge_at_last_data = self.edge[ev.dir.index()];
         self.pending_ack = None;
         self.pending_zero_window = false;
+        self.pending_retransmit = false;
         out
     }
 
@@ -369,6 +382,7 @@ impl TurnTracker {
         let turn_last = turn.last.ts;
         self.pending_ack = None;
         self.pending_zero_window = false;
+        self.pending_retransmit = false;
         self.last_data = None;
         self.unacked = None;
         match dir {

@@ -1,7 +1,10 @@
 //! Checking a `nagle_hold` claim from its frames.
 //!
 //! 1. `before` and `after` are data from the sender to the receiver, in that order, with no
-//!    sender data between them (every frame of the flow in the range is read).
+//!    sender data between them (every frame of the flow in the range is read) — except copies
+//!    of bytes already sent, captured within [`DUPLICATE_MS`] of `before` (the same packet
+//!    seen twice by the capture, which Wireshark marks as a retransmission). A later copy is a
+//!    real retransmission: the silence was a loss, not a hold.
 //! 2. `ack` lies between them and is a pure ACK from the receiver (no payload, ACK set, no
 //!    SYN, FIN or RST) whose ACK number covers the end of `before` (wrapping arithmetic).
 //! 3. `oldest` is sender data no later than `before`, and no segment from the receiver after
@@ -26,6 +29,9 @@ use std::net::SocketAddr;
 use super::decode::{Segment, ACK, FIN, RST, SYN};
 use super::{ms_between, Frames};
 use crate::report::{NagleHold, ReleasedBy};
+
+/// Copies of already-sent bytes this close to `before` are the capture seeing one packet twice.
+pub const DUPLICATE_MS: f64 = 1.0;
 
 /// The shortest ACK hold a delayed-ACK timer explains. Linux's minimum is 40 ms; the margin
 /// covers a capture point a little closer to the receiver than the RTT sample says.
@@ -100,10 +106,14 @@ pub(super) fn check(
             "frames out of order: oldest {o} ≤ before {b} < ack {k} < after {a} does not hold"
         ));
     }
-    if let Some((n, _)) = frames
-        .range(b + 1, a.saturating_sub(1))
-        .find(|(_, s)| from_sender(s) && s.payload > 0)
-    {
+    let before_end = before.1.end();
+    let duplicate = |t, s: &Segment| {
+        (s.end().wrapping_sub(before_end) as i32) <= 0
+            && ms_between(before.0, t).abs() <= DUPLICATE_MS
+    };
+    if let Some((n, _)) = frames.range(b + 1, a.saturating_sub(1)).find(|(n, s)| {
+        from_sender(s) && s.payload > 0 && !frames.get(*n).is_some_and(|(t, _)| duplicate(t, s))
+    }) {
         fail(format!(
             "frame {n} is sender data between frames {b} and {a}"
         ));

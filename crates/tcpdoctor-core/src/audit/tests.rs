@@ -40,6 +40,8 @@ enum Between {
     SenderData,
     /// An earlier ACK of the held data from the receiver.
     EarlierAck,
+    /// A copy of the held segment: the capture seeing it twice, or a retransmission.
+    CopyOfBefore,
 }
 
 #[derive(Clone, Copy)]
@@ -52,6 +54,8 @@ struct Stall {
     after_len: usize,
     /// The client's SYN announces an MSS.
     client_mss: bool,
+    /// When frame 6 (`between`) was captured.
+    six_ms: f64,
 }
 
 impl Default for Stall {
@@ -66,6 +70,7 @@ impl Default for Stall {
             after_ms: 91.0,
             after_len: 50,
             client_mss: true,
+            six_ms: 50.0,
         }
     }
 }
@@ -82,6 +87,7 @@ impl Stall {
             }
             Between::SenderData => pkt(false, 5101, 1011, 0x18, &TS, 20),
             Between::EarlierAck => pkt(true, 1011, 5101, 0x10, &TS, 0),
+            Between::CopyOfBefore => pkt(false, 5001, 1011, 0x18, &TS, 100),
         };
         vec![
             (
@@ -99,7 +105,7 @@ impl Stall {
             (20.0, pkt(true, 1001, 5001, 0x10, &TS, 0)),
             (30.0, pkt(true, 1001, 5001, 0x18, &TS, 10)),
             (31.0, pkt(false, 5001, 1011, 0x18, &TS, 100)),
-            (50.0, six),
+            (self.six_ms, six),
             (
                 self.ack_ms,
                 pkt(true, 1011, self.ack_no, 0x10, &TS, self.ack_payload),
@@ -392,4 +398,26 @@ fn impossible_arithmetic_fails() {
         f.evidence.values.insert("pipelining_saves_ms".into(), 12.0);
     });
     assert_fails(got, "pipelining would save 12.000 ms");
+}
+
+#[test]
+fn a_copy_of_the_held_segment_is_a_capture_duplicate_only_at_once() {
+    let dup = Stall {
+        between: Between::CopyOfBefore,
+        six_ms: 31.05,
+        ..Stall::default()
+    };
+    assert!(
+        failures(dup, |_| {}).is_empty(),
+        "{:?}",
+        failures(dup, |_| {})
+    );
+    let retransmitted = Stall {
+        between: Between::CopyOfBefore,
+        ..Stall::default()
+    };
+    assert_fails(
+        failures(retransmitted, |_| {}),
+        "frame 6 is sender data between frames 5 and 8",
+    );
 }

@@ -16,7 +16,9 @@
 //!    segment, and a full one leaves as soon as the window allows (a full segment that waited
 //!    for an ACK was held by a send buffer, a congestion window or a receive window);
 //! 5. the peer did not advertise a zero or too-small window during the pause (then flow
-//!    control held the data, not Nagle).
+//!    control held the data, not Nagle), and the sender did not retransmit during it (then
+//!    the silence was a loss; a copy captured within a millisecond is the capture seeing one
+//!    packet twice).
 //!
 //! It was released by a **delayed ACK** ([`nagle_release`]) when, in addition:
 //! 6. the segment before the pause was itself small;
@@ -125,7 +127,12 @@ impl NagleRelease {
 fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let ack = pause.ack?;
     let full = flow.full_segment(dir);
-    if !ack.pure || pause.window_limited || ack.smallest >= full || pause.after.len >= full {
+    if !ack.pure
+        || pause.window_limited
+        || pause.retransmitted
+        || ack.smallest >= full
+        || pause.after.len >= full
+    {
         return None;
     }
     let to_receiver = flow.rtt_towards_receiver(dir).unwrap_or_default();
