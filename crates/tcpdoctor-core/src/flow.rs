@@ -320,7 +320,11 @@ impl Flow {
     /// every segment (12 for timestamps). Without an announced MSS: the largest payload seen,
     /// at least 536, or 1460 before any. A segment is *small* only below this.
     pub fn full_segment(&self, dir: Direction) -> u32 {
-        let announced = match (self.syn_mss(dir.reverse()), self.syn_mss(dir)) {
+        // The receiver's SYN bounds what the sender may send (RFC 9293's default when it
+        // carries no option); the sender's own option, when present, reflects its MTU. A
+        // sender's SYN without the option says nothing about what it can send.
+        let own = self.half(dir).mss.map(u32::from);
+        let announced = match (self.syn_mss(dir.reverse()), own) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
