@@ -138,7 +138,16 @@ fn pipeline_depth_raises_throughput() {
 
 #[test]
 fn redis_server_with_the_resp_preset() {
-    let redis = servers::Redis::start().expect("redis-server is needed (.ci/run installs it)");
+    // A machine with only the Rust toolchain skips this; CI installs redis-server and sets
+    // TCPDOCTOR_REQUIRE_TOOLS, so there it must run.
+    let Some(redis) = servers::Redis::start() else {
+        assert!(
+            std::env::var_os("TCPDOCTOR_REQUIRE_TOOLS").is_none(),
+            "TCPDOCTOR_REQUIRE_TOOLS is set but redis-server was not found"
+        );
+        eprintln!("SKIPPED redis_server_with_the_resp_preset: redis-server is not installed");
+        return;
+    };
     let target = redis.target();
     let (r, code, _) = bench_json(&[
         "--target",
