@@ -5,15 +5,23 @@
 //!    (FIN both ways, RST, or an idle sweep) starts a new flow.
 //! 2. Roles: the side that sent the SYN (without ACK) is the client; else the side that sent the
 //!    SYN-ACK is the server; else the well-known port (< 1024) is the server; else the lower port.
-//! 3. Each direction tracks its highest sequence number sent (`next_seq`), what the peer has
+//! 3. Handshake: a SYN-ACK *answers* the client's SYN when it acknowledges its ISN + 1; the
+//!    handshake *completes* with the client's first ACK of the SYN-ACK. A client SYN sent again
+//!    before any answer means the earlier one went unanswered
+//!    ([`Handshake::unanswered_syn_retry`]). Sent again after an answer, it means that SYN-ACK
+//!    did not reach the client, but only when the client then takes a SYN-ACK sent after its
+//!    retry, or never completes the handshake: a client that ACKs right after its retry had
+//!    the earlier SYN-ACK, late ([`Handshake::lost_syn_ack`]).
+//! 4. Each direction tracks its highest sequence number sent (`next_seq`), what the peer has
 //!    acknowledged of it (`acked`), its MSS and window scale from the SYN, and its window.
-//! 4. Data is *new* when it starts at `next_seq`; *a gap* when it starts beyond it (the capture
+//! 5. Data is *new* when it starts at `next_seq`; *a gap* when it starts beyond it (the capture
 //!    missed bytes, or they are still to come out of order); *out of order* when it fills such a
 //!    gap; otherwise a *retransmission*. Sequence numbers compare with wrapping arithmetic.
-//! 5. RTT at the capture point is measured per side: from the handshake (SYN → SYN-ACK is the
+//! 6. RTT at the capture point is measured per side: from the handshake (SYN → SYN-ACK is the
 //!    round trip towards the server, SYN-ACK → ACK towards the client), else from the fastest
-//!    data → ACK sample (Karn: never from retransmitted data). Their sum is the path RTT.
-//! 6. A retransmission remembers when the bytes were first sent and how many duplicate ACKs
+//!    data → ACK sample. Karn: never from a SYN or SYN-ACK that was sent more than once, nor
+//!    from retransmitted data. Their sum is the path RTT.
+//! 7. A retransmission remembers when the bytes were first sent and how many duplicate ACKs
 //!    preceded it, so detectors can tell fast retransmit, tail-loss probes and timeouts apart.
 
 use std::collections::VecDeque;
@@ -22,6 +30,9 @@ use std::time::Duration;
 use crate::seq::SeqNum;
 use crate::time::Timestamp;
 use crate::wire::{Endpoint, TcpSegment};
+
+mod handshake;
+pub use handshake::Handshake;
 
 /// Which way data moves, relative to the connection's roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -185,17 +196,6 @@ const MAX_REMEMBERED_SEGMENTS: usize = 4096;
 /// At most this many sequence gaps are remembered per direction.
 const MAX_HOLES: usize = 8;
 
-/// Handshake instants, for RTT at the capture point.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Handshake {
-    pub syn: Option<PacketRef>,
-    pub syn_ack: Option<PacketRef>,
-    pub ack: Option<PacketRef>,
-    /// SYNs sent after the first one (the client's SYN went unanswered).
-    pub syn_retries: u32,
-    pub first_syn: Option<PacketRef>,
-}
-
 /// Lifecycle of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowState {
@@ -279,8 +279,10 @@ impl Flow {
                 }
                 _ => None,
             },
-            Direction::ServerToClient => match (hs.syn_ack, hs.ack) {
-                (Some(sa), Some(a)) => Some((a.ts.since(sa.ts), [sa.frame, a.frame])),
+            Direction::ServerToClient => match (hs.last_syn_ack, hs.ack) {
+                (Some(sa), Some(a)) if hs.syn_acks == 1 && hs.syn_after_syn_ack.is_none() => {
+                    Some((a.ts.since(sa.ts), [sa.frame, a.frame]))
+                }
                 _ => None,
             },
         };
@@ -378,20 +380,19 @@ impl Flow {
             h.mss = seg.options.mss.or(h.mss);
             h.window_scale = seg.options.window_scale;
             h.sack_permitted = seg.options.sack_permitted;
-            if flags.ack() {
-                self.handshake.syn_ack.get_or_insert(pkt);
-            } else {
-                if self.handshake.syn.is_some() {
-                    self.handshake.syn_retries += 1;
-                } else {
-                    self.handshake.first_syn = Some(pkt);
+            if !flags.ack() {
+                if dir == Direction::ClientToServer {
+                    self.handshake.on_syn(pkt);
                 }
-                self.handshake.syn = Some(pkt);
+            } else {
+                let answers = self.half[p].isn.is_none_or(|isn| ack == isn.plus(1));
+                self.handshake.on_syn_ack(pkt, answers);
             }
         } else if dir == Direction::ClientToServer
             && flags.ack()
             && self.handshake.ack.is_none()
             && self.handshake.syn_ack.is_some()
+            && self.half[p].isn.is_some_and(|isn| ack >= isn.plus(1))
         {
             self.handshake.ack = Some(pkt);
         }
@@ -766,5 +767,59 @@ mod tests {
         let r = e.retrans.unwrap();
         assert_eq!(r.dup_acks_before, 3);
         assert_eq!(r.original.unwrap().frame, 3);
+    }
+
+    #[test]
+    fn syn_retries_before_and_after_the_syn_ack() {
+        // Unanswered for 1 s, then answered: the retry is a SYN loss.
+        let syn = seg(40000, 80, 1000, 0, S, 0);
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        f.on_segment(&syn, at(2, 1_000_000));
+        f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(3, 1_000_300));
+        f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(4, 1_000_400));
+        let hs = f.handshake;
+        assert!(hs.completed());
+        let (first, retry) = hs.unanswered_syn_retry().unwrap();
+        assert_eq!((first.frame, retry.frame), (1, 2));
+        assert!(hs.lost_syn_ack().is_none());
+
+        // Answered at once, sent again anyway, and the SYN-ACK after the retry is taken: the
+        // first SYN-ACK was lost; the SYN was not.
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(2, 300));
+        f.on_segment(&syn, at(3, 1_000_000));
+        f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(4, 1_000_300));
+        f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(5, 1_000_400));
+        let hs = f.handshake;
+        assert!(hs.unanswered_syn_retry().is_none());
+        let (answered, syn_ack, retry) = hs.lost_syn_ack().unwrap();
+        assert_eq!((answered.frame, syn_ack.frame, retry.frame), (1, 2, 3));
+        assert_eq!(
+            f.rtt_towards_receiver(Direction::ServerToClient),
+            None,
+            "Karn: which SYN-ACK the ACK answers is ambiguous"
+        );
+
+        // The client ACKs the first SYN-ACK just after its retry: it was late, not lost.
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(2, 865_000));
+        f.on_segment(&syn, at(3, 997_000));
+        f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(4, 1_000_000));
+        assert!(f.handshake.lost_syn_ack().is_none());
+        assert!(f.handshake.unanswered_syn_retry().is_none());
+    }
+
+    #[test]
+    fn a_syn_ack_for_another_isn_does_not_answer() {
+        let syn = seg(40000, 80, 1000, 0, S, 0);
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        f.on_segment(&seg(80, 40000, 5000, 77, S | A, 0), at(2, 300));
+        assert!(f.handshake.syn_ack.is_none());
+        f.on_segment(&syn, at(3, 1_000_000));
+        assert!(f.handshake.unanswered_syn_retry().is_some());
     }
 }

@@ -1,4 +1,4 @@
-//! Every real capture in `testdata/captures/` against its `.expect` file.
+//! Every real capture in `testdata/captures/` and `testdata/public/` against its `.expect` file.
 //!
 //! The expectations were written from what each specimen did and from the physics, not from
 //! tcpdoctor's output. Format, one directive per line (`#` starts a comment):
@@ -19,11 +19,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+/// The `.expect` files of our own recordings and of the public captures (`testdata/public/`).
 fn expectation_files() -> Vec<PathBuf> {
-    let dir = common::repo().join("testdata/captures");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("testdata/captures exists")
-        .filter_map(|e| e.ok().map(|e| e.path()))
+    let mut v: Vec<PathBuf> = ["testdata/captures", "testdata/public"]
+        .iter()
+        .flat_map(|dir| {
+            std::fs::read_dir(common::repo().join(dir))
+                .unwrap_or_else(|e| panic!("{dir}: {e}"))
+                .filter_map(|e| e.ok().map(|e| e.path()))
+        })
         .filter(|p| p.extension().is_some_and(|x| x == "expect"))
         .collect();
     v.sort();

@@ -478,5 +478,6 @@ fn bulk_transfer_is_not_fragmented() {
     assert_eq!(kinds(&s.findings()), vec![]);
 }
 
+mod handshake;
 mod nagle;
 mod window;
