@@ -3,6 +3,14 @@
 //! Streaming and single-pass. Memory grows with the number of *concurrent* flows and of
 //! servers, never with the number of packets: ended flows are swept out as the capture's own
 //! clock moves on, and flows idle for [`IDLE_FLOW_TIMEOUT`] are ended.
+//!
+//! A SYN that opens a new connection on endpoints already in the table (a new ISN: see the
+//! rules in [`crate::flow`]) ends the flow it displaces, unless that flow is a connection
+//! attempt still waiting for its SYN-ACK: at most [`MAX_PARKED_ATTEMPTS`] of those are kept
+//! per pair of endpoints until a retry of their SYN (or their SYN-ACK) comes, they idle out,
+//! or the capture ends. An attempt the server refused with an RST stays open for
+//! [`ENDED_FLOW_LINGER`], as an ended flow would linger, so that a client that sends the same
+//! SYN again (Windows does) continues it; after that, the same SYN starts a new flow.
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::time::Duration;
@@ -39,6 +47,55 @@ struct GroupTotals {
     bytes: [u64; 2],
     latency_us: Histogram,
     rtt_us: Histogram,
+}
+
+/// Displaced connection attempts kept per pair of endpoints; the oldest beyond this ends.
+pub const MAX_PARKED_ATTEMPTS: usize = 16;
+
+/// A flow displaced by another connection on the same endpoints: an attempt still waiting for
+/// its SYN to be answered is parked (a retry of its SYN finds it again); anything else,
+/// refused attempts included, ends.
+fn retire(
+    parked: &mut FxHashMap<FlowKey, Vec<Entry>>,
+    sinks: &mut Sinks,
+    key: FlowKey,
+    mut old: Box<Entry>,
+) {
+    if old.flow.state == FlowState::Open && old.flow.is_attempt() && !old.flow.is_refused_attempt()
+    {
+        let attempts = parked.entry(key).or_default();
+        if attempts.len() == MAX_PARKED_ATTEMPTS {
+            let mut oldest = attempts.remove(0);
+            sinks.end_flow(&mut oldest);
+        }
+        attempts.push(*old);
+    } else {
+        sinks.end_flow(&mut old);
+    }
+}
+
+/// A parked attempt from `client` whose SYN carried `isn`, taken out of the parking.
+fn take_parked(
+    parked: &mut FxHashMap<FlowKey, Vec<Entry>>,
+    key: FlowKey,
+    client: Endpoint,
+    isn: SeqNum,
+) -> Option<Box<Entry>> {
+    let attempts = parked.get_mut(&key)?;
+    let i = attempts
+        .iter()
+        .position(|e| e.flow.client == client && e.flow.client_isn() == Some(isn))?;
+    let e = attempts.remove(i);
+    if attempts.is_empty() {
+        parked.remove(&key);
+    }
+    Some(Box::new(e))
+}
+
+/// A refused attempt whose client sends its SYN again only after the linger time: a new flow,
+/// as if the refused one had ended and been forgotten.
+fn stale_refusal(flow: &Flow, now: Timestamp) -> bool {
+    flow.is_refused_attempt() && now.since(flow.last_ts) > ENDED_FLOW_LINGER
 }
 
 /// Starts tracking a flow first seen in `seg`.
@@ -169,6 +226,8 @@ pub struct Analyzer {
     /// Boxed: an entry is over a kilobyte, and probing and growing the table should touch
     /// keys and pointers only.
     flows: FxHashMap<FlowKey, Box<Entry>>,
+    /// Connection attempts displaced by a SYN with another ISN on the same endpoints.
+    parked: FxHashMap<FlowKey, Vec<Entry>>,
     next_flow_id: u64,
     group_of: FxHashMap<Endpoint, GroupId>,
     sinks: Sinks,
@@ -190,6 +249,7 @@ impl Analyzer {
     pub fn new(detectors: Vec<Box<dyn Detector>>) -> Analyzer {
         Analyzer {
             flows: FxHashMap::default(),
+            parked: FxHashMap::default(),
             next_flow_id: 1,
             group_of: FxHashMap::default(),
             sinks: Sinks {
@@ -245,23 +305,32 @@ impl Analyzer {
             self.sweep(pkt.ts);
         }
         let key = FlowKey::of(seg);
-        let starts_new = seg.flags.syn() && !seg.flags.ack();
+        let pure_syn = seg.flags.syn() && !seg.flags.ack();
         let entry = match self.flows.entry(key) {
             MapEntry::Occupied(o) => {
                 let e = o.into_mut();
-                let reuse = starts_new
-                    && e.flow.is_closed()
-                    && e.flow.half(e.flow.direction_of(seg)).isn != Some(SeqNum(seg.seq));
-                if reuse {
-                    let fresh = new_entry(
-                        &mut self.next_flow_id,
-                        &mut self.group_of,
-                        &mut self.sinks,
-                        seg,
-                        pkt,
-                    );
-                    let mut old = std::mem::replace(e, fresh);
-                    self.sinks.end_flow(&mut old);
+                if pure_syn && (e.flow.is_new_connection(seg) || stale_refusal(&e.flow, pkt.ts)) {
+                    let next = match take_parked(&mut self.parked, key, seg.src, SeqNum(seg.seq)) {
+                        Some(p) => p,
+                        None => new_entry(
+                            &mut self.next_flow_id,
+                            &mut self.group_of,
+                            &mut self.sinks,
+                            seg,
+                            pkt,
+                        ),
+                    };
+                    let old = std::mem::replace(e, next);
+                    retire(&mut self.parked, &mut self.sinks, key, old);
+                } else if !pure_syn && seg.flags.syn() && e.flow.is_attempt() {
+                    // A SYN-ACK answering an attempt that a later SYN displaced.
+                    let answered = SeqNum(seg.ack.wrapping_sub(1));
+                    if e.flow.client_isn() != Some(answered) {
+                        if let Some(p) = take_parked(&mut self.parked, key, seg.dst, answered) {
+                            let old = std::mem::replace(e, p);
+                            retire(&mut self.parked, &mut self.sinks, key, old);
+                        }
+                    }
                 }
                 e
             }
@@ -290,6 +359,9 @@ impl Analyzer {
             .iter()
             .filter(|(_, e)| match e.flow.state {
                 FlowState::Ended => now.since(e.flow.last_ts) > ENDED_FLOW_LINGER,
+                FlowState::Open if e.flow.is_refused_attempt() => {
+                    now.since(e.flow.last_ts) > ENDED_FLOW_LINGER
+                }
                 FlowState::Open => now.since(e.flow.last_ts) > IDLE_FLOW_TIMEOUT,
             })
             .map(|(k, _)| *k)
@@ -299,11 +371,27 @@ impl Analyzer {
                 self.sinks.end_flow(&mut entry);
             }
         }
+        let sinks = &mut self.sinks;
+        self.parked.retain(|_, attempts| {
+            attempts.retain_mut(|e| {
+                let keep = now.since(e.flow.last_ts) <= IDLE_FLOW_TIMEOUT;
+                if !keep {
+                    sinks.end_flow(e);
+                }
+                keep
+            });
+            !attempts.is_empty()
+        });
     }
 
     /// Ends every flow and collects the findings. `file` names the capture in findings.
     pub fn finish(mut self, file: &str, format: &str) -> (CaptureSummary, Vec<Finding>) {
-        let mut open: Vec<Box<Entry>> = self.flows.drain().map(|(_, e)| e).collect();
+        let mut open: Vec<Box<Entry>> = self
+            .flows
+            .drain()
+            .map(|(_, e)| e)
+            .chain(self.parked.drain().flat_map(|(_, p)| p).map(Box::new))
+            .collect();
         open.sort_by_key(|e| e.flow.id);
         for mut entry in open {
             self.sinks.end_flow(&mut entry);

@@ -1,27 +1,37 @@
 //! The flow table: TCP connections seen in a capture, and what each segment means.
 //!
 //! Rules, in the order they are applied to a segment:
-//! 1. A flow is keyed by its two endpoints, in either order. A SYN on a key whose flow has ended
-//!    (FIN both ways, RST, or an idle sweep) starts a new flow.
-//! 2. Roles: the side that sent the SYN (without ACK) is the client; else the side that sent the
+//! 1. A flow is keyed by its two endpoints, in either order, and by its ISNs (PHYSICS §9). A SYN
+//!    (without ACK) on a key starts a new flow when its ISN differs from the one its sender's
+//!    side of the flow carried, whatever state that flow is in (open, half-closed by one FIN,
+//!    ended, idle), or, when that side sent no SYN, once that side sent data or the peer
+//!    acknowledged something else than this SYN. A SYN with the same ISN is a retry and stays
+//!    in its flow ([`Flow::is_new_connection`]).
+//!    An RST from the server acknowledging the client's SYN before any SYN-ACK *refuses* the
+//!    attempt: the flow stays open (the analysis gives it the linger time of an ended flow), so
+//!    that a client sending the same SYN again, as Windows does, continues it.
+//! 2. A connection attempt (SYN seen, handshake not completed, no data) displaced by a new ISN
+//!    is kept aside, not ended, so that a retry of its SYN (or the SYN-ACK answering it) finds
+//!    it again: SYN retries stay one flow even when attempts with other ISNs come between.
+//! 3. Roles: the side that sent the SYN (without ACK) is the client; else the side that sent the
 //!    SYN-ACK is the server; else the well-known port (< 1024) is the server; else the lower port.
-//! 3. Handshake: a SYN-ACK *answers* the client's SYN when it acknowledges its ISN + 1; the
-//!    handshake *completes* with the client's first ACK of the SYN-ACK. A client SYN sent again
-//!    before any answer means the earlier one went unanswered
-//!    ([`Handshake::unanswered_syn_retry`]). Sent again after an answer, it means that SYN-ACK
-//!    did not reach the client, but only when the client then takes a SYN-ACK sent after its
-//!    retry, or never completes the handshake: a client that ACKs right after its retry had
-//!    the earlier SYN-ACK, late ([`Handshake::lost_syn_ack`]).
-//! 4. Each direction tracks its highest sequence number sent (`next_seq`), what the peer has
+//! 4. Handshake: a SYN-ACK *answers* the client's SYN when it acknowledges its ISN + 1 (an RST
+//!    doing so refuses it, rule 1); the handshake *completes* with the client's first ACK of
+//!    the SYN-ACK. A client SYN sent again before any answer means the earlier one went
+//!    unanswered ([`Handshake::unanswered_syn_retry`]). Sent again after a SYN-ACK, it means
+//!    that SYN-ACK did not reach the client, but only when the client then takes a SYN-ACK sent
+//!    after its retry, or never completes the handshake: a client that ACKs right after its
+//!    retry had the earlier SYN-ACK, late ([`Handshake::lost_syn_ack`]).
+//! 5. Each direction tracks its highest sequence number sent (`next_seq`), what the peer has
 //!    acknowledged of it (`acked`), its MSS and window scale from the SYN, and its window.
-//! 5. Data is *new* when it starts at `next_seq`; *a gap* when it starts beyond it (the capture
+//! 6. Data is *new* when it starts at `next_seq`; *a gap* when it starts beyond it (the capture
 //!    missed bytes, or they are still to come out of order); *out of order* when it fills such a
 //!    gap; otherwise a *retransmission*. Sequence numbers compare with wrapping arithmetic.
-//! 6. RTT at the capture point is measured per side: from the handshake (SYN → SYN-ACK is the
+//! 7. RTT at the capture point is measured per side: from the handshake (SYN → SYN-ACK is the
 //!    round trip towards the server, SYN-ACK → ACK towards the client), else from the fastest
 //!    data → ACK sample. Karn: never from a SYN or SYN-ACK that was sent more than once, nor
 //!    from retransmitted data. Their sum is the path RTT.
-//! 7. A retransmission remembers when the bytes were first sent and how many duplicate ACKs
+//! 8. A retransmission remembers when the bytes were first sent and how many duplicate ACKs
 //!    preceded it, so detectors can tell fast retransmit, tail-loss probes and timeouts apart.
 
 use std::collections::VecDeque;
@@ -171,6 +181,8 @@ pub struct HalfFlow {
     holes: Vec<(SeqNum, SeqNum)>,
     /// Recently sent, not yet acknowledged segments: (start, end, first sent, retransmitted).
     unacked: VecDeque<SentSegment>,
+    /// This side's first new data (not a retransmission).
+    pub first_data: Option<PacketRef>,
     pub data_bytes: u64,
     pub data_segments: u64,
     pub retransmissions: u64,
@@ -468,7 +480,17 @@ impl Flow {
         let in_flight_before = in_flight(&self.half[d]);
         let mut retrans = None;
         let kind = if flags.rst() {
-            self.reset = true;
+            let client_isn = self.client_isn();
+            if dir == Direction::ServerToClient
+                && flags.ack()
+                && self.is_attempt()
+                && client_isn.is_some_and(|isn| ack == isn.plus(1))
+            {
+                // Refused: the flow stays open for a retry of the same SYN.
+                self.handshake.on_refusal(pkt);
+            } else {
+                self.reset = true;
+            }
             SegmentKind::Rst
         } else if flags.syn() {
             if flags.ack() {
@@ -551,6 +573,12 @@ impl Flow {
         } else {
             SegmentKind::PureAck
         };
+        if matches!(
+            kind,
+            SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
+        ) {
+            self.half[d].first_data.get_or_insert(pkt);
+        }
         if flags.fin() {
             let h = &mut self.half[d];
             let fin_end = seq.plus(len).plus(1);
@@ -580,6 +608,41 @@ impl Flow {
             retrans,
             in_flight_before,
         }
+    }
+
+    /// Whether `syn` (a SYN without ACK on this flow's endpoints) opens another connection
+    /// rather than retrying this one's SYN: its ISN differs from the one this side sent, or
+    /// this side was already past its SYN (it sent data, or the peer acknowledged something
+    /// else) when no SYN of its was seen.
+    pub fn is_new_connection(&self, syn: &TcpSegment) -> bool {
+        let seq = SeqNum(syn.seq);
+        let h = self.half(self.direction_of(syn));
+        match h.isn {
+            Some(isn) => isn != seq,
+            None => h.next_seq.is_some() || h.acked.is_some_and(|a| a != seq.plus(1)),
+        }
+    }
+
+    /// A connection attempt still under way: a client SYN seen, the handshake not completed,
+    /// no data, not reset (it may have been refused: the client may send its SYN again).
+    pub fn is_attempt(&self) -> bool {
+        self.handshake.first_syn.is_some()
+            && self.handshake.ack.is_none()
+            && !self.reset
+            && self
+                .half
+                .iter()
+                .all(|h| h.first_data.is_none() && !h.fin_seen)
+    }
+
+    /// An attempt the server refused (RST) and that nothing followed since.
+    pub fn is_refused_attempt(&self) -> bool {
+        self.handshake.refused.is_some() && self.is_attempt()
+    }
+
+    /// The client's ISN, when its SYN was seen.
+    pub fn client_isn(&self) -> Option<SeqNum> {
+        self.half(Direction::ClientToServer).isn
     }
 
     /// Drops per-segment memory once the flow has ended (it lingers only to absorb late ACKs).
@@ -821,5 +884,30 @@ mod tests {
         assert!(f.handshake.syn_ack.is_none());
         f.on_segment(&syn, at(3, 1_000_000));
         assert!(f.handshake.unanswered_syn_retry().is_some());
+    }
+
+    #[test]
+    fn new_connection_or_retry_on_the_same_endpoints() {
+        let syn = seg(40000, 80, 1000, 0, S, 0);
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        assert!(!f.is_new_connection(&syn), "same ISN: a retry");
+        assert!(f.is_new_connection(&seg(40000, 80, 2000, 0, S, 0)));
+        assert!(f.is_attempt());
+
+        // Seen from its SYN-ACK only: the client's SYN that the SYN-ACK acknowledges is a
+        // retry of this connection; another is not.
+        let sa = seg(80, 40000, 5000, 1001, S | A, 0);
+        let mut f = Flow::new(1, &sa, at(1, 0));
+        f.on_segment(&sa, at(1, 0));
+        assert!(!f.is_new_connection(&syn));
+        assert!(f.is_new_connection(&seg(40000, 80, 3000, 0, S, 0)));
+
+        // Picked up mid-stream: any SYN from a side that already sent data is new.
+        let data = seg(40000, 80, 1500, 1, A | P, 10);
+        let mut f = Flow::new(1, &data, at(1, 0));
+        f.on_segment(&data, at(1, 0));
+        assert!(f.is_new_connection(&seg(40000, 80, 1499, 0, S, 0)));
+        assert!(!f.is_attempt());
     }
 }

@@ -9,10 +9,10 @@
 //!    about two RTTs (plus a few ms): quick probes fall below this line.
 //! 3. Repeated retransmissions of the same bytes (exponential backoff) count once, with the
 //!    longest wait.
-//! 4. A SYN (same ISN) sent again while no SYN-ACK had answered it, at least [`MIN_SYN_STALL`]
-//!    after the first, is a timeout stall of the connection's start, `client_to_server` (a full
-//!    accept queue, or a dropping hop). It runs from the first SYN to the last one sent before
-//!    the answer.
+//! 4. A SYN (same ISN) sent again while nothing had answered it (no SYN-ACK, no RST refusing
+//!    it), at least [`MIN_SYN_STALL`] after the first, is a timeout stall of the connection's
+//!    start, `client_to_server` (a full accept queue, or a dropping hop). It runs from the
+//!    first SYN to the last one sent before the answer.
 //! 5. A SYN sent again *after* a SYN-ACK answering it passed the capture point is no SYN loss.
 //!    It is a lost SYN-ACK, `server_to_client`, only when the client then took a SYN-ACK sent
 //!    after its retry (or never completed the handshake), and the retry came at least

@@ -1,5 +1,5 @@
-//! The handshake of one flow, as the capture point saw it: which SYN a SYN-ACK answered, and
-//! what a SYN sent again means (rules 3 and 6 of [`super`]).
+//! The handshake of one flow, as the capture point saw it: which SYN a SYN-ACK (or a refusing
+//! RST) answered, and what a SYN sent again means (rules 4 and 7 of [`super`]).
 
 use super::PacketRef;
 
@@ -22,6 +22,11 @@ pub struct Handshake {
     pub last_syn_ack: Option<PacketRef>,
     /// The latest SYN sent again *after* a SYN-ACK answering it had passed the capture point.
     pub syn_after_syn_ack: Option<PacketRef>,
+    /// The server's RST refusing the client's SYN (acknowledging its ISN + 1), before any
+    /// SYN-ACK: the connection was refused, and the client may send the same SYN again.
+    pub refused: Option<PacketRef>,
+    /// The latest SYN sent before that RST.
+    pub refused_syn: Option<PacketRef>,
     /// The client's first ACK after a SYN-ACK: the handshake completed.
     pub ack: Option<PacketRef>,
 }
@@ -32,14 +37,22 @@ impl Handshake {
         self.first_syn.is_some() && self.syn_ack.is_some() && self.ack.is_some()
     }
 
-    /// The first SYN and the last one sent again before any SYN-ACK answered it: the client's
-    /// SYN went unanswered (at the capture point) until that retry.
+    /// The first SYN and the last one sent again before any answer (a SYN-ACK, or an RST
+    /// refusing it): the client's SYN went unanswered (at the capture point) until that retry.
     pub fn unanswered_syn_retry(&self) -> Option<(PacketRef, PacketRef)> {
         let first = self.first_syn?;
-        let last = if self.syn_ack.is_some() {
-            self.answered_syn?
-        } else {
-            self.syn?
+        let last = match (self.refused_syn, self.answered_syn) {
+            (Some(r), Some(a)) => {
+                if r.frame < a.frame {
+                    r
+                } else {
+                    a
+                }
+            }
+            (Some(r), None) => r,
+            (None, Some(a)) => a,
+            (None, None) if self.syn_ack.is_some() || self.refused.is_some() => return None,
+            (None, None) => self.syn?,
         };
         (last.frame != first.frame).then_some((first, last))
     }
@@ -68,6 +81,14 @@ impl Handshake {
             self.syn_after_syn_ack = Some(pkt);
         }
         self.syn = Some(pkt);
+    }
+
+    /// An RST acknowledging the client's SYN, before any SYN-ACK.
+    pub(super) fn on_refusal(&mut self, pkt: PacketRef) {
+        if self.refused.is_none() && self.syn_ack.is_none() {
+            self.refused = Some(pkt);
+            self.refused_syn = self.syn;
+        }
     }
 
     /// A SYN-ACK; `answers` when it acknowledges the client's SYN (or that SYN is unseen).

@@ -1,10 +1,12 @@
 //! Connection starts on simulated time: SYNs that went unanswered, SYN-ACKs that did not reach
-//! the client. The shapes copy public captures that may not be committed (nDPI is
-//! LGPL, suricata-verify GPL); each test names the file it imitates.
+//! the client, new connections on a reused port pair, refused connects sent again. The shapes
+//! copy public captures that may not be committed (nDPI is LGPL, suricata-verify GPL); each
+//! test names the file it imitates.
 
 use super::*;
 
 const SYN: u8 = TcpFlags::SYN;
+const FIN: u8 = TcpFlags::FIN;
 
 /// Times in µs.
 const MS: u64 = 1_000;
@@ -29,6 +31,11 @@ impl Sim {
     fn syn_ack(&mut self, t: u64) {
         self.sseq = 90_001;
         self.raw(S2C, t, 90_000, self.cseq, SYN | ACK, 0, opts());
+    }
+
+    fn summary_flows(self) -> (u64, Vec<Finding>) {
+        let (summary, findings) = self.an.finish("sim.pcap", "pcap");
+        (summary.flows, findings)
     }
 }
 
@@ -144,4 +151,148 @@ fn the_same_syn_captured_twice_is_no_stall() {
     s.data(S2C, 31 * MS, 100);
     s.close(40 * MS);
     assert_eq!(kinds(&s.findings()), vec![]);
+}
+
+/// suricata-verify `tests/bug-7657-01/input.pcap`: 21 SYNs from the same client port, each
+/// with its own ISN, about 160 ms apart, interleaved with one ISN sent three times 1.02 s
+/// apart; only that third one is answered. Each ISN is its own connection attempt (tshark
+/// gives each a `tcp.stream`); the SYN retries of the answered one stay one flow, and its
+/// stall runs from its own first SYN, not from the first SYN of the port pair.
+#[test]
+fn syns_with_new_isns_on_one_port_pair_are_new_connections() {
+    let mut s = Sim::new();
+    let real = 4_291_095_205u32;
+    let mut frame_of_real = Vec::new();
+    let mut others = 0u64;
+    let mut next_other = 0u32;
+    // (time in ms, is the real ISN)
+    let mut events: Vec<(u64, bool)> = (0..21).map(|i| (i * 162, false)).collect();
+    events.extend([(1_864, true), (2_888, true), (3_912, true)]);
+    events.sort();
+    for (t, is_real) in events {
+        if is_real {
+            s.syn(45511, t * MS, real);
+            frame_of_real.push(s.frame);
+        } else {
+            let isn = 1_317_897_315u32.wrapping_add(next_other.wrapping_mul(509_866_505));
+            next_other += 1;
+            others += 1;
+            s.syn(45511, t * MS, isn);
+        }
+    }
+    s.syn_ack(3_917 * MS);
+    s.ack(C2S, 3_918 * MS);
+    s.data(C2S, 3_919 * MS, 1448);
+    s.ack(S2C, 3_923 * MS);
+    s.close(4_419 * MS);
+    let (flows, f) = s.summary_flows();
+    assert_eq!(flows, others + 1, "one flow per ISN");
+    let stalls: Vec<_> = kinds(&f)
+        .into_iter()
+        .filter(|(k, _)| *k == FindingKind::RetransmissionStall)
+        .collect();
+    assert_eq!(stalls, vec![(FindingKind::RetransmissionStall, C2S)]);
+    let r = stall(&f, C2S);
+    assert_eq!(r.evidence.counts["stalls"], 1);
+    assert_eq!(
+        r.evidence.frames,
+        vec![frame_of_real[0], *frame_of_real.last().unwrap()],
+        "from the real ISN's first SYN"
+    );
+}
+
+/// A connection that closed on one side only (the client's FIN, no FIN back), then, 10 s
+/// later, a SYN with a new ISN on the same port pair: a new connection, not a SYN retry of
+/// the old one.
+#[test]
+fn new_isn_after_a_one_sided_fin_is_a_new_connection() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    s.data(C2S, 100, 20);
+    s.data(S2C, 200, 100);
+    let (c, sq) = (s.cseq, s.sseq);
+    s.raw(C2S, 300, c, sq, FIN | ACK, 0, TcpOptions::default());
+    s.raw(S2C, 310, sq, c + 1, ACK, 0, TcpOptions::default());
+    s.syn(40000, 10_000 * MS, 777_777);
+    s.syn_ack(10_000 * MS + 30);
+    s.ack(C2S, 10_000 * MS + 40);
+    s.data(C2S, 10_000 * MS + 100, 20);
+    s.data(S2C, 10_000 * MS + 200, 100);
+    s.close(10_000 * MS + 300);
+    let (flows, f) = s.summary_flows();
+    assert_eq!(flows, 2);
+    assert_eq!(kinds(&f), vec![]);
+}
+
+/// A SYN with a new ISN while the earlier connection on the pair is still open (both sides
+/// talking, no FIN or RST): still a new connection, as tshark counts it.
+#[test]
+fn new_isn_on_an_open_connection_is_a_new_connection() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    s.data(C2S, 100, 20);
+    s.data(S2C, 200, 100);
+    s.syn(40000, 2_000 * MS, 1_234_567);
+    s.syn_ack(2_000 * MS + 30);
+    s.ack(C2S, 2_000 * MS + 40);
+    s.data(C2S, 2_000 * MS + 100, 20);
+    s.data(S2C, 2_000 * MS + 200, 100);
+    s.close(2_000 * MS + 300);
+    let (flows, f) = s.summary_flows();
+    assert_eq!(flows, 2);
+    assert_eq!(kinds(&f), vec![]);
+}
+
+/// A connect refused with an RST 18 ms after the SYN, the same SYN sent again 3 s later
+/// (Windows retries a refused connect), and accepted. One connection, as tshark counts it;
+/// the accepted part is analysed (it used to be swallowed by the ended, refused flow), and
+/// the SYN was answered (by the RST): no SYN stall.
+#[test]
+fn a_retry_after_a_refusal_continues_the_flow() {
+    let mut s = Sim::new();
+    s.syn(59621, 0, 64_818);
+    s.raw(
+        S2C,
+        18 * MS,
+        0,
+        64_819,
+        TcpFlags::RST | ACK,
+        0,
+        TcpOptions::default(),
+    );
+    s.syn(59621, 3_061 * MS, 64_818);
+    s.syn_ack(3_079 * MS);
+    s.ack(C2S, 3_080 * MS);
+    let mut t = 3_100 * MS;
+    for _ in 0..40 {
+        s.data(C2S, t, 20);
+        s.data(S2C, t + 30_200, 120);
+        t += 30_300;
+    }
+    s.close(t);
+    let (flows, f) = s.summary_flows();
+    assert_eq!(flows, 1);
+    assert_eq!(kinds(&f), vec![(FindingKind::RttBound, C2S)]);
+}
+
+/// zeek `testing/btest/Traces/pop3/pop3.pcap`: SYN, RST, the same SYN 0.55 s later, RST, and
+/// once more: every SYN was answered, by a refusal. One flow, no stall.
+#[test]
+fn refused_again_and_again_is_one_flow_and_no_stall() {
+    let mut s = Sim::new();
+    for k in 0..3u64 {
+        s.syn(26242, k * 555 * MS, 3_145_310_914);
+        s.raw(
+            S2C,
+            k * 555 * MS + 51 * MS,
+            0,
+            3_145_310_915,
+            TcpFlags::RST | ACK,
+            0,
+            TcpOptions::default(),
+        );
+    }
+    let (flows, f) = s.summary_flows();
+    assert_eq!(flows, 1);
+    assert_eq!(kinds(&f), vec![]);
 }
