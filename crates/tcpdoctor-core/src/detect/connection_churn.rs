@@ -1,13 +1,17 @@
 //! `connection_churn`: a new TCP connection for (almost) every request.
 //!
 //! Rule (PHYSICS §8), per server:
-//! 1. Only connections whose SYN is in the capture count (we saw them open).
+//! 1. Only connections whose whole handshake is in the capture (SYN, the SYN-ACK answering it,
+//!    the client's ACK of that SYN-ACK) and that carried at least one request byte count: we saw
+//!    them open and be used. SYNs nobody answered (a SYN flood, a closed port) and connections
+//!    opened but never used paid no handshake for a request.
 //! 2. A connection is *short* when it carried at most [`MAX_EXCHANGES`] exchanges.
 //! 3. Report when at least [`MIN_CONNECTIONS`] short connections were opened, they are at least
 //!    [`MIN_SHARE`] of the server's connections, and they came at [`MIN_RATE`] per second or
 //!    faster (between the first and the last SYN).
-//! 4. The time they cost is each short connection's wait from SYN to its first data: the
-//!    handshake a reused connection would not pay. Warning from [`WARN_LOST`], else info.
+//! 4. The time they cost is each short connection's wait from its first SYN to its first
+//!    request byte: the handshake a reused connection would not pay. Warning from
+//!    [`WARN_LOST`], else info.
 
 use std::time::Duration;
 
@@ -43,7 +47,11 @@ pub struct ConnectionChurn {
 
 impl Detector for ConnectionChurn {
     fn on_flow_end(&mut self, flow: &FlowView) {
-        let Some(syn) = flow.flow.handshake.first_syn else {
+        let hs = flow.flow.handshake;
+        let (Some(syn), true) = (hs.first_syn, hs.completed()) else {
+            return;
+        };
+        let Some(request) = flow.flow.half(Direction::ClientToServer).first_data else {
             return;
         };
         let st = self.state.get(flow.group, Direction::ClientToServer);
@@ -55,11 +63,9 @@ impl Detector for ConnectionChurn {
         st.short += 1;
         st.first_syn = Some(st.first_syn.map_or(syn.ts, |f| f.min(syn.ts)));
         st.last_syn = st.last_syn.max(syn.ts);
-        if let Some(data) = flow.first_data {
-            let wait = data.since(syn.ts);
-            st.lost += wait;
-            st.handshake_us.record_duration(wait);
-        }
+        let wait = request.ts.since(syn.ts);
+        st.lost += wait;
+        st.handshake_us.record_duration(wait);
         st.example
             .get_or_insert_with(|| (flow.flow_ref(), syn.frame));
     }
@@ -117,7 +123,8 @@ fn finding(
     );
     let mut ev = Evidence::default();
     ev.facts.push(format!(
-        "connections opened in the capture: {}; short-lived (≤ {} exchanges): {}",
+        "connections opened (handshake complete) and used in the capture: {}; short-lived \
+         (≤ {} exchanges): {}",
         st.connections, MAX_EXCHANGES, st.short
     ));
     ev.facts.push(format!(

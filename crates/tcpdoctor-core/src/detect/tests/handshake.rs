@@ -1,7 +1,7 @@
 //! Connection starts on simulated time: SYNs that went unanswered, SYN-ACKs that did not reach
-//! the client, new connections on a reused port pair, refused connects sent again. The shapes
-//! copy public captures that may not be committed (nDPI is LGPL, suricata-verify GPL); each
-//! test names the file it imitates.
+//! the client, new connections on a reused port pair, refused connects sent again, and
+//! connection attempts that never became connections. The shapes copy public captures that may
+//! not be committed (nDPI is LGPL, suricata-verify GPL); each test names the file it imitates.
 
 use super::*;
 
@@ -187,11 +187,7 @@ fn syns_with_new_isns_on_one_port_pair_are_new_connections() {
     s.close(4_419 * MS);
     let (flows, f) = s.summary_flows();
     assert_eq!(flows, others + 1, "one flow per ISN");
-    let stalls: Vec<_> = kinds(&f)
-        .into_iter()
-        .filter(|(k, _)| *k == FindingKind::RetransmissionStall)
-        .collect();
-    assert_eq!(stalls, vec![(FindingKind::RetransmissionStall, C2S)]);
+    assert_eq!(kinds(&f), vec![(FindingKind::RetransmissionStall, C2S)]);
     let r = stall(&f, C2S);
     assert_eq!(r.evidence.counts["stalls"], 1);
     assert_eq!(
@@ -241,6 +237,40 @@ fn new_isn_on_an_open_connection_is_a_new_connection() {
     let (flows, f) = s.summary_flows();
     assert_eq!(flows, 2);
     assert_eq!(kinds(&f), vec![]);
+}
+
+/// suricata-verify `tests/firewall/tcp-session-syn-flood-drop-precedence/input.pcap`: 200
+/// SYNs 1 ms apart from consecutive client ports, none answered. No connection was made, no
+/// handshake paid: not connection churn (and no SYN was sent twice: no stall).
+#[test]
+fn syn_flood_is_not_connection_churn() {
+    let mut s = Sim::new();
+    s.server = Endpoint {
+        ip: IpAddr::V4(Ipv4Addr::new(198, 51, 100, 5)),
+        port: 443,
+    };
+    for i in 0..200u16 {
+        s.syn(40000 + i, u64::from(i) * MS, 1000 + u32::from(i));
+    }
+    let (flows, f) = s.summary_flows();
+    assert_eq!(flows, 200);
+    assert_eq!(kinds(&f), vec![]);
+}
+
+/// suricata-verify `tests/dnp3/dnp3-max-points/test.pcap`: 20 connections opened 0.9 ms apart,
+/// handshakes complete, and 18 of them never carry a byte. Connections without a request are
+/// not "a new connection per request".
+#[test]
+fn handshakes_without_requests_are_not_connection_churn() {
+    let mut s = Sim::new();
+    for i in 0..20u16 {
+        let t = u64::from(i) * 900;
+        s.connect(10000 + i, t, 400, 240);
+        if i < 2 {
+            s.data(C2S, t + 700, 100);
+        }
+    }
+    assert_eq!(kinds(&s.findings()), vec![]);
 }
 
 /// A connect refused with an RST 18 ms after the SYN, the same SYN sent again 3 s later
