@@ -19,7 +19,10 @@
 //!    [`MIN_SYN_STALL`] after the answered SYN; it runs from that SYN to the last retry. A client
 //!    that ACKs the earlier SYN-ACK right after its retry got it late: no stall. Copies of a
 //!    SYN captured at the same instant fall below [`MIN_SYN_STALL`].
-//! 6. Report every server and direction with at least one stall; critical from
+//! 6. The time lost is the time the stalls span, per flow and direction: stalls that overlap
+//!    (a burst of segments lost together, each waiting for its own timeout) count their
+//!    common time once, so a flow never loses more time than it lasted.
+//! 7. Report every server and direction with at least one stall; critical from
 //!    [`CRITICAL_LOST`] in total.
 
 use crate::fxhash::FxHashMap as HashMap;
@@ -29,6 +32,7 @@ use super::{rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup
 use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::Histogram;
+use crate::time::Timestamp;
 use crate::units::fmt_duration;
 
 pub const MIN_STALL: Duration = Duration::from_millis(150);
@@ -82,6 +86,10 @@ impl State {
 pub struct RetransmissionStall {
     /// Per open flow: first transmission frame → longest wait counted so far.
     counted: HashMap<u64, HashMap<u64, Duration>>,
+    /// Per open flow and direction: the end of the time already counted as lost, so that
+    /// stalls that overlap (several segments lost in one burst, each waiting for its own
+    /// timeout) cost the time they span once, not once each.
+    covered: HashMap<(u64, usize), Timestamp>,
     state: PerGroup<State>,
     marks: FlowMarks,
 }
@@ -96,9 +104,14 @@ impl RetransmissionStall {
             .or_default()
             .entry(key)
             .or_insert(Duration::ZERO);
-        let extra = wait.saturating_sub(*seen);
         let first_time = seen.is_zero();
         *seen = (*seen).max(wait);
+        let covered = self
+            .covered
+            .entry((flow.flow.id, dir.index()))
+            .or_insert(stall.original.ts);
+        let extra = stall.retrans.ts.since((*covered).max(stall.original.ts));
+        *covered = (*covered).max(stall.retrans.ts);
         let st = self.state.get(flow.group, dir);
         st.lost += extra;
         if first_time {
@@ -173,6 +186,8 @@ impl Detector for RetransmissionStall {
             }
         }
         self.counted.remove(&flow.flow.id);
+        self.covered.remove(&(flow.flow.id, 0));
+        self.covered.remove(&(flow.flow.id, 1));
         self.marks.forget(flow.flow.id);
     }
 

@@ -481,3 +481,22 @@ fn bulk_transfer_is_not_fragmented() {
 mod handshake;
 mod nagle;
 mod window;
+
+/// zeek reassembly.pcap's shape: a burst of segments lost together, each retransmitted after
+/// its own timeout. The stalls overlap, so the time lost is the time they span (≈ 2.3 s), not
+/// the sum of the waits (≈ 4.6 s), and never more than the flow lasted.
+#[test]
+fn overlapping_timeout_stalls_cost_the_time_they_span() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    s.data(C2S, 1_000, 10);
+    s.data(S2C, 1_100, 1000);
+    s.data(S2C, 1_200, 1000);
+    s.resend(S2C, 2_201_100, 2000, 1000);
+    s.resend(S2C, 2_301_200, 1000, 1000);
+    s.ack(C2S, 2_301_300);
+    let f = s.findings();
+    let r = get(&f, FindingKind::RetransmissionStall);
+    assert_eq!(r.evidence.counts["stalls"], 2);
+    assert!((r.time_lost_ms - 2300.1).abs() < 1.0, "{}", r.time_lost_ms);
+}
