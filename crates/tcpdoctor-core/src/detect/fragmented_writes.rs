@@ -1,6 +1,9 @@
 //! `fragmented_writes`: messages leave as many small segments, one per application write.
 //!
-//! Rule (PHYSICS §4), per server and direction:
+//! Rule (PHYSICS §4 and §9), per server and direction:
+//! 0. A turn whose segments are no more than its bytes need in full segments
+//!    ([`crate::flow::Flow::full_segment`], the sender's effective MSS) is never fragmented,
+//!    whatever happened inside it: whole writes would have made as many packets.
 //! 1. A turn is *fragmented* when it has at least [`MIN_SEGMENTS`] segments, at least twice as
 //!    many as its bytes need at the MSS, and its median segment is small (≤ [`SMALL_SEGMENT`]
 //!    bytes, and ≤ half the MSS).
@@ -47,6 +50,10 @@ pub struct FragmentedWrites {
 
 /// Whether a turn was written in pieces, and whether Nagle held some of them.
 fn classify(flow: &FlowView, turn: &Turn) -> Option<bool> {
+    let mss = u64::from(flow.flow.full_segment(turn.dir).max(1));
+    if u64::from(turn.segments) <= turn.bytes.div_ceil(mss) {
+        return None;
+    }
     let held = turn
         .pauses
         .iter()
@@ -57,7 +64,6 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<bool> {
     if turn.segments < MIN_SEGMENTS {
         return None;
     }
-    let mss = u64::from(flow.flow.full_segment(turn.dir).max(1));
     let needed = turn.bytes.div_ceil(mss).max(1);
     let mut sizes = turn.sizes.to_vec();
     sizes.sort_unstable();
@@ -160,13 +166,19 @@ fn finding(
         "fragmented {what}: {}",
         of(st.fragmented, st.turns)
     ));
-    ev.facts.push(format!(
-        "segments per fragmented {}: median {}, max {}; {} segments more than the bytes needed",
+    let mut per_turn = format!(
+        "segments per fragmented {}: median {}, max {}",
         &what[..what.len() - 1],
         seg_dist.p50,
-        seg_dist.max,
-        st.extra_segments
-    ));
+        seg_dist.max
+    );
+    if st.extra_segments > 0 {
+        per_turn.push_str(&format!(
+            "; {} segments more than the bytes needed",
+            st.extra_segments
+        ));
+    }
+    ev.facts.push(per_turn);
     if st.held_by_nagle > 0 {
         ev.facts.push(format!(
             "{} {what} show the Nagle shape instead: a small first piece, a delayed ACK, then \

@@ -694,5 +694,49 @@ fn connections_used_one_after_another_are_advised_to_pipeline() {
     assert!(r.fix.contains("pipeline"), "{}", r.fix);
 }
 
+/// A response of 36 full segments and two 1000-byte pieces, the second held by Nagle until a
+/// delayed ACK: its 56,560 bytes need 38 segments and took 38, so the writes cost no packet a
+/// whole write would not. Not fragmented (the hold itself is nagle_delayed_ack's).
+#[test]
+fn a_turn_without_extra_segments_is_never_fragmented() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..5 {
+        s.data(C2S, t, 10);
+        let mut u = t + 50;
+        for k in 0..18 {
+            s.data(S2C, u, 1460);
+            if k % 2 == 1 {
+                s.ack(C2S, u + 5);
+            }
+            u += 10;
+        }
+        s.data(S2C, u, 1000);
+        s.ack(C2S, u + 40_000);
+        s.data(S2C, u + 40_030, 1000);
+        u += 40_040;
+        for k in 0..18 {
+            s.data(S2C, u, 1460);
+            if k % 2 == 1 {
+                s.ack(C2S, u + 5);
+            }
+            u += 10;
+        }
+        s.ack(C2S, u + 5);
+        t = u + 1_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert!(
+        !f.iter().any(|x| x.kind == FindingKind::FragmentedWrites),
+        "{:?}",
+        f.iter()
+            .filter(|x| x.kind == FindingKind::FragmentedWrites)
+            .map(|x| &x.evidence.facts)
+            .collect::<Vec<_>>()
+    );
+}
+
 mod nagle;
 mod window;
