@@ -694,6 +694,73 @@ fn connections_used_one_after_another_are_advised_to_pipeline() {
     assert!(r.fix.contains("pipeline"), "{}", r.fix);
 }
 
+/// One line per write with TCP_NODELAY and nothing held: many packets, no time lost. That is
+/// information, not a warning, and the text says why it still matters.
+#[test]
+fn fragmented_writes_that_cost_no_time_are_info() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..20 {
+        s.data(C2S, t, 10);
+        for k in 0..8 {
+            s.data(S2C, t + 50 + k * 10, 14);
+        }
+        t += 1_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.severity, crate::report::Severity::Info);
+    assert_eq!(fw.time_lost_ms, 0.0);
+    assert!(fw.verdict.contains("Nagle"), "{}", fw.verdict);
+    assert!(fw.verdict.contains("syscall"), "{}", fw.verdict);
+}
+
+/// When Nagle held pieces until the peer's delayed ACK, the pattern cost time: a warning,
+/// with that time.
+#[test]
+fn fragmented_writes_held_by_nagle_are_a_warning_with_the_time_held() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..20 {
+        s.data(C2S, t, 10);
+        s.data(S2C, t + 60, 12);
+        s.ack(C2S, t + 40_060);
+        s.data(S2C, t + 40_090, 200);
+        t += 41_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.severity, crate::report::Severity::Warning);
+    assert!((fw.time_lost_ms - 20.0 * 40.03).abs() < 20.0, "{}", fw.time_lost_ms);
+}
+
+/// TLS on port 443, one record per write: common, and no time lost. Info, and the fix is to
+/// buffer the records of a flight.
+#[test]
+fn tls_records_one_per_write_are_info_and_named_as_such() {
+    let mut s = Sim::new();
+    s.server = ep(443);
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..20 {
+        s.data(C2S, t, 300);
+        for (k, len) in [90u32, 120, 60, 200].into_iter().enumerate() {
+            s.data(S2C, t + 50 + k as u64 * 10, len);
+        }
+        t += 1_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.severity, crate::report::Severity::Info);
+    assert!(fw.verdict.contains("TLS"), "{}", fw.verdict);
+    assert!(fw.fix.contains("TLS record"), "{}", fw.fix);
+}
+
 /// A response of 36 full segments and two 1000-byte pieces, the second held by Nagle until a
 /// delayed ACK: its 56,560 bytes need 38 segments and took 38, so the writes cost no packet a
 /// whole write would not. Not fragmented (the hold itself is nagle_delayed_ack's).
