@@ -11,9 +11,10 @@
 //!    flight) and is *overlapped*: not counted. Alternating turns alone do not prove waiting: a
 //!    pipelining client that sends one request per response it reads alternates too.
 //! 2. A sequential exchange *waited* for the part of its latency, and of the silence before
-//!    it, that the round trip explains (never more than the span measured). Sending the
-//!    requests without waiting would save all of it but the first request's round trip: the
-//!    *saving*. So saving ≤ waiting ≤ the time measured, by construction.
+//!    it, that the round trip explains (never more than the span measured, and never more
+//!    than the flow's final round trip: the RTT is the fastest sample, so an early estimate
+//!    can be longer). Sending the requests without waiting would save all of it but the first
+//!    request's round trip: the *saving*. So saving ≤ waiting ≤ the time measured.
 //! 3. The flow has at least [`MIN_EXCHANGES`] sequential exchanges; its path RTT at the capture
 //!    point (handshake, else fastest data → ACK, both halves summed) is at least [`MIN_RTT`];
 //!    waiting is at least [`MIN_SHARE`] of the time from its first request to its last
@@ -58,6 +59,10 @@ const SPANS_KEPT: usize = 4096;
 struct FlowState {
     exchanges: u64,
     sequential: u64,
+    /// Sequential exchanges after the flow's first (their round trips are what a client
+    /// that did not wait would save), and those with a silence before them.
+    sequential_later: u64,
+    sequential_after_idle: u64,
     overlapped: u64,
     first: Option<Timestamp>,
     last: Timestamp,
@@ -211,10 +216,12 @@ impl Detector for RttBound {
                 let own = latency.min(to_server);
                 let before = idle.map_or(Duration::ZERO, |i| i.min(to_client));
                 fs.sequential += 1;
+                fs.sequential_after_idle += u64::from(idle.is_some());
                 fs.latency_sum += latency;
                 fs.waiting += own + before;
                 // Sent at once, the requests would still pay the first one's round trip.
                 if ex.index > 0 {
+                    fs.sequential_later += 1;
                     fs.saving += own + before;
                 }
             } else {
@@ -241,14 +248,6 @@ impl Detector for RttBound {
         if fs.sequential < MIN_EXCHANGES || rtt < MIN_RTT {
             return;
         }
-        let wall = fs.last.since(first);
-        // Rule 2 bounds both by the spans measured; the guard keeps it so whatever changes.
-        let waiting = fs.waiting.min(wall);
-        let saving = fs.saving.min(waiting);
-        let share = waiting.as_secs_f64() / wall.as_secs_f64().max(1e-9);
-        if share < MIN_SHARE || saving < MIN_SAVING {
-            return;
-        }
         let to_server = flow
             .flow
             .rtt_towards_receiver(Direction::ClientToServer)
@@ -257,6 +256,27 @@ impl Detector for RttBound {
             .flow
             .rtt_towards_receiver(Direction::ServerToClient)
             .unwrap_or_default();
+        // The RTT is the fastest sample, so it only shrinks as the flow goes on: an exchange
+        // judged early may have been credited a longer round trip than the flow's final one.
+        // No exchange waited more than one final round trip.
+        let rounds = |exchanges: u64, after_idle: u64| {
+            to_server.saturating_mul(exchanges.min(u64::from(u32::MAX)) as u32)
+                + to_client.saturating_mul(after_idle.min(u64::from(u32::MAX)) as u32)
+        };
+        let wall = fs.last.since(first);
+        // Rule 2 bounds both by the spans measured; the guard keeps it so whatever changes.
+        let waiting = fs
+            .waiting
+            .min(rounds(fs.sequential, fs.sequential_after_idle))
+            .min(wall);
+        let saving = fs
+            .saving
+            .min(rounds(fs.sequential_later, fs.sequential_after_idle))
+            .min(waiting);
+        let share = waiting.as_secs_f64() / wall.as_secs_f64().max(1e-9);
+        if share < MIN_SHARE || saving < MIN_SAVING {
+            return;
+        }
         let st = self.state.get(flow.group, Direction::ClientToServer);
         st.flows += 1;
         st.exchanges += fs.sequential;

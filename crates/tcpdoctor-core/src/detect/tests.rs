@@ -805,5 +805,35 @@ fn a_turn_without_extra_segments_is_never_fragmented() {
     );
 }
 
+/// zeek `smb/smb311.pcap` has no handshake: the RTT comes from data → ACK samples, and its
+/// first exchanges are slower (83, 68 ms) than the 25 ms round trip the flow settles on. The
+/// estimate only shrinks, so an exchange judged early must not be credited more than one
+/// final round trip: waiting stays ≤ sequential exchanges × RTT.
+#[test]
+fn early_rtt_estimates_never_inflate_the_waiting() {
+    let mut s = Sim::new();
+    let mut t = 1_000;
+    for lat in [83_000u64, 68_000, 60_000, 50_000, 40_000, 30_000]
+        .into_iter()
+        .chain([25_000; 20])
+    {
+        s.data(C2S, t, 100);
+        s.data(S2C, t + lat, 300);
+        t += lat + 6_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    let r = get(&f, FindingKind::RttBound);
+    let n = r.evidence.counts["exchanges"] as f64;
+    let v = &r.evidence.values;
+    assert!(
+        v["waiting_ms"] <= n * v["rtt_ms"] + 0.01,
+        "waiting {} ms for {n} exchanges of {} ms",
+        v["waiting_ms"],
+        v["rtt_ms"]
+    );
+    assert!(r.time_lost_ms <= v["waiting_ms"]);
+}
+
 mod nagle;
 mod window;
