@@ -4,12 +4,15 @@
 //! 1. An exchange is *sequential* when it left room for a whole round trip, as measured at the
 //!    capture point: from its first request byte to its last response byte at least the round
 //!    trip towards the server, and from the previous response to this request at least the
-//!    round trip towards the client (each less [`RTT_SLACK`] of it). At the client's end a
-//!    sequential exchange cannot be faster than the path RTT; at the server's end it looks
-//!    short, but the client pays the round trip in the silence before its next request. An
-//!    exchange faster than that answers an earlier request (the client keeps several in
-//!    flight) and is *overlapped*: not counted. Alternating turns alone do not prove waiting: a
-//!    pipelining client that sends one request per response it reads alternates too.
+//!    round trip towards the client. At the client's end a sequential exchange cannot be
+//!    faster than the path RTT; at the server's end it looks short, but the client pays the
+//!    round trip in the silence before its next request. No slack is needed: each RTT is the
+//!    fastest data → ACK sample so far, and a sequential exchange brings its own samples (its
+//!    response acknowledges its request, its request the previous response), each no longer
+//!    than the span it lies in. An exchange faster than that answers an earlier request (the
+//!    client keeps several in flight) and is *overlapped*: not counted. Alternating turns
+//!    alone do not prove waiting: a pipelining client that sends one request per response it
+//!    reads alternates too.
 //! 2. A sequential exchange *waited* for the part of its latency, and of the silence before
 //!    it, that the round trip explains (never more than the span measured, and never more
 //!    than the flow's final round trip: the RTT is the fastest sample, so an early estimate
@@ -47,9 +50,6 @@ pub const MIN_SAVING: Duration = Duration::from_millis(100);
 pub const CRITICAL_SHARE: f64 = 0.8;
 /// …and pipelining would save at least this much.
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
-/// A sequential exchange spans at least the round trip less this share of it: the RTT is the
-/// fastest sample seen, and a path's round trips vary (the same quarter `release` allows).
-pub const RTT_SLACK: f64 = 0.25;
 /// Other flows remembered per client address and server, to tell parallel connections.
 const PEERS_KEPT: usize = 64;
 /// Flagged flows' time spans remembered per server before the oldest are folded into a total.
@@ -148,11 +148,6 @@ pub struct RttBound {
     state: PerGroup<State>,
 }
 
-/// `d` less [`RTT_SLACK`] of it.
-fn less_slack(d: Duration) -> Duration {
-    d.mul_f64(1.0 - RTT_SLACK)
-}
-
 impl RttBound {
     /// Records `flow`'s exchange span and marks the flows of the same client that overlap it.
     fn note_peers(&mut self, flow: &FlowView, first: Timestamp, last: Timestamp) {
@@ -210,8 +205,7 @@ impl Detector for RttBound {
             let to_client = to_client.unwrap_or_default();
             let latency = ex.latency();
             let idle = ex.idle_before;
-            let sequential = latency >= less_slack(to_server)
-                && idle.is_none_or(|i| i >= less_slack(to_client));
+            let sequential = latency >= to_server && idle.is_none_or(|i| i >= to_client);
             if sequential {
                 let own = latency.min(to_server);
                 let before = idle.map_or(Duration::ZERO, |i| i.min(to_client));
