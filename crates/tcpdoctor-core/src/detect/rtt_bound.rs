@@ -123,7 +123,12 @@ impl State {
     /// The time the flagged flows covered together.
     fn elapsed(&mut self) -> Duration {
         merge(&mut self.spans);
-        self.folded + self.spans.iter().map(|&(a, b)| b.since(a)).sum::<Duration>()
+        self.folded
+            + self
+                .spans
+                .iter()
+                .map(|&(a, b)| b.since(a))
+                .sum::<Duration>()
     }
 }
 
@@ -385,11 +390,15 @@ fn finding(
         share * 100.0
     ));
     if st.concurrent_flows > 0 {
+        let which = if st.flows == 1 {
+            "this flow".to_string()
+        } else {
+            format!("{} of these {} flows", st.concurrent_flows, st.flows)
+        };
         ev.facts.push(format!(
-            "{} of these {} flows overlapped in time with other connections from the same \
-             client address to this server (up to {} at once); together they covered {}",
-            st.concurrent_flows,
-            st.flows,
+            "{which} overlapped in time with other connections from the same client address \
+             to this server (up to {} overlapping connections, each flow included); the \
+             flagged flows covered {} together",
             st.peak,
             fmt_duration(elapsed)
         ));
@@ -401,15 +410,20 @@ fn finding(
         fmt_duration(elapsed)
     ));
     ev.counts.insert("exchanges".into(), st.exchanges);
-    ev.counts.insert("overlapped_exchanges".into(), st.overlapped);
+    ev.counts
+        .insert("overlapped_exchanges".into(), st.overlapped);
     ev.counts.insert("flows".into(), st.flows);
     ev.counts
         .insert("concurrent_flows".into(), st.concurrent_flows);
-    ev.counts
-        .insert("max_concurrent_connections".into(), u64::from(st.peak.max(1)));
+    ev.counts.insert(
+        "max_concurrent_connections".into(),
+        u64::from(st.peak.max(1)),
+    );
     ev.values.insert("rtt_ms".into(), rtt.p50);
-    ev.values.insert("rtt_towards_server_ms".into(), to_server.p50);
-    ev.values.insert("rtt_towards_client_ms".into(), to_client.p50);
+    ev.values
+        .insert("rtt_towards_server_ms".into(), to_server.p50);
+    ev.values
+        .insert("rtt_towards_client_ms".into(), to_client.p50);
     ev.values
         .insert("wall_ms".into(), round3(crate::units::ms(st.wall)));
     ev.values

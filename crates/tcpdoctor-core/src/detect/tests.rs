@@ -668,7 +668,11 @@ fn concurrent_connections_from_one_client_are_advised_to_multiplex() {
     assert!(!r.fix.contains("pipeline"), "{}", r.fix);
     let elapsed = r.evidence.values["elapsed_ms"];
     assert!(elapsed < 700.0, "elapsed {elapsed} ms");
-    assert!(r.time_lost_ms <= elapsed, "saves {} of {elapsed} ms", r.time_lost_ms);
+    assert!(
+        r.time_lost_ms <= elapsed,
+        "saves {} of {elapsed} ms",
+        r.time_lost_ms
+    );
 }
 
 /// The same client using its connections one after another is told to pipeline or batch.
@@ -735,7 +739,11 @@ fn fragmented_writes_held_by_nagle_are_a_warning_with_the_time_held() {
     let f = s.findings();
     let fw = get(&f, FindingKind::FragmentedWrites);
     assert_eq!(fw.severity, crate::report::Severity::Warning);
-    assert!((fw.time_lost_ms - 20.0 * 40.03).abs() < 20.0, "{}", fw.time_lost_ms);
+    assert!(
+        (fw.time_lost_ms - 20.0 * 40.03).abs() < 20.0,
+        "{}",
+        fw.time_lost_ms
+    );
 }
 
 /// TLS on port 443, one record per write: common, and no time lost. Info, and the fix is to
