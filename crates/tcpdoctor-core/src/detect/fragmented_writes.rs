@@ -20,7 +20,8 @@
 //!    behind any hop with Nagle on).
 //! 6. On a TLS port ([`TLS_PORTS`]; the core never sees payload bytes, so the port is the only
 //!    clue) the pieces are most likely TLS records, one per write, which is common; the fix is
-//!    to buffer the records of one flight and write them together.
+//!    to buffer the records of one flight and write them together, whether or not Nagle held
+//!    them.
 
 use std::time::Duration;
 
@@ -191,19 +192,18 @@ fn finding(
             st.held_by_nagle,
             fmt_duration(st.held)
         ));
-    } else if tls {
-        verdict.push_str(&format!(
-            ". On port {port} these are most likely TLS records, one per write, which is \
-             common; nothing held them, so they cost no time in this capture, but each costs \
-             a syscall and a packet, and behind a hop with Nagle on the pieces after the \
-             first wait for an ACK."
-        ));
     } else {
         verdict.push_str(
             ". Nothing held them, so they cost no time in this capture, but each piece costs \
              a syscall and a packet, and behind a hop with Nagle on the pieces after the \
              first wait for an ACK (a nagle_delayed_ack stall waiting to happen).",
         );
+    }
+    if tls {
+        verdict.push_str(&format!(
+            " On port {port} the pieces are most likely TLS records: one record per write is \
+             common."
+        ));
     }
     let mut ev = Evidence::default();
     ev.facts.push(format!(
@@ -276,12 +276,13 @@ fn finding(
         ),
         note: format!("through frame {}", turn.last.frame),
     });
-    let fix = if tls && st.held == Duration::ZERO {
+    let fix = if tls {
         "One TLS record per write is common (many TLS stacks seal each application write as its \
          own record and send it at once). Buffer the records of one flight and write them \
          together: build the whole message before handing it to the TLS layer, or put a write \
          buffer under it (a buffering BIO, a buffered stream flushed once per message), so a \
-         message leaves as a few full-sized records and segments."
+         message leaves as a few full-sized records and segments; then TCP_NODELAY is safe \
+         and fast."
     } else {
         match dir {
             Direction::ServerToClient => {

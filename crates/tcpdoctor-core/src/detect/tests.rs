@@ -876,5 +876,31 @@ fn exchanges_just_under_the_rtt_are_overlapped() {
     );
 }
 
+/// nDPI `line.pcap` (147.92.242.232:443): the client writes a request as two TLS records, and
+/// Nagle holds the second until the server's delayed ACK (frames 86–88). A warning, with the
+/// time held, and still named as TLS records with the flight-buffering fix.
+#[test]
+fn tls_records_held_by_nagle_are_a_warning_named_as_tls() {
+    let mut s = Sim::new();
+    s.server = ep(443);
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..5 {
+        s.data(C2S, t, 295);
+        s.ack(S2C, t + 40_000);
+        s.data(C2S, t + 40_050, 541);
+        s.data(S2C, t + 40_500, 600);
+        t += 41_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.direction, C2S);
+    assert_eq!(fw.severity, crate::report::Severity::Warning);
+    assert!(fw.time_lost_ms > 5.0 * 40.0, "{}", fw.time_lost_ms);
+    assert!(fw.verdict.contains("TLS"), "{}", fw.verdict);
+    assert!(fw.fix.contains("TLS record"), "{}", fw.fix);
+}
+
 mod nagle;
 mod window;
