@@ -1,16 +1,27 @@
 //! `fragmented_writes`: messages leave as many small segments, one per application write.
 //!
-//! Rule (PHYSICS §4), per server and direction:
-//! 1. A turn is *fragmented* when it has at least [`MIN_SEGMENTS`] segments, at least twice as
-//!    many as its bytes need at the MSS, and its median segment is small (≤ [`SMALL_SEGMENT`]
-//!    bytes, and ≤ half the MSS).
-//! 2. A turn is also fragmented when Nagle held part of it until the peer's ACK (the shape of
-//!    PHYSICS §3: once Nagle holds, everything written meanwhile leaves as one segment, so a
-//!    per-line response is often only two segments on the wire).
-//! 3. Report when at least [`MIN_TURNS`] turns and [`MIN_SHARE`] of the turns in that
-//!    direction are fragmented. Warning when Nagle held some of them, or when at least
-//!    [`WARN_SHARE`] of the turns are fragmented (a stall waiting to happen behind any Nagle-on
-//!    hop); info otherwise.
+//! Rule (PHYSICS §4 and §9), per server and direction:
+//! 1. A turn's *extra segments* are its segments less the full segments its bytes need
+//!    (`segments − ⌈bytes / full segment⌉`, a full segment being the sender's effective MSS,
+//!    [`crate::flow::Flow::full_segment`]). A turn with no extra segment is never fragmented,
+//!    whatever happened inside it: whole writes would have made as many packets.
+//! 2. A turn is *fragmented* when it has at least [`MIN_SEGMENTS`] segments, at least twice as
+//!    many as its bytes need, and its median segment is small (≤ [`SMALL_SEGMENT`] bytes, and
+//!    ≤ half a full segment).
+//! 3. A turn is also fragmented when Nagle held part of it until the peer's delayed ACK
+//!    ([`nagle_release`], the shape of PHYSICS §3: once Nagle holds, everything written
+//!    meanwhile leaves as one segment, so a per-line response is often only two segments on
+//!    the wire). The time those holds lasted is the time the pattern cost.
+//! 4. Report when at least [`MIN_TURNS`] turns and [`MIN_SHARE`] of the turns in that
+//!    direction are fragmented.
+//! 5. Severity follows cost: a warning only when Nagle held some of the turns (time lost > 0);
+//!    otherwise info, however many turns are fragmented: the pieces cost no measured time, and
+//!    the finding says why they still matter (a syscall and a packet per piece, and a stall
+//!    behind any hop with Nagle on).
+//! 6. On a TLS port ([`TLS_PORTS`]; the core never sees payload bytes, so the port is the only
+//!    clue) the pieces are most likely TLS records, one per write, which is common; the fix is
+//!    to buffer the records of one flight and write them together, whether or not Nagle held
+//!    them.
 
 use std::time::Duration;
 
@@ -19,24 +30,30 @@ use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::SizeCounter;
 use crate::turns::Turn;
+use crate::units::fmt_duration;
 
 pub const MIN_SEGMENTS: u32 = 3;
 pub const SMALL_SEGMENT: u32 = 512;
 pub const MIN_TURNS: u64 = 3;
 pub const MIN_SHARE: f64 = 0.20;
-/// From this share of fragmented turns, the finding is a warning even without a Nagle hold.
-pub const WARN_SHARE: f64 = 0.5;
+/// Server ports where the payload is (almost always) TLS: HTTPS, DNS over TLS, IMAPS, POP3S,
+/// SMTPS, and the usual alternative HTTPS port.
+pub const TLS_PORTS: [u16; 6] = [443, 853, 993, 995, 465, 8443];
 
 #[derive(Default)]
 struct State {
     turns: u64,
     fragmented: u64,
     held_by_nagle: u64,
+    /// How long Nagle held pieces of the fragmented turns, in all.
+    held: Duration,
     extra_segments: u64,
     segments_per_turn: SizeCounter,
     sizes: SizeCounter,
     flows: u64,
     example: Option<(FlowRef, Turn)>,
+    /// A full segment on the example's flow and direction (the sender's effective MSS).
+    example_full: u32,
 }
 
 #[derive(Default)]
@@ -45,25 +62,41 @@ pub struct FragmentedWrites {
     marks: FlowMarks,
 }
 
-/// Whether a turn was written in pieces, and whether Nagle held some of them.
-fn classify(flow: &FlowView, turn: &Turn) -> Option<bool> {
-    let held = turn
+/// A fragmented turn: its segments beyond what its bytes need, and how long Nagle held pieces
+/// of it (zero when nothing was held).
+struct Fragmented {
+    extra: u64,
+    held: Duration,
+}
+
+/// Whether a turn was written in pieces (rules 1–3).
+fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
+    let full = u64::from(flow.flow.full_segment(turn.dir).max(1));
+    let needed = turn.bytes.div_ceil(full);
+    let extra = u64::from(turn.segments).saturating_sub(needed);
+    if extra == 0 {
+        return None;
+    }
+    let held: Duration = turn
         .pauses
         .iter()
-        .any(|p| nagle_release(flow.flow, turn.dir, p).is_some());
-    if held {
-        return Some(true);
+        .filter_map(|p| nagle_release(flow.flow, turn.dir, p))
+        .map(|r| r.stall())
+        .sum();
+    if held > Duration::ZERO {
+        return Some(Fragmented { extra, held });
     }
     if turn.segments < MIN_SEGMENTS {
         return None;
     }
-    let mss = u64::from(flow.flow.full_segment(turn.dir).max(1));
-    let needed = turn.bytes.div_ceil(mss).max(1);
     let mut sizes = turn.sizes.to_vec();
     sizes.sort_unstable();
     let median = sizes[sizes.len() / 2];
-    let small = median <= SMALL_SEGMENT && u64::from(median) * 2 <= mss;
-    (u64::from(turn.segments) >= 2 * needed && small).then_some(false)
+    let small = median <= SMALL_SEGMENT && u64::from(median) * 2 <= full;
+    (u64::from(turn.segments) >= 2 * needed.max(1) && small).then_some(Fragmented {
+        extra,
+        held: Duration::ZERO,
+    })
 }
 
 impl Detector for FragmentedWrites {
@@ -74,13 +107,15 @@ impl Detector for FragmentedWrites {
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
-        let Some(held) = classify(flow, turn) else {
+        let Some(frag) = classify(flow, turn) else {
             return;
         };
         st.fragmented += 1;
-        st.held_by_nagle += u64::from(held);
-        let mss = u64::from(flow.flow.full_segment(turn.dir).max(1));
-        st.extra_segments += u64::from(turn.segments).saturating_sub(turn.bytes.div_ceil(mss));
+        if frag.held > Duration::ZERO {
+            st.held_by_nagle += 1;
+            st.held += frag.held;
+        }
+        st.extra_segments += frag.extra;
         st.segments_per_turn.record(turn.segments);
         for &s in turn.sizes.iter() {
             st.sizes.record(s);
@@ -93,6 +128,7 @@ impl Detector for FragmentedWrites {
         };
         if better {
             st.example = Some((flow.flow_ref(), turn.clone()));
+            st.example_full = flow.flow.full_segment(turn.dir);
         }
     }
 
@@ -125,11 +161,14 @@ fn finding(
     turn: &Turn,
     groups: &Groups,
 ) -> Finding {
-    let severity = if st.held_by_nagle > 0 || share >= WARN_SHARE {
+    // Rule 5: severity follows the time the pattern cost.
+    let severity = if st.held > Duration::ZERO {
         Severity::Warning
     } else {
         Severity::Info
     };
+    let port = groups[group].server.port;
+    let tls = TLS_PORTS.contains(&port);
     let (what, sender) = match dir {
         Direction::ServerToClient => ("responses", "server"),
         Direction::ClientToServer => ("requests", "client"),
@@ -143,30 +182,48 @@ fn finding(
     };
     let mut verdict = format!(
         "{writer} {what} in pieces: {} {what} left as several small segments \
-         (median {} segments each, median segment {} bytes) — one syscall and one packet per piece",
+         (median {} segments each, median segment {} bytes)",
         st.fragmented, seg_dist.p50, size_dist.p50
     );
-
-    if st.held_by_nagle > 0 {
+    if st.held > Duration::ZERO {
         verdict.push_str(&format!(
-            "; Nagle held the pieces of {} of them (see nagle_delayed_ack).",
-            st.held_by_nagle
+            "; Nagle held the pieces of {} of them until the peer's delayed ACK, {} in all \
+             (see nagle_delayed_ack).",
+            st.held_by_nagle,
+            fmt_duration(st.held)
         ));
     } else {
-        verdict.push_str(", a stall waiting to happen behind any Nagle-on hop.");
+        verdict.push_str(
+            ". Nothing held them, so they cost no time in this capture, but each piece costs \
+             a syscall and a packet, and behind a hop with Nagle on the pieces after the \
+             first wait for an ACK (a nagle_delayed_ack stall waiting to happen).",
+        );
+    }
+    if tls {
+        verdict.push_str(&format!(
+            " On port {port} the pieces are most likely TLS records: one record per write is \
+             common."
+        ));
     }
     let mut ev = Evidence::default();
     ev.facts.push(format!(
         "fragmented {what}: {}",
         of(st.fragmented, st.turns)
     ));
-    ev.facts.push(format!(
-        "segments per fragmented {}: median {}, max {}; {} segments more than the bytes needed",
+    let mut per_turn = format!(
+        "segments per fragmented {}: median {}, max {}",
         &what[..what.len() - 1],
         seg_dist.p50,
-        seg_dist.max,
-        st.extra_segments
-    ));
+        seg_dist.max
+    );
+    if st.extra_segments > 0 {
+        per_turn.push_str(&format!(
+            "; {} segments more than the bytes needed in full segments ({} bytes on the \
+             example flow)",
+            st.extra_segments, st.example_full
+        ));
+    }
+    ev.facts.push(per_turn);
     if st.held_by_nagle > 0 {
         ev.facts.push(format!(
             "{} {what} show the Nagle shape instead: a small first piece, a delayed ACK, then \
@@ -190,6 +247,10 @@ fn finding(
     ev.counts.insert("turns".into(), st.turns);
     ev.counts.insert("held_by_nagle".into(), st.held_by_nagle);
     ev.counts.insert("extra_segments".into(), st.extra_segments);
+    ev.values.insert(
+        "nagle_held_ms".into(),
+        crate::stats::round3(crate::units::ms(st.held)),
+    );
     ev.values
         .insert("fragmented_share".into(), crate::stats::round3(share));
     ev.distributions
@@ -215,15 +276,24 @@ fn finding(
         ),
         note: format!("through frame {}", turn.last.frame),
     });
-    let fix = match dir {
-        Direction::ServerToClient => {
-            "Build each response in memory and write it with one call (a buffered writer, \
-             writev, or a line-buffered channel flushed once per response); with responses \
-             whole, TCP_NODELAY is then safe and fast."
-        }
-        Direction::ClientToServer => {
-            "Build each request in memory and write it with one call (a buffered writer or \
-             writev); with requests whole, TCP_NODELAY is then safe and fast."
+    let fix = if tls {
+        "One TLS record per write is common (many TLS stacks seal each application write as its \
+         own record and send it at once). Buffer the records of one flight and write them \
+         together: build the whole message before handing it to the TLS layer, or put a write \
+         buffer under it (a buffering BIO, a buffered stream flushed once per message), so a \
+         message leaves as a few full-sized records and segments; then TCP_NODELAY is safe \
+         and fast."
+    } else {
+        match dir {
+            Direction::ServerToClient => {
+                "Build each response in memory and write it with one call (a buffered writer, \
+                 writev, or a line-buffered channel flushed once per response); with responses \
+                 whole, TCP_NODELAY is then safe and fast."
+            }
+            Direction::ClientToServer => {
+                "Build each request in memory and write it with one call (a buffered writer or \
+                 writev); with requests whole, TCP_NODELAY is then safe and fast."
+            }
         }
     };
     let fix = hop.as_ref().map_or(fix, |h| h.fix.as_str());
@@ -234,7 +304,7 @@ fn finding(
         direction: dir,
         flows_affected: st.flows,
         example_flow,
-        time_lost: Duration::ZERO,
+        time_lost: st.held,
     }
     .finish(groups, verdict, ev, fix)
 }

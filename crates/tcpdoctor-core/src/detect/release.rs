@@ -32,7 +32,8 @@
 //!    `__tcp_ack_snd_check`), so a later ACK of more is a reader that was not reading.
 //!
 //! It cost a **round trip** instead ([`nagle_round_trip`]) when the receiver answered at once
-//! (rule 7's hold no more than a quarter of the path's round trip plus [`RELEASE_SLACK`]), the
+//! (rule 7's hold below [`DELAYED_ACK_MIN`], so the two never claim the same pause, and no
+//! more than a quarter of the path's round trip plus [`RELEASE_SLACK`]), the
 //! pause lasted one round trip of the path (within [`ROUND_TRIP_SHARE`] below and a quarter
 //! plus twice the slack above), and nothing else could have held the data:
 //! no retransmission in that direction so far (after a loss the congestion window can be
@@ -182,7 +183,8 @@ pub fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<Na
     let gap = pause.gap();
     let about_one_rtt = gap.as_secs_f64() >= ROUND_TRIP_SHARE * rtt.as_secs_f64()
         && gap <= rtt + rtt / 4 + 2 * RELEASE_SLACK;
-    let at_once = r.ack_held <= rtt / 4 + RELEASE_SLACK;
+    // Disjoint from nagle_release: a hold a delayed-ACK timer explains is never "at once".
+    let at_once = r.ack_held <= rtt / 4 + RELEASE_SLACK && r.ack_held < DELAYED_ACK_MIN;
     let clean = flow.half(dir).retransmissions == 0 && r.ack.segments <= MAX_IN_FLIGHT;
     (at_once && about_one_rtt && clean).then_some(r)
 }

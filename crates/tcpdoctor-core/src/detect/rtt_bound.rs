@@ -1,20 +1,40 @@
 //! `rtt_bound`: one round trip per command, so wall time ≈ exchanges × RTT.
 //!
-//! Rule (PHYSICS §5), per flow, then summed per server:
-//! 1. The flow has at least [`MIN_EXCHANGES`] exchanges, strictly alternating (the turn model
-//!    guarantees it: a pipelining client sends many requests in one turn, so it has few
-//!    exchanges).
-//! 2. The path RTT at the capture point (handshake, else fastest data → ACK) is at least
-//!    [`MIN_RTT`]: below that, round trips cost nothing worth naming.
-//! 3. Waiting on round trips — exchanges × RTT — is at least [`MIN_SHARE`] of the time from
-//!    the first request to the last response, and pipelining would save at least [`MIN_SAVING`]
-//!    ((exchanges − 1) × RTT).
-//! 4. Critical from [`CRITICAL_SHARE`] of the wall time and a saving of [`CRITICAL_SAVING`].
+//! Rule (PHYSICS §5 and §9), per flow, then summed per server:
+//! 1. An exchange is *sequential* when it left room for a whole round trip, as measured at the
+//!    capture point: from its first request byte to its last response byte at least the round
+//!    trip towards the server, and from the previous response to this request at least the
+//!    round trip towards the client. At the client's end a sequential exchange cannot be
+//!    faster than the path RTT; at the server's end it looks short, but the client pays the
+//!    round trip in the silence before its next request. No slack is needed: each RTT is the
+//!    fastest data → ACK sample so far, and a sequential exchange brings its own samples (its
+//!    response acknowledges its request, its request the previous response), each no longer
+//!    than the span it lies in. An exchange faster than that answers an earlier request (the
+//!    client keeps several in flight) and is *overlapped*: not counted. Alternating turns
+//!    alone do not prove waiting: a pipelining client that sends one request per response it
+//!    reads alternates too.
+//! 2. A sequential exchange *waited* for the part of its latency, and of the silence before
+//!    it, that the round trip explains (never more than the span measured, and never more
+//!    than the flow's final round trip: the RTT is the fastest sample, so an early estimate
+//!    can be longer). Sending the requests without waiting would save all of it but the first
+//!    request's round trip: the *saving*. So saving ≤ waiting ≤ the time measured.
+//! 3. The flow has at least [`MIN_EXCHANGES`] sequential exchanges; its path RTT at the capture
+//!    point (handshake, else fastest data → ACK, both halves summed) is at least [`MIN_RTT`];
+//!    waiting is at least [`MIN_SHARE`] of the time from its first request to its last
+//!    response; and the saving is at least [`MIN_SAVING`].
+//! 4. Per server, the reported saving never exceeds the elapsed time the flagged flows covered
+//!    together (connections that wait at the same time save that time once).
+//! 5. When most flagged flows overlapped in time with other connections from the same client
+//!    address to this server, the client already spreads its requests over parallel
+//!    connections (a browser's HTTP/1.1 pool, which cannot pipeline): the fix is multiplexing
+//!    or fewer requests. Otherwise it is pipelining or batching on the connection.
+//! 6. Critical from [`CRITICAL_SHARE`] of the wall time and a saving of [`CRITICAL_SAVING`].
 
 use crate::fxhash::FxHashMap as HashMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
-use super::{Detector, FindingHead, FlowView, Groups, PerGroup};
+use super::{Detector, FindingHead, FlowView, GroupId, Groups, PerGroup};
 use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity};
 use crate::stats::{round3, Histogram};
@@ -30,31 +50,146 @@ pub const MIN_SAVING: Duration = Duration::from_millis(100);
 pub const CRITICAL_SHARE: f64 = 0.8;
 /// …and pipelining would save at least this much.
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
+/// Other flows remembered per client address and server, to tell parallel connections.
+const PEERS_KEPT: usize = 64;
+/// Flagged flows' time spans remembered per server before the oldest are folded into a total.
+const SPANS_KEPT: usize = 4096;
 
 #[derive(Default)]
 struct FlowState {
     exchanges: u64,
+    sequential: u64,
+    /// Sequential exchanges after the flow's first (their round trips are what a client
+    /// that did not wait would save), and those with a silence before them.
+    sequential_later: u64,
+    sequential_after_idle: u64,
+    overlapped: u64,
     first: Option<Timestamp>,
     last: Timestamp,
     latency_sum: Duration,
+    waiting: Duration,
+    saving: Duration,
+    /// Another connection from the same client address to this server exchanged data while
+    /// this one did.
+    concurrent: bool,
+    /// The most connections from that address whose exchanges overlapped this one's, itself
+    /// included.
+    peak: u32,
+}
+
+/// A flow with exchanges, as its client's other flows see it.
+#[derive(Clone, Copy)]
+struct Span {
+    flow: u64,
+    first: Timestamp,
+    last: Timestamp,
 }
 
 #[derive(Default)]
 struct State {
     flows: u64,
     exchanges: u64,
+    overlapped: u64,
     wall: Duration,
     waiting: Duration,
     saving: Duration,
+    concurrent_flows: u64,
+    peak: u32,
+    near_client: u64,
+    near_server: u64,
     rtt_us: Histogram,
+    to_server_us: Histogram,
+    to_client_us: Histogram,
     latency_us: Histogram,
+    /// The flagged flows' spans (first request → last response), merged when they overlap.
+    spans: Vec<(Timestamp, Timestamp)>,
+    /// Length of spans folded away to bound memory.
+    folded: Duration,
     example: Option<FlowRef>,
+}
+
+impl State {
+    fn add_span(&mut self, first: Timestamp, last: Timestamp) {
+        self.spans.push((first, last));
+        if self.spans.len() > 2 * SPANS_KEPT {
+            merge(&mut self.spans);
+            if self.spans.len() > SPANS_KEPT {
+                let old = self.spans.len() - SPANS_KEPT;
+                self.folded += self.spans.drain(..old).map(|(a, b)| b.since(a)).sum();
+            }
+        }
+    }
+
+    /// The time the flagged flows covered together.
+    fn elapsed(&mut self) -> Duration {
+        merge(&mut self.spans);
+        self.folded
+            + self
+                .spans
+                .iter()
+                .map(|&(a, b)| b.since(a))
+                .sum::<Duration>()
+    }
+}
+
+/// Sorts and merges overlapping spans.
+fn merge(spans: &mut Vec<(Timestamp, Timestamp)>) {
+    spans.sort_unstable();
+    let mut out: Vec<(Timestamp, Timestamp)> = Vec::with_capacity(spans.len());
+    for &(a, b) in spans.iter() {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    *spans = out;
 }
 
 #[derive(Default)]
 pub struct RttBound {
     open: HashMap<u64, FlowState>,
+    /// Flows with exchanges, open, per client address and server.
+    clients: HashMap<(GroupId, IpAddr), Vec<Span>>,
     state: PerGroup<State>,
+}
+
+impl RttBound {
+    /// Records `flow`'s exchange span and marks the flows of the same client that overlap it.
+    fn note_peers(&mut self, flow: &FlowView, first: Timestamp, last: Timestamp) {
+        let id = flow.flow.id;
+        let spans = self
+            .clients
+            .entry((flow.group, flow.flow.client.ip))
+            .or_default();
+        match spans.iter_mut().find(|s| s.flow == id) {
+            Some(s) => s.last = last,
+            None => {
+                if spans.len() == PEERS_KEPT {
+                    spans.remove(0);
+                }
+                spans.push(Span {
+                    flow: id,
+                    first,
+                    last,
+                });
+            }
+        }
+        let overlapping: Vec<u64> = spans
+            .iter()
+            .filter(|s| s.flow != id && s.first < last && first < s.last)
+            .map(|s| s.flow)
+            .collect();
+        if overlapping.is_empty() {
+            return;
+        }
+        let peak = overlapping.len() as u32 + 1;
+        for f in overlapping.into_iter().chain([id]) {
+            if let Some(fs) = self.open.get_mut(&f) {
+                fs.concurrent = true;
+                fs.peak = fs.peak.max(peak);
+            }
+        }
+    }
 }
 
 impl Detector for RttBound {
@@ -63,50 +198,120 @@ impl Detector for RttBound {
     }
 
     fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange<'_>) {
+        let to_server = flow.flow.rtt_towards_receiver(Direction::ClientToServer);
+        let to_client = flow.flow.rtt_towards_receiver(Direction::ServerToClient);
         let fs = self.open.entry(flow.flow.id).or_default();
         fs.exchanges += 1;
-        fs.first.get_or_insert(ex.start());
+        let first = *fs.first.get_or_insert(ex.start());
         fs.last = ex.response.last.ts;
-        fs.latency_sum += ex.latency();
+        let last = fs.last;
+        if to_server.is_some() || to_client.is_some() {
+            let to_server = to_server.unwrap_or_default();
+            let to_client = to_client.unwrap_or_default();
+            let latency = ex.latency();
+            let idle = ex.idle_before;
+            let sequential = latency >= to_server && idle.is_none_or(|i| i >= to_client);
+            if sequential {
+                let own = latency.min(to_server);
+                let before = idle.map_or(Duration::ZERO, |i| i.min(to_client));
+                fs.sequential += 1;
+                fs.sequential_after_idle += u64::from(idle.is_some());
+                fs.latency_sum += latency;
+                fs.waiting += own + before;
+                // Sent at once, the requests would still pay the first one's round trip.
+                if ex.index > 0 {
+                    fs.sequential_later += 1;
+                    fs.saving += own + before;
+                }
+            } else {
+                fs.overlapped += 1;
+            }
+        }
+        self.note_peers(flow, first, last);
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
+        let key = (flow.group, flow.flow.client.ip);
+        if let Some(spans) = self.clients.get_mut(&key) {
+            spans.retain(|s| s.flow != flow.flow.id);
+            if spans.is_empty() {
+                self.clients.remove(&key);
+            }
+        }
         let Some(fs) = self.open.remove(&flow.flow.id) else {
             return;
         };
         let (Some(first), Some(rtt)) = (fs.first, flow.flow.rtt()) else {
             return;
         };
-        if fs.exchanges < MIN_EXCHANGES || rtt < MIN_RTT {
+        if fs.sequential < MIN_EXCHANGES || rtt < MIN_RTT {
             return;
         }
+        let to_server = flow
+            .flow
+            .rtt_towards_receiver(Direction::ClientToServer)
+            .unwrap_or_default();
+        let to_client = flow
+            .flow
+            .rtt_towards_receiver(Direction::ServerToClient)
+            .unwrap_or_default();
+        // The RTT is the fastest sample, so it only shrinks as the flow goes on: an exchange
+        // judged early may have been credited a longer round trip than the flow's final one.
+        // No exchange waited more than one final round trip.
+        let rounds = |exchanges: u64, after_idle: u64| {
+            to_server.saturating_mul(exchanges.min(u64::from(u32::MAX)) as u32)
+                + to_client.saturating_mul(after_idle.min(u64::from(u32::MAX)) as u32)
+        };
         let wall = fs.last.since(first);
-        let waiting = rtt * fs.exchanges.min(u32::MAX as u64) as u32;
-        let saving = rtt * (fs.exchanges - 1).min(u32::MAX as u64) as u32;
+        // Rule 2 bounds both by the spans measured; the guard keeps it so whatever changes.
+        let waiting = fs
+            .waiting
+            .min(rounds(fs.sequential, fs.sequential_after_idle))
+            .min(wall);
+        let saving = fs
+            .saving
+            .min(rounds(fs.sequential_later, fs.sequential_after_idle))
+            .min(waiting);
         let share = waiting.as_secs_f64() / wall.as_secs_f64().max(1e-9);
         if share < MIN_SHARE || saving < MIN_SAVING {
             return;
         }
         let st = self.state.get(flow.group, Direction::ClientToServer);
         st.flows += 1;
-        st.exchanges += fs.exchanges;
+        st.exchanges += fs.sequential;
+        st.overlapped += fs.overlapped;
         st.wall += wall;
-        st.waiting += waiting.min(wall);
+        st.waiting += waiting;
         st.saving += saving;
+        st.add_span(first, fs.last);
+        if fs.concurrent {
+            st.concurrent_flows += 1;
+            st.peak = st.peak.max(fs.peak);
+        }
+        // Where the capture point sits: most of the round trip lies on one side of it.
+        let towards_server = to_server.as_secs_f64() / rtt.as_secs_f64().max(1e-9);
+        if towards_server >= 0.75 {
+            st.near_client += 1;
+        } else if towards_server <= 0.25 {
+            st.near_server += 1;
+        }
         st.rtt_us.record_duration(rtt);
-        // One value per flow (its mean exchange latency) keeps per-flow state small.
+        st.to_server_us.record_duration(to_server);
+        st.to_client_us.record_duration(to_client);
+        // One value per flow (its mean sequential exchange latency) keeps per-flow state small.
         st.latency_us
-            .record_duration(fs.latency_sum / fs.exchanges.min(u32::MAX as u64) as u32);
+            .record_duration(fs.latency_sum / fs.sequential.min(u32::MAX as u64) as u32);
         st.example.get_or_insert_with(|| flow.flow_ref());
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
         let mut out = Vec::new();
-        for (group, dir, st) in self.state.drain() {
+        for (group, dir, mut st) in self.state.drain() {
             let Some(example_flow) = st.example.clone() else {
                 continue;
             };
-            out.push(finding(group, dir, &st, example_flow, groups));
+            let elapsed = st.elapsed();
+            out.push(finding(group, dir, &st, elapsed, example_flow, groups));
         }
         out
     }
@@ -116,37 +321,67 @@ fn finding(
     group: usize,
     dir: Direction,
     st: &State,
+    elapsed: Duration,
     example_flow: FlowRef,
     groups: &Groups,
 ) -> Finding {
     let share = st.waiting.as_secs_f64() / st.wall.as_secs_f64().max(1e-9);
+    // Rule 4: connections that waited at the same time save that time once.
+    let saving = st.saving.min(elapsed);
     let rtt = st.rtt_us.distribution(1e-3);
+    let to_server = st.to_server_us.distribution(1e-3);
+    let to_client = st.to_client_us.distribution(1e-3);
     let latency = st.latency_us.distribution(1e-3);
-    let severity = if share >= CRITICAL_SHARE && st.saving >= CRITICAL_SAVING {
+    let parallel = st.concurrent_flows * 2 > st.flows;
+    let severity = if share >= CRITICAL_SHARE && saving >= CRITICAL_SAVING {
         Severity::Critical
     } else {
         Severity::Warning
     };
-    let verdict = format!(
+    let mut verdict = format!(
         "Round-trip bound: {} sequential exchanges each waited one round trip ({:.1} ms); \
-         waiting on the network is {:.0}% of the {} they took, and pipelining would save \
-         about {}.",
+         waiting on the network is {:.0}% of the {} they took",
         st.exchanges,
         rtt.p50,
         share * 100.0,
         fmt_duration(st.wall),
-        fmt_duration(st.saving)
     );
+    if parallel {
+        verdict.push_str(&format!(
+            ", spread over up to {} overlapping connections from the same client ({} elapsed); \
+             multiplexing the requests over one connection would save up to about {}.",
+            st.peak,
+            fmt_duration(elapsed),
+            fmt_duration(saving)
+        ));
+    } else {
+        verdict.push_str(&format!(
+            ", and not waiting for each reply would save about {}.",
+            fmt_duration(saving)
+        ));
+    }
     let mut ev = Evidence::default();
     ev.facts.push(format!(
-        "{} exchanges in {} flow(s), strictly one after another: each request waited for the \
-         previous response",
+        "{} exchanges in {} flow(s) were sequential: each request waited for the previous \
+         response, and each took at least one round trip as seen at the capture point",
         st.exchanges, st.flows
     ));
+    if st.overlapped > 0 {
+        ev.facts.push(format!(
+            "{} more exchanges in these flows were faster than a round trip allows: they \
+             answered earlier requests (the client had several in flight) and are not counted",
+            st.overlapped
+        ));
+    }
     ev.facts.push(format!(
-        "path RTT at the capture point: {:.2} ms (median over flows); mean exchange latency \
-         {:.2} ms (median over flows)",
-        rtt.p50, latency.p50
+        "path RTT at the capture point: {:.2} ms (median over flows): {:.2} ms towards the \
+         server, {:.2} ms towards the client — {}; mean sequential exchange latency {:.2} ms \
+         (median over flows)",
+        rtt.p50,
+        to_server.p50,
+        to_client.p50,
+        capture_point(st),
+        latency.p50
     ));
     ev.facts.push(format!(
         "wall time {}, of which ≈{} is round trips ({:.0}%)",
@@ -154,31 +389,69 @@ fn finding(
         fmt_duration(st.waiting),
         share * 100.0
     ));
+    if st.concurrent_flows > 0 {
+        let which = if st.flows == 1 {
+            "this flow".to_string()
+        } else {
+            format!("{} of these {} flows", st.concurrent_flows, st.flows)
+        };
+        ev.facts.push(format!(
+            "{which} overlapped in time with other connections from the same client address \
+             to this server (up to {} overlapping connections, each flow included); the \
+             flagged flows covered {} together",
+            st.peak,
+            fmt_duration(elapsed)
+        ));
+    }
     ev.facts.push(format!(
-        "sent all at once, the same exchanges would need about one round trip plus the \
-         server's time: ≈{} saved",
-        fmt_duration(st.saving)
+        "sent without waiting, the same requests would need about one round trip plus the \
+         server's time: ≈{} saved, of the {} measured",
+        fmt_duration(saving),
+        fmt_duration(elapsed)
     ));
     ev.counts.insert("exchanges".into(), st.exchanges);
+    ev.counts
+        .insert("overlapped_exchanges".into(), st.overlapped);
     ev.counts.insert("flows".into(), st.flows);
+    ev.counts
+        .insert("concurrent_flows".into(), st.concurrent_flows);
+    ev.counts.insert(
+        "max_concurrent_connections".into(),
+        u64::from(st.peak.max(1)),
+    );
     ev.values.insert("rtt_ms".into(), rtt.p50);
     ev.values
+        .insert("rtt_towards_server_ms".into(), to_server.p50);
+    ev.values
+        .insert("rtt_towards_client_ms".into(), to_client.p50);
+    ev.values
         .insert("wall_ms".into(), round3(crate::units::ms(st.wall)));
+    ev.values
+        .insert("elapsed_ms".into(), round3(crate::units::ms(elapsed)));
     ev.values
         .insert("waiting_ms".into(), round3(crate::units::ms(st.waiting)));
     ev.values.insert("round_trip_share".into(), round3(share));
     ev.values.insert(
         "pipelining_saves_ms".into(),
-        round3(crate::units::ms(st.saving)),
+        round3(crate::units::ms(saving)),
     );
     ev.distributions.insert("rtt_ms".into(), rtt);
     ev.distributions
         .insert("flow_mean_exchange_latency_ms".into(), latency);
-    let fix = "Stop paying one round trip per command: pipeline (send the next requests \
-               without waiting for each reply), batch commands into one request (multi-get, \
-               bulk endpoints, one query instead of N), or move the chatty loop next to the \
-               server. On this path every sequential command costs one RTT, whatever the \
-               server does.";
+    let fix = if parallel {
+        "This client already spreads its requests over several connections to this server at \
+         once, and each connection still waits one round trip per request (an HTTP/1.1 \
+         browser's connection pool works this way: one request per connection at a time). \
+         Multiplex the requests over one connection \
+         (HTTP/2 or HTTP/3, or the protocol's own multiplexing), or make fewer requests \
+         (batch them, bundle small resources, cache). More parallel connections only hide the \
+         round trips."
+    } else {
+        "Stop paying one round trip per command: pipeline (send the next requests without \
+         waiting for each reply), batch commands into one request (multi-get, bulk endpoints, \
+         one query instead of N), or move the chatty loop next to the server. On this path \
+         every sequential command costs one RTT, whatever the server does."
+    };
     FindingHead {
         kind: FindingKind::RttBound,
         severity,
@@ -186,7 +459,19 @@ fn finding(
         direction: dir,
         flows_affected: st.flows,
         example_flow,
-        time_lost: st.saving,
+        time_lost: saving,
     }
     .finish(groups, verdict, ev, fix)
+}
+
+/// Where the capture point sits on the path, from how the round trip splits around it.
+fn capture_point(st: &State) -> &'static str {
+    if st.near_client * 2 > st.flows {
+        "captured near the client"
+    } else if st.near_server * 2 > st.flows {
+        "captured near the server: exchanges look short there, and the client pays the round \
+         trip in the silence before each request"
+    } else {
+        "captured between the two"
+    }
 }

@@ -478,8 +478,10 @@ fn bulk_transfer_is_not_fragmented() {
     assert_eq!(kinds(&s.findings()), vec![]);
 }
 
+mod fragments;
 mod handshake;
 mod nagle;
+mod rtt;
 mod window;
 
 /// zeek reassembly.pcap's shape: a burst of segments lost together, each retransmitted after

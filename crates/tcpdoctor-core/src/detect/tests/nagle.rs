@@ -201,3 +201,27 @@ fn tail_after_a_loss_is_not_blamed_on_nagle() {
         kinds(&f)
     );
 }
+
+/// nDPI line.pcap's shape, captured at the server of a 400 ms path: an ACK held 60 ms — a delayed ACK, although
+/// it is under a quarter of the round trip. One pause is one kind, never both.
+#[test]
+fn a_delayed_ack_on_a_long_path_is_not_also_a_round_trip_hold() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 100, 400_000);
+    let mut t = 500_000;
+    for _ in 0..5 {
+        s.data(C2S, t, 30);
+        s.data(S2C, t + 100, 20);
+        s.ack(C2S, t + 460_100);
+        s.data(S2C, t + 460_130, 60);
+        t += 1_000_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    assert!(nagle(&f), "{:?}", kinds(&f));
+    assert!(
+        !f.iter().any(|f| f.kind == FindingKind::NagleRoundTrip),
+        "{:?}",
+        kinds(&f)
+    );
+}
