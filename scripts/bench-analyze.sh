@@ -19,8 +19,10 @@
 #      reads the result without a warning (the script prints anything tshark says on stderr).
 # It then cross-checks frames and flows (generator vs tcpdoctor vs tshark's conversations).
 #
-# Goals, each printed as PASS or MISS: tcpdoctor >= 500 MB/s on one thread, >= 20x faster than
-# tshark, peak RSS < 200 MB. MB = 10^6 bytes throughout. The script exits 0 whatever the figures
+# Goals, each printed as PASS or MISS: tcpdoctor >= 500 MB/s on one thread, >= 50x faster than
+# tshark, peak RSS < 200 MB — with the evidence audit on (it always is: it re-reads only the
+# frames findings cite; the `evidence audit` line says what it read). A gzip-compressed copy
+# (gzip -1) is then timed once against `zcat F.gz > /dev/null`, the decompression ceiling. MB = 10^6 bytes throughout. The script exits 0 whatever the figures
 # (a benchmark, not a test); non-zero only if a step failed.
 #
 # Run (as root: tcpdump needs it; ~4 min at 1 GiB on 2 cores, most of it tshark; tshark needs
@@ -266,6 +268,30 @@ check "frames" "${G[packets]}" "$R_FRAMES" "generator ${G[packets]}, tcpdoctor $
 check "flows (generator vs tcpdoctor)" "${G[flows]}" "$R_FLOWS" "generator ${G[flows]}, tcpdoctor $R_FLOWS"
 [ -z "$TS_CONVS" ] || check "flows (generator vs tshark conv,tcp)" "${G[flows]}" "$TS_CONVS" "generator ${G[flows]}, tshark $TS_CONVS"
 echo "tcpdoctor findings: $R_FINDINGS"
+python3 - "$WORK/report.json" <<'EOF'
+import json, sys
+a = json.load(open(sys.argv[1]))["captures"][0].get("audit")
+print("evidence audit: " + (json.dumps(a) if a else "no findings cited frames, no second pass"))
+EOF
+
+# ---- gzip ---------------------------------------------------------------------------------------
+say "gzip: the same capture compressed (gzip -1), read transparently"
+if command -v gzip >/dev/null 2>&1; then
+  gzip -1 -c "$F" >"$F.gz"
+  GZ_BYTES=$(stat -c %s "$F.gz")
+  cat "$F.gz" >/dev/null
+  timed sh -c "zcat '$F.gz' >/dev/null"; ZCAT_WALL=$T_WALL
+  rc=0; timed "$BIN" analyze --format json "$F.gz" >/dev/null || rc=$?
+  [ "$rc" = 0 ] || { echo "bench-analyze: tcpdoctor exited $rc on the gzip copy" >&2; exit 1; }
+  awk -v b="$FILE_BYTES" -v g="$GZ_BYTES" -v w="$T_WALL" -v z="$ZCAT_WALL" -v r="$T_RSS_KIB" 'BEGIN {
+    if (w <= 0) w = 0.01; if (z <= 0) z = 0.01
+    printf "%.1f MB compressed to %.1f MB; zcat alone %.2f s (%.1f MB/s of capture)\n", b / 1e6, g / 1e6, z, b / 1e6 / z
+    printf "tcpdoctor on the .gz: %.2f s, %.1f MB/s of capture (%.0f%% of the zcat ceiling), peak RSS %.1f MB\n", w, b / 1e6 / w, 100 * z / w, r * 1024 / 1e6
+  }'
+  rm -f "$F.gz"
+else
+  echo "gzip not found: skipped"
+fi
 
 # ---- 5. report ----------------------------------------------------------------------------------
 say "results: $(awk -v b="$FILE_BYTES" 'BEGIN {printf "%.1f MB", b / 1e6}'), ${G[packets]} packets, ${G[flows]} flows (MB = 10^6 bytes)"
@@ -285,8 +311,8 @@ awk -v b="$FILE_BYTES" -v p="${G[packets]}" -v runs="$RUNS" \
   print "goals:"
   gfmt = "  %-4s  %-42s %s\n"
   printf gfmt, (mbs >= 500 ? "PASS" : "MISS"), "tcpdoctor >= 500 MB/s, single-threaded", sprintf("%.1f MB/s", mbs)
-  if (sw != "") printf gfmt, (sp >= 20 ? "PASS" : "MISS"), "tcpdoctor >= 20x faster than tshark", sprintf("%.1fx", sp)
-  else          printf gfmt, "n/a", "tcpdoctor >= 20x faster than tshark", "(--no-tshark)"
+  if (sw != "") printf gfmt, (sp >= 50 ? "PASS" : "MISS"), "tcpdoctor >= 50x faster than tshark", sprintf("%.1fx", sp)
+  else          printf gfmt, "n/a", "tcpdoctor >= 50x faster than tshark", "(--no-tshark)"
   printf gfmt, (rss < 200 ? "PASS" : "MISS"), "tcpdoctor peak RSS < 200 MB", sprintf("%.1f MB", rss)
 }
 function row(name, w, r, c) {
