@@ -341,6 +341,7 @@ impl Analyzer {
             duration_ms: round3(crate::units::ms(duration)),
             servers,
             servers_omitted: omitted,
+            truncated: None,
         };
         (summary, findings)
     }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::flow::Direction;
+use crate::wire::CaptureError;
 
 pub use bench_text::render_bench_text;
 pub use text::render_text;
@@ -186,6 +187,64 @@ pub struct Skipped {
     pub unsupported_link: u64,
 }
 
+/// A capture that ends inside a record (tcpdump killed mid-write, a copy cut short): every
+/// complete record before it was analysed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Truncation {
+    /// Where the incomplete record starts: a byte offset in the file, or in the decompressed
+    /// data when `decompressed` is set.
+    pub at_byte: u64,
+    pub decompressed: bool,
+    /// Complete frames before it (Wireshark numbers them 1 to this).
+    pub frames_before: u64,
+    /// The one line people read, as the warning on stderr and in the text report.
+    pub message: String,
+}
+
+impl Truncation {
+    /// From the error [`CaptureReader::next_frame`](crate::wire::CaptureReader::next_frame)
+    /// ended with, if it is a capture cut short ([`CaptureError::is_cut_short`]); `None` for
+    /// any other error, which stays an error.
+    pub fn from_error(
+        err: &CaptureError,
+        frames_before: u64,
+        decompressed: bool,
+    ) -> Option<Truncation> {
+        let CaptureError::Truncated {
+            what,
+            offset,
+            needed,
+            available,
+        } = *err
+        else {
+            return None;
+        };
+        let of = if decompressed {
+            " of the decompressed data"
+        } else {
+            ""
+        };
+        Some(Truncation {
+            at_byte: offset,
+            decompressed,
+            frames_before,
+            message: format!(
+                "capture ends mid-record at byte {offset}{of} (the {what} there needs {needed} \
+                 bytes, {available} left); analysed the {} before it",
+                complete_frames(frames_before)
+            ),
+        })
+    }
+}
+
+fn complete_frames(n: u64) -> String {
+    match n {
+        0 => "0 complete frames".to_string(),
+        1 => "1 complete frame".to_string(),
+        n => format!("{} complete frames", crate::units::fmt_count(n)),
+    }
+}
+
 /// One server endpoint in a capture.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ServerSummary {
@@ -218,6 +277,8 @@ pub struct CaptureSummary {
     pub servers: Vec<ServerSummary>,
     /// Servers not listed in `servers`.
     pub servers_omitted: u64,
+    /// Set when the file ends inside a record; null for a complete file.
+    pub truncated: Option<Truncation>,
 }
 
 pub const MAX_SERVERS_LISTED: usize = 20;

@@ -40,6 +40,9 @@ fn capture(out: &mut String, c: &CaptureSummary) {
         c.exchanges,
         crate::units::fmt_duration(std::time::Duration::from_secs_f64(c.duration_ms / 1e3))
     );
+    if let Some(t) = &c.truncated {
+        let _ = writeln!(out, "  warning: {}", t.message);
+    }
     let skipped = c.skipped.not_tcp + c.skipped.truncated + c.skipped.unsupported_link;
     if skipped > 0 {
         let _ = writeln!(

@@ -190,3 +190,13 @@ pub enum CaptureError {
     #[error("read error at byte {offset}: {cause}")]
     Io { offset: u64, cause: std::io::Error },
 }
+
+impl CaptureError {
+    /// Whether the bytes simply ran out inside a record: what a capture cut short looks like
+    /// (tcpdump killed mid-write, a copy interrupted). The reader says `Truncated` only when
+    /// the stream ended, never for a length it does not believe (that is `Malformed`), so
+    /// from [`CaptureReader::next_frame`] this means every earlier record was complete.
+    pub fn is_cut_short(&self) -> bool {
+        matches!(self, CaptureError::Truncated { .. })
+    }
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use tcpdoctor_core::analysis::Analyzer;
-use tcpdoctor_core::report::{render_text, FindingKind, Report};
+use tcpdoctor_core::report::{render_text, FindingKind, Report, Truncation};
 use tcpdoctor_core::wire::CaptureReader;
 
 use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
@@ -135,11 +135,16 @@ pub(crate) fn analyze_file(
     let format = reader.format();
     let mut analyzer = Analyzer::default();
     let mut progress = Progress::new(&name, size);
-    loop {
-        let frame = reader
-            .next_frame()
-            .with_context(|| format!("reading {name}"))?;
-        let Some(frame) = frame else { break };
+    let truncated = loop {
+        let frame = match reader.next_frame() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break None,
+            // Only the end of the file is forgiven: every record before it was whole.
+            Err(e) if e.is_cut_short() => {
+                break Truncation::from_error(&e, reader.frames_read(), false)
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {name}")),
+        };
         analyzer.on_frame(
             frame.number,
             frame.ts,
@@ -150,8 +155,11 @@ pub(crate) fn analyze_file(
         if frame.number % 65536 == 0 {
             progress.update(reader.bytes_read());
         }
-    }
+    };
     progress.done();
+    if let Some(t) = &truncated {
+        eprintln!("tcpdoctor: warning: {name}: {}", t.message);
+    }
     if analyzer.tcp_segments() == 0 {
         bail!(
             "{name}: no TCP packets in this capture (read {} bytes); capture with a filter such \
@@ -159,7 +167,9 @@ pub(crate) fn analyze_file(
             reader.bytes_read()
         );
     }
-    Ok(analyzer.finish(&name, format.name()))
+    let (mut summary, findings) = analyzer.finish(&name, format.name());
+    summary.truncated = truncated;
+    Ok((summary, findings))
 }
 
 /// A one-line progress indicator on stderr, only on a terminal and only for long runs.
