@@ -115,3 +115,124 @@ fn garbage_in_the_middle_is_still_an_error() {
     );
     assert!(!e.contains("warning"), "{e}");
 }
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).expect("compress");
+    enc.finish().expect("finish")
+}
+
+/// The byte offset of each record of a little-endian pcap file, walked here from the format.
+fn record_offsets(pcap: &[u8]) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut at = 24;
+    while at + 16 <= pcap.len() {
+        offsets.push(at);
+        let caplen = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().expect("4 bytes"));
+        at += 16 + caplen as usize;
+    }
+    offsets
+}
+
+/// The report without the file name, to compare two runs over the same packets.
+fn report_without_names(out: &std::process::Output) -> serde_json::Value {
+    let mut v = json(out);
+    v["captures"][0]["file"] = serde_json::Value::Null;
+    for f in v["findings"].as_array_mut().expect("findings") {
+        f["file"] = serde_json::Value::Null;
+    }
+    v
+}
+
+#[test]
+fn a_gzipped_capture_reads_like_the_plain_one_whatever_its_name() {
+    let plain = capture(NAGLE);
+    let gz = gzip(&plain);
+    // Detected by its magic, not its name: `.pcap` holding gzip, `.gz` holding a plain pcap.
+    let gz_path = scratch_file("gzip", "compressed.pcap", &gz);
+    let plain_path = scratch_file("gzip", "not-compressed.pcap.gz", &plain);
+    let a = common::tcpdoctor(&["analyze", "--format", "json", arg(&gz_path)]);
+    let b = common::tcpdoctor(&["analyze", "--format", "json", arg(&plain_path)]);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(stderr(&a), "");
+    let (a, b) = (report_without_names(&a), report_without_names(&b));
+    assert_eq!(a["captures"][0]["frames"], 221);
+    assert!(!a["findings"].as_array().expect("findings").is_empty());
+    assert_eq!(a, b);
+    let out = common::tcpdoctor(&["analyze", "--fail-on", "nagle_delayed_ack", arg(&gz_path)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}
+
+#[test]
+fn a_gzip_stream_cut_short_is_a_capture_cut_short_in_decompressed_bytes() {
+    let plain = capture(NAGLE);
+    let offsets = record_offsets(&plain);
+    assert_eq!((offsets.len(), offsets[220]), (221, LAST_RECORD));
+    let gz = gzip(&plain);
+    let path = scratch_file("gzcut", "cut.pcap.gz", &gz[..gz.len() / 2]);
+    let out = common::tcpdoctor(&["analyze", "--format", "json", arg(&path)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let t = &v["captures"][0]["truncated"];
+    assert_eq!(t["decompressed"], true);
+    // Wherever the decompressed prefix stops, the warning names the start of the record it
+    // stops in, and every record before that one was analysed.
+    let at = t["at_byte"].as_u64().expect("at_byte") as usize;
+    let before = offsets
+        .iter()
+        .position(|&o| o == at)
+        .expect("a record start");
+    assert!(before > 20 && before < 200, "{before}");
+    assert_eq!(t["frames_before"], before);
+    assert_eq!(v["captures"][0]["frames"], before);
+    let e = stderr(&out);
+    let want = format!(
+        "tcpdoctor: warning: {}: capture ends mid-record at byte {at} of the decompressed data \
+         (the pcap record",
+        arg(&path)
+    );
+    assert!(e.starts_with(&want), "{e}");
+    assert!(
+        e.ends_with(&format!(
+            "analysed the {before} complete frames before it\n"
+        )),
+        "{e}"
+    );
+
+    // Only the 8-byte trailer (CRC and length) missing: every record is there.
+    let path = scratch_file("gzcut", "no-trailer.pcap.gz", &gz[..gz.len() - 8]);
+    let out = common::tcpdoctor(&["analyze", arg(&path)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "tcpdoctor: warning: {}: the gzip data ends early, after 24921 decompressed bytes, \
+             between two records (its checksum is missing); analysed the 221 complete frames \
+             before it\n",
+            arg(&path)
+        )
+    );
+}
+
+#[test]
+fn corrupt_gzip_is_an_error_in_decompressed_offsets() {
+    let mut gz = gzip(&capture(NAGLE));
+    let n = gz.len();
+    gz[n - 8] ^= 0xff; // the CRC-32 of the whole capture
+    let path = scratch_file("gzbad", "bad-crc.pcap.gz", &gz);
+    let out = common::tcpdoctor(&["analyze", arg(&path)]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(
+        e.contains("(gzip-compressed: byte offsets count decompressed bytes): read error at byte")
+            && e.contains("checksum"),
+        "{e}"
+    );
+    // gzip around something that is not a capture.
+    let path = scratch_file("gzbad", "text.gz", &gzip(b"GET / HTTP/1.1\r\n\r\n"));
+    let out = common::tcpdoctor(&["analyze", arg(&path)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("gzip-compressed"));
+    assert!(stderr(&out).contains("not a pcap or pcapng file (first bytes [47, 45, 54, 20]"));
+}

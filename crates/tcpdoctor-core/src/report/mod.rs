@@ -235,6 +235,22 @@ impl Truncation {
             ),
         })
     }
+
+    /// A gzip stream that stops before its end although the capture inside ends between two
+    /// records (typically only the 8-byte gzip trailer is missing): nothing was lost that the
+    /// reader can see, but the data is unverified and the file was probably cut.
+    pub fn gzip_unfinished(decompressed_len: u64, frames_before: u64) -> Truncation {
+        Truncation {
+            at_byte: decompressed_len,
+            decompressed: true,
+            frames_before,
+            message: format!(
+                "the gzip data ends early, after {decompressed_len} decompressed bytes, between \
+                 two records (its checksum is missing); analysed the {} before it",
+                complete_frames(frames_before)
+            ),
+        }
+    }
 }
 
 fn complete_frames(n: u64) -> String {

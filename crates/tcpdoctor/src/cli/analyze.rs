@@ -9,8 +9,9 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use tcpdoctor_core::analysis::Analyzer;
 use tcpdoctor_core::report::{render_text, FindingKind, Report, Truncation};
-use tcpdoctor_core::wire::CaptureReader;
+use tcpdoctor_core::wire::{CaptureError, CaptureReader};
 
+use crate::capture_file::Input;
 use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 
 /// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
@@ -129,9 +130,16 @@ pub(crate) fn analyze_file(
     let name = path.display().to_string();
     let file = File::open(path).with_context(|| format!("reading {name}"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    // The reader has its own large buffer: a BufReader in between would copy every byte twice.
-    let mut reader = CaptureReader::with_buffer_size(file, 4 << 20)
+    let input = Input::new(file)
+        .map_err(|cause| CaptureError::Io { offset: 0, cause })
         .with_context(|| format!("reading {name}"))?;
+    let gzip = input.is_gzip();
+    let reading = || match gzip {
+        true => format!("reading {name} (gzip-compressed: byte offsets count decompressed bytes)"),
+        false => format!("reading {name}"),
+    };
+    // The reader has its own large buffer: a BufReader in between would copy every byte twice.
+    let mut reader = CaptureReader::with_buffer_size(input, 4 << 20).with_context(reading)?;
     let format = reader.format();
     let mut analyzer = Analyzer::default();
     let mut progress = Progress::new(&name, size);
@@ -141,9 +149,9 @@ pub(crate) fn analyze_file(
             Ok(None) => break None,
             // Only the end of the file is forgiven: every record before it was whole.
             Err(e) if e.is_cut_short() => {
-                break Truncation::from_error(&e, reader.frames_read(), false)
+                break Truncation::from_error(&e, reader.frames_read(), gzip)
             }
-            Err(e) => return Err(e).with_context(|| format!("reading {name}")),
+            Err(e) => return Err(e).with_context(reading),
         };
         analyzer.on_frame(
             frame.number,
@@ -153,9 +161,16 @@ pub(crate) fn analyze_file(
             frame.orig_len,
         );
         if frame.number % 65536 == 0 {
-            progress.update(reader.bytes_read());
+            let input = reader.get_ref();
+            progress.update(input.compressed_read().unwrap_or(reader.bytes_read()));
         }
     };
+    let truncated = truncated.or_else(|| {
+        let input = reader.get_ref();
+        input
+            .gzip_cut_short()
+            .then(|| Truncation::gzip_unfinished(reader.bytes_read(), reader.frames_read()))
+    });
     progress.done();
     if let Some(t) = &truncated {
         eprintln!("tcpdoctor: warning: {name}: {}", t.message);
