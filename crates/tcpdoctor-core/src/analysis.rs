@@ -206,8 +206,8 @@ impl Analyzer {
             self.link_types.push(link);
         }
         match decode_tcp(link, data, orig) {
-            Decoded::Tcp(seg) => self.on_segment(PacketRef { frame, ts }, &seg),
-            Decoded::NotTcp => self.skipped.not_tcp += 1,
+            Decoded::Tcp(seg, _) => self.on_segment(PacketRef { frame, ts }, &seg),
+            Decoded::NotTcp(_) => self.skipped.not_tcp += 1,
             Decoded::Truncated => self.skipped.truncated += 1,
             Decoded::UnsupportedLink => self.skipped.unsupported_link += 1,
         }

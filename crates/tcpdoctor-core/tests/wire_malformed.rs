@@ -22,7 +22,7 @@ fn dir() -> PathBuf {
 /// How reading a whole file (decoding every frame) ended.
 #[derive(Debug)]
 enum End {
-    Clean(u64),
+    Clean,
     /// An error, and whether the capture was merely cut short after a complete record.
     Error(String, bool),
     Warning(String),
@@ -33,14 +33,12 @@ fn read(bytes: &[u8]) -> End {
         Ok(r) => r,
         Err(e) => return End::Error(e.to_string(), false),
     };
-    let mut frames = 0;
     loop {
         match r.next_frame() {
             Ok(Some(f)) => {
-                frames += 1;
                 let _ = decode_tcp(f.link, f.data, f.orig_len);
             }
-            Ok(None) => return End::Clean(frames),
+            Ok(None) => return End::Clean,
             Err(e) => {
                 return match Truncation::from_error(&e, r.frames_read(), false) {
                     Some(t) => End::Warning(t.message),

@@ -17,6 +17,7 @@ mod reader;
 mod tcp;
 #[cfg(test)]
 mod testutil;
+mod tunnel;
 pub mod write;
 pub mod write_cooked;
 pub mod write_pcapng;
@@ -27,7 +28,8 @@ use crate::time::Timestamp;
 
 pub use link::LinkType;
 pub use reader::CaptureReader;
-pub use tcp::{decode_tcp, Decoded};
+pub use tcp::{decode_tcp, Decoded, NotTcp};
+pub use tunnel::{Tunnel, MAX_DEPTH};
 
 /// Which container format a capture file uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
