@@ -236,3 +236,83 @@ fn corrupt_gzip_is_an_error_in_decompressed_offsets() {
     assert!(stderr(&out).contains("gzip-compressed"));
     assert!(stderr(&out).contains("not a pcap or pcapng file (first bytes [47, 45, 54, 20]"));
 }
+
+/// testdata/wire/tunnels: TCP inside VXLAN and GRE is analysed, and the report says where it
+/// came from. Counts from tshark (see that folder's README).
+#[test]
+fn tunnelled_tcp_is_analysed_and_the_report_says_it_was_unwrapped() {
+    let out = common::tcpdoctor(&["analyze", "testdata/wire/tunnels/vxlan_http.pcap"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\n  12 TCP segments decapsulated from VXLAN\n"),
+        "{text}"
+    );
+    assert!(text.contains("1 flow"), "{text}");
+
+    let out = common::tcpdoctor(&["analyze", "testdata/wire/tunnels/gre_ip.pcap"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\n  22 TCP segments decapsulated from GRE\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  not analysed: 18 frames (18 GRE packets without TCP inside)\n"),
+        "{text}"
+    );
+
+    let out = common::tcpdoctor(&[
+        "analyze",
+        "--format",
+        "json",
+        "testdata/wire/tunnels/mpls_vlan_mixed.pcap",
+        "testdata/wire/tunnels/pppoe_over_qinq.pcap",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let c = &v["captures"];
+    assert_eq!(c[0]["tcp_segments"], 47);
+    assert_eq!(
+        c[0]["tunnels"],
+        serde_json::json!([{ "tunnel": "MPLS", "tcp_segments": 11, "not_tcp": 0 }])
+    );
+    assert_eq!(c[1]["tcp_segments"], 86);
+    assert_eq!(
+        c[1]["tunnels"],
+        serde_json::json!([{ "tunnel": "PPPoE", "tcp_segments": 86, "not_tcp": 0 }])
+    );
+    assert_eq!(c[1]["skipped"]["not_tcp"], 0);
+}
+
+/// A capture without TCP: the error counts what it held instead (tshark: 6 DHCP, 5 ICMPv6, 8
+/// LLDP; 10 VXLAN packets holding ARP and ICMP).
+#[test]
+fn no_tcp_says_what_the_capture_held_instead() {
+    let cases = [
+        (
+            "testdata/wire/no_tcp/udp_icmpv6_lldp.pcap",
+            "19 frames — 6 UDP, 5 ICMP, 8 not IP; link type Ethernet",
+        ),
+        (
+            "testdata/wire/tunnels/vxlan_no_tcp.pcap",
+            "10 frames — 10 VXLAN packets without TCP inside; link type Ethernet",
+        ),
+        (
+            "testdata/wire/tunnels/erspan3_no_tcp.pcap",
+            "9 frames — 9 ERSPAN packets without TCP inside; link type Ethernet",
+        ),
+    ];
+    for (file, seen) in cases {
+        let out = common::tcpdoctor(&["analyze", file]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "tcpdoctor: error: {file}: no TCP packets in this capture: {seen}; capture with \
+                 a filter such as 'tcp port 8080'\n"
+            )
+        );
+        assert!(out.stdout.is_empty());
+    }
+}

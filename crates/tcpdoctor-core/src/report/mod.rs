@@ -4,6 +4,7 @@
 //! into its [`Finding`], and the renderers only lay them out.
 
 mod bench_text;
+mod census;
 pub(crate) mod text;
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use crate::flow::Direction;
 use crate::wire::CaptureError;
 
 pub use bench_text::render_bench_text;
+pub use census::{Census, Skipped, TunnelCount};
 pub use text::render_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
@@ -179,14 +181,6 @@ pub struct Finding {
     pub fix: String,
 }
 
-/// Packets that were not analysed, and why.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Skipped {
-    pub not_tcp: u64,
-    pub truncated: u64,
-    pub unsupported_link: u64,
-}
-
 /// A capture that ends inside a record (tcpdump killed mid-write, a copy cut short): every
 /// complete record before it was analysed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -286,6 +280,9 @@ pub struct CaptureSummary {
     pub frames: u64,
     pub tcp_segments: u64,
     pub skipped: Skipped,
+    /// The tunnels TCP was found in (or that held none), in a fixed order; empty for a
+    /// capture without any.
+    pub tunnels: Vec<TunnelCount>,
     pub flows: u64,
     pub exchanges: u64,
     pub duration_ms: f64,

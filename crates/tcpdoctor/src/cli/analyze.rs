@@ -175,14 +175,10 @@ pub(crate) fn analyze_file(
     if let Some(t) = &truncated {
         eprintln!("tcpdoctor: warning: {name}: {}", t.message);
     }
-    if analyzer.tcp_segments() == 0 {
-        bail!(
-            "{name}: no TCP packets in this capture (read {} bytes); capture with a filter such \
-             as 'tcp port 8080'",
-            reader.bytes_read()
-        );
-    }
     let (mut summary, findings) = analyzer.finish(&name, format.name());
+    if summary.tcp_segments == 0 {
+        bail!("{name}: {}", summary.no_tcp_message());
+    }
     summary.truncated = truncated;
     Ok((summary, findings))
 }
