@@ -38,7 +38,8 @@ pub struct Input<R = File> {
 enum Inner<R> {
     Plain(Peeked<R>),
     Gzip {
-        decoder: MultiGzDecoder<BufReader<Counting<Peeked<R>>>>,
+        /// Boxed: the decoder and its header state dwarf the plain variant.
+        decoder: Box<MultiGzDecoder<BufReader<Counting<Peeked<R>>>>>,
         cut_short: bool,
     },
 }
@@ -78,7 +79,10 @@ impl<R: Read> Input<R> {
                 read: 0,
             };
             Inner::Gzip {
-                decoder: MultiGzDecoder::new(BufReader::with_capacity(GZIP_READ_BUF, counted)),
+                decoder: Box::new(MultiGzDecoder::new(BufReader::with_capacity(
+                    GZIP_READ_BUF,
+                    counted,
+                ))),
                 cut_short: false,
             }
         } else {
