@@ -16,9 +16,13 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 
 /// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
 ///
-/// Reads pcap and pcapng files (tcpdump, Wireshark, tshark; Ethernet, Linux cooked "any",
-/// raw IP from tunnels, BSD loopback; IPv4 and IPv6). Captures cut short by a snap length
-/// (`tcpdump -s 96`) work as well as full ones: tcpdoctor needs the headers, not the payload.
+/// Reads pcap and pcapng files (tcpdump, Wireshark, tshark), plain or gzip-compressed
+/// (recognised by content: .pcap.gz works, whatever its name). Link types: Ethernet (VLAN and
+/// QinQ tags, MPLS, PPPoE), Linux cooked "any", raw IP, BSD loopback; IPv4 and IPv6. TCP inside
+/// tunnels is unwrapped (up to 4 deep): VXLAN, Geneve, GRE (ERSPAN, NVGRE, WCCP, PPTP,
+/// GRE-in-UDP), MPLS, PPPoE, IP-in-IP. Captures cut short by a snap length (`tcpdump -s 96`)
+/// work as well as full ones: tcpdoctor needs the headers, not the payload. A file that ends
+/// mid-record (tcpdump killed while writing) is analysed up to there, with a warning.
 ///
 /// Record one with, for example:
 ///   tcpdoctor capture --port 6379 -w slow.pcap        (needs CAP_NET_RAW; or:)
@@ -26,12 +30,15 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 ///   sudo tcpdump -i any -s 128 -w slow.pcap 'tcp port 6379'
 ///
 /// Exit status: 0 when nothing listed in --fail-on was found, 1 when something was,
-/// 2 on bad input (the message names the file and byte offset). With several files, an
-/// unreadable one is reported and skipped, the others are analysed, and the exit status is 2.
+/// 2 on bad input (the message names the file and byte offset) or a capture without TCP (the
+/// message counts what it held instead). A file cut short mid-record exits as a complete one.
+/// With several files, an unreadable one is reported and skipped, the others are analysed,
+/// and the exit status is 2.
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct AnalyzeArgs {
-    /// Capture files (pcap or pcapng). Each is analysed on its own; findings name their file.
+    /// Capture files (pcap or pcapng, possibly gzipped). Each is analysed on its own; findings
+    /// name their file.
     /// An unreadable file among several is reported and skipped (exit status 2).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
