@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the malformed-capture corpus in testdata/malformed/ from the real captures in
 testdata/wire/. Each file is broken in one specific way; EXPECTED (written by hand, checked
-by crates/tcpdoctor-core/tests/wire_malformed.rs) names the error each must produce."""
+by crates/tcpdoctor-core/tests/wire_malformed.rs) names the error each must produce, and
+EXPECTED_WARNINGS the warning of those that merely end mid-record (analysed up to the cut)."""
 
 import os
 import random

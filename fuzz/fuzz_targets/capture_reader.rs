@@ -41,7 +41,7 @@ fn run<R: Read>(reader: Result<CaptureReader<R>, CaptureError>, len: usize) -> (
             Ok(Some(f)) => {
                 assert!(f.offset < len as u64 && f.data.len() < len);
                 let d = decode_tcp(f.link, f.data, f.orig_len);
-                if let Decoded::Tcp(t) = d {
+                if let Some(t) = d.tcp() {
                     assert!(t.payload_len <= f.orig_len.max(f.data.len() as u32));
                 }
                 seen.push((

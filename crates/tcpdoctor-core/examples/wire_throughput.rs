@@ -75,7 +75,7 @@ fn run<R: Read>(what: &str, r: R, bytes: u64, decode: bool) {
     while let Some(f) = r.next_frame().expect("frame") {
         frames += 1;
         if decode {
-            if let Decoded::Tcp(t) = decode_tcp(f.link, f.data, f.orig_len) {
+            if let Decoded::Tcp(t, _) = decode_tcp(f.link, f.data, f.orig_len) {
                 tcp += 1;
                 payload += u64::from(t.payload_len);
             }

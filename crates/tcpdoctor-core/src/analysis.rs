@@ -19,7 +19,7 @@ use crate::detect::{self, Detector, FlowView, GroupId, GroupInfo};
 use crate::flow::{Direction, Flow, FlowKey, FlowState, PacketRef, SegmentKind};
 use crate::fxhash::FxHashMap;
 use crate::hops::{self, Leg, LegRecord};
-use crate::report::{CaptureSummary, Finding, ServerSummary, Skipped, MAX_SERVERS_LISTED};
+use crate::report::{CaptureSummary, Census, Finding, ServerSummary, MAX_SERVERS_LISTED};
 use crate::seq::SeqNum;
 use crate::stats::{round3, Histogram};
 use crate::time::Timestamp;
@@ -233,7 +233,7 @@ pub struct Analyzer {
     sinks: Sinks,
     frames: u64,
     tcp_segments: u64,
-    skipped: Skipped,
+    census: Census,
     first_ts: Option<Timestamp>,
     last_ts: Timestamp,
     link_types: Vec<LinkType>,
@@ -270,7 +270,7 @@ impl Analyzer {
             },
             frames: 0,
             tcp_segments: 0,
-            skipped: Skipped::default(),
+            census: Census::default(),
             first_ts: None,
             last_ts: Timestamp::ZERO,
             link_types: Vec::new(),
@@ -284,10 +284,12 @@ impl Analyzer {
             self.link_types.push(link);
         }
         match decode_tcp(link, data, orig) {
-            Decoded::Tcp(seg) => self.on_segment(PacketRef { frame, ts }, &seg),
-            Decoded::NotTcp => self.skipped.not_tcp += 1,
-            Decoded::Truncated => self.skipped.truncated += 1,
-            Decoded::UnsupportedLink => self.skipped.unsupported_link += 1,
+            Decoded::Tcp(seg, None) => self.on_segment(PacketRef { frame, ts }, &seg),
+            Decoded::Tcp(seg, via) => {
+                self.census.tunnelled(via);
+                self.on_segment(PacketRef { frame, ts }, &seg);
+            }
+            other => self.census.not_analysed(&other),
         }
     }
 
@@ -438,17 +440,15 @@ impl Analyzer {
             Some(first) => self.last_ts.since(first),
             None => Duration::ZERO,
         };
+        let (skipped, tunnels) = self.census.finish();
         let summary = CaptureSummary {
             file: file.to_string(),
             format: format.to_string(),
-            link_types: self
-                .link_types
-                .iter()
-                .map(|l| l.name().to_string())
-                .collect(),
+            link_types: self.link_types.iter().map(|l| l.to_string()).collect(),
             frames: self.frames,
             tcp_segments: self.tcp_segments,
-            skipped: self.skipped,
+            skipped,
+            tunnels,
             flows: self.next_flow_id - 1,
             exchanges: self.sinks.exchanges,
             duration_ms: round3(crate::units::ms(duration)),
@@ -456,6 +456,7 @@ impl Analyzer {
             servers_omitted: omitted,
             audit: None,
             withdrawn: Vec::new(),
+            truncated: None,
         };
         (summary, findings)
     }

@@ -133,6 +133,19 @@ pub fn fmt_duration(d: Duration) -> String {
     }
 }
 
+/// A count with thousands separators, the way a person reads it: `1,204`.
+pub fn fmt_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Milliseconds as a float, for JSON and arithmetic in reports.
 pub fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6
@@ -141,6 +154,20 @@ pub fn ms(d: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts() {
+        for (n, want) in [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (1204, "1,204"),
+            (123_456_789, "123,456,789"),
+            (u64::MAX, "18,446,744,073,709,551,615"),
+        ] {
+            assert_eq!(fmt_count(n), want);
+        }
+    }
 
     #[test]
     fn durations() {

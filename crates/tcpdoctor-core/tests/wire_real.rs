@@ -105,12 +105,12 @@ fn check(name: &str) -> Summary {
         let decoded = decode_tcp(f.link, f.data, f.orig_len);
         let Some(t) = &row.tcp else {
             assert!(
-                !matches!(decoded, Decoded::Tcp(_)),
+                !matches!(decoded, Decoded::Tcp(..)),
                 "{at}: tshark says not TCP"
             );
             continue;
         };
-        let Decoded::Tcp(seg) = decoded else {
+        let Decoded::Tcp(seg, None) = decoded else {
             panic!("{at}: tshark says TCP, decoded {decoded:?}");
         };
         s.tcp += 1;

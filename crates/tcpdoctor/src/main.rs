@@ -5,6 +5,7 @@
 
 mod bench;
 mod capture;
+mod capture_file;
 mod cli;
 mod limits;
 mod output;

@@ -41,28 +41,53 @@ fn not_a_capture_is_exit_2_and_names_the_offset() {
     assert!(!e.contains("panicked"), "{e}");
 }
 
+/// testdata/malformed: each file in `EXPECTED` is refused (exit 2); each in
+/// `EXPECTED_WARNINGS` ends mid-record and is analysed up to there, with that warning and exit
+/// status (2 only when no complete TCP frame came before the cut).
 #[test]
-fn malformed_corpus_never_panics_and_always_exits_2() {
+fn malformed_corpus_never_panics_and_exits_2_unless_merely_cut_short() {
     let dir = common::repo().join("testdata/malformed");
-    let mut n = 0;
+    let listing = std::fs::read_to_string(dir.join("EXPECTED_WARNINGS")).expect("listing");
+    let warnings: Vec<(&str, i32, &str)> = listing
+        .lines()
+        .filter_map(|l| {
+            let mut c = l.splitn(3, '\t');
+            Some((c.next()?, c.next()?.parse().ok()?, c.next()?))
+        })
+        .collect();
+    assert_eq!(warnings.len(), 3, "{listing}");
+    let (mut n, mut warned) = (0, 0);
     for entry in std::fs::read_dir(&dir).expect("testdata/malformed") {
         let path = entry.expect("entry").path();
-        if path.file_name().is_some_and(|n| n == "EXPECTED") {
-            continue;
-        }
-        n += 1;
-        let out = common::tcpdoctor(&["analyze", path.to_str().expect("utf-8")]);
-        let e = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{}: {e}", path.display());
-        assert!(!e.contains("panicked"), "{}: {e}", path.display());
         let name = path
             .file_name()
             .expect("name")
             .to_string_lossy()
             .to_string();
-        assert!(e.contains(&name), "error must name the file: {e}");
+        if name.starts_with("EXPECTED") {
+            continue;
+        }
+        n += 1;
+        let arg = path.to_str().expect("utf-8");
+        let out = common::tcpdoctor(&["analyze", "--fail-on", "any", arg]);
+        let e = stderr(&out);
+        assert!(!e.contains("panicked"), "{}: {e}", path.display());
+        assert!(e.contains(&name), "the message must name the file: {e}");
+        match warnings.iter().find(|w| w.0 == name) {
+            None => {
+                assert_eq!(out.status.code(), Some(2), "{}: {e}", path.display());
+                assert!(!e.contains("warning"), "{e}");
+            }
+            Some(&(_, code, warning)) => {
+                warned += 1;
+                assert_eq!(out.status.code(), Some(code), "{}: {e}", path.display());
+                let line = format!("tcpdoctor: warning: {arg}: {warning}");
+                assert_eq!(e.lines().next(), Some(line.as_str()), "{e}");
+            }
+        }
     }
     assert!(n >= 5, "malformed corpus has {n} files");
+    assert_eq!(warned, warnings.len());
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! into its [`Finding`], and the renderers only lay them out.
 
 mod bench_text;
+mod census;
 pub mod claims;
 pub(crate) mod text;
 
@@ -12,8 +13,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::flow::Direction;
+use crate::wire::CaptureError;
 
 pub use bench_text::render_bench_text;
+pub use census::{Census, Skipped, TunnelCount};
 pub use claims::{Claim, NagleHold, ReleasedBy};
 pub use text::render_text;
 
@@ -186,12 +189,78 @@ pub struct Finding {
     pub fix: String,
 }
 
-/// Packets that were not analysed, and why.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Skipped {
-    pub not_tcp: u64,
-    pub truncated: u64,
-    pub unsupported_link: u64,
+/// A capture that ends inside a record (tcpdump killed mid-write, a copy cut short): every
+/// complete record before it was analysed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Truncation {
+    /// Where the incomplete record starts: a byte offset in the file, or in the decompressed
+    /// data when `decompressed` is set.
+    pub at_byte: u64,
+    pub decompressed: bool,
+    /// Complete frames before it (Wireshark numbers them 1 to this).
+    pub frames_before: u64,
+    /// The one line people read, as the warning on stderr and in the text report.
+    pub message: String,
+}
+
+impl Truncation {
+    /// From the error [`CaptureReader::next_frame`](crate::wire::CaptureReader::next_frame)
+    /// ended with, if it is a capture cut short ([`CaptureError::is_cut_short`]); `None` for
+    /// any other error, which stays an error.
+    pub fn from_error(
+        err: &CaptureError,
+        frames_before: u64,
+        decompressed: bool,
+    ) -> Option<Truncation> {
+        let CaptureError::Truncated {
+            what,
+            offset,
+            needed,
+            available,
+        } = *err
+        else {
+            return None;
+        };
+        let of = if decompressed {
+            " of the decompressed data"
+        } else {
+            ""
+        };
+        Some(Truncation {
+            at_byte: offset,
+            decompressed,
+            frames_before,
+            message: format!(
+                "capture ends mid-record at byte {offset}{of} (the {what} there needs {needed} \
+                 bytes, {available} left); analysed the {} before it",
+                complete_frames(frames_before)
+            ),
+        })
+    }
+
+    /// A gzip stream that stops before its end although the capture inside ends between two
+    /// records (typically only the 8-byte gzip trailer is missing): nothing was lost that the
+    /// reader can see, but the data is unverified and the file was probably cut.
+    pub fn gzip_unfinished(decompressed_len: u64, frames_before: u64) -> Truncation {
+        Truncation {
+            at_byte: decompressed_len,
+            decompressed: true,
+            frames_before,
+            message: format!(
+                "the gzip data ends early, after {decompressed_len} decompressed bytes, between \
+                 two records (its checksum is missing); analysed the {} before it",
+                complete_frames(frames_before)
+            ),
+        }
+    }
+}
+
+fn complete_frames(n: u64) -> String {
+    match n {
+        0 => "0 complete frames".to_string(),
+        1 => "1 complete frame".to_string(),
+        n => format!("{} complete frames", crate::units::fmt_count(n)),
+    }
 }
 
 /// One server endpoint in a capture.
@@ -219,6 +288,9 @@ pub struct CaptureSummary {
     pub frames: u64,
     pub tcp_segments: u64,
     pub skipped: Skipped,
+    /// The tunnels TCP was found in (or that held none), in a fixed order; empty for a
+    /// capture without any.
+    pub tunnels: Vec<TunnelCount>,
     pub flows: u64,
     pub exchanges: u64,
     pub duration_ms: f64,
@@ -226,6 +298,8 @@ pub struct CaptureSummary {
     pub servers: Vec<ServerSummary>,
     /// Servers not listed in `servers`.
     pub servers_omitted: u64,
+    /// Set when the file ends inside a record; null for a complete file.
+    pub truncated: Option<Truncation>,
     /// What the evidence audit checked in this capture; absent when it did not run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditSummary>,

@@ -71,12 +71,20 @@ fn capture(out: &mut String, c: &CaptureSummary) {
         c.exchanges,
         crate::units::fmt_duration(std::time::Duration::from_secs_f64(c.duration_ms / 1e3))
     );
+    if let Some(t) = &c.truncated {
+        let _ = writeln!(out, "  warning: {}", t.message);
+    }
+    if let Some(line) = c.decapsulated() {
+        let _ = writeln!(out, "  {line}");
+    }
     let skipped = c.skipped.not_tcp + c.skipped.truncated + c.skipped.unsupported_link;
     if skipped > 0 {
         let _ = writeln!(
             out,
-            "  skipped: {} not TCP, {} too short to hold the TCP header, {} on unsupported links",
-            c.skipped.not_tcp, c.skipped.truncated, c.skipped.unsupported_link
+            "  not analysed: {} frame{} ({})",
+            crate::units::fmt_count(skipped),
+            if skipped == 1 { "" } else { "s" },
+            c.skipped_kinds()
         );
     }
     for s in &c.servers {

@@ -27,7 +27,7 @@ const PATH: EmulatedPath = EmulatedPath {
 fn brief(pkts: &[Packet]) -> Vec<(f64, bool, u32, u32, u32)> {
     pkts.iter()
         .map(|(ts, p, len)| match decode_tcp(LinkType::RawIp, p, *len) {
-            Decoded::Tcp(s) => (
+            Decoded::Tcp(s, _) => (
                 (ts.as_nanos() as f64 - 1e9) / 1e6,
                 s.src.port == 40000,
                 s.payload_len,

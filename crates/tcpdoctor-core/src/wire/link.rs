@@ -6,6 +6,18 @@
 //! bytes, protocol at 0), raw IP, and the BSD/OpenBSD loopback headers (a 4-byte address
 //! family, in host order for NULL — either byte order is accepted since the writer's is
 //! unknown — and network order for LOOP).
+//!
+//! Two encapsulations live between Ethernet and IP and are followed here, by ethertype (the
+//! tunnels carried by IP are `tunnel.rs`'s):
+//! 1. MPLS (0x8847 unicast, 0x8848 multicast): 4-byte label stack entries up to the one with
+//!    the bottom-of-stack bit. MPLS does not say what it carries; like Wireshark, the first
+//!    nibble after the stack decides: 4 is IPv4, 6 is IPv6, 0 is a pseudowire control word
+//!    followed by an Ethernet frame. Anything else is reported as MPLS without IP.
+//! 2. PPPoE session (0x8864): a 6-byte PPPoE header, then the PPP protocol: 0x0021 IPv4,
+//!    0x0057 IPv6; anything else (LCP, IPCP, …) is PPPoE without IP. The PPPoE length
+//!    bounds the IP packet's, as in Wireshark.
+
+use super::tunnel::Tunnel;
 
 /// A capture's link-layer header type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,6 +76,19 @@ impl LinkType {
     }
 }
 
+/// The name, and for a link type tcpdoctor does not decode, its code too.
+impl std::fmt::Display for LinkType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            LinkType::Other(code) => match LinkType::code_name(code) {
+                "unknown" => write!(f, "{code} (not decoded)"),
+                name => write!(f, "{name} ({code}, not decoded)"),
+            },
+            known => f.write_str(known.name()),
+        }
+    }
+}
+
 impl LinkType {
     /// A readable name for a link-type code, including common ones tcpdoctor does not decode
     /// (for error messages).
@@ -99,6 +124,37 @@ pub(super) enum L3 {
     Either,
 }
 
+/// Where an IP header starts, which version to expect, and the encapsulation crossed on
+/// the way there (MPLS, PPPoE), if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct IpAt {
+    pub off: usize,
+    pub l3: L3,
+    pub via: Option<Tunnel>,
+    /// Where a layer below with a length field (PPPoE, UDP) says the packet ends at the
+    /// latest; `usize::MAX` when none does. As in Wireshark, it bounds the IP length.
+    pub end: usize,
+}
+
+impl IpAt {
+    pub(super) fn new(off: usize, l3: L3) -> IpAt {
+        IpAt {
+            off,
+            l3,
+            via: None,
+            end: usize::MAX,
+        }
+    }
+
+    /// The same, ending no later than `end`.
+    pub(super) fn ending_by(self, end: usize) -> IpAt {
+        IpAt {
+            end: self.end.min(end),
+            ..self
+        }
+    }
+}
+
 /// Why no IP header was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum NoIp {
@@ -106,11 +162,13 @@ pub(super) enum NoIp {
     Truncated,
     /// Not IP (ARP, LLC, …).
     NotIp,
+    /// An encapsulation (MPLS, PPPoE, …) that does not hold IP.
+    InTunnel(Tunnel),
     /// A link type tcpdoctor does not decode.
     Unsupported,
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
+pub(super) fn be16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
@@ -124,20 +182,99 @@ const ETHERTYPE_VLAN: u16 = 0x8100;
 const ETHERTYPE_QINQ: u16 = 0x88a8;
 const ETHERTYPE_QINQ_OLD: u16 = 0x9100;
 const ETHERTYPE_QINQ_OLD2: u16 = 0x9200;
+const ETHERTYPE_MPLS: u16 = 0x8847;
+const ETHERTYPE_MPLS_MULTICAST: u16 = 0x8848;
+const ETHERTYPE_PPPOE_SESSION: u16 = 0x8864;
+
+/// An Ethernet frame starting at `start`. Plain IPv4, by far the most common, is answered
+/// here without a call.
+#[inline(always)]
+pub(super) fn ethernet(data: &[u8], start: usize) -> Result<IpAt, NoIp> {
+    match be16(data, start + 12) {
+        Some(ETHERTYPE_IPV4) => Ok(IpAt::new(start + 14, L3::V4)),
+        Some(ethertype) => by_ethertype(data, ethertype, start + 14),
+        None => Err(NoIp::Truncated),
+    }
+}
 
 /// Follows an ethertype whose payload starts at `off`, through any VLAN tags (each a 2-byte
-/// TCI and the next 2-byte ethertype).
-fn by_ethertype(data: &[u8], mut ethertype: u16, mut off: usize) -> Result<(usize, L3), NoIp> {
+/// TCI and the next 2-byte ethertype), an MPLS label stack or a PPPoE session header.
+pub(super) fn by_ethertype(data: &[u8], mut ethertype: u16, mut off: usize) -> Result<IpAt, NoIp> {
     loop {
         match ethertype {
-            ETHERTYPE_IPV4 => return Ok((off, L3::V4)),
-            ETHERTYPE_IPV6 => return Ok((off, L3::V6)),
+            ETHERTYPE_IPV4 => return Ok(IpAt::new(off, L3::V4)),
+            ETHERTYPE_IPV6 => return Ok(IpAt::new(off, L3::V6)),
             ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD | ETHERTYPE_QINQ_OLD2 => {
                 ethertype = be16(data, off + 2).ok_or(NoIp::Truncated)?;
                 off += 4;
             }
+            ETHERTYPE_MPLS | ETHERTYPE_MPLS_MULTICAST => return mpls(data, off),
+            ETHERTYPE_PPPOE_SESSION => return pppoe(data, off),
             _ => return Err(NoIp::NotIp),
         }
+    }
+}
+
+/// More MPLS labels than this in one stack is taken as garbage (real stacks hold a few).
+const MAX_MPLS_LABELS: usize = 16;
+
+/// An MPLS label stack at `off`, and what its payload's first nibble says it is.
+#[inline(never)]
+pub(super) fn mpls(data: &[u8], mut off: usize) -> Result<IpAt, NoIp> {
+    let inside = |at: Result<IpAt, NoIp>| match at {
+        Ok(at) => Ok(IpAt {
+            via: Some(Tunnel::Mpls),
+            ..at
+        }),
+        Err(NoIp::Truncated) => Err(NoIp::Truncated),
+        Err(_) => Err(NoIp::InTunnel(Tunnel::Mpls)),
+    };
+    for _ in 0..MAX_MPLS_LABELS {
+        let entry = be32(data, off).ok_or(NoIp::Truncated)?;
+        off += 4;
+        if entry & 0x100 == 0 {
+            continue;
+        }
+        return inside(match data.get(off).ok_or(NoIp::Truncated)? >> 4 {
+            4 => Ok(IpAt::new(off, L3::V4)),
+            6 => Ok(IpAt::new(off, L3::V6)),
+            0 => ethernet(data, off + 4),
+            _ => Err(NoIp::NotIp),
+        });
+    }
+    Err(NoIp::InTunnel(Tunnel::Mpls))
+}
+
+/// A PPPoE session header at `off` (version/type, code, session id, length), then PPP.
+#[inline(never)]
+fn pppoe(data: &[u8], off: usize) -> Result<IpAt, NoIp> {
+    let len = usize::from(be16(data, off + 4).ok_or(NoIp::Truncated)?);
+    match ppp(data, off + 6) {
+        Ok(at) => Ok(IpAt {
+            via: Some(Tunnel::Pppoe),
+            ..at.ending_by(off + 6 + len)
+        }),
+        Err(NoIp::Truncated) => Err(NoIp::Truncated),
+        Err(_) => Err(NoIp::InTunnel(Tunnel::Pppoe)),
+    }
+}
+
+/// A PPP frame at `off`: an optional `ff 03` address and control, then the protocol (one
+/// byte when compressed, which an odd first byte tells): 0x21 IPv4, 0x57 IPv6.
+pub(super) fn ppp(data: &[u8], mut off: usize) -> Result<IpAt, NoIp> {
+    if data.get(off..off + 2) == Some(&[0xff, 0x03]) {
+        off += 2;
+    }
+    let first = *data.get(off).ok_or(NoIp::Truncated)?;
+    let (proto, len) = if first & 1 == 1 {
+        (u16::from(first), 1)
+    } else {
+        (be16(data, off).ok_or(NoIp::Truncated)?, 2)
+    };
+    match proto {
+        0x0021 => Ok(IpAt::new(off + len, L3::V4)),
+        0x0057 => Ok(IpAt::new(off + len, L3::V6)),
+        _ => Err(NoIp::NotIp),
     }
 }
 
@@ -152,9 +289,9 @@ fn af_to_l3(af: u32) -> Result<L3, NoIp> {
 }
 
 /// Where the IP header starts in `data` and which version the link layer says it is.
-pub(super) fn locate_ip(link: LinkType, data: &[u8]) -> Result<(usize, L3), NoIp> {
+pub(super) fn locate_ip(link: LinkType, data: &[u8]) -> Result<IpAt, NoIp> {
     match link {
-        LinkType::Ethernet => by_ethertype(data, be16(data, 12).ok_or(NoIp::Truncated)?, 14),
+        LinkType::Ethernet => ethernet(data, 0),
         LinkType::LinuxSll => {
             if data.len() < 16 {
                 return Err(NoIp::Truncated);
@@ -167,9 +304,9 @@ pub(super) fn locate_ip(link: LinkType, data: &[u8]) -> Result<(usize, L3), NoIp
             }
             by_ethertype(data, be16(data, 0).ok_or(NoIp::Truncated)?, 20)
         }
-        LinkType::RawIp => Ok((0, L3::Either)),
-        LinkType::Ipv4 => Ok((0, L3::V4)),
-        LinkType::Ipv6 => Ok((0, L3::V6)),
+        LinkType::RawIp => Ok(IpAt::new(0, L3::Either)),
+        LinkType::Ipv4 => Ok(IpAt::new(0, L3::V4)),
+        LinkType::Ipv6 => Ok(IpAt::new(0, L3::V6)),
         LinkType::Null => {
             let raw = be32(data, 0).ok_or(NoIp::Truncated)?;
             // Host order of an unknown host: a family is small, so whichever reading fits
@@ -179,9 +316,12 @@ pub(super) fn locate_ip(link: LinkType, data: &[u8]) -> Result<(usize, L3), NoIp
             } else {
                 raw
             };
-            Ok((4, af_to_l3(af)?))
+            Ok(IpAt::new(4, af_to_l3(af)?))
         }
-        LinkType::Loop => Ok((4, af_to_l3(be32(data, 0).ok_or(NoIp::Truncated)?)?)),
+        LinkType::Loop => Ok(IpAt::new(
+            4,
+            af_to_l3(be32(data, 0).ok_or(NoIp::Truncated)?)?,
+        )),
         LinkType::Other(_) => Err(NoIp::Unsupported),
     }
 }

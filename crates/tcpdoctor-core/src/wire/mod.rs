@@ -17,6 +17,7 @@ mod reader;
 mod tcp;
 #[cfg(test)]
 pub(crate) mod testutil;
+mod tunnel;
 pub mod write;
 pub mod write_cooked;
 pub mod write_pcapng;
@@ -27,7 +28,8 @@ use crate::time::Timestamp;
 
 pub use link::LinkType;
 pub use reader::CaptureReader;
-pub use tcp::{decode_tcp, Decoded};
+pub use tcp::{decode_tcp, Decoded, NotTcp};
+pub use tunnel::{Tunnel, MAX_DEPTH};
 
 /// Which container format a capture file uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,4 +191,14 @@ pub enum CaptureError {
     /// chain does not say it twice.
     #[error("read error at byte {offset}: {cause}")]
     Io { offset: u64, cause: std::io::Error },
+}
+
+impl CaptureError {
+    /// Whether the bytes simply ran out inside a record: what a capture cut short looks like
+    /// (tcpdump killed mid-write, a copy interrupted). The reader says `Truncated` only when
+    /// the stream ended, never for a length it does not believe (that is `Malformed`), so
+    /// from [`CaptureReader::next_frame`] this means every earlier record was complete.
+    pub fn is_cut_short(&self) -> bool {
+        matches!(self, CaptureError::Truncated { .. })
+    }
 }

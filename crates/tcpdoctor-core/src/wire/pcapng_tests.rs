@@ -86,7 +86,7 @@ fn frames_borrow_the_right_bytes() {
         let f = r.next_frame().expect("ok").expect("frame");
         assert_eq!(f.data, &p[..]);
         assert!(
-            matches!(decode_tcp(f.link, f.data, f.orig_len), Decoded::Tcp(t) if t.payload_len == 33)
+            matches!(decode_tcp(f.link, f.data, f.orig_len), Decoded::Tcp(t, _) if t.payload_len == 33)
         );
     }
 }
@@ -170,7 +170,7 @@ fn interfaces_with_different_links_and_skipped_blocks() {
     let mut decoded = Vec::new();
     while let Some(f) = r.next_frame().expect("ok") {
         decoded.push(match decode_tcp(f.link, f.data, f.orig_len) {
-            Decoded::Tcp(t) => Some(t.payload_len),
+            Decoded::Tcp(t, _) => Some(t.payload_len),
             Decoded::UnsupportedLink => None,
             other => panic!("{other:?}"),
         });

@@ -233,6 +233,11 @@ impl<R: Read> CaptureReader<R> {
     pub fn frames_read(&self) -> u64 {
         self.frames
     }
+
+    /// The byte stream being read (to ask a decompressor how far it got, say).
+    pub fn get_ref(&self) -> &R {
+        &self.buf.inner
+    }
 }
 
 #[cfg(test)]

@@ -10,55 +10,107 @@
 //! are read only as far as the captured bytes reach; ones cut off are absent. A data offset
 //! below 5 words or beyond the IP segment length means the header is garbage: not TCP.
 
-use super::ip::{self, IpInfo};
-use super::link::{locate_ip, NoIp, L3};
+use super::ip::{self, IpInfo, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
+use super::link::{locate_ip, NoIp};
+use super::tunnel::{self, Tunnel};
 use super::{Endpoint, LinkType, TcpFlags, TcpOptions, TcpSegment};
 
 /// What one frame turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decoded {
-    Tcp(TcpSegment),
-    /// IP but not TCP, or not IP at all (ARP, …), or a non-first IP fragment, or headers that
-    /// contradict each other.
-    NotTcp,
-    /// Too few captured bytes to read the link, IP and base TCP headers.
+    /// A TCP segment, and the outermost tunnel it was found in (VXLAN, GRE, MPLS, …), if any.
+    Tcp(TcpSegment, Option<Tunnel>),
+    /// A frame that holds no TCP segment tcpdoctor can read, and what it is instead.
+    NotTcp(NotTcp),
+    /// Too few captured bytes to read the link, IP (tunnel) and base TCP headers.
     Truncated,
     /// The frame's link type is not one tcpdoctor decodes.
     UnsupportedLink,
 }
 
-/// Decodes the link, IP and TCP headers of one frame. Never panics.
+impl Decoded {
+    /// The TCP segment, if the frame held one (tunnelled or not).
+    pub fn tcp(&self) -> Option<&TcpSegment> {
+        match self {
+            Decoded::Tcp(seg, _) => Some(seg),
+            _ => None,
+        }
+    }
+
+    /// The same outcome for a packet found inside `via`: a non-TCP packet there counts as
+    /// the tunnel's.
+    pub(super) fn inside(self, via: Option<Tunnel>) -> Decoded {
+        match (self, via) {
+            (Decoded::NotTcp(_), Some(t)) => Decoded::NotTcp(NotTcp::InTunnel(t)),
+            (other, _) => other,
+        }
+    }
+}
+
+/// What a frame without a readable TCP segment holds, as far as tcpdoctor looked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotTcp {
+    /// No IP at all: ARP, LLDP, spanning tree, …
+    NotIp,
+    Udp,
+    /// ICMP or ICMPv6.
+    Icmp,
+    /// IP carrying something else: IGMP, ESP, OSPF, SCTP, …
+    OtherIp,
+    /// A non-first IP fragment: its transport header is in another packet.
+    Fragment,
+    /// Headers that contradict each other: an IP header length below 20 bytes or beyond
+    /// the packet, a TCP data offset below 5 words or beyond the segment.
+    Malformed,
+    /// A tunnel (or MPLS, PPPoE) whose inner packet is not TCP, or is nested deeper than
+    /// tcpdoctor follows.
+    InTunnel(Tunnel),
+}
+
+impl NotTcp {
+    fn of_protocol(proto: u8) -> NotTcp {
+        match proto {
+            PROTO_UDP => NotTcp::Udp,
+            PROTO_ICMP | PROTO_ICMPV6 => NotTcp::Icmp,
+            _ => NotTcp::OtherIp,
+        }
+    }
+}
+
+impl From<NoIp> for Decoded {
+    fn from(no: NoIp) -> Decoded {
+        match no {
+            NoIp::Truncated => Decoded::Truncated,
+            NoIp::NotIp => Decoded::NotTcp(NotTcp::NotIp),
+            NoIp::InTunnel(t) => Decoded::NotTcp(NotTcp::InTunnel(t)),
+            NoIp::Unsupported => Decoded::UnsupportedLink,
+        }
+    }
+}
+
+/// Decodes the link, IP (and tunnel) and TCP headers of one frame. Never panics.
 ///
 /// `orig_len` is the frame's length on the wire (used when an IP length field is zero, as in
 /// TSO captures, and to clamp IP lengths the frame cannot hold).
 pub fn decode_tcp(link: LinkType, data: &[u8], orig_len: u32) -> Decoded {
-    let (off, l3) = match locate_ip(link, data) {
-        Ok(found) => found,
-        Err(NoIp::Truncated) => return Decoded::Truncated,
-        Err(NoIp::NotIp) => return Decoded::NotTcp,
-        Err(NoIp::Unsupported) => return Decoded::UnsupportedLink,
+    let at = match locate_ip(link, data) {
+        Ok(at) => at,
+        Err(no) => return no.into(),
     };
-    let wire_len = (orig_len as usize).max(data.len());
-    let version = match l3 {
-        L3::V4 => 4,
-        L3::V6 => 6,
-        L3::Either => match data.get(off) {
-            Some(b) => b >> 4,
-            None => return Decoded::Truncated,
+    let end = (orig_len as usize).max(data.len()).min(at.end);
+    match ip::at(data, at.off, at.l3, end) {
+        Ok(ip) if ip.proto == PROTO_TCP => tcp(data, &ip, at.via),
+        Ok(ip) => match tunnel::decapsulate(data, &ip, at.via) {
+            Some(decoded) => decoded,
+            None => Decoded::NotTcp(NotTcp::of_protocol(ip.proto)).inside(at.via),
         },
-    };
-    let ip = match version {
-        4 => ip::ipv4(data, off, wire_len),
-        6 => ip::ipv6(data, off, wire_len),
-        _ => return Decoded::NotTcp,
-    };
-    match ip {
-        Ok(ip) => tcp(data, &ip),
-        Err(d) => d,
+        Err(d) => d.inside(at.via),
     }
 }
 
-fn tcp(data: &[u8], ip: &IpInfo) -> Decoded {
+/// The TCP header at `ip.l4_off`, of a packet found inside `via` (if tunnelled).
+#[inline(always)]
+pub(super) fn tcp(data: &[u8], ip: &IpInfo, via: Option<Tunnel>) -> Decoded {
     let t = match data.get(ip.l4_off..) {
         Some(t) if t.len() >= 20 => t,
         _ => return Decoded::Truncated,
@@ -67,10 +119,10 @@ fn tcp(data: &[u8], ip: &IpInfo) -> Decoded {
     let be32 = |at: usize| u32::from_be_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]);
     let hdr_len = u32::from(t[12] >> 4) * 4;
     if hdr_len < 20 || hdr_len > ip.l4_len {
-        return Decoded::NotTcp;
+        return Decoded::NotTcp(NotTcp::Malformed).inside(via);
     }
     let opts_end = (hdr_len as usize).min(t.len());
-    Decoded::Tcp(TcpSegment {
+    let seg = TcpSegment {
         src: Endpoint {
             ip: ip.src,
             port: be16(0),
@@ -85,7 +137,8 @@ fn tcp(data: &[u8], ip: &IpInfo) -> Decoded {
         window: be16(14),
         payload_len: ip.l4_len - hdr_len,
         options: options(&t[20..opts_end]),
-    })
+    };
+    Decoded::Tcp(seg, via)
 }
 
 const OPT_EOL: u8 = 0;
@@ -98,6 +151,7 @@ const OPT_TIMESTAMP: u8 = 8;
 
 /// Parses the options tcpdoctor uses; stops at the end-of-list option, at a malformed length
 /// or where the captured bytes end.
+#[inline(always)]
 fn options(mut o: &[u8]) -> TcpOptions {
     let mut out = TcpOptions::default();
     while let Some(&kind) = o.first() {
@@ -140,6 +194,9 @@ mod tests {
     /// The payload length, or the non-TCP outcome.
     type Want = Result<u32, Decoded>;
 
+    const NOT_IP: Decoded = Decoded::NotTcp(NotTcp::NotIp);
+    const MALFORMED: Decoded = Decoded::NotTcp(NotTcp::Malformed);
+
     fn seg(opts: &[u8], payload: usize) -> Vec<u8> {
         let mut v = tcp_hdr(&Tcp {
             options: opts.to_vec(),
@@ -156,7 +213,7 @@ mod tests {
     /// The payload length, or the non-TCP outcome.
     fn outcome(link: LinkType, data: &[u8], orig: usize) -> Want {
         match decode_tcp(link, data, orig as u32) {
-            Decoded::Tcp(t) => Ok(t.payload_len),
+            Decoded::Tcp(t, _) => Ok(t.payload_len),
             other => Err(other),
         }
     }
@@ -192,7 +249,7 @@ mod tests {
                 eth(0x86dd, &[0x88a8, 0x9100, 0x8100], &v6),
                 Ok(100),
             ),
-            ("arp", LinkType::Ethernet, arp, Err(Decoded::NotTcp)),
+            ("arp", LinkType::Ethernet, arp, Err(NOT_IP)),
             (
                 "eth short",
                 LinkType::Ethernet,
@@ -225,16 +282,11 @@ mod tests {
                 "sll2 arp",
                 LinkType::LinuxSll2,
                 sll2(0x0806, &[0; 28]),
-                Err(Decoded::NotTcp),
+                Err(NOT_IP),
             ),
             ("raw v4", LinkType::RawIp, v4.clone(), Ok(100)),
             ("raw v6", LinkType::RawIp, v6.clone(), Ok(100)),
-            (
-                "raw v5",
-                LinkType::RawIp,
-                vec![0x50; 40],
-                Err(Decoded::NotTcp),
-            ),
+            ("raw v5", LinkType::RawIp, vec![0x50; 40], Err(NOT_IP)),
             (
                 "raw empty",
                 LinkType::RawIp,
@@ -246,7 +298,7 @@ mod tests {
                 "ipv4 link, v6 bytes",
                 LinkType::Ipv4,
                 v6.clone(),
-                Err(Decoded::NotTcp),
+                Err(MALFORMED),
             ),
             ("ipv6", LinkType::Ipv6, v6.clone(), Ok(100)),
             ("null le 2", LinkType::Null, af(2, false, &v4), Ok(100)),
@@ -255,12 +307,7 @@ mod tests {
             ("null be 24", LinkType::Null, af(24, true, &v6), Ok(100)),
             ("null le 28", LinkType::Null, af(28, false, &v6), Ok(100)),
             ("null le 30", LinkType::Null, af(30, false, &v6), Ok(100)),
-            (
-                "null af 7",
-                LinkType::Null,
-                af(7, false, &v4),
-                Err(Decoded::NotTcp),
-            ),
+            ("null af 7", LinkType::Null, af(7, false, &v4), Err(NOT_IP)),
             (
                 "null short",
                 LinkType::Null,
@@ -269,12 +316,7 @@ mod tests {
             ),
             ("loop 2", LinkType::Loop, af(2, true, &v4), Ok(100)),
             ("loop 24", LinkType::Loop, af(24, true, &v6), Ok(100)),
-            (
-                "loop le",
-                LinkType::Loop,
-                af(2, false, &v4),
-                Err(Decoded::NotTcp),
-            ),
+            ("loop le", LinkType::Loop, af(2, false, &v4), Err(NOT_IP)),
             (
                 "other",
                 LinkType::Other(105),
@@ -320,10 +362,10 @@ mod tests {
     #[test]
     fn bad_data_offsets_are_not_tcp() {
         for (doff, ip_total, want) in [
-            (4u8, None, Err(Decoded::NotTcp)),
-            (0, None, Err(Decoded::NotTcp)),
-            (15, None, Err(Decoded::NotTcp)),
-            (8, Some(20 + 31), Err(Decoded::NotTcp)),
+            (4u8, None, Err(MALFORMED)),
+            (0, None, Err(MALFORMED)),
+            (15, None, Err(MALFORMED)),
+            (8, Some(20 + 31), Err(MALFORMED)),
             (8, Some(20 + 32), Ok(0)),
         ] {
             let mut s = seg(&[], 0);
@@ -353,7 +395,7 @@ mod tests {
             options: syn_opts.to_vec(),
         };
         let p = ipv4_pkt(6, 0, None, &[], &tcp_hdr(&t));
-        let Decoded::Tcp(s) = decode_tcp(LinkType::RawIp, &p, p.len() as u32) else {
+        let Decoded::Tcp(s, _) = decode_tcp(LinkType::RawIp, &p, p.len() as u32) else {
             panic!("not tcp")
         };
         assert_eq!(s.src.to_string(), "10.0.0.1:40000");
@@ -372,7 +414,7 @@ mod tests {
         };
         assert_eq!(s.options, want);
         // Options cut by the snap length: only the complete ones before the cut are read.
-        let Decoded::Tcp(s) = decode_tcp(LinkType::RawIp, &p[..20 + 20 + 10], p.len() as u32)
+        let Decoded::Tcp(s, _) = decode_tcp(LinkType::RawIp, &p[..20 + 20 + 10], p.len() as u32)
         else {
             panic!("not tcp")
         };

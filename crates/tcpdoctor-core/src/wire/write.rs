@@ -374,7 +374,7 @@ mod tests {
         while let Some(f) = r.next_frame().unwrap() {
             assert!(f.data.len() <= 104 && f.data.len() <= f.orig_len as usize);
             match decode_tcp(f.link, f.data, f.orig_len) {
-                Decoded::Tcp(s) => segs.push((f.ts, s)),
+                Decoded::Tcp(s, _) => segs.push((f.ts, s)),
                 other => panic!("frame {} not TCP: {other:?}", f.number),
             }
         }

@@ -109,7 +109,7 @@ mod tests {
         assert_eq!(f.link, LinkType::LinuxSll2);
         assert_eq!(f.orig_len, len);
         match decode_tcp(f.link, f.data, f.orig_len) {
-            Decoded::Tcp(s) => {
+            Decoded::Tcp(s, _) => {
                 assert_eq!((s.src.port, s.dst.port), (40000, 6379));
                 assert_eq!((s.seq, s.ack, s.payload_len), (11, 22, 6));
             }

@@ -141,7 +141,7 @@ mod tests {
         let f = r.next_frame().unwrap().unwrap();
         assert_eq!((f.ts, f.data.len(), f.orig_len), (t1, 48, 70));
         match decode_tcp(f.link, f.data, f.orig_len) {
-            Decoded::Tcp(s) => assert_eq!((s.seq, s.payload_len), (7, 30)),
+            Decoded::Tcp(s, _) => assert_eq!((s.seq, s.payload_len), (7, 30)),
             other => panic!("not TCP: {other:?}"),
         }
         let f = r.next_frame().unwrap().unwrap();

@@ -8,16 +8,21 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use tcpdoctor_core::analysis::Analyzer;
-use tcpdoctor_core::report::{render_text, FindingKind, Report};
-use tcpdoctor_core::wire::CaptureReader;
+use tcpdoctor_core::report::{render_text, FindingKind, Report, Truncation};
+use tcpdoctor_core::wire::{CaptureError, CaptureReader};
 
+use crate::capture_file::Input;
 use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 
 /// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
 ///
-/// Reads pcap and pcapng files (tcpdump, Wireshark, tshark; Ethernet, Linux cooked "any",
-/// raw IP from tunnels, BSD loopback; IPv4 and IPv6). Captures cut short by a snap length
-/// (`tcpdump -s 96`) work as well as full ones: tcpdoctor needs the headers, not the payload.
+/// Reads pcap and pcapng files (tcpdump, Wireshark, tshark), plain or gzip-compressed
+/// (recognised by content: .pcap.gz works, whatever its name). Link types: Ethernet (VLAN and
+/// QinQ tags, MPLS, PPPoE), Linux cooked "any", raw IP, BSD loopback; IPv4 and IPv6. TCP inside
+/// tunnels is unwrapped (up to 4 deep): VXLAN, Geneve, GRE (ERSPAN, NVGRE, WCCP, PPTP,
+/// GRE-in-UDP), MPLS, PPPoE, IP-in-IP. Captures cut short by a snap length (`tcpdump -s 96`)
+/// work as well as full ones: tcpdoctor needs the headers, not the payload. A file that ends
+/// mid-record (tcpdump killed while writing) is analysed up to there, with a warning.
 ///
 /// Record one with, for example:
 ///   tcpdoctor capture --port 6379 -w slow.pcap        (needs CAP_NET_RAW; or:)
@@ -25,12 +30,15 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 ///   sudo tcpdump -i any -s 128 -w slow.pcap 'tcp port 6379'
 ///
 /// Exit status: 0 when nothing listed in --fail-on was found, 1 when something was,
-/// 2 on bad input (the message names the file and byte offset). With several files, an
-/// unreadable one is reported and skipped, the others are analysed, and the exit status is 2.
+/// 2 on bad input (the message names the file and byte offset) or a capture without TCP (the
+/// message counts what it held instead). A file cut short mid-record exits as a complete one.
+/// With several files, an unreadable one is reported and skipped, the others are analysed,
+/// and the exit status is 2.
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct AnalyzeArgs {
-    /// Capture files (pcap or pcapng). Each is analysed on its own; findings name their file.
+    /// Capture files (pcap or pcapng, possibly gzipped). Each is analysed on its own; findings
+    /// name their file.
     /// An unreadable file among several is reported and skipped (exit status 2).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
@@ -129,17 +137,29 @@ pub(crate) fn analyze_file(
     let name = path.display().to_string();
     let file = File::open(path).with_context(|| format!("reading {name}"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    // The reader has its own large buffer: a BufReader in between would copy every byte twice.
-    let mut reader = CaptureReader::with_buffer_size(file, 4 << 20)
+    let input = Input::new(file)
+        .map_err(|cause| CaptureError::Io { offset: 0, cause })
         .with_context(|| format!("reading {name}"))?;
+    let gzip = input.is_gzip();
+    let reading = || match gzip {
+        true => format!("reading {name} (gzip-compressed: byte offsets count decompressed bytes)"),
+        false => format!("reading {name}"),
+    };
+    // The reader has its own large buffer: a BufReader in between would copy every byte twice.
+    let mut reader = CaptureReader::with_buffer_size(input, 4 << 20).with_context(reading)?;
     let format = reader.format();
     let mut analyzer = Analyzer::default();
     let mut progress = Progress::new(&name, size);
-    loop {
-        let frame = reader
-            .next_frame()
-            .with_context(|| format!("reading {name}"))?;
-        let Some(frame) = frame else { break };
+    let truncated = loop {
+        let frame = match reader.next_frame() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break None,
+            // Only the end of the file is forgiven: every record before it was whole.
+            Err(e) if e.is_cut_short() => {
+                break Truncation::from_error(&e, reader.frames_read(), gzip)
+            }
+            Err(e) => return Err(e).with_context(reading),
+        };
         analyzer.on_frame(
             frame.number,
             frame.ts,
@@ -148,18 +168,25 @@ pub(crate) fn analyze_file(
             frame.orig_len,
         );
         if frame.number % 65536 == 0 {
-            progress.update(reader.bytes_read());
+            let input = reader.get_ref();
+            progress.update(input.compressed_read().unwrap_or(reader.bytes_read()));
         }
-    }
+    };
+    let truncated = truncated.or_else(|| {
+        let input = reader.get_ref();
+        input
+            .gzip_cut_short()
+            .then(|| Truncation::gzip_unfinished(reader.bytes_read(), reader.frames_read()))
+    });
     progress.done();
-    if analyzer.tcp_segments() == 0 {
-        bail!(
-            "{name}: no TCP packets in this capture (read {} bytes); capture with a filter such \
-             as 'tcp port 8080'",
-            reader.bytes_read()
-        );
+    if let Some(t) = &truncated {
+        eprintln!("tcpdoctor: warning: {name}: {}", t.message);
     }
     let (mut summary, findings) = analyzer.finish(&name, format.name());
+    if summary.tcp_segments == 0 {
+        bail!("{name}: {}", summary.no_tcp_message());
+    }
+    summary.truncated = truncated;
     let findings = super::audit_pass::audit_findings(path, &mut summary, findings)?;
     Ok((summary, findings))
 }

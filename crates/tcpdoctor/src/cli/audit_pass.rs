@@ -10,6 +10,8 @@ use tcpdoctor_core::audit::{settle, Auditor};
 use tcpdoctor_core::report::{CaptureSummary, Finding};
 use tcpdoctor_core::wire::CaptureReader;
 
+use crate::capture_file::Input;
+
 /// Audits `findings` against the frames of `path`; the refuted ones go to `summary.withdrawn`.
 pub(crate) fn audit_findings(
     path: &Path,
@@ -22,12 +24,17 @@ pub(crate) fn audit_findings(
     let mut frames_read = 0;
     if let Some(last) = auditor.last_wanted() {
         let file = File::open(path).with_context(|| format!("auditing {name}"))?;
-        let mut reader = CaptureReader::with_buffer_size(file, 4 << 20)
+        let input = Input::new(file).with_context(|| format!("auditing {name}"))?;
+        let mut reader = CaptureReader::with_buffer_size(input, 4 << 20)
             .with_context(|| format!("auditing {name}"))?;
-        while let Some(frame) = reader
-            .next_frame()
-            .with_context(|| format!("auditing {name}"))?
-        {
+        loop {
+            let frame = match reader.next_frame() {
+                Ok(Some(frame)) => frame,
+                // The analysis pass already warned; the frames before the cut were read.
+                Ok(None) => break,
+                Err(e) if e.is_cut_short() => break,
+                Err(e) => return Err(e).with_context(|| format!("auditing {name}")),
+            };
             if frame.number > last {
                 break;
             }

@@ -162,7 +162,7 @@ pub fn read_capture(path: &Path) -> Contents {
         c.max_caplen = c.max_caplen.max(f.data.len());
         c.timestamps_ordered &= f.ts.as_nanos() >= last;
         last = f.ts.as_nanos();
-        if let Decoded::Tcp(s) = decode_tcp(f.link, f.data, f.orig_len) {
+        if let Decoded::Tcp(s, _) = decode_tcp(f.link, f.data, f.orig_len) {
             c.tcp += 1;
             *c.payload_from.entry(s.src.port).or_default() += u64::from(s.payload_len);
             *c.segments_from.entry(s.src.port).or_default() += 1;
