@@ -55,6 +55,8 @@ def error_class(stderr):
     line = re.sub(r"^tcpdoctor: error: [^:]*: ", "", line)
     line = re.sub(r"reading [^:]*: ", "", line)
     line = re.sub(r"\[[0-9a-f, ]*\]", "[…]", line)
+    if line.startswith("no TCP packets"):
+        return "no TCP packets in this capture"
     return re.sub(r"\d+", "N", line)[:120]
 
 
