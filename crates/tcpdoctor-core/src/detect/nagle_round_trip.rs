@@ -67,9 +67,6 @@ impl Detector for NagleRoundTrip {
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
-        let Some(rtt) = flow.flow.rtt().filter(|r| *r >= MIN_RTT) else {
-            return;
-        };
         let completes_a_message = turn.previous.is_some()
             && turn.pauses.len() == 1
             && turn.pauses_dropped == 0
@@ -77,6 +74,9 @@ impl Detector for NagleRoundTrip {
         if !completes_a_message {
             return;
         }
+        let Some(rtt) = flow.flow.rtt().filter(|r| *r >= MIN_RTT) else {
+            return;
+        };
         let mut held = false;
         for pause in &turn.pauses {
             let Some(r) = nagle_round_trip(flow.flow, turn.dir, pause) else {

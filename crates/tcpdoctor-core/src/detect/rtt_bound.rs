@@ -50,8 +50,10 @@ pub const MIN_SAVING: Duration = Duration::from_millis(100);
 pub const CRITICAL_SHARE: f64 = 0.8;
 /// …and pipelining would save at least this much.
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
-/// Other flows remembered per client address and server, to tell parallel connections.
+/// Ended flows remembered per client address and server, to tell parallel connections.
 const PEERS_KEPT: usize = 64;
+/// Client addresses remembered (those with no open flow are forgotten beyond this).
+const MAX_CLIENTS: usize = 65_536;
 /// Flagged flows' time spans remembered per server before the oldest are folded into a total.
 const SPANS_KEPT: usize = 4096;
 
@@ -69,20 +71,14 @@ struct FlowState {
     latency_sum: Duration,
     waiting: Duration,
     saving: Duration,
-    /// Another connection from the same client address to this server exchanged data while
-    /// this one did.
-    concurrent: bool,
-    /// The most connections from that address whose exchanges overlapped this one's, itself
-    /// included.
-    peak: u32,
 }
 
-/// A flow with exchanges, as its client's other flows see it.
-#[derive(Clone, Copy)]
-struct Span {
-    flow: u64,
-    first: Timestamp,
-    last: Timestamp,
+/// The flows of one client address to one server: the open ones (their spans live in
+/// [`FlowState`]) and the spans of the last [`PEERS_KEPT`] that ended.
+#[derive(Default)]
+struct Peers {
+    open: Vec<u64>,
+    ended: std::collections::VecDeque<(Timestamp, Timestamp)>,
 }
 
 #[derive(Default)]
@@ -148,46 +144,49 @@ fn merge(spans: &mut Vec<(Timestamp, Timestamp)>) {
 #[derive(Default)]
 pub struct RttBound {
     open: HashMap<u64, FlowState>,
-    /// Flows with exchanges, open, per client address and server.
-    clients: HashMap<(GroupId, IpAddr), Vec<Span>>,
+    /// Flows with exchanges per client address and server, to tell parallel connections.
+    clients: HashMap<(GroupId, IpAddr), Peers>,
     state: PerGroup<State>,
 }
 
 impl RttBound {
     /// Records `flow`'s exchange span and marks the flows of the same client that overlap it.
-    fn note_peers(&mut self, flow: &FlowView, first: Timestamp, last: Timestamp) {
-        let id = flow.flow.id;
-        let spans = self
-            .clients
-            .entry((flow.group, flow.flow.client.ip))
-            .or_default();
-        match spans.iter_mut().find(|s| s.flow == id) {
-            Some(s) => s.last = last,
-            None => {
-                if spans.len() == PEERS_KEPT {
-                    spans.remove(0);
-                }
-                spans.push(Span {
-                    flow: id,
-                    first,
-                    last,
-                });
-            }
-        }
-        let overlapping: Vec<u64> = spans
+    /// How many other connections from the flow's client address to this server exchanged
+    /// data while it did (open ones, and the last [`PEERS_KEPT`] that ended). Work per flow,
+    /// only for the flows that are reported, never per exchange.
+    fn overlapping(&self, flow: &FlowView, first: Timestamp, last: Timestamp) -> u32 {
+        let Some(peers) = self.clients.get(&(flow.group, flow.flow.client.ip)) else {
+            return 0;
+        };
+        let open = peers
+            .open
             .iter()
-            .filter(|s| s.flow != id && s.first < last && first < s.last)
-            .map(|s| s.flow)
-            .collect();
-        if overlapping.is_empty() {
+            .filter(|&&id| id != flow.flow.id)
+            .filter_map(|id| self.open.get(id))
+            .filter_map(|fs| Some((fs.first?, fs.last)));
+        let overlaps = open
+            .chain(peers.ended.iter().copied())
+            .filter(|&(a, b)| a < last && first < b)
+            .count();
+        u32::try_from(overlaps).unwrap_or(u32::MAX)
+    }
+
+    /// Moves an ending flow from its client's open flows to the ended spans.
+    fn forget_peer(&mut self, flow: &FlowView, span: Option<(Timestamp, Timestamp)>) {
+        let key = (flow.group, flow.flow.client.ip);
+        let Some(peers) = self.clients.get_mut(&key) else {
             return;
-        }
-        let peak = overlapping.len() as u32 + 1;
-        for f in overlapping.into_iter().chain([id]) {
-            if let Some(fs) = self.open.get_mut(&f) {
-                fs.concurrent = true;
-                fs.peak = fs.peak.max(peak);
+        };
+        peers.open.retain(|&id| id != flow.flow.id);
+        if let Some(span) = span {
+            if peers.ended.len() == PEERS_KEPT {
+                peers.ended.pop_front();
             }
+            peers.ended.push_back(span);
+        }
+        // Bounded memory over captures with very many client addresses.
+        if self.clients.len() > MAX_CLIENTS {
+            self.clients.retain(|_, p| !p.open.is_empty());
         }
     }
 }
@@ -200,11 +199,20 @@ impl Detector for RttBound {
     fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange<'_>) {
         let to_server = flow.flow.rtt_towards_receiver(Direction::ClientToServer);
         let to_client = flow.flow.rtt_towards_receiver(Direction::ServerToClient);
-        let fs = self.open.entry(flow.flow.id).or_default();
+        let fs = match self.open.entry(flow.flow.id) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                self.clients
+                    .entry((flow.group, flow.flow.client.ip))
+                    .or_default()
+                    .open
+                    .push(flow.flow.id);
+                v.insert(FlowState::default())
+            }
+        };
         fs.exchanges += 1;
-        let first = *fs.first.get_or_insert(ex.start());
+        fs.first.get_or_insert(ex.start());
         fs.last = ex.response.last.ts;
-        let last = fs.last;
         if to_server.is_some() || to_client.is_some() {
             let to_server = to_server.unwrap_or_default();
             let to_client = to_client.unwrap_or_default();
@@ -227,20 +235,23 @@ impl Detector for RttBound {
                 fs.overlapped += 1;
             }
         }
-        self.note_peers(flow, first, last);
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
-        let key = (flow.group, flow.flow.client.ip);
-        if let Some(spans) = self.clients.get_mut(&key) {
-            spans.retain(|s| s.flow != flow.flow.id);
-            if spans.is_empty() {
-                self.clients.remove(&key);
-            }
-        }
+        let Some(peak) = self
+            .open
+            .get(&flow.flow.id)
+            .and_then(|fs| Some((fs.first?, fs.last)))
+            .map(|(first, last)| self.overlapping(flow, first, last) + 1)
+        else {
+            self.open.remove(&flow.flow.id);
+            self.forget_peer(flow, None);
+            return;
+        };
         let Some(fs) = self.open.remove(&flow.flow.id) else {
             return;
         };
+        self.forget_peer(flow, fs.first.map(|f| (f, fs.last)));
         let (Some(first), Some(rtt)) = (fs.first, flow.flow.rtt()) else {
             return;
         };
@@ -284,9 +295,9 @@ impl Detector for RttBound {
         st.waiting += waiting;
         st.saving += saving;
         st.add_span(first, fs.last);
-        if fs.concurrent {
+        if peak > 1 {
             st.concurrent_flows += 1;
-            st.peak = st.peak.max(fs.peak);
+            st.peak = st.peak.max(peak);
         }
         // Where the capture point sits: most of the round trip lies on one side of it.
         let towards_server = to_server.as_secs_f64() / rtt.as_secs_f64().max(1e-9);
