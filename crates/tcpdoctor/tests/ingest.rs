@@ -316,3 +316,43 @@ fn no_tcp_says_what_the_capture_held_instead() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// A capture piped in (`cat x.pcap | tcpdoctor analyze /dev/stdin`) cannot be read twice: the
+/// findings come out unaudited, with a note, instead of the whole capture failing.
+#[test]
+fn a_piped_capture_is_analysed_and_says_its_findings_are_unaudited() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args([
+            "analyze",
+            "--format",
+            "json",
+            "--fail-on",
+            "nagle_delayed_ack",
+            "/dev/stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tcpdoctor");
+    let bytes = capture(NAGLE);
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().expect("wait");
+    writer.join().expect("writer").expect("write capture");
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+    let report = json(&out);
+    assert!(report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .any(|f| f["kind"] == "nagle_delayed_ack"));
+    assert!(report["captures"][0].get("audit").is_none());
+}

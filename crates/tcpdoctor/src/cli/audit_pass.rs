@@ -23,6 +23,16 @@ pub(crate) fn audit_findings(
     let mut auditor = Auditor::new(&findings, duration);
     let mut frames_read = 0;
     if let Some(last) = auditor.last_wanted() {
+        // A pipe or a process substitution cannot be read twice: say so and keep the findings
+        // unaudited (the report then has no `audit` line) rather than fail the capture.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            eprintln!(
+                "tcpdoctor: note: {name} is not a regular file (a pipe?), so the evidence audit \
+                 could not read its frames again: its findings are shown unaudited. Save the \
+                 capture to a file to have them checked."
+            );
+            return Ok(findings);
+        }
         let file = File::open(path).with_context(|| format!("auditing {name}"))?;
         let input = Input::new(file).with_context(|| format!("auditing {name}"))?;
         let mut reader = CaptureReader::with_buffer_size(input, 4 << 20)
