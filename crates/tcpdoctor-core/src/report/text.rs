@@ -10,6 +10,11 @@ pub fn render_text(report: &Report) -> String {
     for c in &report.captures {
         capture(&mut out, c);
     }
+    if report.findings.is_empty() && !report.withdrawn.is_empty() {
+        out.push_str("\nNo finding survived the evidence audit (see below).\n");
+        withdrawn(&mut out, report);
+        return out;
+    }
     if report.findings.is_empty() {
         out.push_str("\nNo findings: nothing in this traffic costs time the way the known TCP pathologies do.\n");
         withdrawn(&mut out, report);
