@@ -49,6 +49,10 @@ pub const DEFAULT_MSS_V6: u32 = 1220;
 
 /// Every frame the claim names.
 pub(super) fn frames(h: &NagleHold) -> Vec<u64> {
+    frames_of(h)
+}
+
+fn frames_of(h: &NagleHold) -> Vec<u64> {
     let mut v = vec![h.oldest, h.before, h.ack, h.after];
     v.extend(&h.syns);
     v.extend(h.rtt_to_receiver.iter().flatten());
@@ -68,7 +72,20 @@ pub(super) fn check(
     server: SocketAddr,
     frames: &Frames,
     out: &mut Vec<String>,
+    unsure: &mut Vec<String>,
 ) {
+    // A frame the audit cannot use withdraws nothing: what rests on it is unverifiable.
+    let mut cited: Vec<u64> = frames_of(h);
+    cited.sort_unstable();
+    cited.dedup();
+    unsure.extend(cited.iter().filter_map(|&n| frames.unusable(n)));
+    for (from, to) in ranges(h) {
+        for (n, why) in frames.unusable_in(from, to) {
+            if cited.binary_search(&n).is_err() {
+                unsure.push(format!("{why} (within frames {from} to {to})"));
+            }
+        }
+    }
     let mut fail = |s: String| out.push(format!("nagle_hold: {s}"));
     // Which side is the sender, as `from_a` (the client) says it.
     let sender_is_client = match (
@@ -150,8 +167,8 @@ pub(super) fn check(
     let full = h.full_segment;
     let small = frames
         .range(o, b)
-        .any(|(_, s)| from_sender(&s) && s.payload > 0 && s.payload < full);
-    if !small {
+        .any(|(_, s)| from_sender(&s) && s.payload > 0 && s.payload < full && !s.fragment);
+    if !small && frames.unusable_in(o, b).is_empty() {
         fail(format!(
             "no segment from frame {o} to {b} is below the full {full} bytes"
         ));
@@ -216,10 +233,12 @@ pub(super) fn check(
     }
 
     // 6.
-    let mut rtt = |pair: Option<[u64; 2]>, first_from_sender: bool, name: &str| -> f64 {
-        let Some([x, y]) = pair else { return 0.0 };
+    let mut rtt = |pair: Option<[u64; 2]>, first_from_sender: bool, name: &str| -> Option<f64> {
+        let Some([x, y]) = pair else {
+            return Some(0.0);
+        };
         let (Some((tx, sx)), Some((ty, sy))) = (frames.get(x), frames.get(y)) else {
-            return 0.0;
+            return None; // Reported by rule 1, or unverifiable.
         };
         if from_sender(&sx) != first_from_sender || from_sender(&sy) == first_from_sender {
             fail(format!(
@@ -228,10 +247,13 @@ pub(super) fn check(
         } else if !sy.acks(sx.end()) || ty < tx {
             fail(format!("{name}: frame {y} does not acknowledge frame {x}"));
         }
-        ms_between(tx, ty).max(0.0)
+        Some(ms_between(tx, ty).max(0.0))
     };
     let to_receiver = rtt(h.rtt_to_receiver, true, "rtt_to_receiver");
     let to_sender = rtt(h.rtt_to_sender, false, "rtt_to_sender");
+    let (Some(to_receiver), Some(to_sender)) = (to_receiver, to_sender) else {
+        return; // The timing rests on a round trip the audit could not read.
+    };
 
     // 7 and 8.
     let hold = ms_between(oldest.0, ack.0) - to_receiver;

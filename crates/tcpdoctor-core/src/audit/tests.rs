@@ -421,3 +421,49 @@ fn a_copy_of_the_held_segment_is_a_capture_duplicate_only_at_once() {
         "frame 6 is sender data between frames 5 and 8",
     );
 }
+
+/// Sets the IPv4 total length of an Ethernet frame built by `pkt` to 0, as offload shows.
+fn zero_length(frame: &mut [u8]) {
+    frame[14 + 2] = 0;
+    frame[14 + 3] = 0;
+}
+
+#[test]
+fn an_undecodable_frame_in_the_pause_makes_the_claim_unverifiable() {
+    // Frame 6: sender data with IP total length 0 — it may hide data in the pause.
+    let s = Stall::default();
+    let mut frames = s.frames();
+    frames[5].1 = pkt(false, 5101, 1011, 0x18, &TS, 20);
+    zero_length(&mut frames[5].1);
+    let v = audit(&frames, &s.finding());
+    assert!(v.ok(), "{:#?}", v.failures);
+    assert_eq!(v.claims_passed, 0);
+    assert!(
+        v.notes
+            .iter()
+            .any(|n| n.contains("frame 6 does not decode")),
+        "{:#?}",
+        v.notes
+    );
+}
+
+#[test]
+fn offload_length_zero_on_cited_frames_withdraws_nothing() {
+    let s = Stall::default();
+    let mut frames = s.frames();
+    for f in &mut frames {
+        zero_length(&mut f.1);
+    }
+    let v = audit(&frames, &s.finding());
+    assert!(v.ok(), "{:#?}", v.failures);
+    assert_eq!(v.claims_passed, 0);
+    assert!(!v.notes.is_empty());
+}
+
+#[test]
+fn a_clean_stall_passes_its_claim_with_no_notes() {
+    let s = Stall::default();
+    let v = audit(&s.frames(), &s.finding());
+    assert!(v.ok(), "{:#?}", v.failures);
+    assert_eq!((v.claims_passed, v.notes.len()), (1, 0), "{:#?}", v.notes);
+}
