@@ -14,14 +14,21 @@
 //!    the receiver's SYN announced (536 over IPv4, 1220 over IPv6 when it announced none), no
 //!    more than the sender's own, less 12 bytes when `timestamps`; `timestamps` matches the
 //!    options of `oldest`, `before` and `after` (when their options were captured).
-//! 6. Each round trip is one side's segment and the other side's later segment acknowledging
-//!    it; its value is their time difference (0 when the claim gives no pair).
+//! 6. Each round trip is one side's segment `x` (occupying sequence space, not a retransmission:
+//!    no earlier segment from its side since the flow's first SYN, or the capture's start,
+//!    covers its bytes) and the other side's first later segment `y` acknowledging it (every
+//!    frame from `x` to `y` is read); the pair lies outside the span from `oldest` to `after`
+//!    it would measure — else the handshake's round trip (the SYN from that side to the first
+//!    answer acknowledging it, the SYN not retransmitted) is used instead, and without one
+//!    the claim's timing is unverifiable. Its value is their time difference (0 when the claim gives no pair).
 //! 7. Released by a delayed ACK: the ACK was held (`t(ack) − t(oldest) − rtt_to_receiver`) at
 //!    least [`DELAYED_ACK_MIN_MS`], and `t(ack) − t(before) − rtt_to_receiver` is at most
 //!    [`DELAYED_ACK_MAX_MS`]; the data left `rtt_to_sender` after the ACK, give or take a
 //!    quarter of it plus [`SLACK_MS`].
-//! 8. Released by an immediate ACK: the hold is at most a quarter of the path RTT
-//!    (`rtt_to_receiver + rtt_to_sender`) plus [`SLACK_MS`], and the pause
+//! 8. Released by an immediate ACK: the path RTT (`rtt_to_receiver + rtt_to_sender`) is at
+//!    least [`MIN_PATH_RTT_MS`]; the hold is below [`DELAYED_ACK_MIN_MS`] and at most a quarter
+//!    of the path RTT plus [`SLACK_MS`]; the data left `rtt_to_sender` after the ACK, give or
+//!    take a quarter of it plus [`SLACK_MS`]; and the pause
 //!    `t(after) − t(before)` is within 0.75–1.25 path RTTs (plus 2 × [`SLACK_MS`] above).
 
 use std::net::SocketAddr;
@@ -38,6 +45,8 @@ pub const DUPLICATE_MS: f64 = 1.0;
 pub const DELAYED_ACK_MIN_MS: f64 = 25.0;
 /// The longest: RFC 1122 allows 500 ms; 50 ms of margin for the same reason.
 pub const DELAYED_ACK_MAX_MS: f64 = 550.0;
+/// The shortest path round trip a round-trip hold is named on.
+pub const MIN_PATH_RTT_MS: f64 = 1.0;
 /// Scheduling and capture-timestamp slack around a round trip.
 pub const SLACK_MS: f64 = 2.0;
 /// Bytes the timestamp option takes from every segment's payload.
@@ -60,10 +69,22 @@ fn frames_of(h: &NagleHold) -> Vec<u64> {
     v
 }
 
-/// The ranges whose segments must all be read: the pause, and oldest to the ACK.
+/// The ranges whose segments must all be read: the pause, oldest to the ACK, each round trip's
+/// pair (the answer must be the first), and from the flow's start (its first SYN, else the
+/// capture's) to each pair's first frame (which must not be a retransmission).
 pub(super) fn ranges(h: &NagleHold) -> Vec<(u64, u64)> {
     let span = |a: u64, b: u64| (a.min(b), a.max(b));
-    vec![span(h.before, h.after), span(h.oldest, h.ack)]
+    let start = h.syns.iter().copied().min().unwrap_or(1);
+    let mut v = vec![span(h.before, h.after), span(h.oldest, h.ack)];
+    for [x, y] in [h.rtt_to_receiver, h.rtt_to_sender].into_iter().flatten() {
+        v.push(span(x, y));
+        v.push(span(start.min(x), x));
+        if x < h.after && y > h.oldest && !h.syns.is_empty() {
+            // The handshake's round trip stands in for a pair inside the hold.
+            v.push(span(start, h.oldest));
+        }
+    }
+    v
 }
 
 pub(super) fn check(
@@ -233,6 +254,7 @@ pub(super) fn check(
     }
 
     // 6.
+    let start = h.syns.iter().copied().min().unwrap_or(1);
     let mut rtt = |pair: Option<[u64; 2]>, first_from_sender: bool, name: &str| -> Option<f64> {
         let Some([x, y]) = pair else {
             return Some(0.0);
@@ -240,19 +262,70 @@ pub(super) fn check(
         let (Some((tx, sx)), Some((ty, sy))) = (frames.get(x), frames.get(y)) else {
             return None; // Reported by rule 1, or unverifiable.
         };
+        let x_side = sx.from_a;
         if from_sender(&sx) != first_from_sender || from_sender(&sy) == first_from_sender {
             fail(format!(
                 "{name}: frames {x} and {y} are not a segment and the other side's answer"
             ));
-        } else if !sy.acks(sx.end()) || ty < tx {
+        } else if sx.seq_len() == 0 {
+            fail(format!(
+                "{name}: frame {x} occupies no sequence space: nothing to acknowledge"
+            ));
+        } else if !sy.acks(sx.end()) || ty < tx || y <= x {
             fail(format!("{name}: frame {y} does not acknowledge frame {x}"));
+        } else if let Some((m, _)) = frames
+            .range(x + 1, y.saturating_sub(1))
+            .find(|(_, s)| s.from_a != x_side && s.acks(sx.end()))
+        {
+            fail(format!(
+                "{name}: frame {m}, not {y}, is the first to acknowledge frame {x}"
+            ));
+        } else if let Some((m, _)) =
+            frames
+                .range(start.min(x), x.saturating_sub(1))
+                .find(|(_, s)| {
+                    s.from_a == x_side
+                        && s.seq_len() > 0
+                        && (s.seq.wrapping_sub(sx.end()) as i32) < 0
+                        && (sx.seq.wrapping_sub(s.end()) as i32) < 0
+                })
+        {
+            fail(format!(
+                "{name}: frame {x} retransmits bytes frame {m} sent: not a round-trip sample"
+            ));
+        } else if x < a && y > o {
+            // A sample the hold itself supplies cannot vouch for it; the handshake's (the SYN
+            // from that side and the first answer acknowledging it) stands in, read here.
+            let syn = h.syns.iter().copied().find_map(|n| {
+                frames
+                    .get(n)
+                    .filter(|(_, s)| s.has(SYN) && from_sender(s) == first_from_sender)
+                    .map(|got| (n, got))
+            });
+            let sample = syn.and_then(|(n, (tn, sn))| {
+                let earlier = frames
+                    .range(start, n.saturating_sub(1))
+                    .any(|(_, s)| s.from_a == sn.from_a && s.has(SYN));
+                let (m, _) = frames
+                    .range(n + 1, o.saturating_sub(1))
+                    .find(|(_, s)| s.from_a != sn.from_a && s.acks(sn.end()))?;
+                let (tm, _) = frames.get(m)?;
+                (!earlier && tm >= tn).then(|| ms_between(tn, tm))
+            });
+            if sample.is_none() {
+                unsure.push(format!(
+                    "{name}: frames {x} and {y} lie within the span from frame {o} to {a} it \
+                     would measure, and the handshake gives no round trip to check it with"
+                ));
+            }
+            return sample;
         }
         Some(ms_between(tx, ty).max(0.0))
     };
     let to_receiver = rtt(h.rtt_to_receiver, true, "rtt_to_receiver");
     let to_sender = rtt(h.rtt_to_sender, false, "rtt_to_sender");
     let (Some(to_receiver), Some(to_sender)) = (to_receiver, to_sender) else {
-        return; // The timing rests on a round trip the audit could not read.
+        return; // The timing rests on a round trip the audit could not read or use.
     };
 
     // 7 and 8.
@@ -283,6 +356,26 @@ pub(super) fn check(
         }
         ReleasedBy::ImmediateAck => {
             let path = to_receiver + to_sender;
+            if path < MIN_PATH_RTT_MS {
+                fail(format!(
+                    "a {path:.3} ms path is under the {MIN_PATH_RTT_MS} ms a round-trip hold \
+                     needs"
+                ));
+            }
+            if hold >= DELAYED_ACK_MIN_MS {
+                fail(format!(
+                    "the ACK in frame {k} was held {hold:.3} ms: a delayed ACK, not an \
+                     immediate one"
+                ));
+            }
+            let release = ms_between(ack.0, after.0);
+            let slack = to_sender / 4.0 + SLACK_MS;
+            if (release - to_sender).abs() > slack {
+                fail(format!(
+                    "frame {a} left {release:.3} ms after the ACK in frame {k}, not one trip \
+                     to the sender ({to_sender:.3} ± {slack:.3} ms)"
+                ));
+            }
             if hold > path / 4.0 + SLACK_MS {
                 fail(format!(
                     "the ACK in frame {k} was held {hold:.3} ms: not immediate on a \
