@@ -10,7 +10,8 @@
 //! 3. `oldest` is sender data no later than `before`, and no segment from the receiver after
 //!    it and before `ack` already acknowledged it.
 //! 4. Some sender segment from `oldest` to `before` is below `full_segment`, and so is `after`.
-//! 5. With `syns` (and their options captured): they are SYNs, and `full_segment` is the MSS
+//! 5. With `syns` (and their options captured) — else `full_segment` is unchecked and the
+//!    claim only partly verified (not counted as passed, the finding kept): they are SYNs, and `full_segment` is the MSS
 //!    the receiver's SYN announced (536 over IPv4, 1220 over IPv6 when it announced none), no
 //!    more than the sender's own, less 12 bytes when `timestamps`; `timestamps` matches the
 //!    options of `oldest`, `before` and `after` (when their options were captured).
@@ -202,7 +203,11 @@ pub(super) fn check(
     }
 
     // 5.
-    if !h.syns.is_empty() {
+    if h.syns.is_empty() {
+        unsure.push(format!(
+            "no SYNs captured: full_segment {full} is not checked against an MSS"
+        ));
+    } else {
         let syns: Vec<Segment> = h
             .syns
             .iter()
@@ -215,7 +220,12 @@ pub(super) fn check(
             }
         }
         let captured = syns.len() == h.syns.len() && syns.iter().all(|s| s.timestamps.is_some());
-        if captured {
+        if !captured {
+            unsure.push(format!(
+                "the SYNs' options were not captured: full_segment {full} is not checked \
+                 against an MSS"
+            ));
+        } else {
             // The sender may send what the receiver announced (the default when it announced
             // nothing), and no more than it announced itself.
             let default = if client.is_ipv4() {

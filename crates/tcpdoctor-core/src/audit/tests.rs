@@ -526,3 +526,16 @@ fn a_round_trip_answer_must_be_the_first_and_its_segment_no_retransmission() {
     });
     assert_fails(got, "frame 6 retransmits bytes frame 5 sent");
 }
+
+/// The reviewer's reproducer: without SYNs any `full_segment` passed.
+#[test]
+fn without_syns_full_segment_is_unverified_not_passed() {
+    let s = Stall::default();
+    let mut f = s.finding();
+    hold(&mut f).syns.clear();
+    hold(&mut f).full_segment = 60000;
+    let v = audit(&s.frames(), &f);
+    assert!(v.ok(), "{v:#?}");
+    assert_eq!(v.claims_passed, 0, "{v:#?}");
+    assert!(v.notes.iter().any(|n| n.contains("no SYNs")), "{v:#?}");
+}
