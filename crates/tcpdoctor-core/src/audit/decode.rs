@@ -7,7 +7,9 @@
 //! (hop-by-hop, routing, destination options, fragment and AH) are walked, at most
 //! [`MAX_EXTENSION_HEADERS`] of them. A first IP fragment (offset 0) carries the TCP header and
 //! is decoded, marked [`Segment::fragment`] (its payload length covers that fragment only);
-//! later fragments carry no TCP header and are not segments.
+//! later fragments carry no TCP header and are not segments. The IP header an ICMP or ICMPv6
+//! error quotes (right after an IP header carrying ICMP and the 8-byte ICMP header) is not a
+//! segment of the flow and is passed over.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -77,6 +79,9 @@ pub fn decode(frame: &[u8], a: SocketAddr, b: SocketAddr) -> Result<Segment, Not
             6 => v6(&frame[off..], a, b),
             _ => continue,
         };
+        if found.is_some() && quoted(frame, off) {
+            continue; // The header an ICMP error quotes: not a segment of the flow.
+        }
         match found {
             Some(Ok(s)) => return Ok(s),
             Some(Err(why)) => {
@@ -86,6 +91,26 @@ pub fn decode(frame: &[u8], a: SocketAddr, b: SocketAddr) -> Result<Segment, Not
         }
     }
     Err(first_bad.map_or(NotSegment::Elsewhere, NotSegment::Bad))
+}
+
+/// Whether the IP header at `off` is the one an ICMP or ICMPv6 error quotes: an IP header
+/// carrying ICMP ends 8 bytes (the ICMP header) before it.
+fn quoted(frame: &[u8], off: usize) -> bool {
+    let v4 = (20..=60).step_by(4).any(|ihl: usize| {
+        off.checked_sub(8 + ihl)
+            .and_then(|start| frame.get(start..start + 20))
+            .is_some_and(|h| usize::from(h[0]) == (0x40 | (ihl / 4)) && h[9] == 1)
+    });
+    let v6 = || {
+        let Some(last) = off.checked_sub(48) else {
+            return false;
+        };
+        (last.saturating_sub(MAX_EXTENSION_HEADERS * 2048)..=last).any(|start| {
+            frame[start] >> 4 == 6
+                && matches!(v6_walk(&frame[start..]), Some(Ok((58, at, _))) if start + at + 8 == off)
+        })
+    };
+    v4 || v6()
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -384,6 +409,30 @@ mod tests {
             decode(&whole[..30], a, b),
             Err(NotSegment::Bad(_))
         ));
+    }
+
+    #[test]
+    fn icmp_errors_quote_no_segment() {
+        let (a, b) = v4_ends();
+        let quoted = ipv4_pkt(6, 0, None, &[], &seg(vec![], 0x18, 0)[..8]);
+        let mut icmp = vec![3, 4, 0, 0, 0, 0, 5, 0xdc];
+        icmp.extend(&quoted);
+        let f = eth(0x0800, &[], &ipv4_pkt(1, 0, None, &[], &icmp));
+        assert_eq!(decode(&f, a, b), Err(NotSegment::Elsewhere));
+        let whole = ipv4_pkt(6, 0, None, &[], &seg(vec![], 0x18, 0));
+        let mut icmp = vec![11, 0, 0, 0, 0, 0, 0, 0];
+        icmp.extend(&whole);
+        let f = ipv4_pkt(1, 0, None, &[], &icmp);
+        assert_eq!(decode(&f, a, b), Err(NotSegment::Elsewhere));
+        // ICMPv6, behind a hop-by-hop header.
+        let a6: SocketAddr = "[2001:db8::1]:1234".parse().unwrap();
+        let b6: SocketAddr = "[2001:db8::2]:80".parse().unwrap();
+        let mut icmp = vec![1, 4, 0, 0, 0, 0, 0, 0];
+        icmp.extend(ipv6_pkt(6, &[], &seg(vec![], 0x18, 0), None));
+        let f = ipv6_pkt(0, &[58, 0, 1, 4, 0, 0, 0, 0], &icmp, None);
+        assert_eq!(decode(&f, a6, b6), Err(NotSegment::Elsewhere));
+        // The segment itself still decodes.
+        assert!(decode(&whole, a, b).is_ok());
     }
 
     #[test]
