@@ -3,8 +3,13 @@
 //!
 //! It does not parse link layers: it scans the captured bytes for an IP header whose addresses
 //! are the two endpoints the finding names (either direction), which works the same under
-//! Ethernet, VLANs, Linux cooked captures, raw IP and tunnels. IPv6 extension headers are not
-//! walked: a segment behind one is reported as unverifiable, never guessed at.
+//! Ethernet, VLANs, Linux cooked captures, raw IP and tunnels. IPv6 extension headers
+//! (hop-by-hop, routing, destination options, fragment and AH) are walked, at most
+//! [`MAX_EXTENSION_HEADERS`] of them. A first IP fragment (offset 0) carries the TCP header and
+//! is decoded, marked [`Segment::fragment`] (its payload length covers that fragment only);
+//! later fragments carry no TCP header and are not segments. The IP header an ICMP or ICMPv6
+//! error quotes (right after an IP header carrying ICMP and the 8-byte ICMP header) is not a
+//! segment of the flow and is passed over.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -12,6 +17,9 @@ pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
 pub const RST: u8 = 0x04;
 pub const ACK: u8 = 0x10;
+
+/// The most IPv6 extension headers walked before the TCP header.
+pub const MAX_EXTENSION_HEADERS: usize = 8;
 
 /// One TCP segment as the audit sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +34,8 @@ pub struct Segment {
     pub mss: Option<u16>,
     /// Whether the timestamp option is present; `None` when the options were not captured.
     pub timestamps: Option<bool>,
+    /// A first IP fragment: `payload` counts that fragment's bytes only.
+    pub fragment: bool,
 }
 
 impl Segment {
@@ -69,6 +79,9 @@ pub fn decode(frame: &[u8], a: SocketAddr, b: SocketAddr) -> Result<Segment, Not
             6 => v6(&frame[off..], a, b),
             _ => continue,
         };
+        if found.is_some() && quoted(frame, off) {
+            continue; // The header an ICMP error quotes: not a segment of the flow.
+        }
         match found {
             Some(Ok(s)) => return Ok(s),
             Some(Err(why)) => {
@@ -78,6 +91,26 @@ pub fn decode(frame: &[u8], a: SocketAddr, b: SocketAddr) -> Result<Segment, Not
         }
     }
     Err(first_bad.map_or(NotSegment::Elsewhere, NotSegment::Bad))
+}
+
+/// Whether the IP header at `off` is the one an ICMP or ICMPv6 error quotes: an IP header
+/// carrying ICMP ends 8 bytes (the ICMP header) before it.
+fn quoted(frame: &[u8], off: usize) -> bool {
+    let v4 = (20..=60).step_by(4).any(|ihl: usize| {
+        off.checked_sub(8 + ihl)
+            .and_then(|start| frame.get(start..start + 20))
+            .is_some_and(|h| usize::from(h[0]) == (0x40 | (ihl / 4)) && h[9] == 1)
+    });
+    let v6 = || {
+        let Some(last) = off.checked_sub(48) else {
+            return false;
+        };
+        (last.saturating_sub(MAX_EXTENSION_HEADERS * 2048)..=last).any(|start| {
+            frame[start] >> 4 == 6
+                && matches!(v6_walk(&frame[start..]), Some(Ok((58, at, _))) if start + at + 8 == off)
+        })
+    };
+    v4 || v6()
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -120,13 +153,14 @@ fn v4(ip: &[u8], a: SocketAddr, b: SocketAddr) -> Found {
     }
     let total = usize::from(be16(ip, 2)?);
     let frag = be16(ip, 6)?;
+    if frag & 0x1fff != 0 {
+        return None; // A later fragment: no TCP header here.
+    }
     let l4 = ip.get(ihl..)?;
     let from_a = directions(&ip[12..16], &ip[16..20], l4, a, b)?;
     let found = tcp_fields(l4, from_a);
     Some(found.and_then(|mut s| {
-        if frag & 0x3fff != 0 {
-            return Err("an IPv4 fragment");
-        }
+        s.fragment = frag & 0x2000 != 0;
         if total == 0 {
             return Err("IPv4 total length 0 (segmentation offload)");
         }
@@ -138,22 +172,71 @@ fn v4(ip: &[u8], a: SocketAddr, b: SocketAddr) -> Found {
     }))
 }
 
+/// Where the IPv6 extension headers after the fixed header end: the next header's protocol,
+/// the offset (from the start of `ip`) of its header, and whether a fragment header (of a
+/// first fragment) was passed. `None` for a later fragment; `Err` when the headers are cut short
+/// or too many.
+fn v6_walk(ip: &[u8]) -> Option<Result<(u8, usize, bool), &'static str>> {
+    let mut next = *ip.get(6)?;
+    let mut at = 40;
+    let mut fragment = false;
+    for _ in 0..MAX_EXTENSION_HEADERS {
+        let len = match next {
+            0 | 43 | 60 | 51 | 44 => match ip.get(at..at + 8) {
+                Some(h) => match next {
+                    51 => (usize::from(h[1]) + 2) * 4,
+                    44 => {
+                        if u16::from_be_bytes([h[2], h[3]]) & 0xfff8 != 0 {
+                            return None; // A later fragment: no TCP header here.
+                        }
+                        fragment = true;
+                        8
+                    }
+                    _ => (usize::from(h[1]) + 1) * 8,
+                },
+                None => return Some(Err("IPv6 extension headers cut short by the capture")),
+            },
+            _ => return Some(Ok((next, at, fragment))),
+        };
+        next = ip[at];
+        at += len;
+    }
+    match next {
+        0 | 43 | 60 | 51 | 44 => Some(Err("too many IPv6 extension headers")),
+        _ => Some(Ok((next, at, fragment))),
+    }
+}
+
 fn v6(ip: &[u8], a: SocketAddr, b: SocketAddr) -> Found {
-    if !(a.is_ipv6() && b.is_ipv6()) || ip.len() < 40 || ip[6] != 6 {
+    if !(a.is_ipv6() && b.is_ipv6()) || ip.len() < 40 {
         return None;
     }
     let plen = usize::from(be16(ip, 4)?);
-    let l4 = &ip[40..];
+    let (at, fragment) = match v6_walk(ip)? {
+        Ok((6, at, fragment)) => (at, fragment),
+        Ok(_) => return None,
+        Err(why) => {
+            // The ports are behind the headers: only the addresses can say it is this flow.
+            let is = |bytes: &[u8], x: SocketAddr| match x.ip() {
+                IpAddr::V6(v) => bytes == v.octets(),
+                IpAddr::V4(_) => false,
+            };
+            let (src, dst) = (&ip[8..24], &ip[24..40]);
+            return ((is(src, a) && is(dst, b)) || (is(src, b) && is(dst, a))).then_some(Err(why));
+        }
+    };
+    let l4 = ip.get(at..)?;
     let from_a = directions(&ip[8..24], &ip[24..40], l4, a, b)?;
     let found = tcp_fields(l4, from_a);
     Some(found.and_then(|mut s| {
+        s.fragment = fragment;
         if plen == 0 {
             return Err("IPv6 payload length 0 (jumbogram or offload)");
         }
         let doff = usize::from(l4[12] >> 4) * 4;
         s.payload = plen
-            .checked_sub(doff)
-            .ok_or("IPv6 payload length shorter than the TCP header")? as u32;
+            .checked_sub(at - 40 + doff)
+            .ok_or("IPv6 payload length shorter than its headers")? as u32;
         Ok(s)
     }))
 }
@@ -174,6 +257,7 @@ fn tcp_fields(l4: &[u8], from_a: bool) -> Result<Segment, &'static str> {
         payload: 0,
         mss: None,
         timestamps: None,
+        fragment: false,
     };
     if let Some(opts) = l4.get(20..doff) {
         let (mss, ts) = options(opts);
@@ -284,9 +368,29 @@ mod tests {
         let s = decode(&f, a, b).unwrap();
         assert_eq!(s.payload, 100);
         assert_eq!(s.timestamps, Some(false));
-        // Behind an extension header: not decoded.
+        // Behind a hop-by-hop header: walked, its bytes not counted as payload.
         let f = ipv6_pkt(0, &[6, 0, 1, 4, 0, 0, 0, 0], &hdr, None);
+        let s = decode(&f, a, b).unwrap();
+        assert_eq!((s.payload, s.fragment), (0, false));
+        // Hop-by-hop, then AH (len 1: 12 bytes), then TCP.
+        let ext = [51, 0, 1, 4, 0, 0, 0, 0, 6, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let f = ipv6_pkt(0, &ext, &seg(vec![], 0x18, 5), None);
+        assert_eq!(decode(&f, a, b).unwrap().payload, 5);
+        // A first fragment is a segment; a later one is not.
+        let f = ipv6_pkt(44, &[6, 0, 0, 1, 0, 0, 0, 7], &seg(vec![], 0x18, 5), None);
+        let s = decode(&f, a, b).unwrap();
+        assert_eq!((s.payload, s.fragment), (5, true));
+        let f = ipv6_pkt(
+            44,
+            &[6, 0, 0, 0x11, 0, 0, 0, 7],
+            &seg(vec![], 0x18, 5),
+            None,
+        );
         assert_eq!(decode(&f, a, b), Err(NotSegment::Elsewhere));
+        // Too many extension headers: named, not guessed at.
+        let ext: Vec<u8> = (0..9).flat_map(|_| [60, 0, 0, 0, 0, 0, 0, 0]).collect();
+        let f = ipv6_pkt(60, &ext, &hdr, None);
+        assert!(matches!(decode(&f, a, b), Err(NotSegment::Bad(_))));
     }
 
     #[test]
@@ -294,13 +398,41 @@ mod tests {
         let (a, b) = v4_ends();
         let f = ipv4_pkt(6, 0, Some(30), &[], &seg(vec![], 0x18, 20));
         assert!(matches!(decode(&f, a, b), Err(NotSegment::Bad(_))));
+        // A first fragment carries the TCP header; a later one does not.
         let f = ipv4_pkt(6, 0x2000, None, &[], &seg(vec![], 0x18, 20));
-        assert_eq!(decode(&f, a, b), Err(NotSegment::Bad("an IPv4 fragment")));
+        let s = decode(&f, a, b).unwrap();
+        assert_eq!((s.payload, s.fragment), (20, true));
+        let f = ipv4_pkt(6, 0x2001, None, &[], &seg(vec![], 0x18, 20));
+        assert_eq!(decode(&f, a, b), Err(NotSegment::Elsewhere));
         let whole = ipv4_pkt(6, 0, None, &[], &seg(vec![], 0x18, 0));
         assert!(matches!(
             decode(&whole[..30], a, b),
             Err(NotSegment::Bad(_))
         ));
+    }
+
+    #[test]
+    fn icmp_errors_quote_no_segment() {
+        let (a, b) = v4_ends();
+        let quoted = ipv4_pkt(6, 0, None, &[], &seg(vec![], 0x18, 0)[..8]);
+        let mut icmp = vec![3, 4, 0, 0, 0, 0, 5, 0xdc];
+        icmp.extend(&quoted);
+        let f = eth(0x0800, &[], &ipv4_pkt(1, 0, None, &[], &icmp));
+        assert_eq!(decode(&f, a, b), Err(NotSegment::Elsewhere));
+        let whole = ipv4_pkt(6, 0, None, &[], &seg(vec![], 0x18, 0));
+        let mut icmp = vec![11, 0, 0, 0, 0, 0, 0, 0];
+        icmp.extend(&whole);
+        let f = ipv4_pkt(1, 0, None, &[], &icmp);
+        assert_eq!(decode(&f, a, b), Err(NotSegment::Elsewhere));
+        // ICMPv6, behind a hop-by-hop header.
+        let a6: SocketAddr = "[2001:db8::1]:1234".parse().unwrap();
+        let b6: SocketAddr = "[2001:db8::2]:80".parse().unwrap();
+        let mut icmp = vec![1, 4, 0, 0, 0, 0, 0, 0];
+        icmp.extend(ipv6_pkt(6, &[], &seg(vec![], 0x18, 0), None));
+        let f = ipv6_pkt(0, &[58, 0, 1, 4, 0, 0, 0, 0], &icmp, None);
+        assert_eq!(decode(&f, a6, b6), Err(NotSegment::Elsewhere));
+        // The segment itself still decodes.
+        assert!(decode(&whole, a, b).is_ok());
     }
 
     #[test]
@@ -313,6 +445,7 @@ mod tests {
             payload: 0,
             mss: None,
             timestamps: None,
+            fragment: false,
         };
         assert!(s.acks(u32::MAX - 3));
         assert!(s.acks(5));

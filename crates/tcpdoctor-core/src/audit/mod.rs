@@ -18,6 +18,14 @@
 //!    their frame pairs, and a hold and release that fit a delayed-ACK timer or one round trip.
 //! 4. Arithmetic: the time lost is at most `flows_affected` × the capture's duration; what
 //!    pipelining would save is at most the wall time measured.
+//!
+//! # What the audit cannot read
+//! A frame of the flow (cited, or inside a range a claim scans) that the audit's decoder cannot
+//! read — cut short, an IP length of 0 as segmentation offload (TSO/GSO, BIG TCP) captures
+//! show, too many IPv6 extension headers — or an IP first fragment, whose payload length is
+//! that fragment's only, withdraws nothing: the claims resting on it are *unverifiable*. The
+//! finding stands, the claim is not counted in `claims_passed`, and [`Verdict::notes`] says
+//! why. The audit never passes a claim it could not check in full.
 
 mod decode;
 mod nagle;
@@ -44,6 +52,10 @@ pub struct Verdict {
     pub claims_passed: u64,
     /// What did not hold, each naming its frames; empty when the finding stands.
     pub failures: Vec<String>,
+    /// What could not be checked (a frame the audit cannot decode, a bound with nothing to
+    /// check it against): the finding stands, but the claims these name are not counted in
+    /// `claims_passed`.
+    pub notes: Vec<String>,
 }
 
 impl Verdict {
@@ -246,6 +258,29 @@ impl Frames<'_> {
         s.seg.as_ref().ok().map(|seg| (s.ts, *seg))
     }
 
+    /// Why frame `n` (of the flow, or cited) cannot be used: it does not decode, or it is an IP
+    /// fragment whose payload length counts that fragment only.
+    fn unusable(&self, n: u64) -> Option<String> {
+        match &self.seen.get(&n)?.seg {
+            Err(NotSegment::Bad(why)) => Some(format!("frame {n} does not decode: {why}")),
+            Ok(s) if s.fragment => Some(format!(
+                "frame {n} is an IP fragment: its TCP payload length is unknown"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Every frame in `from..=to` that the flow may own and that cannot be used, with why.
+    fn unusable_in(&self, from: u64, to: u64) -> Vec<(u64, String)> {
+        if from > to {
+            return Vec::new();
+        }
+        self.seen
+            .range(from..=to)
+            .filter_map(|(&n, _)| self.unusable(n).map(|why| (n, why)))
+            .collect()
+    }
+
     /// The flow's segments in frames `from..=to`, in order (none when `from > to`).
     fn range(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, Segment)> + '_ {
         self.seen
@@ -280,8 +315,10 @@ fn check(f: &Finding, job: &Job, duration: Duration) -> Verdict {
             Some(Err(NotSegment::Elsewhere)) => v.failures.push(format!(
                 "frame {n} is not a TCP segment between {client} and {server}"
             )),
+            // The audit's own limits withdraw nothing: the claims resting on this frame are
+            // unverifiable (see `nagle::check`).
             Some(Err(NotSegment::Bad(why))) => {
-                v.failures.push(format!("frame {n} does not decode: {why}"))
+                v.notes.push(format!("frame {n} does not decode: {why}"))
             }
             Some(Ok(_)) => {}
         }
@@ -290,15 +327,33 @@ fn check(f: &Finding, job: &Job, duration: Duration) -> Verdict {
     timeline(f, &frames, &mut v.failures);
     for claim in &f.evidence.claims {
         let before = v.failures.len();
+        let mut unsure = Vec::new();
         match claim {
-            Claim::NagleHold(h) => nagle::check(h, client, server, &frames, &mut v.failures),
+            Claim::NagleHold(h) => {
+                nagle::check(h, client, server, &frames, &mut v.failures, &mut unsure)
+            }
         }
-        if v.failures.len() == before {
+        if v.failures.len() != before {
+            continue;
+        }
+        if unsure.is_empty() {
             v.claims_passed += 1;
+        } else {
+            v.notes.push(format!(
+                "{} claim unverifiable: {}",
+                claim_name(claim),
+                unsure.join("; ")
+            ));
         }
     }
     arithmetic(f, duration, &mut v.failures);
     v
+}
+
+fn claim_name(c: &Claim) -> &'static str {
+    match c {
+        Claim::NagleHold(_) => "nagle_hold",
+    }
 }
 
 /// Rule 2.
@@ -316,7 +371,7 @@ fn timeline(f: &Finding, frames: &Frames, out: &mut Vec<String>) {
                 e.direction
             ));
         }
-        if let Some(p) = e.payload_bytes {
+        if let Some(p) = e.payload_bytes.filter(|_| !seg.fragment) {
             if u64::from(seg.payload) != p {
                 out.push(format!(
                     "timeline: frame {n} carries {} payload bytes, not {p}",

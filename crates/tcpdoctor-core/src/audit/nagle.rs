@@ -10,18 +10,26 @@
 //! 3. `oldest` is sender data no later than `before`, and no segment from the receiver after
 //!    it and before `ack` already acknowledged it.
 //! 4. Some sender segment from `oldest` to `before` is below `full_segment`, and so is `after`.
-//! 5. With `syns` (and their options captured): they are SYNs, and `full_segment` is the MSS
+//! 5. With `syns` (and their options captured) — else `full_segment` is unchecked and the
+//!    claim only partly verified (not counted as passed, the finding kept): they are SYNs, and `full_segment` is the MSS
 //!    the receiver's SYN announced (536 over IPv4, 1220 over IPv6 when it announced none), no
 //!    more than the sender's own, less 12 bytes when `timestamps`; `timestamps` matches the
 //!    options of `oldest`, `before` and `after` (when their options were captured).
-//! 6. Each round trip is one side's segment and the other side's later segment acknowledging
-//!    it; its value is their time difference (0 when the claim gives no pair).
+//! 6. Each round trip is one side's segment `x` (occupying sequence space, not a retransmission:
+//!    no earlier segment from its side since the flow's first SYN, or the capture's start,
+//!    covers its bytes) and the other side's first later segment `y` acknowledging it (every
+//!    frame from `x` to `y` is read); the pair lies outside the span from `oldest` to `after`
+//!    it would measure — else the handshake's round trip (the SYN from that side to the first
+//!    answer acknowledging it, the SYN not retransmitted) is used instead, and without one
+//!    the claim's timing is unverifiable. Its value is their time difference (0 when the claim gives no pair).
 //! 7. Released by a delayed ACK: the ACK was held (`t(ack) − t(oldest) − rtt_to_receiver`) at
 //!    least [`DELAYED_ACK_MIN_MS`], and `t(ack) − t(before) − rtt_to_receiver` is at most
 //!    [`DELAYED_ACK_MAX_MS`]; the data left `rtt_to_sender` after the ACK, give or take a
 //!    quarter of it plus [`SLACK_MS`].
-//! 8. Released by an immediate ACK: the hold is at most a quarter of the path RTT
-//!    (`rtt_to_receiver + rtt_to_sender`) plus [`SLACK_MS`], and the pause
+//! 8. Released by an immediate ACK: the path RTT (`rtt_to_receiver + rtt_to_sender`) is at
+//!    least [`MIN_PATH_RTT_MS`]; the hold is below [`DELAYED_ACK_MIN_MS`] and at most a quarter
+//!    of the path RTT plus [`SLACK_MS`]; the data left `rtt_to_sender` after the ACK, give or
+//!    take a quarter of it plus [`SLACK_MS`]; and the pause
 //!    `t(after) − t(before)` is within 0.75–1.25 path RTTs (plus 2 × [`SLACK_MS`] above).
 
 use std::net::SocketAddr;
@@ -38,6 +46,8 @@ pub const DUPLICATE_MS: f64 = 1.0;
 pub const DELAYED_ACK_MIN_MS: f64 = 25.0;
 /// The longest: RFC 1122 allows 500 ms; 50 ms of margin for the same reason.
 pub const DELAYED_ACK_MAX_MS: f64 = 550.0;
+/// The shortest path round trip a round-trip hold is named on.
+pub const MIN_PATH_RTT_MS: f64 = 1.0;
 /// Scheduling and capture-timestamp slack around a round trip.
 pub const SLACK_MS: f64 = 2.0;
 /// Bytes the timestamp option takes from every segment's payload.
@@ -49,6 +59,10 @@ pub const DEFAULT_MSS_V6: u32 = 1220;
 
 /// Every frame the claim names.
 pub(super) fn frames(h: &NagleHold) -> Vec<u64> {
+    frames_of(h)
+}
+
+fn frames_of(h: &NagleHold) -> Vec<u64> {
     let mut v = vec![h.oldest, h.before, h.ack, h.after];
     v.extend(&h.syns);
     v.extend(h.rtt_to_receiver.iter().flatten());
@@ -56,10 +70,22 @@ pub(super) fn frames(h: &NagleHold) -> Vec<u64> {
     v
 }
 
-/// The ranges whose segments must all be read: the pause, and oldest to the ACK.
+/// The ranges whose segments must all be read: the pause, oldest to the ACK, each round trip's
+/// pair (the answer must be the first), and from the flow's start (its first SYN, else the
+/// capture's) to each pair's first frame (which must not be a retransmission).
 pub(super) fn ranges(h: &NagleHold) -> Vec<(u64, u64)> {
     let span = |a: u64, b: u64| (a.min(b), a.max(b));
-    vec![span(h.before, h.after), span(h.oldest, h.ack)]
+    let start = h.syns.iter().copied().min().unwrap_or(1);
+    let mut v = vec![span(h.before, h.after), span(h.oldest, h.ack)];
+    for [x, y] in [h.rtt_to_receiver, h.rtt_to_sender].into_iter().flatten() {
+        v.push(span(x, y));
+        v.push(span(start.min(x), x));
+        if x < h.after && y > h.oldest && !h.syns.is_empty() {
+            // The handshake's round trip stands in for a pair inside the hold.
+            v.push(span(start, h.oldest));
+        }
+    }
+    v
 }
 
 pub(super) fn check(
@@ -68,7 +94,20 @@ pub(super) fn check(
     server: SocketAddr,
     frames: &Frames,
     out: &mut Vec<String>,
+    unsure: &mut Vec<String>,
 ) {
+    // A frame the audit cannot use withdraws nothing: what rests on it is unverifiable.
+    let mut cited: Vec<u64> = frames_of(h);
+    cited.sort_unstable();
+    cited.dedup();
+    unsure.extend(cited.iter().filter_map(|&n| frames.unusable(n)));
+    for (from, to) in ranges(h) {
+        for (n, why) in frames.unusable_in(from, to) {
+            if cited.binary_search(&n).is_err() {
+                unsure.push(format!("{why} (within frames {from} to {to})"));
+            }
+        }
+    }
     let mut fail = |s: String| out.push(format!("nagle_hold: {s}"));
     // Which side is the sender, as `from_a` (the client) says it.
     let sender_is_client = match (
@@ -150,8 +189,8 @@ pub(super) fn check(
     let full = h.full_segment;
     let small = frames
         .range(o, b)
-        .any(|(_, s)| from_sender(&s) && s.payload > 0 && s.payload < full);
-    if !small {
+        .any(|(_, s)| from_sender(&s) && s.payload > 0 && s.payload < full && !s.fragment);
+    if !small && frames.unusable_in(o, b).is_empty() {
         fail(format!(
             "no segment from frame {o} to {b} is below the full {full} bytes"
         ));
@@ -164,7 +203,11 @@ pub(super) fn check(
     }
 
     // 5.
-    if !h.syns.is_empty() {
+    if h.syns.is_empty() {
+        unsure.push(format!(
+            "no SYNs captured: full_segment {full} is not checked against an MSS"
+        ));
+    } else {
         let syns: Vec<Segment> = h
             .syns
             .iter()
@@ -177,7 +220,12 @@ pub(super) fn check(
             }
         }
         let captured = syns.len() == h.syns.len() && syns.iter().all(|s| s.timestamps.is_some());
-        if captured {
+        if !captured {
+            unsure.push(format!(
+                "the SYNs' options were not captured: full_segment {full} is not checked \
+                 against an MSS"
+            ));
+        } else {
             // The sender may send what the receiver announced (the default when it announced
             // nothing), and no more than it announced itself.
             let default = if client.is_ipv4() {
@@ -216,22 +264,79 @@ pub(super) fn check(
     }
 
     // 6.
-    let mut rtt = |pair: Option<[u64; 2]>, first_from_sender: bool, name: &str| -> f64 {
-        let Some([x, y]) = pair else { return 0.0 };
-        let (Some((tx, sx)), Some((ty, sy))) = (frames.get(x), frames.get(y)) else {
-            return 0.0;
+    let start = h.syns.iter().copied().min().unwrap_or(1);
+    let mut rtt = |pair: Option<[u64; 2]>, first_from_sender: bool, name: &str| -> Option<f64> {
+        let Some([x, y]) = pair else {
+            return Some(0.0);
         };
+        let (Some((tx, sx)), Some((ty, sy))) = (frames.get(x), frames.get(y)) else {
+            return None; // Reported by rule 1, or unverifiable.
+        };
+        let x_side = sx.from_a;
         if from_sender(&sx) != first_from_sender || from_sender(&sy) == first_from_sender {
             fail(format!(
                 "{name}: frames {x} and {y} are not a segment and the other side's answer"
             ));
-        } else if !sy.acks(sx.end()) || ty < tx {
+        } else if sx.seq_len() == 0 {
+            fail(format!(
+                "{name}: frame {x} occupies no sequence space: nothing to acknowledge"
+            ));
+        } else if !sy.acks(sx.end()) || ty < tx || y <= x {
             fail(format!("{name}: frame {y} does not acknowledge frame {x}"));
+        } else if let Some((m, _)) = frames
+            .range(x + 1, y.saturating_sub(1))
+            .find(|(_, s)| s.from_a != x_side && s.acks(sx.end()))
+        {
+            fail(format!(
+                "{name}: frame {m}, not {y}, is the first to acknowledge frame {x}"
+            ));
+        } else if let Some((m, _)) =
+            frames
+                .range(start.min(x), x.saturating_sub(1))
+                .find(|(_, s)| {
+                    s.from_a == x_side
+                        && s.seq_len() > 0
+                        && (s.seq.wrapping_sub(sx.end()) as i32) < 0
+                        && (sx.seq.wrapping_sub(s.end()) as i32) < 0
+                })
+        {
+            fail(format!(
+                "{name}: frame {x} retransmits bytes frame {m} sent: not a round-trip sample"
+            ));
+        } else if x < a && y > o {
+            // A sample the hold itself supplies cannot vouch for it; the handshake's (the SYN
+            // from that side and the first answer acknowledging it) stands in, read here.
+            let syn = h.syns.iter().copied().find_map(|n| {
+                frames
+                    .get(n)
+                    .filter(|(_, s)| s.has(SYN) && from_sender(s) == first_from_sender)
+                    .map(|got| (n, got))
+            });
+            let sample = syn.and_then(|(n, (tn, sn))| {
+                let earlier = frames
+                    .range(start, n.saturating_sub(1))
+                    .any(|(_, s)| s.from_a == sn.from_a && s.has(SYN));
+                let (m, _) = frames
+                    .range(n + 1, o.saturating_sub(1))
+                    .find(|(_, s)| s.from_a != sn.from_a && s.acks(sn.end()))?;
+                let (tm, _) = frames.get(m)?;
+                (!earlier && tm >= tn).then(|| ms_between(tn, tm))
+            });
+            if sample.is_none() {
+                unsure.push(format!(
+                    "{name}: frames {x} and {y} lie within the span from frame {o} to {a} it \
+                     would measure, and the handshake gives no round trip to check it with"
+                ));
+            }
+            return sample;
         }
-        ms_between(tx, ty).max(0.0)
+        Some(ms_between(tx, ty).max(0.0))
     };
     let to_receiver = rtt(h.rtt_to_receiver, true, "rtt_to_receiver");
     let to_sender = rtt(h.rtt_to_sender, false, "rtt_to_sender");
+    let (Some(to_receiver), Some(to_sender)) = (to_receiver, to_sender) else {
+        return; // The timing rests on a round trip the audit could not read or use.
+    };
 
     // 7 and 8.
     let hold = ms_between(oldest.0, ack.0) - to_receiver;
@@ -261,6 +366,26 @@ pub(super) fn check(
         }
         ReleasedBy::ImmediateAck => {
             let path = to_receiver + to_sender;
+            if path < MIN_PATH_RTT_MS {
+                fail(format!(
+                    "a {path:.3} ms path is under the {MIN_PATH_RTT_MS} ms a round-trip hold \
+                     needs"
+                ));
+            }
+            if hold >= DELAYED_ACK_MIN_MS {
+                fail(format!(
+                    "the ACK in frame {k} was held {hold:.3} ms: a delayed ACK, not an \
+                     immediate one"
+                ));
+            }
+            let release = ms_between(ack.0, after.0);
+            let slack = to_sender / 4.0 + SLACK_MS;
+            if (release - to_sender).abs() > slack {
+                fail(format!(
+                    "frame {a} left {release:.3} ms after the ACK in frame {k}, not one trip \
+                     to the sender ({to_sender:.3} ± {slack:.3} ms)"
+                ));
+            }
             if hold > path / 4.0 + SLACK_MS {
                 fail(format!(
                     "the ACK in frame {k} was held {hold:.3} ms: not immediate on a \

@@ -421,3 +421,121 @@ fn a_copy_of_the_held_segment_is_a_capture_duplicate_only_at_once() {
         "frame 6 is sender data between frames 5 and 8",
     );
 }
+
+/// Sets the IPv4 total length of an Ethernet frame built by `pkt` to 0, as offload shows.
+fn zero_length(frame: &mut [u8]) {
+    frame[14 + 2] = 0;
+    frame[14 + 3] = 0;
+}
+
+#[test]
+fn an_undecodable_frame_in_the_pause_makes_the_claim_unverifiable() {
+    // Frame 6: sender data with IP total length 0 — it may hide data in the pause.
+    let s = Stall::default();
+    let mut frames = s.frames();
+    frames[5].1 = pkt(false, 5101, 1011, 0x18, &TS, 20);
+    zero_length(&mut frames[5].1);
+    let v = audit(&frames, &s.finding());
+    assert!(v.ok(), "{:#?}", v.failures);
+    assert_eq!(v.claims_passed, 0);
+    assert!(
+        v.notes
+            .iter()
+            .any(|n| n.contains("frame 6 does not decode")),
+        "{:#?}",
+        v.notes
+    );
+}
+
+#[test]
+fn offload_length_zero_on_cited_frames_withdraws_nothing() {
+    let s = Stall::default();
+    let mut frames = s.frames();
+    for f in &mut frames {
+        zero_length(&mut f.1);
+    }
+    let v = audit(&frames, &s.finding());
+    assert!(v.ok(), "{:#?}", v.failures);
+    assert_eq!(v.claims_passed, 0);
+    assert!(!v.notes.is_empty());
+}
+
+#[test]
+fn a_clean_stall_passes_its_claim_with_no_notes() {
+    let s = Stall::default();
+    let v = audit(&s.frames(), &s.finding());
+    assert!(v.ok(), "{:#?}", v.failures);
+    assert_eq!((v.claims_passed, v.notes.len()), (1, 0), "{:#?}", v.notes);
+}
+
+/// The reviewer's reproducer: the held data and its own delayed ACK as the round trip to the
+/// receiver, the ACK and the released data as the one to the sender — a 40 ms delayed ACK
+/// passed as an immediate one.
+#[test]
+fn a_self_referential_round_trip_does_not_pass_a_false_immediate_claim() {
+    let got = failures(Stall::default(), |f| {
+        let h = hold(f);
+        h.released_by = ReleasedBy::ImmediateAck;
+        h.rtt_to_receiver = Some([5, 7]);
+        h.rtt_to_sender = Some([7, 8]);
+    });
+    assert_fails(got, "frame 7 occupies no sequence space");
+    // A pair inside the span it measures is not used: the handshake's round trip (frames 2
+    // and 3) stands in, and shows a 40 ms hold.
+    let got = failures(Stall::default(), |f| {
+        let h = hold(f);
+        h.released_by = ReleasedBy::ImmediateAck;
+        h.rtt_to_receiver = Some([5, 7]);
+    });
+    assert_fails(got, "held 40.000 ms: a delayed ACK");
+    // Without SYNs there is nothing to stand in: unverifiable, not passed.
+    let s = Stall::default();
+    let mut f = s.finding();
+    hold(&mut f).released_by = ReleasedBy::ImmediateAck;
+    hold(&mut f).rtt_to_receiver = Some([5, 7]);
+    hold(&mut f).syns.clear();
+    let v = audit(&s.frames(), &f);
+    assert!(v.ok(), "{v:#?}");
+    assert_eq!(v.claims_passed, 0, "{v:#?}");
+    assert!(
+        v.notes.iter().any(|n| n.contains("lie within the span")),
+        "{v:#?}"
+    );
+    // Even with honest round trips, a 40 ms hold is a delayed ACK.
+    let got = failures(Stall::default(), |f| {
+        hold(f).released_by = ReleasedBy::ImmediateAck;
+    });
+    assert_fails(got, "a delayed ACK, not an immediate one");
+}
+
+#[test]
+fn a_round_trip_answer_must_be_the_first_and_its_segment_no_retransmission() {
+    // Frame 3 (the client's ACK) acknowledges the SYN-ACK first, not frame 4.
+    let got = failures(Stall::default(), |f| {
+        hold(f).rtt_to_receiver = Some([2, 4]);
+    });
+    assert_fails(got, "frame 3, not 4, is the first to acknowledge frame 2");
+    // Frame 6 is a later copy of frame 5's bytes: a retransmission, not a sample.
+    let s = Stall {
+        between: Between::CopyOfBefore,
+        six_ms: 31.05,
+        ..Stall::default()
+    };
+    let got = failures(s, |f| {
+        hold(f).rtt_to_receiver = Some([6, 7]);
+    });
+    assert_fails(got, "frame 6 retransmits bytes frame 5 sent");
+}
+
+/// The reviewer's reproducer: without SYNs any `full_segment` passed.
+#[test]
+fn without_syns_full_segment_is_unverified_not_passed() {
+    let s = Stall::default();
+    let mut f = s.finding();
+    hold(&mut f).syns.clear();
+    hold(&mut f).full_segment = 60000;
+    let v = audit(&s.frames(), &f);
+    assert!(v.ok(), "{v:#?}");
+    assert_eq!(v.claims_passed, 0, "{v:#?}");
+    assert!(v.notes.iter().any(|n| n.contains("no SYNs")), "{v:#?}");
+}
