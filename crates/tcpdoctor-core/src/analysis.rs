@@ -204,7 +204,9 @@ impl Sinks {
         let ended = entry.turns.finish();
         Self::record_leg(entry, ended.turn);
         if let Some(leg) = Leg::of(&entry.flow, std::mem::take(&mut entry.leg)) {
-            self.legs.push(leg);
+            if self.legs.len() < hops::MAX_LEGS {
+                self.legs.push(leg);
+            }
         }
         let view = Self::view(entry);
         self.dispatch(&view, &entry.turns, ended);

@@ -283,8 +283,28 @@ impl Flow {
     /// [`Flow::rtt_towards_receiver`] and the two frames it was measured between (the sent
     /// segment and the answer), so that a claim built on it can be re-checked.
     pub fn rtt_sample_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
+        let from_hs = self.handshake_rtt_towards(dir);
+        let h = self.half(dir);
+        let from_data = h.min_ack_rtt.zip(h.min_ack_rtt_frames);
+        match (from_hs, from_data) {
+            (Some(h), Some(d)) => Some(if d.0 < h.0 { d } else { h }),
+            (h, d) => h.or(d),
+        }
+    }
+
+    /// The path RTT measured on the handshake alone (both halves), when it was captured
+    /// cleanly. A data → ACK sample can include a delayed-ACK timer when every ACK of the
+    /// flow was delayed, so a rule that must tell an immediate ACK from a delayed one needs
+    /// this.
+    pub fn handshake_rtt(&self) -> Option<Duration> {
+        let a = self.handshake_rtt_towards(Direction::ClientToServer)?;
+        let b = self.handshake_rtt_towards(Direction::ServerToClient)?;
+        Some(a.0 + b.0)
+    }
+
+    fn handshake_rtt_towards(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let hs = &self.handshake;
-        let from_hs = match dir {
+        match dir {
             Direction::ClientToServer => match (hs.syn, hs.syn_ack) {
                 (Some(s), Some(sa)) if hs.syn_retries == 0 => {
                     Some((sa.ts.since(s.ts), [s.frame, sa.frame]))
@@ -297,12 +317,6 @@ impl Flow {
                 }
                 _ => None,
             },
-        };
-        let h = self.half(dir);
-        let from_data = h.min_ack_rtt.zip(h.min_ack_rtt_frames);
-        match (from_hs, from_data) {
-            (Some(h), Some(d)) => Some(if d.0 < h.0 { d } else { h }),
-            (h, d) => h.or(d),
         }
     }
 

@@ -12,7 +12,8 @@
 //!    the sender's full segment size). Only headers are used — sequence-space lengths, never
 //!    payload bytes, so captures cut short by a snap length pair as well as full ones.
 //! 2. Two flows are the legs of one hop when their kept turns carry the same bytes in the same
-//!    directions, they have different servers and different clients, and the data moves
+//!    directions, they have different servers and different clients, the client-facing leg's
+//!    server address is the upstream leg's client address (one host), and the data moves
 //!    through the hop in time: each request turn starts on the client-facing leg no later
 //!    than on the upstream leg (and at most [`MAX_HOP_DELAY`] earlier), each response turn
 //!    starts on the upstream leg no later than on the client-facing leg.
@@ -20,7 +21,7 @@
 //!    named only when the capture leaves one answer.
 //! 4. The client-facing leg's server is the hop's listening endpoint; the upstream leg's
 //!    client is the hop's outbound endpoint. A finding whose sender is the hop (responses on
-//!    the client-facing leg, requests on the upstream leg) is phrased about the hop, and says
+//!    the client-facing leg) is phrased about the hop, and says
 //!    whether the *source* leg carried the same messages whole (the hop splits them) or in
 //!    pieces too (the hop passes the pieces on).
 
@@ -36,6 +37,9 @@ use crate::wire::Endpoint;
 pub const MIN_TURNS: usize = 6;
 /// Turns kept per leg record.
 pub const KEPT_TURNS: usize = 6;
+/// Leg records kept per capture (≈ 250 bytes each): memory stays bounded on captures of
+/// millions of connections; legs beyond it are not paired.
+pub const MAX_LEGS: usize = 262_144;
 /// The longest a hop may hold a request before forwarding it.
 pub const MAX_HOP_DELAY: Duration = Duration::from_secs(2);
 
@@ -142,7 +146,9 @@ pub struct HopSender<'a> {
 }
 
 impl Hop {
-    /// The hop as the sender of `dir` data on the leg whose server is `server`, if it is.
+    /// The hop as the sender of `dir` data on the leg whose server is `server`, if it is: the
+    /// responses on the client-facing leg. (Requests on the upstream leg are not named: the
+    /// upstream's other clients, which never went through the hop, share its findings.)
     pub fn sender(&self, server: Endpoint, dir: Direction) -> Option<HopSender<'_>> {
         match dir {
             Direction::ServerToClient if self.listen == server => Some(HopSender {
@@ -150,12 +156,6 @@ impl Hop {
                 source: self.upstream,
                 source_flow: self.upstream_flow,
                 source_shape: self.responses,
-            }),
-            Direction::ClientToServer if self.upstream == server => Some(HopSender {
-                hop: self,
-                source: self.client,
-                source_flow: self.client_flow,
-                source_shape: self.requests,
             }),
             _ => None,
         }
@@ -173,7 +173,13 @@ fn signature(leg: &Leg) -> u64 {
 
 /// Whether `a` (client-facing) and `b` (upstream) carry the same turns through a hop.
 fn relays(a: &Leg, b: &Leg) -> bool {
-    if a.server == b.server || a.client == b.client || a.record.turns.len() != b.record.turns.len()
+    // The hop is one host: it accepts on the client-facing leg's server address and dials
+    // the upstream from that same address (a monitor talking to two unrelated servers from
+    // one client is not a hop).
+    if a.server == b.server
+        || a.client == b.client
+        || a.server.ip != b.client.ip
+        || a.record.turns.len() != b.record.turns.len()
     {
         return false;
     }
@@ -296,7 +302,7 @@ mod tests {
             .expect("hop sends");
         assert!(s.source_shape.all_whole());
         assert!(h.sender(ep(9001), Direction::ClientToServer).is_none());
-        assert!(h.sender(ep(8001), Direction::ClientToServer).is_some());
+        assert!(h.sender(ep(8001), Direction::ClientToServer).is_none());
     }
 
     #[test]
@@ -315,6 +321,19 @@ mod tests {
             leg(3, 50002, 8002, 30, 60, 1),
         ];
         assert!(pair(&legs).is_empty());
+        // One monitor asking two unrelated servers the same thing from one address: the
+        // first is asked first and answers last, but its address is not where the second
+        // leg comes from, so it is no hop.
+        let at = |mut l: Leg, client: [u8; 4], server: [u8; 4]| {
+            l.client.ip = IpAddr::V4(Ipv4Addr::from(client));
+            l.server.ip = IpAddr::V4(Ipv4Addr::from(server));
+            l
+        };
+        let monitor = [
+            at(leg(1, 50000, 6379, 0, 100, 3), [10, 0, 0, 1], [10, 0, 0, 2]),
+            at(leg(2, 50001, 6379, 20, 50, 1), [10, 0, 0, 1], [10, 0, 0, 3]),
+        ];
+        assert!(pair(&monitor).is_empty());
         // Different sizes: unrelated conversations.
         let mut other = leg(2, 50001, 8001, 20, 50, 1);
         other.record.turns[1].bytes = 154;

@@ -35,6 +35,8 @@ pub struct DataRef {
     pub len: u32,
     /// Sequence number just after this segment's payload.
     pub end: SeqNum,
+    /// What it acknowledged of the peer's data (its ACK number; 0 without the ACK flag).
+    pub ack: SeqNum,
 }
 
 /// The first segment from the peer that acknowledged everything the sender had sent.
@@ -325,6 +327,7 @@ impl TurnTracker {
             pkt: ev.pkt,
             len: ev.len,
             end: ev.seq.plus(ev.len),
+            ack: if ev.has_ack { ev.ack } else { SeqNum(0) },
         };
         if let Some(prev) = self.last_data {
             if turn.segments > 0 && ev.pkt.ts.since(prev.pkt.ts) >= PAUSE_MIN {

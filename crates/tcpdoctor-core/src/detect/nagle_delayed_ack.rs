@@ -8,9 +8,13 @@
 //!    the rest of the message left right after that ACK (within the round trip to the
 //!    sender + 2 ms). An ACK that came at once (Nagle then cost a round trip, not a timer) is
 //!    `nagle_round_trip`'s, not this kind's.
-//! 3. A turn with at least one stall is a *stalled* request (client→server) or response
+//! 3. A turn in which the sender also paused with no ACK to wait for (its own pace: a
+//!    periodic stream, a slow producer) is left out: an ACK that coincides with one of its
+//!    sends released nothing (nDPI ieee_c37118.pcap: a 20 ms stream, one delayed ACK landing
+//!    3 ms before a scheduled frame).
+//! 4. A turn with at least one stall is a *stalled* request (client→server) or response
 //!    (server→client). Its cost is the length of its stalls.
-//! 4. Report from [`MIN_STALLS`] stall: rules 2's conditions are specific enough that a
+//! 5. Report from [`MIN_STALLS`] stall: rules 2's conditions are specific enough that a
 //!    single one is real (a POST whose body waited 40 ms). Critical when ≥ [`CRITICAL_SHARE`]
 //!    of the turns stalled and the stalls cost ≥ [`CRITICAL_LOST`] in total.
 
@@ -69,6 +73,12 @@ impl Detector for NagleDelayedAck {
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
+        // A sender that also paused with nothing in flight to wait for sets its own pace (a
+        // stream of periodic messages): an ACK that happens to precede one of its sends
+        // released nothing.
+        if turn.pauses.iter().any(|p| p.ack.is_none()) {
+            return;
+        }
         let mut stalled = false;
         for pause in &turn.pauses {
             let Some(r) = nagle_release(flow.flow, turn.dir, pause) else {

@@ -15,30 +15,35 @@
 //! 4. the data after the pause is smaller than a full segment: Nagle holds only a sub-MSS
 //!    segment, and a full one leaves as soon as the window allows (a full segment that waited
 //!    for an ACK was held by a send buffer, a congestion window or a receive window);
-//! 5. the peer did not advertise a zero or too-small window during the pause (then flow
+//! 5. the data after the pause acknowledges nothing of the peer's that the data before it had
+//!    not: otherwise it answers peer data that arrived during the pause (the next request),
+//!    which the sender could not have answered earlier, Nagle or not;
+//! 6. the peer did not advertise a zero or too-small window during the pause (then flow
 //!    control held the data, not Nagle), and the sender did not retransmit during it (then
 //!    the silence was a loss; a copy captured within a millisecond is the capture seeing one
 //!    packet twice).
 //!
 //! It was released by a **delayed ACK** ([`nagle_release`]) when, in addition:
-//! 6. the segment before the pause was itself small;
-//! 7. the receiver held its ACK as long as a real delayed-ACK timer runs, as seen from the
+//! 7. the segment before the pause was itself small;
+//! 8. the receiver held its ACK as long as a real delayed-ACK timer runs, as seen from the
 //!    capture point (the round trip from the capture point to the receiver subtracted): at
 //!    least [`DELAYED_ACK_MIN`] counted from the oldest segment the ACK acknowledged (whose
 //!    arrival started the timer, at the earliest), and at most [`DELAYED_ACK_MAX`] counted
 //!    from the segment before the pause. A "hold" of seconds is an idle connection;
-//! 8. that ACK acknowledged at most one full segment of data: a receiver ACKs at once when
+//! 9. that ACK acknowledged at most one full segment of data: a receiver ACKs at once when
 //!    more than one full segment has arrived since its last ACK (RFC 1122, Linux's
 //!    `__tcp_ack_snd_check`), so a later ACK of more is a reader that was not reading.
 //!
 //! It cost a **round trip** instead ([`nagle_round_trip`]) when the receiver answered at once
-//! (rule 7's hold below [`DELAYED_ACK_MIN`], so the two never claim the same pause, and no
+//! (rule 8's hold below [`DELAYED_ACK_MIN`], so the two never claim the same pause, and no
 //! more than a quarter of the path's round trip plus [`RELEASE_SLACK`]), the
 //! pause lasted one round trip of the path (within [`ROUND_TRIP_SHARE`] below and a quarter
 //! plus twice the slack above), and nothing else could have held the data:
 //! no retransmission in that direction so far (after a loss the congestion window can be
 //! one segment) and at most [`MAX_IN_FLIGHT`] segments in flight (every TCP may send at least
-//! two segments at once, even after idle).
+//! two segments at once, even after idle). The path's round trip must come from a captured
+//! handshake: a data → ACK sample holds the receiver's timer when every ACK was delayed, and
+//! would pass a delayed ACK off as an immediate one.
 
 use std::time::Duration;
 
@@ -124,7 +129,7 @@ impl NagleRelease {
     }
 }
 
-/// Rules 1–5, and the hold measured for rules 6–7.
+/// Rules 1–6, and the hold measured for rules 7–8.
 fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let ack = pause.ack?;
     let full = flow.full_segment(dir);
@@ -133,6 +138,7 @@ fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRele
         || pause.retransmitted
         || ack.smallest >= full
         || pause.after.len >= full
+        || pause.after.ack > pause.before.ack
     {
         return None;
     }
@@ -179,7 +185,9 @@ pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<Nagle
 /// once, and only that ACK let the rest leave.
 pub fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let r = held_by_nagle(flow, dir, pause)?;
-    let rtt = flow.rtt()?;
+    // Only a handshake tells an immediate ACK from a delayed one: without it the RTT comes
+    // from data → ACK samples, which hold the timer when every ACK was delayed.
+    let rtt = flow.handshake_rtt()?;
     let gap = pause.gap();
     let about_one_rtt = gap.as_secs_f64() >= ROUND_TRIP_SHARE * rtt.as_secs_f64()
         && gap <= rtt + rtt / 4 + 2 * RELEASE_SLACK;

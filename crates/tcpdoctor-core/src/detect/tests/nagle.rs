@@ -225,3 +225,47 @@ fn a_delayed_ack_on_a_long_path_is_not_also_a_round_trip_hold() {
         kinds(&f)
     );
 }
+
+/// Captured mid-stream (no handshake), a client that delays every ACK 40 ms makes each data →
+/// ACK sample 40 ms: the only RTT such a capture offers holds the timer. The per-response
+/// stalls are then not "an immediate ACK one round trip away".
+#[test]
+fn a_stall_captured_without_its_handshake_is_not_called_a_round_trip() {
+    let mut s = Sim::new();
+    let mut t = 1_000;
+    for _ in 0..10 {
+        s.data(C2S, t, 10);
+        s.data(S2C, t + 60, 12);
+        s.ack(C2S, t + 40_060);
+        s.data(S2C, t + 40_090, 200);
+        s.ack(C2S, t + 80_090);
+        t += 100_000;
+    }
+    let f = s.findings();
+    assert!(
+        !f.iter().any(|f| f.kind == FindingKind::NagleRoundTrip),
+        "{:?}",
+        kinds(&f)
+    );
+}
+
+/// nDPI ieee_c37118.pcap's shape: a device streams a small frame every 20 ms; the client's
+/// delayed ACK happens to land just before one of them. The sender keeps its own pace (its
+/// other pauses had nothing to wait for): nothing was held.
+#[test]
+fn a_periodic_stream_with_a_coincidental_ack_is_not_a_stall() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 300, 300);
+    s.data(C2S, 1_000, 20);
+    let mut t = 2_000;
+    for k in 0..20 {
+        s.data(S2C, t, 54);
+        if k == 6 {
+            // The client's only ACK, of all seven frames so far, 0.2 ms before frame 7.
+            s.ack(C2S, t + 19_800);
+        }
+        t += 20_000;
+    }
+    let f = s.findings();
+    assert!(!nagle(&f), "{:?}", kinds(&f));
+}
