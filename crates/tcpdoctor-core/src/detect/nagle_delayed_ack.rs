@@ -156,9 +156,10 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         None => format!("the {sender} writes"),
     };
     let verdict = format!(
-        "{} {what} stalled ({median} median): {writer} each {whose} in pieces and Nagle's \
+        "{} {} stalled ({median} median): {writer} each {whose} in pieces and Nagle's \
          algorithm holds the rest until the {receiver}'s delayed ACK ({}); {} lost.",
         st.stalled_turns,
+        if st.stalled_turns == 1 { whose } else { what },
         short_timer(timer),
         fmt_duration(st.lost),
     );
@@ -176,9 +177,10 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         timer.label()
     ));
     ev.facts.push(format!(
-        "time lost: {} over {} stalls",
+        "time lost: {} over {} stall{}",
         fmt_duration(st.lost),
-        st.stalls
+        st.stalls,
+        if st.stalls == 1 { "" } else { "s" }
     ));
     ev.facts.push(format!(
         "each stall: a small {sender} segment, silence, a pure ACK from the {receiver} \

@@ -142,11 +142,12 @@ fn finding(
         None => format!("the {sender} writes"),
     };
     let verdict = format!(
-        "{} {what} waited one extra round trip ({:.1} ms median): {writer} each \
+        "{} {} waited one extra round trip ({:.1} ms median): {writer} each \
          {whose} in pieces and Nagle's algorithm holds the last, small piece until the \
          {receiver} acknowledges the first — the {receiver} answered at once, so this costs \
          the path's round trip, not a delayed-ACK timer; {} lost.",
         st.held_turns,
+        if st.held_turns == 1 { whose } else { what },
         hold.p50,
         fmt_duration(st.lost),
     );
