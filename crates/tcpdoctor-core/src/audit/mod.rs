@@ -194,6 +194,8 @@ pub fn settle(
     for (f, v) in findings.into_iter().zip(verdicts) {
         if v.ok() {
             audit.claims_passed += v.claims_passed;
+            let stated = f.evidence.claims.len() as u64;
+            audit.claims_unverified += stated.saturating_sub(v.claims_passed);
             kept.push(f);
         } else {
             audit.withdrawn += 1;

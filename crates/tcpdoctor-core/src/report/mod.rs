@@ -317,6 +317,10 @@ pub struct AuditSummary {
     pub withdrawn: u64,
     /// Claims (`evidence.claims`) of the kept findings, each checked and true.
     pub claims_passed: u64,
+    /// Claims of kept findings the audit could not check in full (a frame its decoder cannot
+    /// read, such as an offload frame with IP length 0, or an MSS whose SYNs were not
+    /// captured): not refuted, not confirmed.
+    pub claims_unverified: u64,
     /// Frames read again for the audit.
     pub frames_read: u64,
 }

@@ -82,6 +82,24 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     if let Some(line) = c.decapsulated() {
         let _ = writeln!(out, "  {line}");
     }
+    if let Some(a) = &c.audit {
+        let _ = write!(
+            out,
+            "  evidence audit: {} frame{} read again, {} claim{} checked and true",
+            a.frames_read,
+            if a.frames_read == 1 { "" } else { "s" },
+            a.claims_passed,
+            if a.claims_passed == 1 { "" } else { "s" },
+        );
+        if a.claims_unverified > 0 {
+            let _ = write!(
+                out,
+                ", {} not checkable in full (a frame its decoder cannot read, or no SYNs)",
+                a.claims_unverified
+            );
+        }
+        let _ = writeln!(out, ", {} withdrawn", a.withdrawn);
+    }
     let skipped = c.skipped.not_tcp + c.skipped.truncated + c.skipped.unsupported_link;
     if skipped > 0 {
         let _ = writeln!(
