@@ -166,9 +166,12 @@ fn chromium() -> Option<PathBuf> {
 
 /// Runs Chromium headless with `args` on `page`, with a private profile, within two minutes.
 fn run_chromium(bin: &Path, args: &[String], page: &Path) -> Output {
-    // One profile per page: tests run in parallel and a profile admits one browser.
+    // One profile per page and per test process: tests run in parallel, a profile admits one
+    // browser, and a profile left locked by an earlier run (or another checkout's tests
+    // running at the same time) must not fail this one.
     let stem = page.file_stem().and_then(|s| s.to_str()).unwrap_or("page");
-    let profile = Path::new(OUT_DIR).join(format!("profile-{stem}"));
+    let profile = Path::new(OUT_DIR).join(format!("profile-{stem}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&profile);
     let mut child = Command::new(bin)
         .args([
             "--headless",
@@ -206,6 +209,7 @@ fn run_chromium(bin: &Path, args: &[String], page: &Path) -> Output {
     }
     let out = child.wait_with_output().expect("chromium output");
     let stdout = reader.join().expect("reader").expect("read stdout");
+    let _ = std::fs::remove_dir_all(&profile);
     Output { stdout, ..out }
 }
 
