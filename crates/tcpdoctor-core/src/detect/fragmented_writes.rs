@@ -9,7 +9,7 @@
 //!    many as its bytes need, and its median segment is small (≤ [`SMALL_SEGMENT`] bytes, and
 //!    ≤ half a full segment).
 //! 3. A turn is also fragmented when Nagle held part of it until the peer's delayed ACK
-//!    ([`nagle_release`], the shape of PHYSICS §3: once Nagle holds, everything written
+//!    ([`delayed_ack_stalls`], the shape of PHYSICS §3: once Nagle holds, everything written
 //!    meanwhile leaves as one segment, so a per-line response is often only two segments on
 //!    the wire). The time those holds lasted is the time the pattern cost.
 //! 4. Report when at least [`MIN_TURNS`] turns and [`MIN_SHARE`] of the turns in that
@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use super::{nagle_release, of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
+use super::{delayed_ack_stalls, of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
 use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::SizeCounter;
@@ -77,12 +77,7 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
     if extra == 0 {
         return None;
     }
-    let held: Duration = turn
-        .pauses
-        .iter()
-        .filter_map(|p| nagle_release(flow.flow, turn.dir, p))
-        .map(|r| r.stall())
-        .sum();
+    let held: Duration = delayed_ack_stalls(flow.flow, turn).map(|r| r.stall()).sum();
     if held > Duration::ZERO {
         return Some(Fragmented { extra, held });
     }

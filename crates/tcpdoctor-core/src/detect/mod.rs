@@ -24,7 +24,7 @@ use crate::time::Timestamp;
 use crate::turns::{Exchange, Turn};
 use crate::wire::Endpoint;
 
-pub use release::{classify_timer, nagle_release, nagle_round_trip, NagleRelease, Timer};
+pub use release::{classify_timer, delayed_ack_stalls, round_trip_hold, NagleRelease, Timer};
 
 /// Index of a server endpoint in [`Groups`].
 pub type GroupId = usize;

@@ -2,7 +2,7 @@
 //!
 //! Rule (PHYSICS §3), per server and direction:
 //! 1. Look at every pause inside a turn (see [`crate::turns`]).
-//! 2. A pause is a *stall* when [`nagle_release`] says so: a small segment was in flight, the
+//! 2. A pause is a *stall* when [`delayed_ack_stalls`] says so: a small segment was in flight, the
 //!    peer's first ACK of everything sent was a pure ACK that came only after a real
 //!    delayed-ACK timer (25–550 ms beyond the round trip, as seen from the capture point), and
 //!    the rest of the message left right after that ACK (within the round trip to the
@@ -21,8 +21,8 @@
 use std::time::Duration;
 
 use super::{
-    nagle_release, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
-    PerGroup, Timer,
+    delayed_ack_stalls, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups,
+    NagleRelease, PerGroup, Timer,
 };
 use crate::flow::Direction;
 use crate::report::{
@@ -73,17 +73,8 @@ impl Detector for NagleDelayedAck {
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
-        // A sender that also paused with nothing in flight to wait for sets its own pace (a
-        // stream of periodic messages): an ACK that happens to precede one of its sends
-        // released nothing.
-        if turn.pauses.iter().any(|p| p.ack.is_none()) {
-            return;
-        }
         let mut stalled = false;
-        for pause in &turn.pauses {
-            let Some(r) = nagle_release(flow.flow, turn.dir, pause) else {
-                continue;
-            };
+        for r in delayed_ack_stalls(flow.flow, turn) {
             stalled = true;
             st.stalls += 1;
             st.stall_us.record_duration(r.stall());

@@ -2,7 +2,7 @@
 //!
 //! Rule (PHYSICS §9, "Nagle without delayed ACK"), per server and direction:
 //! 1. Look at every pause inside a turn (see [`crate::turns`]).
-//! 2. A pause is a *round-trip hold* when [`nagle_round_trip`] says so: a small segment was
+//! 2. A pause is a *round-trip hold* when [`round_trip_hold`] says so: a small segment was
 //!    in flight, the peer's first ACK of everything sent was a pure ACK sent at once (no
 //!    delayed-ACK timer: the receiver had more than one segment, or was in quick-ACK mode),
 //!    the sub-MSS rest of the message left right after that ACK reached the sender, the pause
@@ -25,7 +25,7 @@
 use std::time::Duration;
 
 use super::{
-    nagle_round_trip, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
+    of, rel_ms, round_trip_hold, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
     PerGroup,
 };
 use crate::flow::Direction;
@@ -67,35 +67,24 @@ impl Detector for NagleRoundTrip {
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
-        let completes_a_message = turn.previous.is_some()
-            && turn.pauses.len() == 1
-            && turn.pauses_dropped == 0
-            && turn.pauses[0].after.pkt == turn.last;
-        if !completes_a_message {
-            return;
-        }
-        let Some(rtt) = flow.flow.rtt().filter(|r| *r >= MIN_RTT) else {
+        // The hold was judged on the handshake's RTT: report that one, and only on paths
+        // where a round trip costs something.
+        let Some(rtt) = flow.flow.handshake_rtt().filter(|r| *r >= MIN_RTT) else {
             return;
         };
-        let mut held = false;
-        for pause in &turn.pauses {
-            let Some(r) = nagle_round_trip(flow.flow, turn.dir, pause) else {
-                continue;
-            };
-            held = true;
-            st.holds += 1;
-            st.hold_us.record_duration(r.stall());
-            st.rtt_us.record_duration(rtt);
-            st.lost += r.stall();
-            if st.example.is_none() {
-                let claim = r.claim(flow.flow, turn.dir, ReleasedBy::ImmediateAck);
-                st.example = Some((flow.flow_ref(), turn.clone(), r, claim));
-            }
+        let Some(r) = round_trip_hold(flow.flow, turn) else {
+            return;
+        };
+        st.holds += 1;
+        st.held_turns += 1;
+        st.hold_us.record_duration(r.stall());
+        st.rtt_us.record_duration(rtt);
+        st.lost += r.stall();
+        if st.example.is_none() {
+            let claim = r.claim(flow.flow, turn.dir, ReleasedBy::ImmediateAck);
+            st.example = Some((flow.flow_ref(), turn.clone(), r, claim));
         }
-        if held {
-            st.held_turns += 1;
-            self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
-        }
+        self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {

@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use crate::flow::{Direction, Flow};
 use crate::report::{Claim, NagleHold, ReleasedBy};
-use crate::turns::{AckRef, Pause};
+use crate::turns::{AckRef, Pause, Turn};
 
 /// A delayed ACK is held at least this long. Linux's minimum ACK timeout is 40 ms
 /// (`TCP_DELACK_MIN`), which a kernel ticking at 100 Hz can fire up to 10 ms early; BSD and
@@ -163,8 +163,40 @@ fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRele
     })
 }
 
+/// The pauses of `turn` that Nagle held until the receiver's delayed ACK — none when the
+/// sender also paused with no ACK to wait for: it sets its own pace (a periodic stream, a slow
+/// producer), and an ACK that happens to precede one of its sends released nothing (nDPI
+/// ieee_c37118.pcap: a 20 ms stream, one delayed ACK landing just before a scheduled frame).
+/// Every detector that counts delayed-ACK holds asks here, so they agree on the turn.
+pub fn delayed_ack_stalls<'a>(
+    flow: &'a Flow,
+    turn: &'a Turn,
+) -> impl Iterator<Item = NagleRelease> + 'a {
+    let paced = turn.pauses.iter().any(|p| p.ack.is_none());
+    turn.pauses
+        .iter()
+        .filter(move |_| !paced)
+        .filter_map(move |p| nagle_release(flow, turn.dir, p))
+}
+
+/// The round-trip hold that completed `turn`, if one did: only a pause that completes a
+/// message counts — the turn answers the other side's turn (not a stream pushing on its
+/// own), it is the turn's only pause, and the data after it ends the turn. A stream whose
+/// period happens to be near the round trip is not a held tail.
+pub fn round_trip_hold(flow: &Flow, turn: &Turn) -> Option<NagleRelease> {
+    let [pause] = &turn.pauses[..] else {
+        return None;
+    };
+    let completes_a_message =
+        turn.previous.is_some() && turn.pauses_dropped == 0 && pause.after.pkt == turn.last;
+    if !completes_a_message {
+        return None;
+    }
+    nagle_round_trip(flow, turn.dir, pause)
+}
+
 /// A pause in a turn sent in `dir` that Nagle held until the receiver's delayed ACK.
-pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
+fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let r = held_by_nagle(flow, dir, pause)?;
     let one_full = u64::from(flow.full_segment(dir));
     if flow.is_full(dir, pause.before.len) || r.ack_held < DELAYED_ACK_MIN || r.ack.bytes > one_full
@@ -183,7 +215,7 @@ pub fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<Nagle
 
 /// A pause in a turn sent in `dir` that Nagle held for one round trip: the receiver ACKed at
 /// once, and only that ACK let the rest leave.
-pub fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
+fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let r = held_by_nagle(flow, dir, pause)?;
     // Only a handshake tells an immediate ACK from a delayed one: without it the RTT comes
     // from data → ACK samples, which hold the timer when every ACK was delayed.

@@ -268,4 +268,11 @@ fn a_periodic_stream_with_a_coincidental_ack_is_not_a_stall() {
     }
     let f = s.findings();
     assert!(!nagle(&f), "{:?}", kinds(&f));
+    // fragmented_writes asks the same question: no time held by Nagle there either.
+    assert!(
+        !f.iter()
+            .any(|f| f.kind == FindingKind::FragmentedWrites && f.time_lost_ms > 0.0),
+        "{:?}",
+        kinds(&f)
+    );
 }
