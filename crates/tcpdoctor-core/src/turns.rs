@@ -45,15 +45,8 @@ pub struct AckRef {
     pub pkt: PacketRef,
     /// An ACK and nothing else: no payload, no FIN, RST or SYN (a delayed ACK's shape).
     pub pure: bool,
-    /// The oldest of the sender's data segments this ACK was the first to acknowledge (its
-    /// arrival is when the receiver's delayed-ACK timer could start, at the earliest).
-    pub oldest_unacked: PacketRef,
-    /// The sender's data segments it was the first to acknowledge, the smallest of them, and
-    /// their bytes (a receiver ACKs at once, without a timer, once more than one full
-    /// segment has arrived since its last ACK).
-    pub segments: u32,
-    pub smallest: u32,
-    pub bytes: u64,
+    /// The sender's data this ACK was the first to acknowledge.
+    pub acked: Unacked,
 }
 
 /// A silence inside a turn.
@@ -210,12 +203,16 @@ enum Last {
 }
 
 /// The talker's data since the peer last acknowledged everything.
-#[derive(Clone, Copy, Debug)]
-struct Unacked {
-    oldest: PacketRef,
-    segments: u32,
-    smallest: u32,
-    bytes: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unacked {
+    /// The oldest segment (its arrival is when the receiver's delayed-ACK timer could start,
+    /// at the earliest).
+    pub oldest: PacketRef,
+    /// Segments, the smallest of them, and their bytes (a receiver ACKs at once, without a
+    /// timer, once more than one full segment has arrived since its last ACK).
+    pub segments: u32,
+    pub smallest: u32,
+    pub bytes: u64,
 }
 
 /// Builds turns and exchanges for one flow.
@@ -284,10 +281,7 @@ impl TurnTracker {
                             self.pending_ack.get_or_insert(AckRef {
                                 pkt: ev.pkt,
                                 pure: ev.len == 0 && !ev.fin && !ev.rst,
-                                oldest_unacked: u.oldest,
-                                segments: u.segments,
-                                smallest: u.smallest,
-                                bytes: u.bytes,
+                                acked: u,
                             });
                         }
                     }
@@ -519,8 +513,8 @@ mod tests {
         let ack = p.ack.expect("the client's pure ACK is remembered");
         assert_eq!(ack.pkt.frame, 3);
         assert!(ack.pure);
-        assert_eq!(ack.oldest_unacked.frame, 2);
-        assert_eq!((ack.segments, ack.smallest), (1, 12));
+        assert_eq!(ack.acked.oldest.frame, 2);
+        assert_eq!((ack.acked.segments, ack.acked.smallest), (1, 12));
         assert_eq!(p.gap(), Duration::from_micros(40_030));
     }
 

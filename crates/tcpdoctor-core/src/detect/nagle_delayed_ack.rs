@@ -194,7 +194,7 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
     ev.distributions.insert("ack_held_ms".into(), held);
     let p = ex.pause;
     let ack = ex.ack.pkt;
-    let armed = ex.ack.oldest_unacked;
+    let armed = ex.ack.acked.oldest;
     ev.frames = vec![p.before.pkt.frame, ack.frame, p.after.pkt.frame];
     ev.claims.push(claim);
     if armed.frame != p.before.pkt.frame {

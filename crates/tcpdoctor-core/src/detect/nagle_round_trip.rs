@@ -171,7 +171,7 @@ fn finding(
     ev.distributions.insert("hold_ms".into(), hold);
     ev.distributions.insert("rtt_ms".into(), rtt);
     let p = r.pause;
-    let small = r.ack.oldest_unacked;
+    let small = r.ack.acked.oldest;
     ev.frames = vec![
         small.frame,
         p.before.pkt.frame,
@@ -198,7 +198,7 @@ fn finding(
             dir,
             format!("{whose} data"),
             None,
-            format!("the first of {} segments in flight", r.ack.segments),
+            format!("the first of {} segments in flight", r.ack.acked.segments),
         );
     }
     push(

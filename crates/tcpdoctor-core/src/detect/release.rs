@@ -136,7 +136,7 @@ fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRele
     if !ack.pure
         || pause.window_limited
         || pause.retransmitted
-        || ack.smallest >= full
+        || ack.acked.smallest >= full
         || pause.after.len >= full
         || pause.after.ack > pause.before.ack
     {
@@ -152,7 +152,7 @@ fn held_by_nagle(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRele
     let ack_held = ack
         .pkt
         .ts
-        .since(ack.oldest_unacked.ts)
+        .since(ack.acked.oldest.ts)
         .saturating_sub(to_receiver);
     Some(NagleRelease {
         pause: *pause,
@@ -199,7 +199,9 @@ pub fn round_trip_hold(flow: &Flow, turn: &Turn) -> Option<NagleRelease> {
 fn nagle_release(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleRelease> {
     let r = held_by_nagle(flow, dir, pause)?;
     let one_full = u64::from(flow.full_segment(dir));
-    if flow.is_full(dir, pause.before.len) || r.ack_held < DELAYED_ACK_MIN || r.ack.bytes > one_full
+    if flow.is_full(dir, pause.before.len)
+        || r.ack_held < DELAYED_ACK_MIN
+        || r.ack.acked.bytes > one_full
     {
         return None;
     }
@@ -225,7 +227,7 @@ fn nagle_round_trip(flow: &Flow, dir: Direction, pause: &Pause) -> Option<NagleR
         && gap <= rtt + rtt / 4 + 2 * RELEASE_SLACK;
     // Disjoint from nagle_release: a hold a delayed-ACK timer explains is never "at once".
     let at_once = r.ack_held <= rtt / 4 + RELEASE_SLACK && r.ack_held < DELAYED_ACK_MIN;
-    let clean = flow.half(dir).retransmissions == 0 && r.ack.segments <= MAX_IN_FLIGHT;
+    let clean = flow.half(dir).retransmissions == 0 && r.ack.acked.segments <= MAX_IN_FLIGHT;
     (at_once && about_one_rtt && clean).then_some(r)
 }
 
@@ -239,7 +241,7 @@ impl NagleRelease {
         Claim::NagleHold(NagleHold {
             sender: sender.to_string(),
             receiver: receiver.to_string(),
-            oldest: self.ack.oldest_unacked.frame,
+            oldest: self.ack.acked.oldest.frame,
             before: self.pause.before.pkt.frame,
             ack: self.ack.pkt.frame,
             after: self.pause.after.pkt.frame,
