@@ -258,6 +258,18 @@ pub async fn run(
     if let Some(file) = capture_file {
         match crate::cli::analyze::analyze_file(&file) {
             Ok((summary, found)) => {
+                // A refuted finding is not a finding (and no gate counts it), but the run says
+                // so rather than dropping it silently.
+                for w in &summary.withdrawn {
+                    eprintln!(
+                        "tcpdoctor: {}: the evidence audit withdrew {} {} ({}): {}",
+                        path.name,
+                        w.kind,
+                        w.direction.as_str(),
+                        w.server,
+                        w.reasons.join("; ")
+                    );
+                }
                 findings = found;
                 capture_info = Some(CaptureInfo {
                     file: file.display().to_string(),
