@@ -201,8 +201,8 @@ fn check(expect: &Path) -> Vec<String> {
     problems
 }
 
-/// The evidence audit ran, withdrew nothing, and passed every claim; every Nagle finding
-/// states at least one claim.
+/// The evidence audit ran, withdrew nothing, and passed every claim; every Nagle and
+/// `rtt_bound` finding states at least one claim.
 fn audit_problems(name: &str, report: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     for w in report["withdrawn"].as_array().into_iter().flatten() {
@@ -217,8 +217,8 @@ fn audit_problems(name: &str, report: &Value) -> Vec<String> {
             let n = f["evidence"]["claims"]
                 .as_array()
                 .map_or(0, |c| c.len() as u64);
-            let nagle = f["kind"] == "nagle_delayed_ack" || f["kind"] == "nagle_round_trip";
-            if nagle && n == 0 {
+            let claimed = ["nagle_delayed_ack", "nagle_round_trip", "rtt_bound"];
+            if claimed.iter().any(|k| f["kind"] == *k) && n == 0 {
                 problems.push(format!("{name}: {} states no claim to audit", f["kind"]));
             }
             n

@@ -368,7 +368,47 @@ fn demo_reproduces_and_fixes_every_pathology() {
             .expect("as in the report");
         assert_eq!(num(&p50["before"]), num(&before["figures"]["p50_ms"]));
     }
+    // Findings that do not rest on a kernel capture alone say what they rest on: busy_poll on
+    // the /proc counters, the WAN case on the hop's recording (observed and modelled parts).
+    let rests_on = |kind: &str| -> Vec<String> {
+        let case = cases
+            .iter()
+            .find(|c| c["expected"] == kind)
+            .expect("a case for the kind");
+        let before = scenario(&r, case["before"].as_str().expect("as in the report"));
+        let f = before["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .find(|f| f["kind"] == kind)
+            .unwrap_or_else(|| panic!("{kind} in {}", before["name"]))
+            .clone();
+        f["evidence"]["rests_on"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x.as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let busy = rests_on("busy_poll");
+    assert!(
+        busy.iter().any(|x| x.contains("/proc/PID/stat"))
+            && busy.iter().any(|x| x.contains("getrusage")),
+        "{busy:?}"
+    );
+    let wan = rests_on("rtt_bound");
+    assert!(
+        wan.iter()
+            .any(|x| x.contains("recording") && x.contains("modelled")),
+        "{wan:?}"
+    );
     let page = std::fs::read_to_string(&html).expect("--html wrote the report");
     assert!(page.contains("nagle_delayed_ack") && page.contains("<svg"));
+    assert!(
+        page.contains("rests on:"),
+        "the HTML shows what findings rest on"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,12 @@
 //!    pause, nothing from the sender between them, a pure ACK that is the first to cover the
 //!    held data, a segment below the full size, the MSS from the SYNs, the round trips from
 //!    their frame pairs, and a hold and release that fit a delayed-ACK timer or one round trip.
-//! 4. Arithmetic: the time lost is at most `flows_affected` × the capture's duration; what
+//! 4. A `sequential_exchange` claim holds frame by frame (see `sequential.rs`): a request from
+//!    the client, then its response, that took at least the round trip towards the server
+//!    measured between the frames it names, after a silence of at least the round trip towards
+//!    the client since the previous response; each round trip from a segment (not a
+//!    retransmission) and the first answer acknowledging it (`round_trip.rs`).
+//! 5. Arithmetic: the time lost is at most `flows_affected` × the capture's duration; what
 //!    pipelining would save is at most the wall time measured.
 //!
 //! # What the audit cannot read
@@ -29,6 +34,10 @@
 
 mod decode;
 mod nagle;
+mod round_trip;
+mod sequential;
+#[cfg(test)]
+mod sequential_tests;
 #[cfg(test)]
 mod tests;
 
@@ -231,6 +240,10 @@ fn job(f: &Finding) -> Job {
                 cited.extend(nagle::frames(h));
                 ranges.extend(nagle::ranges(h));
             }
+            Claim::SequentialExchange(c) => {
+                cited.extend(sequential::cited(c));
+                ranges.extend(sequential::ranges(c));
+            }
         }
     }
     cited.sort_unstable();
@@ -334,6 +347,9 @@ fn check(f: &Finding, job: &Job, duration: Duration) -> Verdict {
             Claim::NagleHold(h) => {
                 nagle::check(h, client, server, &frames, &mut v.failures, &mut unsure)
             }
+            Claim::SequentialExchange(c) => {
+                sequential::check(c, &frames, &mut v.failures, &mut unsure)
+            }
         }
         if v.failures.len() != before {
             continue;
@@ -355,6 +371,7 @@ fn check(f: &Finding, job: &Job, duration: Duration) -> Verdict {
 fn claim_name(c: &Claim) -> &'static str {
     match c {
         Claim::NagleHold(_) => "nagle_hold",
+        Claim::SequentialExchange(_) => "sequential_exchange",
     }
 }
 
@@ -396,7 +413,7 @@ fn timeline(f: &Finding, frames: &Frames, out: &mut Vec<String>) {
     }
 }
 
-/// Rule 4.
+/// Rule 5.
 fn arithmetic(f: &Finding, duration: Duration, out: &mut Vec<String>) {
     let bound = f.flows_affected as f64 * ms(duration);
     // Reports round to the microsecond.

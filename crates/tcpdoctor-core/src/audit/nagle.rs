@@ -35,7 +35,7 @@
 use std::net::SocketAddr;
 
 use super::decode::{Segment, ACK, FIN, RST, SYN};
-use super::{ms_between, Frames};
+use super::{ms_between, round_trip, Frames};
 use crate::report::{NagleHold, ReleasedBy};
 
 /// Copies of already-sent bytes this close to `before` are the capture seeing one packet twice.
@@ -78,8 +78,7 @@ pub(super) fn ranges(h: &NagleHold) -> Vec<(u64, u64)> {
     let start = h.syns.iter().copied().min().unwrap_or(1);
     let mut v = vec![span(h.before, h.after), span(h.oldest, h.ack)];
     for [x, y] in [h.rtt_to_receiver, h.rtt_to_sender].into_iter().flatten() {
-        v.push(span(x, y));
-        v.push(span(start.min(x), x));
+        v.extend(round_trip::ranges([x, y], start));
         if x < h.after && y > h.oldest && !h.syns.is_empty() {
             // The handshake's round trip stands in for a pair inside the hold.
             v.push(span(start, h.oldest));
@@ -269,41 +268,15 @@ pub(super) fn check(
         let Some([x, y]) = pair else {
             return Some(0.0);
         };
-        let (Some((tx, sx)), Some((ty, sy))) = (frames.get(x), frames.get(y)) else {
-            return None; // Reported by rule 1, or unverifiable.
+        let x_from_client = sender_is_client == first_from_sender;
+        let value = match round_trip::sample(frames, name, [x, y], x_from_client, start) {
+            Ok(v) => v?, // None: reported by rule 1, or unverifiable.
+            Err(why) => {
+                fail(why);
+                return None;
+            }
         };
-        let x_side = sx.from_a;
-        if from_sender(&sx) != first_from_sender || from_sender(&sy) == first_from_sender {
-            fail(format!(
-                "{name}: frames {x} and {y} are not a segment and the other side's answer"
-            ));
-        } else if sx.seq_len() == 0 {
-            fail(format!(
-                "{name}: frame {x} occupies no sequence space: nothing to acknowledge"
-            ));
-        } else if !sy.acks(sx.end()) || ty < tx || y <= x {
-            fail(format!("{name}: frame {y} does not acknowledge frame {x}"));
-        } else if let Some((m, _)) = frames
-            .range(x + 1, y.saturating_sub(1))
-            .find(|(_, s)| s.from_a != x_side && s.acks(sx.end()))
-        {
-            fail(format!(
-                "{name}: frame {m}, not {y}, is the first to acknowledge frame {x}"
-            ));
-        } else if let Some((m, _)) =
-            frames
-                .range(start.min(x), x.saturating_sub(1))
-                .find(|(_, s)| {
-                    s.from_a == x_side
-                        && s.seq_len() > 0
-                        && (s.seq.wrapping_sub(sx.end()) as i32) < 0
-                        && (sx.seq.wrapping_sub(s.end()) as i32) < 0
-                })
-        {
-            fail(format!(
-                "{name}: frame {x} retransmits bytes frame {m} sent: not a round-trip sample"
-            ));
-        } else if x < a && y > o {
+        if x < a && y > o {
             // A sample the hold itself supplies cannot vouch for it; the handshake's (the SYN
             // from that side and the first answer acknowledging it) stands in, read here.
             let syn = h.syns.iter().copied().find_map(|n| {
@@ -330,7 +303,7 @@ pub(super) fn check(
             }
             return sample;
         }
-        Some(ms_between(tx, ty).max(0.0))
+        Some(value)
     };
     let to_receiver = rtt(h.rtt_to_receiver, true, "rtt_to_receiver");
     let to_sender = rtt(h.rtt_to_sender, false, "rtt_to_sender");

@@ -7,10 +7,17 @@ use super::*;
 use crate::report::{Evidence, FlowRef, NagleHold, ReleasedBy, Severity, TimelineEntry};
 use crate::wire::testutil::{eth, ipv4_pkt, tcp_hdr, Tcp};
 
-const TS: [u8; 12] = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+pub(super) const TS: [u8; 12] = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
 
 /// One TCP packet between 10.0.0.1:1234 (client) and 10.0.0.2:80 (server).
-fn pkt(from_client: bool, seq: u32, ack: u32, flags: u8, opts: &[u8], n: usize) -> Vec<u8> {
+pub(super) fn pkt(
+    from_client: bool,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    opts: &[u8],
+    n: usize,
+) -> Vec<u8> {
     let (sport, dport) = if from_client { (1234, 80) } else { (80, 1234) };
     let mut seg = tcp_hdr(&Tcp {
         sport,
@@ -181,6 +188,7 @@ fn audit(frames: &[(f64, Vec<u8>)], f: &Finding) -> Verdict {
 fn hold(f: &mut Finding) -> &mut NagleHold {
     match &mut f.evidence.claims[0] {
         Claim::NagleHold(h) => h,
+        other => panic!("not a nagle_hold claim: {other:?}"),
     }
 }
 

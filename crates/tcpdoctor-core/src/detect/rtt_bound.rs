@@ -36,7 +36,10 @@ use std::time::Duration;
 
 use super::{Detector, FindingHead, FlowView, GroupId, Groups, PerGroup};
 use crate::flow::Direction;
-use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity};
+use crate::flow::PacketRef;
+use crate::report::{
+    Claim, Evidence, Finding, FindingKind, FlowRef, SequentialExchange, Severity, TimelineEntry,
+};
 use crate::stats::{round3, Histogram};
 use crate::time::Timestamp;
 use crate::turns::Exchange;
@@ -71,6 +74,17 @@ struct FlowState {
     latency_sum: Duration,
     waiting: Duration,
     saving: Duration,
+    /// One sequential exchange, as frames the audit can check (one after a previous response
+    /// when the flow has one).
+    example: Option<Example>,
+}
+
+/// A sequential exchange and the round-trip samples it was judged on.
+struct Example {
+    previous: Option<PacketRef>,
+    request: PacketRef,
+    response: PacketRef,
+    claim: SequentialExchange,
 }
 
 /// The flows of one client address to one server: the open ones (their spans live in
@@ -101,7 +115,7 @@ struct State {
     spans: Vec<(Timestamp, Timestamp)>,
     /// Length of spans folded away to bound memory.
     folded: Duration,
-    example: Option<FlowRef>,
+    example: Option<(FlowRef, Option<Example>)>,
 }
 
 impl State {
@@ -226,6 +240,12 @@ impl Detector for RttBound {
                 fs.sequential_after_idle += u64::from(idle.is_some());
                 fs.latency_sum += latency;
                 fs.waiting += own + before;
+                let previous = ex.idle_before.and(ex.request.previous).map(|p| p.last);
+                if fs.example.as_ref().is_none_or(|e| e.previous.is_none()) && previous.is_some()
+                    || fs.example.is_none()
+                {
+                    fs.example = Some(example(flow, ex, previous));
+                }
                 // Sent at once, the requests would still pay the first one's round trip.
                 if ex.index > 0 {
                     fs.sequential_later += 1;
@@ -312,17 +332,26 @@ impl Detector for RttBound {
         // One value per flow (its mean sequential exchange latency) keeps per-flow state small.
         st.latency_us
             .record_duration(fs.latency_sum / fs.sequential.min(u32::MAX as u64) as u32);
-        st.example.get_or_insert_with(|| flow.flow_ref());
+        if st.example.is_none() {
+            st.example = Some((flow.flow_ref(), fs.example));
+        }
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
         let mut out = Vec::new();
         for (group, dir, mut st) in self.state.drain() {
-            let Some(example_flow) = st.example.clone() else {
+            let Some((example_flow, example)) = st.example.take() else {
                 continue;
             };
             let elapsed = st.elapsed();
-            out.push(finding(group, dir, &st, elapsed, example_flow, groups));
+            out.push(finding(
+                group,
+                dir,
+                &st,
+                elapsed,
+                (example_flow, example),
+                groups,
+            ));
         }
         out
     }
@@ -333,7 +362,7 @@ fn finding(
     dir: Direction,
     st: &State,
     elapsed: Duration,
-    example_flow: FlowRef,
+    (example_flow, example): (FlowRef, Option<Example>),
     groups: &Groups,
 ) -> Finding {
     let share = st.waiting.as_secs_f64() / st.wall.as_secs_f64().max(1e-9);
@@ -420,6 +449,9 @@ fn finding(
         fmt_duration(saving),
         fmt_duration(elapsed)
     ));
+    if let Some(e) = example {
+        add_example(&mut ev, e);
+    }
     ev.counts.insert("exchanges".into(), st.exchanges);
     ev.counts
         .insert("overlapped_exchanges".into(), st.overlapped);
@@ -473,6 +505,84 @@ fn finding(
         time_lost: saving,
     }
     .finish(groups, verdict, ev, fix)
+}
+
+/// The claim and frames of one sequential exchange, with the round-trip samples in effect
+/// when it was judged.
+fn example(flow: &FlowView, ex: &Exchange<'_>, previous: Option<PacketRef>) -> Example {
+    let pair = |dir| flow.flow.rtt_sample_towards_receiver(dir).map(|(_, f)| f);
+    Example {
+        previous,
+        request: ex.request.first,
+        response: ex.response.last,
+        claim: SequentialExchange {
+            request: ex.request.first.frame,
+            response: ex.response.last.frame,
+            previous_response: previous.map(|p| p.frame),
+            syns: flow.flow.syn_frames(),
+            rtt_to_server: pair(Direction::ClientToServer),
+            rtt_to_client: pair(Direction::ServerToClient),
+        },
+    }
+}
+
+/// The example exchange as a timeline, its frames, and its claim.
+fn add_example(ev: &mut Evidence, e: Example) {
+    let origin = e.previous.unwrap_or(e.request).ts;
+    let mut entry = |p: PacketRef, direction, what: String| {
+        ev.timeline.push(TimelineEntry {
+            frame: p.frame,
+            t_ms: round3(crate::units::ms(p.ts.since(origin))),
+            direction,
+            what,
+            payload_bytes: None,
+            note: String::new(),
+        });
+        ev.frames.push(p.frame);
+    };
+    if let Some(p) = e.previous {
+        entry(
+            p,
+            Direction::ServerToClient,
+            "end of the previous response".into(),
+        );
+    }
+    let waited = if e.previous.is_some() {
+        "request starts, after the response above"
+    } else {
+        "request starts"
+    };
+    entry(e.request, Direction::ClientToServer, waited.into());
+    entry(
+        e.response,
+        Direction::ServerToClient,
+        format!(
+            "end of its response, {} after the request: at least one round trip",
+            fmt_duration(e.response.ts.since(e.request.ts))
+        ),
+    );
+    let c = &e.claim;
+    let pairs: Vec<String> = [
+        (c.rtt_to_server, "towards the server"),
+        (c.rtt_to_client, "towards the client"),
+    ]
+    .into_iter()
+    .filter_map(|(pair, way)| {
+        let [x, y] = pair?;
+        ev.frames.extend([x, y]);
+        Some(format!("frame {x} → its first ACK in frame {y} {way}"))
+    })
+    .collect();
+    if !pairs.is_empty() {
+        ev.facts.push(format!(
+            "the example's round trips were measured as the fastest segment → ACK times up to \
+             it: {}",
+            pairs.join("; ")
+        ));
+    }
+    ev.frames.sort_unstable();
+    ev.frames.dedup();
+    ev.claims.push(Claim::SequentialExchange(e.claim));
 }
 
 /// Where the capture point sits on the path, from how the round trip splits around it.

@@ -15,6 +15,8 @@ use serde::Serialize;
 pub enum Claim {
     /// Nagle's algorithm held the sender's data from `before` to `after`, until `ack`.
     NagleHold(NagleHold),
+    /// A request waited for the previous response, and its exchange took a whole round trip.
+    SequentialExchange(SequentialExchange),
 }
 
 /// What released a Nagle hold.
@@ -63,4 +65,36 @@ pub struct NagleHold {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt_to_sender: Option<[u64; 2]>,
     pub released_by: ReleasedBy,
+}
+
+/// The frames of one exchange `rtt_bound` counted as sequential.
+///
+/// What must hold (the audit checks each): `request` is data from the client and `response`
+/// data from the server, later; from `request` to `response` no client data follows server
+/// data (one request, then its response); `response` came at least the round trip measured
+/// between the frames of `rtt_to_server` after `request`; with `previous_response`, that frame
+/// is server data before `request`, no client data lies between them, and `request` left at
+/// least the round trip of `rtt_to_client` after it. Each pair is one side's segment (not a
+/// retransmission) and the first later segment from the other side acknowledging it: a data →
+/// ACK time can never be shorter than the path's round trip, so an exchange that spans one
+/// spans the round trip.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SequentialExchange {
+    /// The request's first segment.
+    pub request: u64,
+    /// The response's last segment.
+    pub response: u64,
+    /// The previous response's last segment, when the request followed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_response: Option<u64>,
+    /// The SYN and SYN-ACK of the flow, when captured (where the retransmission scan starts).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub syns: Vec<u64>,
+    /// The client's segment and the server's answer the round trip towards the server was
+    /// measured between.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_to_server: Option<[u64; 2]>,
+    /// The server's segment and the client's answer (the round trip towards the client).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_to_client: Option<[u64; 2]>,
 }

@@ -17,7 +17,7 @@ use crate::wire::CaptureError;
 
 pub use bench_text::render_bench_text;
 pub use census::{Census, Skipped, TunnelCount};
-pub use claims::{Claim, NagleHold, ReleasedBy};
+pub use claims::{Claim, NagleHold, ReleasedBy, SequentialExchange};
 pub use text::render_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
@@ -154,6 +154,11 @@ pub struct Evidence {
     /// What the example's frames must show for the finding to stand (checked by the audit).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<Claim>,
+    /// What the finding rests on when it is not only the packets of a kernel capture: the
+    /// counters it read and how (process CPU from /proc), or a proxy's recording with what in
+    /// it was observed and what modelled. Empty for a finding from a capture alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rests_on: Vec<String>,
 }
 
 /// A flow, by its endpoints and its position in the capture.

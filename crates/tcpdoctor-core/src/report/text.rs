@@ -166,6 +166,9 @@ pub(crate) fn finding(out: &mut String, f: &Finding, name_file: bool) {
     for fact in &f.evidence.facts {
         let _ = writeln!(out, "    - {fact}");
     }
+    for source in &f.evidence.rests_on {
+        let _ = writeln!(out, "    rests on: {source}");
+    }
     if !f.evidence.timeline.is_empty() {
         let _ = writeln!(
             out,

@@ -37,6 +37,10 @@ pub struct BusyPollInput<'a> {
     /// CPU per request of the healthy reference, microseconds, and what it is.
     pub floor_us: f64,
     pub floor_of: &'a str,
+    /// How `cpu` was read (which counters, of which processes, over which interval).
+    pub cpu_counters: &'a str,
+    /// How the floor was read.
+    pub floor_counters: &'a str,
     /// Mean exchange latency, ms.
     pub mean_ms: f64,
 }
@@ -87,6 +91,11 @@ pub fn busy_poll(i: &BusyPollInput) -> Option<Finding> {
     }
     let mut evidence = Evidence {
         facts,
+        rests_on: vec![
+            format!("server CPU: {}", i.cpu_counters),
+            format!("{}: {}", i.floor_of, i.floor_counters),
+            "exchanges: the driver's count of completed exchanges in the scenario".to_string(),
+        ],
         ..Evidence::default()
     };
     evidence.counts.insert("exchanges".into(), i.exchanges);
@@ -148,6 +157,8 @@ mod tests {
             exchanges,
             floor_us: floor,
             floor_of: "the driver's own",
+            cpu_counters: "utime + stime of the test's process",
+            floor_counters: "getrusage of the test",
             mean_ms: 5.0,
         }
     }
@@ -159,6 +170,11 @@ mod tests {
         assert_eq!(f.severity, Severity::Critical);
         assert!(f.verdict.contains("300×"), "{}", f.verdict);
         assert!(f.evidence.facts.iter().any(|x| x.contains("system time")));
+        // No packet shows it: it names the counters it read instead of frames.
+        assert!(f.evidence.frames.is_empty());
+        assert_eq!(f.evidence.rests_on.len(), 3, "{:?}", f.evidence.rests_on);
+        assert!(f.evidence.rests_on[0].contains("utime + stime"));
+        assert!(f.evidence.rests_on[1].contains("getrusage"));
         assert!(
             f.time_lost_ms > 800.0 && f.time_lost_ms < 900.0,
             "{}",

@@ -58,6 +58,8 @@ fn busy(server: &str) -> Finding {
         exchanges: 100,
         floor_us: 20.0,
         floor_of: "the driver's own",
+        cpu_counters: "utime + stime of the test's process",
+        floor_counters: "getrusage of the test",
         mean_ms: 1.0,
     })
     .expect("a busy_poll finding");

@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+/// How [`CpuTimes::now`] reads the driver's CPU, for the findings that rest on it.
+pub const COUNTERS: &str = "getrusage(RUSAGE_SELF) user + system time of the driver (all its \
+    threads) over the scenario, divided by its exchanges";
+
 /// User and system CPU time of this process so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTimes {

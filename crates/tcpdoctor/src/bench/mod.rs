@@ -16,7 +16,7 @@
 //! - `progress.rs`: the progress line on a terminal; `cpu.rs`: the driver's own CPU time.
 
 mod conn;
-mod cpu;
+pub(crate) mod cpu;
 mod progress;
 mod recorder;
 mod run;

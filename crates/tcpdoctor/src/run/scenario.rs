@@ -271,6 +271,11 @@ pub async fn run(
                     );
                 }
                 findings = found;
+                if let Some(how) = recording_basis(&source, path, &file) {
+                    for f in &mut findings {
+                        f.evidence.rests_on.push(how.clone());
+                    }
+                }
                 capture_info = Some(CaptureInfo {
                     file: file.display().to_string(),
                     source,
@@ -316,6 +321,12 @@ pub async fn run(
             exchanges: bench.exchanges,
             floor_us: bench.cpu.per_request_us,
             floor_of: "the driver's own CPU per request",
+            cpu_counters: &format!(
+                "{} ({} processes at the end)",
+                crate::run::server::CPU_COUNTERS,
+                cpu.processes
+            ),
+            floor_counters: crate::bench::cpu::COUNTERS,
             mean_ms: bench.latency_ms.mean,
         }) {
             findings.push(f);
@@ -333,6 +344,32 @@ pub async fn run(
         chunks,
         server_cpu,
         findings,
+    })
+}
+
+/// What a finding from the proxy's recording rests on: which of its packets were observed and
+/// which modelled (see `proxy/record.rs` and `wire::capture_point`). `None` for a kernel capture.
+fn recording_basis(source: &str, path: &Path, file: &std::path::Path) -> Option<String> {
+    if source != "proxy recording" {
+        return None;
+    }
+    let delayed = path.hop.as_ref().is_some_and(|h| !h.delay.is_zero());
+    Some(if delayed {
+        format!(
+            "the hop's recording {}, written as a capture at the driver's end of the emulated \
+             path: data at the times the hop read it from the driver or wrote it to the driver \
+             (observed); the handshake across the round trip and the far end's ACKs modelled \
+             from the configured delay — not the kernel's segments",
+            file.display()
+        )
+    } else {
+        format!(
+            "the hop's recording {}: one segment per chunk the hop sent on, at the time it \
+             sent it (observed); with Nagle on a leg, the bytes the kernel held at the time \
+             they left and the peer's ACK that released them (observed from the hop's send \
+             queue); other ACKs written by the recorder — not the kernel's segments",
+            file.display()
+        )
     })
 }
 

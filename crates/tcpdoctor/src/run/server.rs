@@ -175,6 +175,10 @@ pub fn tail(log: &Path) -> String {
     }
 }
 
+/// How [`group_cpu`] reads the server's CPU, for the findings that rest on it.
+pub const CPU_COUNTERS: &str = "utime + stime (clock ticks) from /proc/PID/stat of every \
+    process in the server's process group, summed before and after the scenario";
+
 /// Sums utime and stime over /proc/*/stat for processes whose process group is `pgid`
 /// (zombies excluded: their time is gone with them, or counted in their parent's).
 pub fn group_cpu(pgid: libc::pid_t) -> TreeCpu {

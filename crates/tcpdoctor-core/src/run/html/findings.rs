@@ -72,6 +72,13 @@ fn card(f: &Finding) -> String {
         }
         out.push_str("</ul>\n");
     }
+    if !f.evidence.rests_on.is_empty() {
+        out.push_str("<ul class=\"rests-on\">");
+        for source in &f.evidence.rests_on {
+            out.push_str(&format!("<li>rests on: {}</li>", esc(source)));
+        }
+        out.push_str("</ul>\n");
+    }
     if !f.evidence.histogram.is_empty() {
         let bars: Vec<String> = f
             .evidence
