@@ -109,6 +109,21 @@ fn check(expect: &Path) -> Vec<String> {
                     problems.push(format!("{name}: {kind} {dir} must not be reported ({at})"));
                 }
             }
+            ["severity_at_most", kind, level] => {
+                let rank = |s: &str| match s {
+                    "info" => 0,
+                    "warning" => 1,
+                    "critical" => 2,
+                    _ => panic!("{at}: severity info|warning|critical, not `{s}`"),
+                };
+                let most = rank(level);
+                for f in find(&all, kind) {
+                    let got = f["severity"].as_str().unwrap_or("?");
+                    if rank(got) > most {
+                        problems.push(format!("{name}: {kind} is {got}, at most {level} ({at})"));
+                    }
+                }
+            }
             ["clean"] => {
                 if !all.is_empty() {
                     problems.push(format!("{name}: expected no findings ({at})"));
