@@ -84,16 +84,23 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let mut report = RunReport::new(settings, demo.scenarios);
     report.cases = demo.cases;
     report.comparisons = demo.comparisons;
-    report.failed = report.cases.iter().any(|c| !(c.reproduced && c.fixed));
+    report.interrupted = crate::capture::stop::interrupted();
+    report.not_run = demo.not_run;
+    report.gate_demo();
     let good = report
         .cases
         .iter()
         .filter(|c| c.reproduced && c.fixed)
         .count();
+    let all = report.cases.len() + report.not_run.len();
     eprintln!(
-        "tcpdoctor demo: {good} of {} pathologies reproduced and fixed in {:.1} s",
-        report.cases.len(),
-        started.elapsed().as_secs_f64()
+        "tcpdoctor demo: {good} of {all} pathologies reproduced and fixed in {:.1} s{}",
+        started.elapsed().as_secs_f64(),
+        if report.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        }
     );
     finish(
         &report,

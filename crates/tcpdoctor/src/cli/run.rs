@@ -327,6 +327,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .context("starting the runtime")?;
     let mut results: Vec<ScenarioResult> = Vec::new();
     for s in &scenarios {
+        if crate::capture::stop::interrupted() {
+            break;
+        }
         still_running(server.as_mut())?;
         let path = ScenarioPath::of(s, driver.clone(), &plan.target);
         eprintln!("tcpdoctor run: {} ({})…", s.name, path.describe);
@@ -356,6 +359,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         output_dir: out.display().to_string(),
     };
     let mut report = RunReport::new(settings, results);
+    // An interrupted run is never passed, whatever it measured before the signal.
+    report.interrupted = crate::capture::stop::interrupted();
+    report.not_run = scenarios
+        .iter()
+        .skip(report.scenarios.len())
+        .map(|s| s.name.clone())
+        .collect();
     if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
         compare(&mut report, b, &p.display().to_string());
     }

@@ -271,6 +271,7 @@ pub async fn run(
                     );
                 }
                 findings = found;
+                figures.set_timer_stalls(&findings);
                 capture_info = Some(CaptureInfo {
                     file: file.display().to_string(),
                     source,
