@@ -19,7 +19,8 @@ use super::run::{check_output_file, finish, live_capture, out_dir};
 ///
 /// Packets are captured live on lo when permitted; as an ordinary user the demo first moves
 /// into a private network namespace (a user namespace: no root needed) unless --no-sandbox.
-/// Exit 0 when every case was reproduced and fixed, 1 otherwise.
+/// Exit 0 when every case was reproduced and fixed, 1 otherwise; Ctrl-C stops the case under
+/// way and its servers, and reports what was measured as interrupted (exit 1).
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct DemoArgs {
