@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::ScenarioResult;
+use super::{counted, ScenarioResult};
 use crate::stats::round3;
 use crate::units::parse_duration;
 
@@ -71,8 +71,9 @@ impl Metric {
         let f = &s.figures;
         if f.exchanges == 0 {
             return Err(format!(
-                "no exchange was measured in this scenario ({} errors, {} timeouts)",
-                f.errors, f.timeouts
+                "no exchange was measured in this scenario ({}, {})",
+                counted(f.errors, "error"),
+                counted(f.timeouts, "timeout")
             ));
         }
         Ok(match self {

@@ -204,14 +204,17 @@ impl ScenarioResult {
             ),
         };
         let mut message = format!(
-            "{what} in scenario {}: {of} measured, {} error{}, {} timeout{}",
+            "{what} in scenario {}: {of} measured, {}, {}",
             self.name,
-            f.errors,
-            if f.errors == 1 { "" } else { "s" },
-            f.timeouts,
-            if f.timeouts == 1 { "" } else { "s" },
+            counted(f.errors, "error"),
+            counted(f.timeouts, "timeout"),
         );
-        if let Some(n) = &self.bench.note {
+        // The bench's note, less what the sentence already says.
+        let note = self.bench.note.as_deref().map(|n| {
+            n.strip_prefix("no exchange was measured")
+                .map_or(n, |rest| rest.trim_start_matches("; "))
+        });
+        if let Some(n) = note.filter(|n| !n.is_empty()) {
             message.push_str(&format!(" ({n})"));
         }
         if let Some(e) = self.bench.errors.examples.first() {
@@ -233,14 +236,14 @@ impl ScenarioResult {
             return None;
         }
         let mut s = format!(
-            "{} ({} connect, {} unframed response, {} assertion, {} closed) and {} timeouts, \
-             none in the latency figures",
+            "{} ({} connect, {} unframed response, {} assertion, {} closed) and {}, none in \
+             the latency figures",
             e.total(),
             e.connect,
             e.response,
             e.assertion,
             e.closed,
-            e.timeouts,
+            counted(e.timeouts, "timeout"),
         );
         if self.capture.is_some() {
             s.push_str(" (the capture, and the findings from it, include them)");
@@ -452,6 +455,11 @@ impl RunReport {
         self.failed = self.result != GateResult::Passed;
         self.reasons = reasons;
     }
+}
+
+/// `1 timeout`, `2 timeouts`.
+pub(crate) fn counted(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 fn label(s: &ScenarioResult, f: &Finding) -> String {
