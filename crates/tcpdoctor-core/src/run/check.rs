@@ -1,9 +1,17 @@
 //! `--check`: a threshold on one figure, in every scenario or in one (`p99<5ms`,
 //! `stalls==0@proxy-nagle`, `throughput>=1000`), evaluated into a pass or a named failure.
+//!
+//! A check never passes on a figure nobody measured:
+//! 1. A scenario that measured no exchange (a server that never answers, closes at once, or
+//!    fails every exchange): every check there *cannot be evaluated*, and fails.
+//! 2. `stalls` is what the capture's analysis attributes to TCP timers; a scenario without an
+//!    analysed capture (a Unix socket directly, no permission to capture) cannot evaluate it.
+//! 3. `cpu` needs the server's CPU (`--server`), `chunks` a hop: the same.
+//! 4. A check naming a scenario that did not run fails.
 
 use serde::Serialize;
 
-use super::ScenarioResult;
+use super::{counted, ScenarioResult};
 use crate::stats::round3;
 use crate::units::parse_duration;
 
@@ -15,15 +23,22 @@ pub enum Metric {
     Mean,
     Max,
     Throughput,
+    /// Turns a TCP timer held, from the capture's findings.
     Stalls,
+    /// Exchanges that took 30 ms or more, by the driver's clock.
+    Over30ms,
+    /// Errors and timeouts together.
     Errors,
+    Timeouts,
     ServerCpu,
     Chunks,
 }
 
-const METRICS: &str = "p50, p99, mean, max (durations), throughput (req/s), stalls (exchanges \
-                       ≥ 30 ms), errors, cpu (server CPU per request, a duration), chunks \
-                       (server→client chunks per exchange)";
+const METRICS: &str = "p50, p99, mean, max (durations), throughput (req/s), stalls (requests \
+                       and responses a TCP timer held, from the capture), over30ms (exchanges \
+                       ≥ 30 ms by the clock), errors (errors and timeouts), timeouts, cpu \
+                       (server CPU per request, a duration), chunks (server→client chunks per \
+                       exchange)";
 
 impl Metric {
     fn parse(s: &str) -> Option<Metric> {
@@ -34,7 +49,9 @@ impl Metric {
             "max" => Metric::Max,
             "throughput" | "rps" => Metric::Throughput,
             "stalls" => Metric::Stalls,
+            "over30ms" | "stalls_30ms" => Metric::Over30ms,
             "errors" => Metric::Errors,
+            "timeouts" => Metric::Timeouts,
             "cpu" => Metric::ServerCpu,
             "chunks" => Metric::Chunks,
             _ => return None,
@@ -48,19 +65,58 @@ impl Metric {
         )
     }
 
-    /// The value in the scenario, in the unit checks compare (ms for durations).
-    fn value(self, s: &ScenarioResult) -> Option<f64> {
+    /// The value in the scenario, in the unit checks compare (ms for durations), or why it
+    /// cannot be evaluated there.
+    fn value(self, s: &ScenarioResult) -> Result<f64, String> {
         let f = &s.figures;
-        Some(match self {
+        if f.exchanges == 0 {
+            return Err(format!(
+                "no exchange was measured in this scenario ({}, {})",
+                counted(f.errors, "error"),
+                counted(f.timeouts, "timeout")
+            ));
+        }
+        Ok(match self {
             Metric::P50 => f.p50_ms,
             Metric::P99 => f.p99_ms,
             Metric::Mean => f.mean_ms,
             Metric::Max => f.max_ms,
             Metric::Throughput => f.throughput_rps,
-            Metric::Stalls => f.stalls_30ms as f64,
-            Metric::Errors => f.errors as f64,
-            Metric::ServerCpu => f.server_cpu_per_request_us? / 1000.0,
-            Metric::Chunks => f.s2c_chunks_per_exchange?,
+            Metric::Stalls => match f.stalls {
+                Some(n) => n as f64,
+                None => {
+                    return Err(format!(
+                        "stalls come from the capture's analysis, and this scenario has none \
+                         ({})",
+                        s.capture_note
+                            .as_deref()
+                            .unwrap_or("its capture could not be analysed")
+                    ))
+                }
+            },
+            Metric::Over30ms => f.stalls_30ms as f64,
+            Metric::Errors => (f.errors + f.timeouts) as f64,
+            Metric::Timeouts => f.timeouts as f64,
+            Metric::ServerCpu => match f.server_cpu_per_request_us {
+                Some(us) => us / 1000.0,
+                None => {
+                    return Err(
+                        "the server's CPU was not measured (run starts no server without \
+                         --server)"
+                            .into(),
+                    )
+                }
+            },
+            Metric::Chunks => match f.s2c_chunks_per_exchange {
+                Some(c) => c,
+                None => {
+                    return Err(
+                        "chunks are counted by a hop, and this scenario has none (use proxy, \
+                         proxy-nagle or wan:D)"
+                            .into(),
+                    )
+                }
+            },
         })
     }
 }
@@ -99,6 +155,16 @@ pub struct Check {
     pub scenario: Option<String>,
 }
 
+/// How a check came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    Passed,
+    Failed,
+    /// The figure was not measured in the scenario (or over nothing): a failure too.
+    CannotEvaluate,
+}
+
 /// One check in one scenario.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckResult {
@@ -106,8 +172,10 @@ pub struct CheckResult {
     pub scenario: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actual: Option<f64>,
+    /// True only for [`CheckStatus::Passed`].
     pub passed: bool,
-    /// What a person reads: `p99 = 41.2 ms, limit < 5 ms`.
+    pub status: CheckStatus,
+    /// What a person reads: `p99 = 41.2 ms, limit < 5 ms`, or `cannot evaluate: …`.
     pub message: String,
 }
 
@@ -176,19 +244,25 @@ impl Check {
                 scenario: name.clone(),
                 actual: None,
                 passed: false,
-                message: format!("no scenario named `{name}` ran"),
+                status: CheckStatus::CannotEvaluate,
+                message: format!("cannot evaluate: no scenario named `{name}` ran"),
             }];
         }
         chosen
             .into_iter()
             .map(|s| match self.metric.value(s) {
-                Some(v) => {
+                Ok(v) => {
                     let passed = self.op.holds(v, self.limit);
                     CheckResult {
                         check: self.text.clone(),
                         scenario: s.name.clone(),
                         actual: Some(round3(v)),
                         passed,
+                        status: if passed {
+                            CheckStatus::Passed
+                        } else {
+                            CheckStatus::Failed
+                        },
                         message: format!(
                             "{} = {}, limit {}",
                             self.name(),
@@ -197,12 +271,13 @@ impl Check {
                         ),
                     }
                 }
-                None => CheckResult {
+                Err(why) => CheckResult {
                     check: self.text.clone(),
                     scenario: s.name.clone(),
                     actual: None,
                     passed: false,
-                    message: format!("{} was not measured in this scenario", self.name()),
+                    status: CheckStatus::CannotEvaluate,
+                    message: format!("cannot evaluate {}: {why}", self.name()),
                 },
             })
             .collect()
@@ -215,8 +290,10 @@ impl Check {
             Metric::Mean => "mean",
             Metric::Max => "max",
             Metric::Throughput => "throughput",
-            Metric::Stalls => "exchanges ≥ 30 ms",
-            Metric::Errors => "errors",
+            Metric::Stalls => "stalls (turns a TCP timer held)",
+            Metric::Over30ms => "exchanges ≥ 30 ms",
+            Metric::Errors => "errors + timeouts",
+            Metric::Timeouts => "timeouts",
             Metric::ServerCpu => "server CPU per request",
             Metric::Chunks => "server→client chunks per exchange",
         }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{LatencyHistogram, RunResult};
+use crate::report::{Finding, FindingKind};
 use crate::stats::round3;
 
 /// One scenario's row. Read back from a saved report by `--baseline`, so every field a later
@@ -17,11 +18,20 @@ pub struct Figures {
     pub max_ms: f64,
     #[serde(default)]
     pub steps: Vec<StepFigures>,
-    /// Exchanges that took 30 ms or more: the delayed-ACK and timer stalls.
+    /// Exchanges that took 30 ms or more, by the driver's clock: a wall-clock count (on a
+    /// 30 ms round trip every exchange is here), not a diagnosis; [`Figures::stalls`] is that.
     pub stalls_30ms: u64,
-    /// Errors and timeouts.
+    /// Requests and responses a TCP timer held, as the analysis of the scenario's capture
+    /// attributes them ([`timer_stalls`]); `None` when no capture was analysed (a Unix socket
+    /// directly, no permission to capture), so `--check stalls…` cannot be evaluated there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<u64>,
+    /// Failed exchanges: connect, unframed response, assertion, closed (timeouts apart).
     #[serde(default)]
     pub errors: u64,
+    /// Exchanges not answered within `--timeout`. Like errors, not in the latency figures.
+    #[serde(default)]
+    pub timeouts: u64,
     /// Server→client chunks (writes, as the hop read them) per exchange.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s2c_chunks_per_exchange: Option<f64>,
@@ -42,6 +52,27 @@ pub struct StepFigures {
 /// Exchanges at or above this are a scenario's stalls (`stalls_30ms`; the histograms draw the
 /// line): well above any healthy round trip on a LAN, well below the 40 ms delayed-ACK timer.
 pub const STALL_MS: u64 = 30;
+
+/// The turns a TCP timer held, by the analyzer's attribution:
+/// 1. `nagle_delayed_ack`: each request or response whose rest waited for the peer's delayed
+///    ACK (`stalled_turns`);
+/// 2. `retransmission_stall`: each loss recovered only by the retransmission timeout (`stalls`).
+///
+/// Latency alone names no timer: a 30 ms exchange on a 30 ms round trip is healthy. A
+/// finding the evidence audit withdrew is not in `findings`, so it counts for nothing here.
+pub fn timer_stalls(findings: &[Finding]) -> u64 {
+    findings
+        .iter()
+        .map(|f| {
+            let key = match f.kind {
+                FindingKind::NagleDelayedAck => "stalled_turns",
+                FindingKind::RetransmissionStall => "stalls",
+                _ => return 0,
+            };
+            f.evidence.counts.get(key).copied().unwrap_or(0)
+        })
+        .sum()
+}
 
 /// Exchanges in `overall` that took [`STALL_MS`] or more.
 fn count_stalls(overall: &LatencyHistogram) -> u64 {
@@ -74,10 +105,17 @@ impl Figures {
                 })
                 .collect(),
             stalls_30ms,
+            stalls: None,
             errors: bench.errors.total(),
+            timeouts: bench.errors.timeouts,
             s2c_chunks_per_exchange: None,
             server_cpu_per_request_us: None,
         }
+    }
+
+    /// [`Figures::stalls`] from the findings of an analysed capture.
+    pub fn set_timer_stalls(&mut self, findings: &[Finding]) {
+        self.stalls = Some(timer_stalls(findings));
     }
 
     /// Chunks per exchange, rounded for people.

@@ -29,14 +29,14 @@ mod text;
 
 use serde::Serialize;
 
-use crate::bench::RunResult;
+use crate::bench::{Outcome, RunResult};
 use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
 use crate::stats::round3;
 
 pub use busy_poll::{busy_poll, BusyPollInput};
-pub use check::{Check, CheckResult, Metric, Op};
+pub use check::{Check, CheckResult, CheckStatus, Metric, Op};
 pub use compare::{Comparison, ComparisonRow};
-pub use figures::{log_buckets, Figures, LogBucket, StepFigures, STALL_MS};
+pub use figures::{log_buckets, timer_stalls, Figures, LogBucket, StepFigures, STALL_MS};
 pub use html::render_html;
 pub use repeat::{Pooled, RepeatRun, ScenarioRepeat};
 pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};
@@ -173,6 +173,87 @@ impl ScenarioResult {
         self.findings.iter().any(|f| f.kind == kind)
     }
 
+    /// At least one exchange was measured: latency and throughput figures mean something.
+    pub fn measured(&self) -> bool {
+        self.figures.exchanges > 0
+    }
+
+    /// Why this scenario cannot pass whatever the checks say: it measured no exchange, or a
+    /// run of it hung, failed or was interrupted. `planned` is the exchanges it was asked for,
+    /// when all scenarios were asked for the same.
+    pub fn incomplete(&self, planned: Option<u64>) -> Option<Incomplete> {
+        let f = &self.figures;
+        let outcome = self.bench.outcome;
+        let what = match (outcome, f.exchanges) {
+            (Outcome::Interrupted, _) => "interrupted",
+            (_, 0) => "nothing measured",
+            (Outcome::Completed, _) => return None,
+            (Outcome::Hung, _) => "hung",
+            (Outcome::Failed, _) => "failed",
+        };
+        let of = match planned {
+            Some(n) => format!(
+                "{} of {n} exchange{}",
+                f.exchanges,
+                if n == 1 { "" } else { "s" }
+            ),
+            None => format!(
+                "{} exchange{}",
+                f.exchanges,
+                if f.exchanges == 1 { "" } else { "s" }
+            ),
+        };
+        let mut message = format!(
+            "{what} in scenario {}: {of} measured, {}, {}",
+            self.name,
+            counted(f.errors, "error"),
+            counted(f.timeouts, "timeout"),
+        );
+        // The bench's note, less what the sentence already says.
+        let note = self.bench.note.as_deref().map(|n| {
+            n.strip_prefix("no exchange was measured")
+                .map_or(n, |rest| rest.trim_start_matches("; "))
+        });
+        if let Some(n) = note.filter(|n| !n.is_empty()) {
+            message.push_str(&format!(" ({n})"));
+        }
+        if let Some(e) = self.bench.errors.examples.first() {
+            message.push_str(&format!("; e.g. {e}"));
+        }
+        Some(Incomplete {
+            scenario: self.name.clone(),
+            outcome,
+            exchanges: f.exchanges,
+            message,
+        })
+    }
+
+    /// The failed exchanges in a sentence, when there were any: they are not in the latency
+    /// figures, but they crossed the wire, so the capture and its findings do include them.
+    pub fn failures(&self) -> Option<String> {
+        let e = &self.bench.errors;
+        if e.total() + e.timeouts == 0 {
+            return None;
+        }
+        let mut s = format!(
+            "{} ({} connect, {} unframed response, {} assertion, {} closed) and {}, none in \
+             the latency figures",
+            e.total(),
+            e.connect,
+            e.response,
+            e.assertion,
+            e.closed,
+            counted(e.timeouts, "timeout"),
+        );
+        if self.capture.is_some() {
+            s.push_str(" (the capture, and the findings from it, include them)");
+        }
+        if let Some(x) = e.examples.first() {
+            s.push_str(&format!("; e.g. {x}"));
+        }
+        Some(s)
+    }
+
     /// The first (most costly) finding of each kind, in cost order: one entry per kind even
     /// when a kind was found in both directions or at several servers.
     pub fn findings_by_kind(&self) -> Vec<&Finding> {
@@ -205,6 +286,38 @@ pub struct DemoCase {
     pub fix: String,
 }
 
+/// A scenario that fails the gate whatever its checks say.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Incomplete {
+    pub scenario: String,
+    /// How its (pooled) bench run ended.
+    pub outcome: Outcome,
+    pub exchanges: u64,
+    /// `nothing measured in scenario direct: 0 of 200 exchanges measured, 10 errors, …`.
+    pub message: String,
+}
+
+/// What the gate concluded; the exit code follows it (0, 1, 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateResult {
+    /// Every scenario measured what it was asked to, every check held, no `--fail-on` kind.
+    Passed,
+    Failed,
+    /// Stopped by Ctrl-C (or SIGTERM): the figures cover only what was measured until then.
+    Interrupted,
+}
+
+impl GateResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateResult::Passed => "passed",
+            GateResult::Failed => "failed",
+            GateResult::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {
@@ -219,8 +332,20 @@ pub struct RunReport {
     pub checks: Vec<CheckResult>,
     /// Finding kinds `--fail-on` asked about that were found.
     pub failed_on: Vec<String>,
-    /// True when a check failed or a `--fail-on` kind was found (exit 1).
+    /// True when the result is not `passed` (exit 1): a check failed or could not be
+    /// evaluated, a `--fail-on` kind was found, a scenario measured nothing, hung or was
+    /// interrupted (or, for `demo`, a case was not reproduced or not fixed).
     pub failed: bool,
+    pub result: GateResult,
+    /// Stopped by Ctrl-C (or SIGTERM, SIGHUP).
+    pub interrupted: bool,
+    /// What was asked for and did not run, after an interruption (scenarios; demo cases).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
+    /// Scenarios that measured nothing, hung or were interrupted: never passed.
+    pub incomplete: Vec<Incomplete>,
+    /// Every reason the result is not `passed`, in words: what text and HTML show with it.
+    pub reasons: Vec<String>,
 }
 
 impl RunReport {
@@ -235,6 +360,11 @@ impl RunReport {
             checks: Vec::new(),
             failed_on: Vec::new(),
             failed: false,
+            result: GateResult::Passed,
+            interrupted: false,
+            not_run: Vec::new(),
+            incomplete: Vec::new(),
+            reasons: Vec::new(),
         }
     }
 
@@ -254,8 +384,82 @@ impl RunReport {
             }
         }
         self.failed_on = found;
-        self.failed = !self.failed_on.is_empty() || self.checks.iter().any(|c| !c.passed);
+        let mut reasons: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("check {} in {}: {}", c.check, c.scenario, c.message))
+            .collect();
+        reasons.extend(
+            self.failed_on
+                .iter()
+                .map(|f| format!("found {f} (--fail-on)")),
+        );
+        let planned = self.settings.requests * self.settings.repeat.max(1);
+        self.conclude(Some(planned), reasons);
     }
+
+    /// The demo's gate: every case reproduced and fixed, every scenario measured.
+    pub fn gate_demo(&mut self) {
+        let reasons = self
+            .cases
+            .iter()
+            .filter(|c| !(c.reproduced && c.fixed))
+            .map(|c| {
+                format!(
+                    "{}: {}",
+                    c.title,
+                    if c.reproduced {
+                        "NOT fixed by the twin"
+                    } else {
+                        "NOT reproduced"
+                    }
+                )
+            })
+            .collect();
+        self.conclude(None, reasons);
+    }
+
+    /// The result, from `gate_reasons` (failed checks, kinds found, demo cases), the
+    /// scenarios that measured nothing, and an interruption (set by the shell beforehand, or
+    /// seen in a scenario's outcome): never `passed` when any of these holds.
+    fn conclude(&mut self, planned: Option<u64>, gate_reasons: Vec<String>) {
+        self.incomplete = self
+            .scenarios
+            .iter()
+            .filter_map(|s| s.incomplete(planned))
+            .collect();
+        self.interrupted |= self
+            .incomplete
+            .iter()
+            .any(|i| i.outcome == Outcome::Interrupted);
+        let mut reasons = Vec::new();
+        if self.interrupted {
+            let mut r = "interrupted (Ctrl-C): the figures cover only what was measured until \
+                         then"
+                .to_string();
+            if !self.not_run.is_empty() {
+                r.push_str(&format!("; not run: {}", self.not_run.join(", ")));
+            }
+            reasons.push(r);
+        }
+        reasons.extend(self.incomplete.iter().map(|i| i.message.clone()));
+        reasons.extend(gate_reasons);
+        self.result = if self.interrupted {
+            GateResult::Interrupted
+        } else if reasons.is_empty() {
+            GateResult::Passed
+        } else {
+            GateResult::Failed
+        };
+        self.failed = self.result != GateResult::Passed;
+        self.reasons = reasons;
+    }
+}
+
+/// `1 timeout`, `2 timeouts`.
+pub(crate) fn counted(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 fn label(s: &ScenarioResult, f: &Finding) -> String {

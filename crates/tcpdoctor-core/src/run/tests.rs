@@ -67,12 +67,17 @@ fn busy(server: &str) -> Finding {
     f
 }
 
+/// 50 exchanges, each held 41 ms by a delayed ACK (as its capture's analysis says).
 fn stalled() -> ScenarioResult {
-    scenario("proxy-nagle", &[Duration::from_millis(41); 50])
+    let mut s = scenario("proxy-nagle", &[Duration::from_millis(41); 50]);
+    s.figures.stalls = Some(50);
+    s
 }
 
 fn healthy() -> ScenarioResult {
-    scenario("direct", &[Duration::from_micros(120); 50])
+    let mut s = scenario("direct", &[Duration::from_micros(120); 50]);
+    s.figures.stalls = Some(0);
+    s
 }
 
 fn results(checks: &[&str], scenarios: &[ScenarioResult]) -> Vec<CheckResult> {
@@ -210,5 +215,151 @@ fn a_scenario_with_errors_says_why() {
     assert!(
         text.contains("errors: 3 (0 connect, 3 unframed response, 0 assertion, 0 closed) and 0 timeouts, none in the latency figures; e.g. step `GET`: 9 byte(s) unframed"),
         "{text}"
+    );
+}
+
+/// A server that accepts and never answers, or closes at once: no exchange measured. Nothing
+/// computed over nothing passes, and every renderer says why.
+#[test]
+fn a_scenario_that_measured_nothing_never_passes() {
+    let mut empty = scenario("direct", &[]);
+    empty.bench.errors.closed = 10;
+    empty
+        .bench
+        .errors
+        .examples
+        .push("connection reset by peer".into());
+    empty.figures.errors = 10;
+    empty.bench.outcome = crate::bench::Outcome::Failed;
+    let mut r = RunReport::new(settings(&["direct"], 200, 1), vec![empty]);
+    r.gate(
+        &[
+            Check::parse("p99<5ms").unwrap(),
+            Check::parse("errors<=10").unwrap(),
+        ],
+        &[],
+        true,
+    );
+    assert!(r.failed);
+    assert_eq!(r.result, GateResult::Failed);
+    assert_eq!(r.incomplete.len(), 1);
+    assert!(
+        r.incomplete[0].message.starts_with(
+            "nothing measured in scenario direct: 0 of 200 exchanges measured, 10 errors"
+        ),
+        "{}",
+        r.incomplete[0].message
+    );
+    for c in &r.checks {
+        assert_eq!(c.status, CheckStatus::CannotEvaluate, "{c:?}");
+        assert!(!c.passed);
+        assert!(
+            c.message.contains("no exchange was measured"),
+            "{}",
+            c.message
+        );
+    }
+    let text = render_run_text(&r);
+    assert!(
+        text.contains("Result: FAILED (exit 1)\n  - nothing measured in scenario direct"),
+        "{text}"
+    );
+    assert!(!text.contains("p99 = 0"), "{text}");
+    assert!(
+        text.contains("errors: 10 (0 connect, 0 unframed response, 0 assertion, 10 closed)"),
+        "{text}"
+    );
+    let html = render_html(&r);
+    assert!(!html.contains("PASSED"), "no green badge over nothing");
+    assert!(html.contains(">FAILED</span>"));
+    assert!(html.contains("nothing measured in scenario direct"));
+    assert!(
+        html.contains("connection reset by peer"),
+        "the HTML shows the errors"
+    );
+    assert!(html.contains("cannot evaluate"));
+}
+
+/// Ctrl-C: what was measured is reported, and the result says INTERRUPTED, not passed.
+#[test]
+fn an_interrupted_run_is_never_passed() {
+    let mut s = healthy();
+    s.bench.outcome = crate::bench::Outcome::Interrupted;
+    let mut r = RunReport::new(settings(&["direct", "proxy"], 1000, 1), vec![s]);
+    r.not_run = vec!["proxy".into()];
+    r.gate(&[Check::parse("p99<1s@direct").unwrap()], &[], false);
+    assert!(r.checks[0].passed, "what was measured is still checked");
+    assert!(r.interrupted && r.failed);
+    assert_eq!(r.result, GateResult::Interrupted);
+    let text = render_run_text(&r);
+    assert!(text.contains("Result: INTERRUPTED (exit 1)"), "{text}");
+    assert!(text.contains("not run: proxy"), "{text}");
+    assert!(
+        text.contains("interrupted in scenario direct: 50 of 1000 exchanges"),
+        "{text}"
+    );
+    let html = render_html(&r);
+    assert!(html.contains(">INTERRUPTED</span>") && !html.contains("PASSED"));
+    // A signal between two scenarios: no scenario says so, the shell does.
+    let mut r = RunReport::new(settings(&["direct", "proxy"], 50, 1), vec![healthy()]);
+    r.interrupted = true;
+    r.gate(&[], &[], false);
+    assert_eq!(r.result, GateResult::Interrupted);
+}
+
+/// `stalls` is the analyzer's count of timer-held turns, not a clock threshold: a healthy
+/// server 30 ms of round trip away has every exchange ≥ 30 ms and no stall. Without a capture
+/// the check cannot be evaluated, and says why.
+#[test]
+fn stalls_are_what_a_timer_held_and_need_a_capture() {
+    let mut wan = scenario("wan:15ms", &[Duration::from_millis(31); 50]);
+    wan.figures.stalls = Some(0);
+    let r = results(&["stalls==0", "over30ms==0"], &[wan.clone()]);
+    assert!(r[0].passed, "{:?}", r[0]);
+    assert!(!r[1].passed && r[1].actual == Some(50.0), "{:?}", r[1]);
+
+    wan.figures.stalls = None;
+    wan.capture_note = Some("Unix socket: no packets".into());
+    let r = results(&["stalls==0"], &[wan]);
+    assert_eq!(r[0].status, CheckStatus::CannotEvaluate);
+    assert!(
+        r[0].message.contains("Unix socket: no packets"),
+        "{}",
+        r[0].message
+    );
+
+    // Counted from the findings: delayed-ACK stalled turns and timeout stalls, nothing else.
+    let mut nagle = busy("127.0.0.1:7000");
+    nagle.kind = FindingKind::NagleDelayedAck;
+    nagle.evidence.counts.insert("stalled_turns".into(), 7);
+    let mut rto = nagle.clone();
+    rto.kind = FindingKind::RetransmissionStall;
+    rto.evidence.counts.insert("stalls".into(), 2);
+    let other = busy("127.0.0.1:7000");
+    assert_eq!(timer_stalls(&[nagle, rto, other]), 9);
+    assert_eq!(timer_stalls(&[]), 0);
+}
+
+/// Timeouts are counted apart from errors, shown in every table, and `errors` checks both.
+#[test]
+fn timeouts_are_shown_and_checked() {
+    let mut s = healthy();
+    s.bench.errors.timeouts = 2;
+    s.figures.timeouts = 2;
+    let r = results(&["errors==0", "timeouts<=2"], &[s.clone()]);
+    assert!(!r[0].passed, "{:?}", r[0]);
+    assert_eq!(r[0].actual, Some(2.0));
+    assert!(r[1].passed);
+    let report = RunReport::new(settings(&["direct"], 50, 1), vec![s]);
+    let text = render_run_text(&report);
+    assert!(text.contains("  timeouts  "), "{text}");
+    assert!(
+        text.contains("and 2 timeouts, none in the latency figures"),
+        "{text}"
+    );
+    let html = render_html(&report);
+    assert!(
+        html.contains("<tr><th>timeouts</th><td class=\"num bad\">2</td>"),
+        "{html}"
     );
 }

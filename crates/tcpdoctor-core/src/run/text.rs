@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{Comparison, RunReport, ScenarioResult};
+use super::{CheckStatus, Comparison, GateResult, RunReport, ScenarioResult};
 use crate::report::text::finding;
 
 /// Renders the report for a terminal or a pull-request comment.
@@ -68,7 +68,10 @@ pub fn render_run_text(r: &RunReport) -> String {
             let _ = writeln!(
                 out,
                 "  {} {:<24} {:<14} {}",
-                if c.passed { "pass" } else { "FAIL" },
+                match c.status {
+                    CheckStatus::Passed => "pass",
+                    CheckStatus::Failed | CheckStatus::CannotEvaluate => "FAIL",
+                },
                 c.check,
                 c.scenario,
                 c.message
@@ -85,12 +88,15 @@ pub fn render_run_text(r: &RunReport) -> String {
     let _ = writeln!(
         out,
         "\n{}",
-        if r.failed {
-            "Result: FAILED (exit 1)"
-        } else {
-            "Result: passed"
+        match r.result {
+            GateResult::Passed => "Result: passed",
+            GateResult::Failed => "Result: FAILED (exit 1)",
+            GateResult::Interrupted => "Result: INTERRUPTED (exit 1)",
         }
     );
+    for why in &r.reasons {
+        let _ = writeln!(out, "  - {why}");
+    }
     out
 }
 
@@ -112,12 +118,25 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
         rows.push((name.to_string(), scenarios.iter().map(f).collect()));
     };
     add("exchanges", &|s| s.figures.exchanges.to_string());
-    add("throughput req/s", &|s| num(s.figures.throughput_rps));
-    add("mean ms", &|s| num(s.figures.mean_ms));
-    add("p50 ms", &|s| num(s.figures.p50_ms));
-    add("p99 ms", &|s| num(s.figures.p99_ms));
+    // Over no exchange there is no latency and no throughput, not a zero.
+    let measured = |s: &ScenarioResult, v: f64| {
+        if s.measured() {
+            num(v)
+        } else {
+            "-".into()
+        }
+    };
+    add("throughput req/s", &|s| {
+        measured(s, s.figures.throughput_rps)
+    });
+    add("mean ms", &|s| measured(s, s.figures.mean_ms));
+    add("p50 ms", &|s| measured(s, s.figures.p50_ms));
+    add("p99 ms", &|s| measured(s, s.figures.p99_ms));
     add("exchanges ≥ 30 ms", &|s| {
         s.figures.stalls_30ms.to_string()
+    });
+    add("stalls (TCP timer)", &|s| {
+        s.figures.stalls.map_or("-".into(), |n| n.to_string())
     });
     let steps: Vec<String> = scenarios
         .first()
@@ -141,6 +160,7 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
         s.figures.server_cpu_per_request_us.map_or("-".into(), num)
     });
     add("errors", &|s| s.figures.errors.to_string());
+    add("timeouts", &|s| s.figures.timeouts.to_string());
     let first = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
     let widths: Vec<usize> = (0..scenarios.len())
         .map(|i| {
@@ -201,24 +221,9 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
         }
         (None, None) => {}
     }
-    let e = &s.bench.errors;
-    if e.total() + e.timeouts > 0 {
-        // Failed exchanges are not in the latency figures: say how many, and why.
-        let _ = writeln!(
-            out,
-            "   errors: {} ({} connect, {} unframed response, {} assertion, {} closed) and {} \
-             timeouts, none in the latency figures{}",
-            e.total(),
-            e.connect,
-            e.response,
-            e.assertion,
-            e.closed,
-            e.timeouts,
-            e.examples
-                .first()
-                .map(|x| format!("; e.g. {x}"))
-                .unwrap_or_default()
-        );
+    // Failed exchanges are not in the latency figures: say how many, and why.
+    if let Some(e) = s.failures() {
+        let _ = writeln!(out, "   errors: {e}");
     }
     if let Some(cpu) = &s.server_cpu {
         let _ = writeln!(

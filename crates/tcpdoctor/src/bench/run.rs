@@ -86,7 +86,14 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
                     rec.stop();
                     tasks.abort_all();
                 }
-                if !hung && cfg.watch_pid.is_some_and(crate::procfs::process_gone) {
+                // A stop signal that came before `ctrl_c` above was listening (`run` and
+                // `demo` install their handler first, and it kills `run`'s server).
+                if !interrupted && !hung && crate::capture::stop::interrupted() {
+                    interrupted = true;
+                    rec.stop();
+                    tasks.abort_all();
+                }
+                if !interrupted && !hung && cfg.watch_pid.is_some_and(crate::procfs::process_gone) {
                     (hung, gone) = (true, true);
                     rec.stop();
                     tasks.abort_all();

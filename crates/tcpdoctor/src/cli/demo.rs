@@ -19,7 +19,8 @@ use super::run::{check_output_file, finish, live_capture, out_dir};
 ///
 /// Packets are captured live on lo when permitted; as an ordinary user the demo first moves
 /// into a private network namespace (a user namespace: no root needed) unless --no-sandbox.
-/// Exit 0 when every case was reproduced and fixed, 1 otherwise.
+/// Exit 0 when every case was reproduced and fixed, 1 otherwise; Ctrl-C stops the case under
+/// way and its servers, and reports what was measured as interrupted (exit 1).
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct DemoArgs {
@@ -84,16 +85,23 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let mut report = RunReport::new(settings, demo.scenarios);
     report.cases = demo.cases;
     report.comparisons = demo.comparisons;
-    report.failed = report.cases.iter().any(|c| !(c.reproduced && c.fixed));
+    report.interrupted = crate::capture::stop::interrupted();
+    report.not_run = demo.not_run;
+    report.gate_demo();
     let good = report
         .cases
         .iter()
         .filter(|c| c.reproduced && c.fixed)
         .count();
+    let all = report.cases.len() + report.not_run.len();
     eprintln!(
-        "tcpdoctor demo: {good} of {} pathologies reproduced and fixed in {:.1} s",
-        report.cases.len(),
-        started.elapsed().as_secs_f64()
+        "tcpdoctor demo: {good} of {all} pathologies reproduced and fixed in {:.1} s{}",
+        started.elapsed().as_secs_f64(),
+        if report.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        }
     );
     finish(
         &report,

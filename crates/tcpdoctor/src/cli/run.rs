@@ -28,14 +28,19 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 /// K runs in a row, pooled), captures the traffic of all runs (live on lo when permitted —
 /// root, CAP_NET_RAW or --sandbox — else the scenario proxy's recording), accounts the
 /// server's CPU from /proc, and diagnoses. Prints a side-by-side table, the findings with
-/// evidence and fixes, the comparison with --baseline, and the checks; exit 1 when a --check
-/// fails or a --fail-on kind is found.
+/// evidence and fixes, the comparison with --baseline, and the checks.
+///
+/// Exit 0 passed; 1 a --check failed or could not be evaluated, a --fail-on kind was found,
+/// a scenario measured nothing (or hung), or Ctrl-C interrupted the run (the report of what
+/// was measured is printed, marked INTERRUPTED); 2 bad usage, a server that never got ready
+/// or exited, an unreachable target.
 ///
 /// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
 /// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
 ///
 /// A Unix-socket target (--target unix:PATH): direct has no packets to capture (figures,
-/// stalls, server CPU and busy_poll still hold); the hops listen on TCP 127.0.0.1 and forward
+/// server CPU and busy_poll still hold; `stalls`, a capture's count, cannot be evaluated
+/// there); the hops listen on TCP 127.0.0.1 and forward
 /// to the socket, so proxy-nagle shows what a Nagle middlebox in front of the service costs.
 ///
 /// Examples:
@@ -112,7 +117,9 @@ pub struct RunArgs {
     pub save: Option<PathBuf>,
 
     /// A threshold, e.g. 'p99<5ms', 'stalls==0@proxy-nagle', 'throughput>=1000' (repeatable).
-    /// Figures: p50 p99 mean max throughput stalls errors cpu chunks; @SCENARIO limits it.
+    /// Figures: p50 p99 mean max throughput stalls (turns a TCP timer held, from the capture)
+    /// over30ms errors (with timeouts) timeouts cpu chunks; @SCENARIO limits it. A figure not
+    /// measured (no exchange; stalls without a capture) cannot be evaluated: the check fails.
     #[arg(long, value_name = "EXPR")]
     pub check: Vec<String>,
 
@@ -327,6 +334,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .context("starting the runtime")?;
     let mut results: Vec<ScenarioResult> = Vec::new();
     for s in &scenarios {
+        if crate::capture::stop::interrupted() {
+            break;
+        }
         still_running(server.as_mut())?;
         let path = ScenarioPath::of(s, driver.clone(), &plan.target);
         eprintln!("tcpdoctor run: {} ({})…", s.name, path.describe);
@@ -356,6 +366,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         output_dir: out.display().to_string(),
     };
     let mut report = RunReport::new(settings, results);
+    // An interrupted run is never passed, whatever it measured before the signal.
+    report.interrupted = crate::capture::stop::interrupted();
+    report.not_run = scenarios
+        .iter()
+        .skip(report.scenarios.len())
+        .map(|s| s.name.clone())
+        .collect();
     if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
         compare(&mut report, b, &p.display().to_string());
     }

@@ -263,6 +263,8 @@ pub struct DemoOutcome {
     pub scenarios: Vec<ScenarioResult>,
     pub cases: Vec<DemoCase>,
     pub comparisons: Vec<Comparison>,
+    /// The cases a stop signal (Ctrl-C) kept from running, or from finishing.
+    pub not_run: Vec<String>,
 }
 
 /// Runs every case.
@@ -276,8 +278,15 @@ pub fn run(
         scenarios: Vec::new(),
         cases: Vec::new(),
         comparisons: Vec::new(),
+        not_run: Vec::new(),
     };
     for case in cases()? {
+        // Ctrl-C: stop where we are (each scenario's server was stopped after it) and
+        // report what was measured.
+        if crate::capture::stop::interrupted() {
+            out.not_run.push(case.title.to_string());
+            continue;
+        }
         eprintln!("tcpdoctor demo: {}…", case.title);
         let script = Arc::new(case.script);
         let mut results = Vec::new();
@@ -297,11 +306,18 @@ pub fn run(
                 out_dir: out_dir.to_path_buf(),
                 no_capture_reason: no_capture_reason.to_string(),
             };
-            let r = rt
-                .block_on(scenario::run(&plan, p, Some(&server), live))
-                .with_context(|| format!("demo scenario {}", p.name))?;
+            let r = rt.block_on(scenario::run(&plan, p, Some(&server), live));
             server.stop();
-            results.push(r);
+            results.push(r.with_context(|| format!("demo scenario {}", p.name))?);
+            if crate::capture::stop::interrupted() {
+                break;
+            }
+        }
+        if results.len() < 2 {
+            // Interrupted in the pathology's scenario: keep what it measured, compare nothing.
+            out.not_run.push(case.title.to_string());
+            out.scenarios.append(&mut results);
+            continue;
         }
         let after = results.pop().context("after")?;
         let before = results.pop().context("before")?;

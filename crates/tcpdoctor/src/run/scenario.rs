@@ -197,7 +197,9 @@ pub async fn run(
         bound: Bound::Requests(plan.requests),
         warmup: Duration::ZERO,
         timeout: plan.timeout,
-        hang_after: plan.timeout,
+        // One exchange that times out is a timeout, counted, not a hung run: the watcher
+        // must not give up at the same instant the exchange does.
+        hang_after: plan.timeout * 2,
         nagle: path.driver.nagle,
         split: path.driver.split,
         repeat: plan.repeat,
@@ -276,6 +278,7 @@ pub async fn run(
                         f.evidence.rests_on.push(how.clone());
                     }
                 }
+                figures.set_timer_stalls(&findings);
                 capture_info = Some(CaptureInfo {
                     file: file.display().to_string(),
                     source,

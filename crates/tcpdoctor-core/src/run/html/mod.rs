@@ -24,7 +24,7 @@ mod timeline;
 
 use escape::esc;
 
-use super::{RunReport, ScenarioResult};
+use super::{GateResult, RunReport, ScenarioResult};
 use crate::report::{Finding, FindingKind};
 
 const STYLE: &str = include_str!("style.css");
@@ -39,7 +39,7 @@ pub fn render_html(report: &RunReport) -> String {
          <title>tcpdoctor {}: {} — {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n",
         esc(&s.command),
         esc(&s.target),
-        if report.failed { "failed" } else { "passed" }
+        report.result.as_str()
     ));
     out.push_str(&header(report));
     out.push_str(&nav(report));
@@ -106,10 +106,10 @@ fn section(out: &mut String, id: &str, title: &str, body: &str) {
 
 fn header(report: &RunReport) -> String {
     let s = &report.settings;
-    let (class, word) = if report.failed {
-        ("fail", "FAILED")
-    } else {
-        ("pass", "PASSED")
+    let (class, word) = match report.result {
+        GateResult::Passed => ("pass", "PASSED"),
+        GateResult::Failed => ("fail", "FAILED"),
+        GateResult::Interrupted => ("fail", "INTERRUPTED"),
     };
     let mut out = format!(
         "<header class=\"top\">\n<div class=\"title\"><h1>tcpdoctor {}</h1>\
@@ -143,22 +143,13 @@ fn header(report: &RunReport) -> String {
     );
     item("output", format!("<code>{}</code>", esc(&s.output_dir)));
     out.push_str("</dl>\n");
-    if report.failed {
-        let mut why: Vec<String> = report
-            .failed_on
+    if !report.reasons.is_empty() {
+        let items: Vec<String> = report
+            .reasons
             .iter()
-            .map(|f| format!("found {}", esc(f)))
+            .map(|r| format!("<li>{}</li>", esc(r)))
             .collect();
-        let failed_checks = report.checks.iter().filter(|c| !c.passed).count();
-        if failed_checks > 0 {
-            why.push(format!(
-                "{failed_checks} check{} failed",
-                if failed_checks == 1 { "" } else { "s" }
-            ));
-        }
-        if !why.is_empty() {
-            out.push_str(&format!("<p class=\"why fail\">{}</p>\n", why.join("; ")));
-        }
+        out.push_str(&format!("<ul class=\"why fail\">{}</ul>\n", items.join("")));
     }
     if !report.cases.is_empty() {
         let ok = report

@@ -2,7 +2,7 @@
 //! checks.
 
 use super::escape::{dur_ms, esc, num, path};
-use crate::run::{CheckResult, Comparison, DemoCase, ScenarioResult};
+use crate::run::{CheckResult, CheckStatus, Comparison, DemoCase, ScenarioResult};
 
 fn tick(ok: bool) -> &'static str {
     if ok {
@@ -45,10 +45,18 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
         "exchanges",
         cells(&|s| s.figures.exchanges.to_string()),
     );
+    // Over no exchange there is no latency and no throughput, not a zero.
+    let measured = |s: &ScenarioResult, text: String| {
+        if s.measured() {
+            text
+        } else {
+            "–".into()
+        }
+    };
     row(
         &mut out,
         "throughput",
-        cells(&|s| format!("{} req/s", num(s.figures.throughput_rps))),
+        cells(&|s| measured(s, format!("{} req/s", num(s.figures.throughput_rps)))),
     );
     if scenarios.iter().any(|s| s.repeat.is_some()) {
         row(
@@ -63,14 +71,26 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
                 .collect(),
         );
     }
-    row(&mut out, "mean", cells(&|s| dur_ms(s.figures.mean_ms)));
+    row(
+        &mut out,
+        "mean",
+        cells(&|s| measured(s, dur_ms(s.figures.mean_ms))),
+    );
     row(
         &mut out,
         "median (p50)",
-        cells(&|s| dur_ms(s.figures.p50_ms)),
+        cells(&|s| measured(s, dur_ms(s.figures.p50_ms))),
     );
-    row(&mut out, "p99", cells(&|s| dur_ms(s.figures.p99_ms)));
-    row(&mut out, "max", cells(&|s| dur_ms(s.figures.max_ms)));
+    row(
+        &mut out,
+        "p99",
+        cells(&|s| measured(s, dur_ms(s.figures.p99_ms))),
+    );
+    row(
+        &mut out,
+        "max",
+        cells(&|s| measured(s, dur_ms(s.figures.max_ms))),
+    );
     let mut steps: Vec<&str> = Vec::new();
     for s in scenarios {
         for st in &s.figures.steps {
@@ -100,16 +120,52 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
     row(
         &mut out,
         "exchanges ≥ 30 ms",
+        cells(&|s| s.figures.stalls_30ms.to_string()),
+    );
+    row(
+        &mut out,
+        "stalls<br><span class=\"muted small\">held by a TCP timer</span>",
         scenarios
             .iter()
-            .map(|s| {
-                let n = s.figures.stalls_30ms;
-                let class = if n > 0 { "num bad" } else { "num" };
-                format!("<td class=\"{class}\">{n}</td>")
+            .map(|s| match s.figures.stalls {
+                Some(n) => {
+                    let class = if n > 0 { "num bad" } else { "num" };
+                    format!("<td class=\"{class}\">{n}</td>")
+                }
+                None => "<td class=\"num\">–</td>".into(),
             })
             .collect(),
     );
-    row(&mut out, "errors", cells(&|s| s.figures.errors.to_string()));
+    let failed = |n: u64| {
+        let class = if n > 0 { "num bad" } else { "num" };
+        format!("<td class=\"{class}\">{n}</td>")
+    };
+    row(
+        &mut out,
+        "errors",
+        scenarios.iter().map(|s| failed(s.figures.errors)).collect(),
+    );
+    row(
+        &mut out,
+        "timeouts",
+        scenarios
+            .iter()
+            .map(|s| failed(s.figures.timeouts))
+            .collect(),
+    );
+    if scenarios.iter().any(|s| s.failures().is_some()) {
+        row(
+            &mut out,
+            "failed exchanges",
+            scenarios
+                .iter()
+                .map(|s| match s.failures() {
+                    Some(f) => format!("<td class=\"path\">{}</td>", esc(&f)),
+                    None => "<td class=\"num\">–</td>".into(),
+                })
+                .collect(),
+        );
+    }
     row(
         &mut out,
         "server→client chunks per exchange",
@@ -247,10 +303,10 @@ pub fn checks(checks: &[CheckResult]) -> String {
          <th class=\"num\">actual</th><th>result</th><th>detail</th></tr></thead><tbody>\n",
     );
     for c in checks {
-        let (class, word) = if c.passed {
-            ("pass", "pass")
-        } else {
-            ("fail", "fail")
+        let (class, word) = match c.status {
+            CheckStatus::Passed => ("pass", "pass"),
+            CheckStatus::Failed => ("fail", "fail"),
+            CheckStatus::CannotEvaluate => ("fail", "cannot evaluate"),
         };
         out.push_str(&format!(
             "<tr><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td>\
