@@ -372,3 +372,51 @@ fn demo_reproduces_and_fixes_every_pathology() {
     assert!(page.contains("nagle_delayed_ack") && page.contains("<svg"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 12, a lost wake-up: through a delay hop, responses written a line at a time reach the
+/// driver in several reads, and on `run`'s multi-thread runtime the driver forgot bytes that
+/// arrived between a short read and its clearing of the socket's readiness: the whole response
+/// sat in the socket and the exchange timed out (53–77 timeouts in 20,000 exchanges before the
+/// fix). Thousands of exchanges on 8 connections must all complete: no timeout, no error.
+#[test]
+fn thousands_of_exchanges_through_the_delay_hop_lose_no_wake_up() {
+    let dir = scratch("lost-wakeup");
+    let port = free_port();
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server = format!(
+        "{exe} specimen --listen 127.0.0.1:{port} --writes per-line --nodelay --line-gap 20us"
+    );
+    let target = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "run",
+        "--format",
+        "json",
+        "--server",
+        &server,
+        "--target",
+        &target,
+        "--scenarios",
+        "wan:100us",
+        "--connections",
+        "8",
+        "--requests",
+        "12000",
+        "--timeout",
+        "1s",
+        "--out",
+        dir.to_str().expect("utf-8 temp dir"),
+    ];
+    args.extend_from_slice(common::run::SPECIMEN_LINE);
+    let (r, code, err) = tcpdoctor_in(&dir, &args);
+    assert_eq!(code, 0, "stderr: {err}");
+    let wan = scenario(&r, "wan:100us");
+    let b = &wan["bench"];
+    assert_eq!(
+        b["errors"]["timeouts"], 0,
+        "every response arrived, so none may time out: {}",
+        b["note"]
+    );
+    assert_eq!(wan["figures"]["errors"], 0, "{}", b["errors"]);
+    assert_eq!(wan["figures"]["exchanges"], 12000);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -65,30 +65,19 @@ pub fn reason(e: &io::Error) -> String {
     }
 }
 
-/// A connected socket the driver can read, write, and mark as drained.
-trait Socket: AsyncRead + AsyncWrite + Unpin {
-    /// After a read that returned less than the buffer, the socket is drained: forget the
-    /// cached readiness so the next read waits for the poller instead of first trying a
-    /// `read` that can only say EAGAIN (one syscall less per exchange). Tokio clears it only if
-    /// no newer readiness event has arrived meanwhile, so no wake-up is lost.
-    fn drained(&self);
-}
+/// A connected socket the driver can read and write.
+///
+/// After a read shorter than the buffer, tokio itself forgets the socket's cached readiness
+/// (with the readiness event it read under), so the next read waits for the poller without a
+/// `read` that can only say EAGAIN. Clearing it again afterwards (`try_io` with a would-block
+/// closure) is a lost wake-up on a multi-thread runtime: bytes that arrived after the read
+/// and whose edge another worker already took are forgotten, and the connection times out
+/// with the response in its socket (issue 12: `run` through `wan:15ms`).
+trait Socket: AsyncRead + AsyncWrite + Unpin {}
 
-impl Socket for TcpStream {
-    fn drained(&self) {
-        let _ = self.try_io(tokio::io::Interest::READABLE, || {
-            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-        });
-    }
-}
+impl Socket for TcpStream {}
 
-impl Socket for UnixStream {
-    fn drained(&self) {
-        let _ = self.try_io(tokio::io::Interest::READABLE, || {
-            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-        });
-    }
-}
+impl Socket for UnixStream {}
 
 /// The open-loop schedule of one connection: slot k at `offset + k × interval`.
 struct Schedule {
@@ -255,9 +244,6 @@ impl Driver<'_> {
                     match r {
                         Ok(0) => return self.eof(now),
                         Ok(n) => {
-                            if n < self.io.read.len() {
-                                s.drained();
-                            }
                             self.local.received(n);
                             last_io = now;
                             let mut done = std::mem::take(&mut self.io.done);
