@@ -315,7 +315,7 @@ pub async fn run(
             cpu: *cpu,
             exchanges: bench.exchanges,
             floor_us: bench.cpu.per_request_us,
-            floor_of: "the driver's own CPU per request",
+            floor_of: "the driver's own CPU per request (its open-loop spinning excluded)",
             mean_ms: bench.latency_ms.mean,
         }) {
             findings.push(f);
