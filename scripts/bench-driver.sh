@@ -18,9 +18,27 @@
 # netperf itself is used when installed; it is not in Debian's main archive, so it is usually
 # skipped with a message.
 #
-# Needs: cargo, python3, redis-server and redis-benchmark (apt-get install redis-server
+# Open loop (MODES=open, or all): redis PING at 200, 2,000 and 20,000 req/s (one connection;
+# four at 20,000, beyond what one ping-pong connection carries on a 2-vCPU VM),
+# tcpdoctor bench --rate beside scripts/openloop-ref.c, a C client written for this script that
+# also measures from each request's intended start (clock_nanosleep to 60 us before the slot,
+# then spin). The two alternate, OPEN_ROUNDS (default 5) rounds per rate; the table reports
+# per rate the median p50 and p99 of each, the median of the per-round ratios (tcpdoctor /
+# reference) with their min-max spread, and both tools' send lateness (p50/p99, us). Goals:
+# tcpdoctor's p50 <= 1.1x the reference's (or within +20 us) at each rate, its send-lateness
+# p99 <= 50 us at 2,000 req/s.
+#
+#   MODES=open OPEN_ROUNDS=5 OPEN_SECS=3 scripts/bench-driver.sh
+#   MODES=closed scripts/bench-driver.sh      # only the closed-loop comparisons above
+#
+# Needs: cargo, cc, python3, redis-server and redis-benchmark (apt-get install redis-server
 # redis-tools). Everything listens on 127.0.0.1 on free ports and is stopped on exit.
 set -euo pipefail
+
+MODES=${MODES:-all}
+OPEN_ROUNDS=${OPEN_ROUNDS:-5}
+OPEN_SECS=${OPEN_SECS:-3}
+OPEN_RATES=${OPEN_RATES:-200 2000 20000}
 
 ROUNDS=${ROUNDS:-5}
 N50=${N50:-200000}
@@ -28,7 +46,7 @@ NPIPE=${NPIPE:-1000000}
 N1=${N1:-50000}
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-for tool in redis-server redis-benchmark python3; do
+for tool in redis-server redis-benchmark python3 cc; do
     command -v "$tool" >/dev/null || { echo "bench-driver: $tool is needed" >&2; exit 2; }
 done
 cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example netbench
@@ -36,6 +54,8 @@ TD=$CARGO_TARGET_DIR/release/tcpdoctor
 NB=$CARGO_TARGET_DIR/release/examples/netbench
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+REF=$WORK/openloop-ref
+cc -O2 -pthread -o "$REF" scripts/openloop-ref.c
 
 # Runs a command; prints "WALL_S CPU_S" of it (the child's own user + system time) on fd 3 and
 # its stdout to $WORK/out.
@@ -105,6 +125,68 @@ pingpong() {
     # netbench runs n + n/10 round trips (the first tenth warms up).
     python3 -c "n=$n*1.1; print('$label', 'netbench-pingpong', round(n/$wall,1), round($cpu*1e6/n,3))" >>"$RESULTS"
 }
+
+# open_loop RATE ROUND: one round of both open-loop clients at RATE req/s (which goes first
+# alternates by round); records "open RATE TOOL P50_US P99_US LATE_P50_US LATE_P99_US".
+open_loop() {
+    local rate=$1 round=$2
+    local warm=0.2 conns=1 threads=1
+    if [ "$rate" -ge 20000 ]; then conns=4; threads=2; fi
+    run_ref() {
+        echo "open $rate reference $("$REF" 127.0.0.1 "$REDIS" "$rate" "$OPEN_SECS" "$warm" "$conns" | cut -d' ' -f2-)" >>"$OPEN"
+    }
+    run_td() {
+        # shellcheck disable=SC2086
+        "$TD" bench --target "127.0.0.1:$REDIS" --preset resp --connections "$conns" --threads "$threads" \
+            --rate "$rate" --duration "${OPEN_SECS}s" --warmup "${warm}s" --format json ${TD_ARGS:-} >"$WORK/open.json"
+        python3 - "$WORK/open.json" "$rate" >>"$OPEN" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+assert r["outcome"] == "completed" and r["errors"]["timeouts"] == 0, r["errors"]
+l, s = r["latency_ms"], r["send_lateness"]
+print("open", sys.argv[2], "tcpdoctor", l["p50"] * 1e3, l["p99"] * 1e3, s["p50_us"], s["p99_us"])
+EOF
+    }
+    if [ $((round % 2)) = 1 ]; then run_td; run_ref; else run_ref; run_td; fi
+}
+
+OPEN=$WORK/open
+: >"$OPEN"
+if [ "$MODES" != closed ]; then
+    for round in $(seq "$OPEN_ROUNDS"); do
+        for rate in $OPEN_RATES; do
+            echo "open loop: round $round/$OPEN_ROUNDS, $rate req/s" >&2
+            open_loop "$rate" "$round"
+        done
+    done
+    python3 - "$OPEN" <<'EOF'
+import collections, statistics, sys
+rows = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    f = line.split()
+    rows[int(f[1])][f[2]].append([float(x) for x in f[3:7]])
+print("open loop, redis PING (1 connection; 4 at 20,000/s), latency from the intended start (us; medians over rounds)")
+print(f"{'rate/s':>7} {'tool':<10} {'p50':>8} {'p99':>9} {'late p50':>9} {'late p99':>9} "
+      f"{'p50 ratio (min-max)':>22} {'p99 ratio (min-max)':>22}  goal")
+for rate in sorted(rows):
+    td, ref = rows[rate]["tcpdoctor"], rows[rate]["reference"]
+    n = min(len(td), len(ref))
+    med = lambda v, i: statistics.median(x[i] for x in v)
+    r50 = [td[i][0] / ref[i][0] for i in range(n)]
+    r99 = [td[i][1] / ref[i][1] for i in range(n)]
+    for tool, v in (("reference", ref), ("tcpdoctor", td)):
+        line = f"{rate:>7} {tool:<10} {med(v,0):>8.1f} {med(v,1):>9.1f} {med(v,2):>9.1f} {med(v,3):>9.1f}"
+        if tool == "tcpdoctor":
+            ok = med(td, 0) <= 1.1 * med(ref, 0) or med(td, 0) <= med(ref, 0) + 20
+            goals = [f"p50 {'met' if ok else 'MISSED'}"]
+            if rate == 2000:
+                goals.append(f"late p99 {'met' if med(td, 3) <= 50 else 'MISSED'}")
+            line += (f" {statistics.median(r50):>8.2f} ({min(r50):.2f}-{max(r50):.2f})"
+                     f" {statistics.median(r99):>9.2f} ({min(r99):.2f}-{max(r99):.2f})  {', '.join(goals)}")
+        print(line)
+EOF
+fi
+[ "$MODES" = open ] && exit 0
 
 for round in $(seq "$ROUNDS"); do
     echo "round $round/$ROUNDS" >&2

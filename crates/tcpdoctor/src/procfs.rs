@@ -1,10 +1,11 @@
-//! /proc/PID/stat, read the one way `run` (CPU of the server's group) and `bench` (is the
-//! watched server still alive?) both need.
+//! /proc/PID/stat and /proc/PID/task/*/schedstat, read the one way `run` (CPU of the server's
+//! tree) and `bench` (is the watched server still alive?) both need.
 
 /// The fields of /proc/PID/stat that tcpdoctor reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
     pub state: char,
+    pub ppid: i64,
     pub pgrp: i64,
     /// Clock ticks in user and system mode.
     pub utime: u64,
@@ -21,6 +22,30 @@ pub fn process_gone(pid: i32) -> bool {
     stat(pid).is_none_or(|s| matches!(s.state, 'Z' | 'X'))
 }
 
+/// Nanoseconds process `pid`'s live threads have run on a CPU: the first field of each
+/// /proc/PID/task/TID/schedstat (the scheduler's `sum_exec_runtime`, exact to the ns, where
+/// /proc/PID/stat counts 10 ms ticks). None when it cannot be read (the process is gone, or a
+/// kernel without schedstats). Threads that already exited are not in it.
+pub fn cpu_ns(pid: i32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = None;
+    for t in tasks.flatten() {
+        let path = t.path().join("schedstat");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if let Some(ns) = parse_schedstat(&text) {
+            *total.get_or_insert(0u64) += ns;
+        }
+    }
+    total
+}
+
+/// `RUN_NS WAIT_NS SLICES`: the time on CPU.
+fn parse_schedstat(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
 /// A /proc/PID/stat line; the command name may hold spaces and parentheses, so fields are
 /// counted from the last `)`.
 fn parse_stat(stat: &str) -> Option<Stat> {
@@ -30,6 +55,7 @@ fn parse_stat(stat: &str) -> Option<Stat> {
     // cminflt(8) majflt(9) cmajflt(10) utime(11) stime(12).
     Some(Stat {
         state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
         pgrp: f.get(2)?.parse().ok()?,
         utime: f.get(11)?.parse().ok()?,
         stime: f.get(12)?.parse().ok()?,
@@ -38,13 +64,42 @@ fn parse_stat(stat: &str) -> Option<Stat> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_stat, process_gone};
+    use super::{cpu_ns, parse_schedstat, parse_stat, process_gone};
+
+    #[test]
+    fn schedstat_counts_nanoseconds() {
+        assert_eq!(parse_schedstat("123456789 42 7\n"), Some(123_456_789));
+        assert_eq!(parse_schedstat(""), None);
+        let me = std::process::id() as i32;
+        let before = cpu_ns(me).expect("our own schedstat");
+        // A thread spins 3 ms, then sleeps (a running thread's count is brought up to date
+        // when it leaves the CPU, as a server's between requests is), while we read.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+        let spinner = std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < std::time::Duration::from_millis(3) {
+                x = x.wrapping_mul(31).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+            let _ = done_tx.send(());
+            let _ = exit_rx.recv();
+        });
+        done_rx.recv().expect("spun");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let after = cpu_ns(me).expect("our own schedstat");
+        let _ = exit_tx.send(());
+        spinner.join().expect("spinner");
+        assert!(after > before, "3 ms of spinning shows, below a 10 ms tick");
+    }
 
     #[test]
     fn stat_lines_with_odd_names() {
         let s = "1234 (my (odd) srv) S 1 1234 1234 0 -1 4194560 100 0 0 0 57 13 0 0 20 0 1 0";
         let st = parse_stat(s).expect("parsed");
         assert_eq!((st.state, st.pgrp, st.utime, st.stime), ('S', 1234, 57, 13));
+        assert_eq!(st.ppid, 1);
         assert_eq!(parse_stat("garbage"), None);
     }
 

@@ -23,6 +23,6 @@ pub use histogram::LatencyHistogram;
 pub use repeat::{pool, RepeatFigures, RepeatSummary, Spread};
 pub use report::{
     BenchReport, BenchSettings, CpuUse, ErrorCounts, LatencySummary, Outcome, ReasonCount,
-    RunMeasurements, RunResult, StepResult, BENCH_SCHEMA_VERSION, MAX_ERROR_EXAMPLES,
+    RunMeasurements, RunResult, SendLateness, StepResult, BENCH_SCHEMA_VERSION, MAX_ERROR_EXAMPLES,
 };
 pub use stall::{StallBand, StallView};

@@ -127,6 +127,9 @@ pub fn pool(runs: &[RunMeasurements]) -> RunMeasurements {
         all.connections_opened += m.connections_opened;
         all.cpu_user += m.cpu_user;
         all.cpu_system += m.cpu_system;
+        all.cpu_spin += m.cpu_spin;
+        all.send_lateness.merge(&m.send_lateness);
+        all.reconnects += m.reconnects;
         if let Some(n) = &m.note {
             notes.push(if runs.len() > 1 {
                 format!("run {}: {n}", i + 1)

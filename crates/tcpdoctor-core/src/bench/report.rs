@@ -189,8 +189,38 @@ pub struct StepResult {
 pub struct CpuUse {
     pub user_s: f64,
     pub system_s: f64,
-    /// (user + system) / measured exchanges, in microseconds; 0 when nothing was measured.
+    /// Of user + system, the time spent spinning to send open-loop requests on schedule (the
+    /// last tens of microseconds before each slot): the price of precise sends, not work.
+    pub spin_s: f64,
+    /// (user + system − spin) / measured exchanges, in microseconds: the driver's work per
+    /// request, the floor `busy_poll` compares a server with; 0 when nothing was measured.
     pub per_request_us: f64,
+}
+
+/// Open loop: how late the driver itself sent requests, in microseconds — from the later of
+/// the slot's intended time and the moment the connection could send (a free pipeline slot,
+/// an open connection) to the `write`. A server that stalls makes requests late too, but
+/// that wait is in the latency, not here: this is the driver's own delay, so a p99 of tens of
+/// microseconds says the driver is not the bottleneck.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SendLateness {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl SendLateness {
+    /// None for an empty histogram (closed loop: a request is sent when it is intended).
+    pub fn of(h: &LatencyHistogram) -> Option<SendLateness> {
+        let us = |ns: u64| (ns as f64 / 10.0).round() / 100.0;
+        (!h.is_empty()).then(|| SendLateness {
+            count: h.count(),
+            p50_us: us(h.quantile_ns(0.5)),
+            p99_us: us(h.quantile_ns(0.99)),
+            max_us: us(h.max_ns()),
+        })
+    }
 }
 
 /// Raw measurements of one run, as the driver collected them.
@@ -210,6 +240,13 @@ pub struct RunMeasurements {
     pub connections_opened: u64,
     pub cpu_user: Duration,
     pub cpu_system: Duration,
+    /// Of the CPU time, the spinning before open-loop slots (see [`CpuUse::spin_s`]).
+    pub cpu_spin: Duration,
+    /// Open loop: each measured request's send lateness (see [`SendLateness`]).
+    pub send_lateness: LatencyHistogram,
+    /// Connections the server closed after complete responses (HTTP `Connection: close`, a
+    /// keep-alive limit) that the driver reopened, re-sending what was unanswered: no error.
+    pub reconnects: u64,
     /// A sentence on why the run ended early, if it did.
     pub note: Option<String>,
     /// The target's TCP port (None for a Unix socket), for the stall view's capture command.
@@ -232,8 +269,13 @@ pub struct RunResult {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub connections_opened: u64,
+    /// Connections the server closed after complete responses, reopened without an error;
+    /// the exchange that waited for the new connection carries its connect time.
+    pub reconnects: u64,
     pub errors: ErrorCounts,
     pub latency_ms: LatencySummary,
+    /// Open loop only (null in closed loop).
+    pub send_lateness: Option<SendLateness>,
     pub steps: Vec<StepResult>,
     pub stall: StallView,
     pub cpu: CpuUse,
@@ -255,7 +297,9 @@ impl RunResult {
         let exchanges = m.overall.count();
         let measured_s = m.measured.as_secs_f64();
         let outcome = m.outcome();
-        let cpu_s = (m.cpu_user + m.cpu_system).as_secs_f64();
+        let cpu_s = (m.cpu_user + m.cpu_system)
+            .saturating_sub(m.cpu_spin)
+            .as_secs_f64();
         RunResult {
             run,
             outcome,
@@ -271,8 +315,10 @@ impl RunResult {
             bytes_sent: m.bytes_sent,
             bytes_received: m.bytes_received,
             connections_opened: m.connections_opened,
+            reconnects: m.reconnects,
             errors: m.errors.clone(),
             latency_ms: LatencySummary::of(&m.overall),
+            send_lateness: SendLateness::of(&m.send_lateness),
             steps: step_names
                 .iter()
                 .zip(&m.per_step)
@@ -286,6 +332,7 @@ impl RunResult {
             cpu: CpuUse {
                 user_s: round3(m.cpu_user.as_secs_f64()),
                 system_s: round3(m.cpu_system.as_secs_f64()),
+                spin_s: round3(m.cpu_spin.as_secs_f64()),
                 per_request_us: if exchanges > 0 {
                     round3(cpu_s * 1e6 / exchanges as f64)
                 } else {
@@ -359,6 +406,21 @@ mod tests {
             r.latency_ms
         );
         assert!((r.cpu.per_request_us - 40.0).abs() < 1e-9);
+        assert_eq!(r.send_lateness, None, "closed loop: no send lateness");
+        m.cpu_spin = Duration::from_millis(20);
+        for us in [5u64, 10, 10, 400] {
+            m.send_lateness.record(Duration::from_micros(us));
+        }
+        let open = RunResult::new(1, &["greeting".into(), "PING".into()], &m);
+        assert!(
+            (open.cpu.per_request_us - 20.0).abs() < 1e-9,
+            "the spin is not the driver's work per request"
+        );
+        assert_eq!(open.cpu.spin_s, 0.02);
+        let late = open.send_lateness.expect("open loop");
+        assert_eq!(late.count, 4);
+        assert!((late.p50_us - 10.0).abs() < 0.05, "{late:?}");
+        assert!((late.max_us - 400.0).abs() < 0.5, "{late:?}");
         assert_eq!(r.errors.connect, 7);
         assert_eq!(r.errors.connect_reasons[0].reason, "connection refused");
         assert_eq!(r.stall.likely_cause, None);

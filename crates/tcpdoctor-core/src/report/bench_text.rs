@@ -84,6 +84,13 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
             "latency (ms)", "p50", "p90", "p99", "p99.9", "max", "mean"
         );
         latency_row(out, "all", &r.latency_ms);
+        if let Some(l) = &r.send_lateness {
+            let _ = writeln!(
+                out,
+                "  send lateness (the driver's own, µs): p50 {:.1}, p99 {:.1}, max {:.1}",
+                l.p50_us, l.p99_us, l.max_us
+            );
+        }
         if r.steps.len() > 1
             || r.steps
                 .first()
@@ -120,15 +127,32 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
     if let Some(n) = &r.stall.next_step {
         let _ = writeln!(out, "    {n}");
     }
+    let spin = if r.cpu.spin_s > 0.0 {
+        format!(
+            " (of which {:.3} s spinning to send on schedule, not counted per request)",
+            r.cpu.spin_s
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "  driver CPU: {:.3} s user + {:.3} s system, {:.1} µs per request; {} connection{} opened",
+        "  driver CPU: {:.3} s user + {:.3} s system{spin}, {:.1} µs per request; {} connection{} opened",
         r.cpu.user_s,
         r.cpu.system_s,
         r.cpu.per_request_us,
         r.connections_opened,
         plural(r.connections_opened)
     );
+    if r.reconnects > 0 {
+        let _ = writeln!(
+            out,
+            "  reconnects: {} (the server closed the connection after a complete response, \
+             e.g. `Connection: close`; reopened without an error, the connect time charged to \
+             the exchange that waited for it)",
+            r.reconnects
+        );
+    }
 }
 
 fn latency_row(out: &mut String, name: &str, l: &LatencySummary) {

@@ -38,6 +38,15 @@ pub struct Figures {
     /// Server CPU time per exchange, microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_per_request_us: Option<f64>,
+    /// Open loop: the driver's own send lateness, p50 and p99, microseconds (bench's
+    /// `send_lateness`): beside the latency, it shows the driver is not the bottleneck.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_late_p50_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_late_p99_us: Option<f64>,
+    /// Connections the server closed after complete responses, reopened without an error.
+    #[serde(default)]
+    pub reconnects: u64,
 }
 
 /// One script step's latency.
@@ -110,6 +119,9 @@ impl Figures {
             timeouts: bench.errors.timeouts,
             s2c_chunks_per_exchange: None,
             server_cpu_per_request_us: None,
+            send_late_p50_us: bench.send_lateness.map(|l| l.p50_us),
+            send_late_p99_us: bench.send_lateness.map(|l| l.p99_us),
+            reconnects: bench.reconnects,
         }
     }
 

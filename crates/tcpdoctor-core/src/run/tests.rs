@@ -363,3 +363,38 @@ fn timeouts_are_shown_and_checked() {
         "{html}"
     );
 }
+
+/// Issue 12: an open-loop scenario shows the driver's own send lateness beside its latency,
+/// and a server's closes show as reconnects, in the text and the HTML alike (both read the
+/// figures the JSON carries); a closed-loop scenario shows neither.
+#[test]
+fn send_lateness_and_reconnects_are_shown_wherever_the_figures_are() {
+    let mut m = RunMeasurements {
+        measured: Duration::from_secs(1),
+        reconnects: 7,
+        ..Default::default()
+    };
+    for _ in 0..100 {
+        m.overall.record(Duration::from_micros(120));
+        m.send_lateness.record(Duration::from_micros(4));
+    }
+    m.send_lateness.record(Duration::from_micros(900));
+    let bench = RunResult::new(1, &[], &m);
+    let mut open = healthy();
+    open.name = "direct".into();
+    open.figures = Figures::of(&bench, &m.overall);
+    open.bench = bench;
+    assert_eq!(open.figures.send_late_p50_us, Some(4.0));
+    assert_eq!(open.figures.reconnects, 7);
+    let r = RunReport::new(settings(&["direct"], 100, 1), vec![open]);
+    let text = render_run_text(&r);
+    assert!(text.contains("driver send late µs p50/p99"), "{text}");
+    assert!(text.contains("reconnects"), "{text}");
+    let html = render_html(&r);
+    assert!(html.contains("driver's send lateness"), "{html}");
+    assert!(html.contains("4 / "), "{html}");
+
+    let closed = RunReport::new(settings(&["direct"], 100, 1), vec![healthy()]);
+    assert!(!render_run_text(&closed).contains("send late"));
+    assert!(!render_html(&closed).contains("send lateness"));
+}

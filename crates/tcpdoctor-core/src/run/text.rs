@@ -132,6 +132,18 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
     add("mean ms", &|s| measured(s, s.figures.mean_ms));
     add("p50 ms", &|s| measured(s, s.figures.p50_ms));
     add("p99 ms", &|s| measured(s, s.figures.p99_ms));
+    if scenarios
+        .iter()
+        .any(|s| s.figures.send_late_p99_us.is_some())
+    {
+        add("driver send late µs p50/p99", &|s| match (
+            s.figures.send_late_p50_us,
+            s.figures.send_late_p99_us,
+        ) {
+            (Some(a), Some(b)) => format!("{}/{}", num(a), num(b)),
+            _ => "-".into(),
+        });
+    }
     add("exchanges ≥ 30 ms", &|s| {
         s.figures.stalls_30ms.to_string()
     });
@@ -161,6 +173,9 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
     });
     add("errors", &|s| s.figures.errors.to_string());
     add("timeouts", &|s| s.figures.timeouts.to_string());
+    if scenarios.iter().any(|s| s.figures.reconnects > 0) {
+        add("reconnects", &|s| s.figures.reconnects.to_string());
+    }
     let first = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
     let widths: Vec<usize> = (0..scenarios.len())
         .map(|i| {

@@ -13,6 +13,10 @@
 //! 4. A `for_each` walks a snapshot of its list, taken when it starts.
 //! 5. A pass through `[[steps]]` that makes no request (a `for_each` over an empty list) ends
 //!    the conversation instead of spinning.
+//! 6. A response that says the server closes the connection after it (HTTP `Connection:
+//!    close`) ends the conversation's sending: no request follows on this connection, and the
+//!    requests already sent behind it will not be answered — the driver re-sends them on a new
+//!    connection (with their intended times) instead of counting them lost.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -57,6 +61,8 @@ pub struct Conversation {
     last_step: Option<usize>,
     /// Per step: its framing and `expect` regexes, cloned for this conversation.
     matchers: Vec<Matchers>,
+    /// A completed response said the server closes the connection after it (rule 6).
+    server_closes: bool,
 }
 
 #[derive(Debug)]
@@ -108,6 +114,7 @@ impl Conversation {
             cursor: Cursor::default(),
             last_step: None,
             matchers: Vec::new(),
+            server_closes: false,
         };
         conv.matchers = (conv.script.steps.iter())
             .map(|s| Matchers {
@@ -153,7 +160,7 @@ impl Conversation {
     /// its header ends. `out` is untouched when it returns None.
     pub fn next_request_into(&mut self, intended: Timestamp, out: &mut Vec<u8>) -> Option<Issued> {
         self.start_greeting_clock(intended);
-        if self.awaiting_greeting() {
+        if self.awaiting_greeting() || self.server_closes {
             return None;
         }
         let step = self.settle()?;
@@ -188,6 +195,9 @@ impl Conversation {
         done: &mut Vec<Completed>,
     ) -> Result<(), ResponseError> {
         self.start_greeting_clock(now);
+        if self.server_closes {
+            return Ok(());
+        }
         if self.pending.is_empty() {
             if data.is_empty() {
                 return Ok(());
@@ -201,7 +211,17 @@ impl Conversation {
             let view = &self.buf[self.consumed..];
             let read = &self.matchers[head.step].read;
             match head.reader.poll(read, view, step.max_response) {
-                Ok(Poll::Complete(n)) => done.extend(self.complete(n, now)),
+                Ok(Poll::Complete(n)) => {
+                    if head.reader.closes_connection() {
+                        self.server_closes = true;
+                    }
+                    done.extend(self.complete(n, now));
+                    if self.server_closes {
+                        // Rule 6: whatever follows belongs to no request on this connection.
+                        self.consumed = self.buf.len();
+                        break;
+                    }
+                }
                 Ok(Poll::Need | Poll::UntilClose) => break,
                 Err(message) => {
                     done.truncate(before);
@@ -213,7 +233,7 @@ impl Conversation {
                 }
             }
         }
-        if self.pending.is_empty() && self.consumed < self.buf.len() {
+        if self.pending.is_empty() && self.consumed < self.buf.len() && !self.server_closes {
             done.truncate(before);
             return Err(self.unexpected(&self.buf[self.consumed..]));
         }
@@ -285,6 +305,21 @@ impl Conversation {
         self.compact();
         self.settle();
         Ok(done)
+    }
+
+    /// A response said the server closes the connection after it (rule 6): nothing more is
+    /// sent here, and [`Conversation::unanswered`] will not be answered on this connection.
+    pub fn server_closes(&self) -> bool {
+        self.server_closes
+    }
+
+    /// The intended times of the requests sent and not yet answered, oldest first (the
+    /// greeting is no request).
+    pub fn unanswered(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        self.pending
+            .iter()
+            .filter(|p| p.request_bytes > 0)
+            .filter_map(|p| p.intended)
     }
 
     /// Responses awaited: requests sent and not yet answered, plus the greeting while it is

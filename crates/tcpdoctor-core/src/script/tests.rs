@@ -449,3 +449,39 @@ read = { until_line = '^\.\r?$' }
     );
     assert_eq!(done.len(), 7);
 }
+
+/// Rule 6 (issue 12): `Connection: close`, or HTTP/1.0 without keep-alive, ends the sending on
+/// this connection, and the pipelined requests behind it are reported unanswered (for the
+/// driver to re-send), not as a response error; keep-alive answers change nothing.
+#[test]
+fn http_connection_close_ends_sending_and_names_the_unanswered() {
+    let script = Arc::new(Script::preset("http1", &[]).unwrap());
+    let cases: [(&[u8], bool); 5] = [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
+        (
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nconnection: Upgrade, CLOSE\r\nContent-Length: 2\r\n\r\nok",
+            true,
+        ),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", true),
+        (
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+            false,
+        ),
+    ];
+    for (response, closes) in cases {
+        let mut conv = Conversation::new(Arc::clone(&script), 0, 1);
+        conv.next_request(t(10)).unwrap();
+        conv.next_request(t(20)).unwrap();
+        let done = conv.on_bytes(response, t(30)).unwrap();
+        let shown = String::from_utf8_lossy(response);
+        assert_eq!(done.len(), 1, "{shown}");
+        assert_eq!(conv.server_closes(), closes, "{shown}");
+        let unanswered: Vec<_> = conv.unanswered().collect();
+        assert_eq!(unanswered, vec![t(20)], "{shown}");
+        assert_eq!(conv.next_request(t(40)).is_none(), closes, "{shown}");
+    }
+}

@@ -3,18 +3,29 @@
 //! 1. Up to `--pipeline` requests are outstanding. Requests that can go together leave in one
 //!    `write` (a pipelined batch is one syscall), unless `--split-writes` asks for each request
 //!    in pieces, each its own `write` — the write-write-read client of PHYSICS §3.
-//! 2. Closed loop: a request's intended start is the moment a slot frees. Open loop: the slots
-//!    of a fixed per-connection schedule; a late connection sends at once and keeps the slot's
-//!    time, so the wait counts in the latency.
+//! 2. Closed loop: a request's intended start is the moment a slot frees — for the first
+//!    requests on a reopened connection, the moment the previous one ended, so the connect
+//!    is charged to the exchange that waited for it. Open loop: the slots of a fixed
+//!    per-connection schedule; a late connection sends at once and keeps the slot's time, so
+//!    the wait counts in the latency. A slot is waited for on a `timerfd` armed a little
+//!    before it, then by yielding until the clock reads it (`proxy/timer.rs`): requests leave
+//!    within microseconds of their slot, not tokio's millisecond late. How late the driver
+//!    itself sent each request (from the later of its slot and the moment the connection
+//!    could send) is recorded, and the yielding's CPU is counted apart from the driver's work.
 //! 3. The oldest outstanding request not answered within `--timeout` costs a timeout for every
 //!    outstanding request and a new connection; so does a response the framing rejects (an
 //!    error) or the peer closing with requests outstanding.
 //! 4. A conversation that finishes its script is closed and a new one starts on a new
 //!    connection; connect failures back off (10 ms doubling to 1 s) and are counted by reason.
+//! 5. A server that closes after a complete response (HTTP `Connection: close`, a keep-alive
+//!    limit, a close-delimited body) is reopened as curl and wrk do: a reconnect, counted,
+//!    not an error; requests pipelined behind the closing response are re-sent on the new
+//!    connection with their intended times (their budget was already taken).
 
 use std::collections::VecDeque;
 use std::io;
 use std::ops::Range;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +36,7 @@ use tokio::net::{TcpStream, UnixStream};
 
 use super::recorder::{Local, Recorder};
 use super::{BenchConfig, SplitWrites};
+use crate::proxy::timer::Timer;
 use crate::proxy::Addr;
 
 const READ_BUF: usize = 64 * 1024;
@@ -65,30 +77,19 @@ pub fn reason(e: &io::Error) -> String {
     }
 }
 
-/// A connected socket the driver can read, write, and mark as drained.
-trait Socket: AsyncRead + AsyncWrite + Unpin {
-    /// After a read that returned less than the buffer, the socket is drained: forget the
-    /// cached readiness so the next read waits for the poller instead of first trying a
-    /// `read` that can only say EAGAIN (one syscall less per exchange). Tokio clears it only if
-    /// no newer readiness event has arrived meanwhile, so no wake-up is lost.
-    fn drained(&self);
-}
+/// A connected socket the driver can read and write.
+///
+/// After a read shorter than the buffer, tokio itself forgets the socket's cached readiness
+/// (with the readiness event it read under), so the next read waits for the poller without a
+/// `read` that can only say EAGAIN. Clearing it again afterwards (`try_io` with a would-block
+/// closure) is a lost wake-up on a multi-thread runtime: bytes that arrived after the read
+/// and whose edge another worker already took are forgotten, and the connection times out
+/// with the response in its socket (issue 12: `run` through `wan:15ms`).
+trait Socket: AsyncRead + AsyncWrite + Unpin {}
 
-impl Socket for TcpStream {
-    fn drained(&self) {
-        let _ = self.try_io(tokio::io::Interest::READABLE, || {
-            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-        });
-    }
-}
+impl Socket for TcpStream {}
 
-impl Socket for UnixStream {
-    fn drained(&self) {
-        let _ = self.try_io(tokio::io::Interest::READABLE, || {
-            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-        });
-    }
-}
+impl Socket for UnixStream {}
 
 /// The open-loop schedule of one connection: slot k at `offset + k × interval`.
 struct Schedule {
@@ -129,6 +130,12 @@ struct Io {
     sent_at: VecDeque<Timestamp>,
     /// Responses one read completed (reused: no allocation per read).
     done: Vec<Completed>,
+    /// Intended times of requests the server will not answer on the connection it closed
+    /// (rule 5): re-sent first on the next one.
+    retry: VecDeque<Timestamp>,
+    /// Closed loop: when the previous connection ended, the intended start of the first
+    /// requests on the next (rule 2).
+    resume_at: Option<Timestamp>,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -140,12 +147,16 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         write: Vec::with_capacity(4096),
         sent_at: VecDeque::with_capacity(cfg.pipeline),
         done: Vec::with_capacity(cfg.pipeline),
+        retry: VecDeque::new(),
+        resume_at: None,
     };
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
+    // Without a timerfd (fd limit reached), tokio's millisecond timer still wakes the slots.
+    let timer = cfg.rate.and_then(|_| Timer::new().ok());
     let mut backoff = BACKOFF_MIN;
     let mut round = 0u64;
     loop {
-        if rec.is_stopped() || rec.take_would_fail(rec.clock.now()) {
+        if rec.is_stopped() || (io.retry.is_empty() && rec.take_would_fail(rec.clock.now())) {
             return;
         }
         let attempt = match first.take() {
@@ -177,6 +188,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             local: &mut local,
             io: &mut io,
             schedule: schedule.as_mut(),
+            timer: timer.as_ref(),
             conv: &mut conv,
         };
         let end = match stream {
@@ -184,7 +196,11 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             Stream::Unix(s) => d.drive(s).await,
         };
         match end {
-            End::Finished | End::Reconnect => continue,
+            End::Finished | End::Reconnect => {
+                if cfg.rate.is_none() {
+                    io.resume_at.get_or_insert(rec.clock.now());
+                }
+            }
             End::Done => return,
         }
     }
@@ -196,6 +212,8 @@ struct Driver<'a> {
     local: &'a mut Local,
     io: &'a mut Io,
     schedule: Option<&'a mut Schedule>,
+    /// Open loop: waits for the slots to the microsecond.
+    timer: Option<&'a Timer>,
     conv: &'a mut Conversation,
 }
 
@@ -213,15 +231,23 @@ impl Driver<'_> {
         // One clock read per wake-up: the time a read or timer returned is also when the
         // slots it freed became free, the intended start of the requests sent next.
         let mut now = last_io;
+        // Since when the connection could send (rule 2's lateness): it is open, and a
+        // pipeline slot was free while it waited for the schedule.
+        let mut room_at = now;
+        let mut free = false;
         loop {
+            if !free {
+                room_at = now;
+            }
             let sent_before = self.io.sent_at.len();
-            let (slot, blocked) = match self.issue(&mut s, now).await {
+            let (slot, blocked) = match self.issue(&mut s, now, room_at).await {
                 Ok(x) => x,
                 Err(e) => return self.lost(&reason(&e)),
             };
             if self.io.sent_at.len() != sent_before {
                 last_io = now;
             }
+            free = blocked == Blocked::Schedule;
             if self.conv.is_finished() {
                 return End::Finished;
             }
@@ -239,7 +265,12 @@ impl Driver<'_> {
                 None => None,
             };
             let idle_at = self.conv.idle_period().map(|d| last_io.plus(d));
-            let wake = [timeout_at, idle_at, slot].into_iter().flatten().min();
+            let precise_slot = slot.filter(|_| self.timer.is_some());
+            let tokio_slot = slot.filter(|_| self.timer.is_none());
+            let wake = [timeout_at, idle_at, tokio_slot]
+                .into_iter()
+                .flatten()
+                .min();
             let wake = wake.map_or(far, |t| clock.instant(t));
             // The timeout deadline moves forward with every answer; re-arming the timer each
             // time would cost a timer-wheel update per exchange. A timer armed too early just
@@ -255,9 +286,6 @@ impl Driver<'_> {
                     match r {
                         Ok(0) => return self.eof(now),
                         Ok(n) => {
-                            if n < self.io.read.len() {
-                                s.drained();
-                            }
                             self.local.received(n);
                             last_io = now;
                             let mut done = std::mem::take(&mut self.io.done);
@@ -267,8 +295,18 @@ impl Driver<'_> {
                             if let Err(e) = r {
                                 return self.bad_response(&e.to_string());
                             }
+                            if self.conv.server_closes() {
+                                return self.server_closed(now);
+                            }
                         }
                         Err(e) => return self.lost(&reason(&e)),
+                    }
+                }
+                r = slot_wait(self.timer, precise_slot.map(|t| clock.std_instant(t))),
+                    if precise_slot.is_some() => {
+                    now = clock.now();
+                    if let Ok(spun) = r {
+                        self.local.spun(spun);
                     }
                 }
                 () = &mut sleep => {
@@ -293,25 +331,34 @@ impl Driver<'_> {
         &mut self,
         s: &mut S,
         now: Timestamp,
+        room_at: Timestamp,
     ) -> io::Result<(Option<Timestamp>, Blocked)> {
         let rec = self.rec;
         let mut slot = None;
         let mut blocked = Blocked::Pipeline;
         let mut held: Option<super::recorder::Ticket> = None;
         self.io.write.clear();
+        let sent_before = self.io.sent_at.len();
         while self.conv.outstanding() < self.cfg.pipeline {
-            let intended = match &self.schedule {
-                Some(sch) if sch.due() > now => {
+            // A request the server closed on (rule 5) goes first, under its own intended time.
+            let retry = self.io.retry.front().copied();
+            let intended = match (retry, &self.schedule) {
+                (Some(_), _) if rec.is_stopped() => {
+                    blocked = Blocked::Run;
+                    break;
+                }
+                (Some(t), _) => t,
+                (None, Some(sch)) if sch.due() > now => {
                     slot = Some(sch.due());
                     blocked = Blocked::Schedule;
                     break;
                 }
-                Some(sch) => sch.due(),
-                None => now,
+                (None, Some(sch)) => sch.due(),
+                (None, None) => self.io.resume_at.unwrap_or(now),
             };
             // Closed loop: one ticket for the whole batch; open loop: one per slot (each slot
             // has its own intended time, on either side of the warmup's end).
-            if !matches!(&held, Some(t) if t.left > 0) {
+            if retry.is_none() && !matches!(&held, Some(t) if t.left > 0) {
                 let want = if self.schedule.is_some() {
                     1
                 } else {
@@ -330,11 +377,19 @@ impl Driver<'_> {
                 blocked = Blocked::Script;
                 break;
             };
-            if let Some(t) = held.as_mut() {
-                t.left -= 1;
+            if retry.is_some() {
+                self.io.retry.pop_front();
+            } else {
+                if let Some(t) = held.as_mut() {
+                    t.left -= 1;
+                }
+                if let Some(sch) = self.schedule.as_mut() {
+                    sch.k += 1;
+                }
             }
-            if let Some(sch) = self.schedule.as_mut() {
-                sch.k += 1;
+            if self.schedule.is_some() {
+                self.local
+                    .sent_late(intended, now.since(intended.max(room_at)));
             }
             self.io.sent_at.push_back(now);
             self.local.sent(req.len);
@@ -351,6 +406,9 @@ impl Driver<'_> {
             self.io.write.clear();
         }
         drop(held);
+        if self.io.sent_at.len() != sent_before {
+            self.io.resume_at = None;
+        }
         if !self.io.write.is_empty() {
             s.write_all(&self.io.write).await?;
         }
@@ -407,8 +465,32 @@ impl Driver<'_> {
         if self.conv.is_finished() {
             End::Finished
         } else {
+            if lost == 0 {
+                // Closed after complete responses (a close-delimited body): rule 5.
+                self.rec.reconnects.fetch_add(1, Ordering::Relaxed);
+                if self.schedule.is_none() {
+                    self.io.resume_at.get_or_insert(now);
+                }
+            }
             End::Reconnect
         }
+    }
+
+    /// A response said the server closes the connection after it (rule 5): what it left
+    /// unanswered is re-sent first on a new connection, and the close is a reconnect.
+    fn server_closed(&mut self, at: Timestamp) -> End {
+        let unanswered: Vec<Timestamp> = self.conv.unanswered().collect();
+        for t in unanswered.into_iter().rev() {
+            self.io.retry.push_front(t);
+        }
+        if self.conv.is_finished() {
+            return End::Finished;
+        }
+        self.rec.reconnects.fetch_add(1, Ordering::Relaxed);
+        if self.schedule.is_none() {
+            self.io.resume_at.get_or_insert(at);
+        }
+        End::Reconnect
     }
 
     fn bad_response(&mut self, msg: &str) -> End {
@@ -424,6 +506,14 @@ impl Driver<'_> {
         e.closed += lost;
         e.add_example(format!("connection lost: {msg}"));
         End::Reconnect
+    }
+}
+
+/// Waits for an open-loop slot on the timerfd; returns the time spent spinning.
+async fn slot_wait(timer: Option<&Timer>, at: Option<std::time::Instant>) -> io::Result<Duration> {
+    match (timer, at) {
+        (Some(t), Some(at)) => t.sleep_until(at).await,
+        _ => std::future::pending().await,
     }
 }
 

@@ -33,7 +33,11 @@ impl Clock {
     }
 
     pub fn instant(&self, t: Timestamp) -> tokio::time::Instant {
-        tokio::time::Instant::from_std(self.base + Duration::from_nanos(t.0))
+        tokio::time::Instant::from_std(self.std_instant(t))
+    }
+
+    pub fn std_instant(&self, t: Timestamp) -> Instant {
+        self.base + Duration::from_nanos(t.0)
     }
 }
 
@@ -41,6 +45,8 @@ impl Clock {
 struct Shard {
     overall: LatencyHistogram,
     per_step: Vec<LatencyHistogram>,
+    /// Open loop: how late the driver sent each measured request.
+    send_lateness: LatencyHistogram,
 }
 
 /// Shared by every connection of one run.
@@ -60,6 +66,10 @@ pub struct Recorder {
     pub bytes_sent: AtomicU64,
     pub bytes_received: AtomicU64,
     pub connections_opened: AtomicU64,
+    /// Connections the server closed after complete responses, reopened without an error.
+    pub reconnects: AtomicU64,
+    /// Nanoseconds spent spinning to send open-loop requests on schedule.
+    pub spin_ns: AtomicU64,
     shards: Vec<Mutex<Shard>>,
     errors: Mutex<ErrorCounts>,
 }
@@ -84,11 +94,14 @@ impl Recorder {
             bytes_sent: AtomicU64::new(0),
             bytes_received: AtomicU64::new(0),
             connections_opened: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
+            spin_ns: AtomicU64::new(0),
             shards: (0..shards.max(1))
                 .map(|_| {
                     Mutex::new(Shard {
                         overall: LatencyHistogram::default(),
                         per_step: vec![LatencyHistogram::default(); steps],
+                        send_lateness: LatencyHistogram::default(),
                     })
                 })
                 .collect(),
@@ -156,6 +169,15 @@ impl Recorder {
         self.errors.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Open loop: every shard's send lateness, merged.
+    pub fn send_lateness(&self) -> LatencyHistogram {
+        let mut all = LatencyHistogram::default();
+        for s in &self.shards {
+            all.merge(&s.lock().unwrap_or_else(|p| p.into_inner()).send_lateness);
+        }
+        all
+    }
+
     /// Merges every shard: (overall, per step).
     pub fn histograms(&self) -> (LatencyHistogram, Vec<LatencyHistogram>) {
         let mut overall = LatencyHistogram::default();
@@ -198,6 +220,9 @@ pub struct Local {
     rec: Arc<Recorder>,
     shard: usize,
     latencies: Vec<(usize, u64)>,
+    /// Send lateness of measured open-loop requests, in ns, not yet flushed.
+    late: Vec<u64>,
+    spin_ns: u64,
     last_finish: u64,
     sent: u64,
     received: u64,
@@ -210,6 +235,8 @@ impl Local {
             rec,
             shard,
             latencies: Vec::with_capacity(FLUSH_EVERY),
+            late: Vec::with_capacity(FLUSH_EVERY),
+            spin_ns: 0,
             last_finish: 0,
             sent: 0,
             received: 0,
@@ -230,6 +257,22 @@ impl Local {
         }
     }
 
+    /// An open-loop request intended at `intended` left `late` after it could have.
+    pub fn sent_late(&mut self, intended: Timestamp, late: Duration) {
+        if intended < self.rec.measure_from {
+            return;
+        }
+        self.late.push(late.as_nanos() as u64);
+        if self.late.len() >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    /// Time spent spinning before a slot.
+    pub fn spun(&mut self, d: Duration) {
+        self.spin_ns += d.as_nanos() as u64;
+    }
+
     pub fn sent(&mut self, n: usize) {
         self.sent += n as u64;
     }
@@ -239,6 +282,18 @@ impl Local {
     }
 
     pub fn flush(&mut self) {
+        if !self.late.is_empty() {
+            let mut s = self.rec.shards[self.shard]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for &ns in &self.late {
+                s.send_lateness.record_ns(ns);
+            }
+            drop(s);
+            self.late.clear();
+        }
+        self.rec.spin_ns.fetch_add(self.spin_ns, Ordering::Relaxed);
+        self.spin_ns = 0;
         if !self.latencies.is_empty() {
             let mut s = self.rec.shards[self.shard]
                 .lock()

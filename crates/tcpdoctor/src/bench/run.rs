@@ -163,6 +163,9 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
         connections_opened: rec.connections_opened.load(Ordering::Relaxed),
         cpu_user: cpu.user,
         cpu_system: cpu.system,
+        cpu_spin: Duration::from_nanos(rec.spin_ns.load(Ordering::Relaxed)),
+        send_lateness: rec.send_lateness(),
+        reconnects: rec.reconnects.load(Ordering::Relaxed),
         note,
         port: match &cfg.target {
             crate::proxy::Addr::Tcp(a) => Some(a.port()),

@@ -21,7 +21,7 @@ mod sockopt;
 mod summary;
 #[cfg(test)]
 mod tests;
-mod timer;
+pub(crate) mod timer;
 
 use std::future::Future;
 use std::net::SocketAddr;

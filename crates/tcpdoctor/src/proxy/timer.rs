@@ -83,8 +83,9 @@ impl Timer {
         })
     }
 
-    /// Returns at `deadline` (at once if it has passed), never before.
-    pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
+    /// Returns at `deadline` (at once if it has passed), never before, with the time spent
+    /// yielding to reach it after the timerfd woke (rule 1: the CPU a precise wait costs).
+    pub async fn sleep_until(&self, deadline: Instant) -> io::Result<Duration> {
         let lead = Duration::from_nanos(self.lead_ns.load(Ordering::Relaxed));
         let wake = deadline.checked_sub(lead).unwrap_or(deadline);
         let late = if self.sleep_on_fd(wake).await? {
@@ -95,10 +96,11 @@ impl Timer {
         let lead = next_lead(lead, late);
         self.lead_ns
             .store(lead.as_nanos() as u64, Ordering::Relaxed);
+        let spin_from = Instant::now();
         while Instant::now() < deadline {
             tokio::task::yield_now().await;
         }
-        Ok(())
+        Ok(spin_from.elapsed())
     }
 
     /// Waits on the timerfd until `deadline`; false when it had passed already (no wait).

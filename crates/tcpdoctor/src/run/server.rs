@@ -1,5 +1,17 @@
 //! The server under test: started from a command line in its own process group, its output in
-//! a log file, ready when its port accepts, accounted from /proc, stopped by process group.
+//! a log file, ready when its port accepts and its start-up work is done, accounted from /proc,
+//! stopped by process group.
+//!
+//! CPU accounting:
+//! 1. The tree is the server's process group and every descendant of its first process (a
+//!    child that moved to a group of its own is still counted).
+//! 2. Each process's time on CPU is the sum of its threads' /proc/PID/task/*/schedstat, in
+//!    nanoseconds (the 10 ms ticks of /proc/PID/stat made a 200-request scenario read 0 or
+//!    125% of a core); the ticks only split that total into user and system.
+//! 3. Ready is not idle: a server may listen before it has finished loading. After its port
+//!    accepts, `run` waits (up to [`SETTLE_LIMIT`]) until the tree has used less than 5% of a
+//!    core for [`QUIET_WINDOWS`] windows of [`SETTLE_WINDOW`] in a row, so start-up work is not
+//!    charged to the first scenario.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -21,22 +33,34 @@ pub struct Server {
     stopped: bool,
 }
 
-/// CPU time of a process tree, in clock ticks, and how many processes it had.
+/// How long `wait_ready` waits at most for a server's start-up work to end (rule 3).
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(3);
+/// One window of the settling watch, and how many quiet ones in a row mean settled.
+pub const SETTLE_WINDOW: Duration = Duration::from_millis(10);
+pub const QUIET_WINDOWS: u32 = 3;
+
+/// CPU time of a process tree: nanoseconds on CPU (rule 2), the clock ticks that split it into
+/// user and system, and how many processes it had.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TreeCpu {
+    pub ns: u64,
     pub user_ticks: u64,
     pub system_ticks: u64,
     pub processes: u64,
 }
 
 impl TreeCpu {
+    /// (user, system) seconds since `earlier`: the schedstat total, split in the proportion of
+    /// the ticks (all user when no tick fell in between).
     pub fn seconds_since(&self, earlier: &TreeCpu) -> (f64, f64) {
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        (
-            self.user_ticks.saturating_sub(earlier.user_ticks) as f64 / hz,
-            self.system_ticks.saturating_sub(earlier.system_ticks) as f64 / hz,
-        )
+        let total = self.ns.saturating_sub(earlier.ns) as f64 / 1e9;
+        let u = self.user_ticks.saturating_sub(earlier.user_ticks) as f64;
+        let s = self.system_ticks.saturating_sub(earlier.system_ticks) as f64;
+        if u + s == 0.0 {
+            (total, 0.0)
+        } else {
+            (total * u / (u + s), total * s / (u + s))
+        }
     }
 }
 
@@ -81,6 +105,29 @@ impl Server {
         self.pgid
     }
 
+    /// Rule 3: waits until the tree has been quiet for [`QUIET_WINDOWS`] windows in a row, at
+    /// most `limit`; false when it was still busy then.
+    pub fn wait_settled(&self, limit: Duration) -> bool {
+        let start = Instant::now();
+        let quiet_ns = SETTLE_WINDOW.as_nanos() as u64 / 20;
+        let mut last = self.cpu().ns;
+        let mut quiet = 0;
+        while start.elapsed() < limit {
+            std::thread::sleep(SETTLE_WINDOW);
+            let now = self.cpu().ns;
+            if now.saturating_sub(last) < quiet_ns {
+                quiet += 1;
+                if quiet >= QUIET_WINDOWS {
+                    return true;
+                }
+            } else {
+                quiet = 0;
+            }
+            last = now;
+        }
+        false
+    }
+
     /// Waits until `target` accepts a connection, the server exits, or `limit` passes.
     pub fn wait_ready(&mut self, target: &Addr, limit: Duration) -> anyhow::Result<()> {
         let start = Instant::now();
@@ -93,6 +140,14 @@ impl Server {
                 Addr::Unix(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
             };
             if ok {
+                let settle = limit.saturating_sub(start.elapsed()).min(SETTLE_LIMIT);
+                if !self.wait_settled(settle) {
+                    eprintln!(
+                        "tcpdoctor: the server was still busy {} after {target} accepted; \
+                         the first scenario's server CPU may include its start-up work",
+                        tcpdoctor_core::units::fmt_duration(settle)
+                    );
+                }
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait()? {
@@ -122,9 +177,9 @@ impl Server {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// CPU time of every process in the server's process group.
+    /// CPU time of the server's tree (rule 1).
     pub fn cpu(&self) -> TreeCpu {
-        group_cpu(self.pgid)
+        tree_cpu(self.pgid, self.child.id() as i32)
     }
 
     /// SIGTERM to the group, SIGKILL after a grace period; reaps the child.
@@ -175,28 +230,68 @@ pub fn tail(log: &Path) -> String {
     }
 }
 
-/// How [`group_cpu`] reads the server's CPU, for the findings that rest on it.
-pub const CPU_COUNTERS: &str = "utime + stime (clock ticks) from /proc/PID/stat of every \
-    process in the server's process group, summed before and after the scenario";
+/// Every live process: (pid, its stat), zombies excluded (their time is gone with them, or
+/// counted in their parent's).
+fn processes() -> Vec<(i32, crate::procfs::Stat)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, crate::procfs::stat(pid)?)))
+        .filter(|(_, s)| s.state != 'Z')
+        .collect()
+}
 
-/// Sums utime and stime over /proc/*/stat for processes whose process group is `pgid`
-/// (zombies excluded: their time is gone with them, or counted in their parent's).
+/// Processes whose process group is `pgid`, counted by ticks only.
 pub fn group_cpu(pgid: libc::pid_t) -> TreeCpu {
     let mut t = TreeCpu::default();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return t;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Some(s) = crate::procfs::stat(pid as i32) {
-            if s.pgrp == i64::from(pgid) && s.state != 'Z' {
-                t.user_ticks += s.utime;
-                t.system_ticks += s.stime;
-                t.processes += 1;
+    for (_, s) in processes() {
+        if s.pgrp == i64::from(pgid) {
+            t.user_ticks += s.utime;
+            t.system_ticks += s.stime;
+            t.processes += 1;
+        }
+    }
+    t
+}
+
+/// How [`tree_cpu`] reads the server's CPU, for the findings that rest on it.
+pub const CPU_COUNTERS: &str = "time on CPU in nanoseconds from /proc/PID/task/*/schedstat of \
+    every thread of the server's process group and of its first process's descendants (split \
+    into user and system by /proc/PID/stat's ticks), read when the scenario's measured \
+    interval starts and ends";
+
+/// Rules 1 and 2: the processes of group `pgid` and the descendants of `root`, their time on
+/// CPU in ns (ticks × 10 ms for a process whose schedstat cannot be read).
+pub fn tree_cpu(pgid: libc::pid_t, root: i32) -> TreeCpu {
+    let all = processes();
+    let parent: std::collections::HashMap<i32, i32> =
+        all.iter().map(|(p, s)| (*p, s.ppid as i32)).collect();
+    let descends = |mut pid: i32| {
+        // Bounded: a parent chain is short, and a cycle cannot occur in /proc, but a racing
+        // read could show one.
+        for _ in 0..64 {
+            if pid == root {
+                return true;
             }
+            match parent.get(&pid) {
+                Some(&p) if p > 1 && p != pid => pid = p,
+                _ => return false,
+            }
+        }
+        false
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut t = TreeCpu::default();
+    for (pid, s) in &all {
+        if s.pgrp == i64::from(pgid) || descends(*pid) {
+            t.ns +=
+                crate::procfs::cpu_ns(*pid).unwrap_or((s.utime + s.stime) * (1_000_000_000 / hz));
+            t.user_ticks += s.utime;
+            t.system_ticks += s.stime;
+            t.processes += 1;
         }
     }
     t
@@ -216,5 +311,29 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(group_cpu(me).processes >= 1);
+        let tree = tree_cpu(me, std::process::id() as i32);
+        assert!(tree.processes >= 1 && tree.ns > 0, "{tree:?}");
+    }
+
+    #[test]
+    fn the_ticks_only_split_the_nanoseconds() {
+        let a = TreeCpu::default();
+        let b = TreeCpu {
+            ns: 4_000_000,
+            user_ticks: 3,
+            system_ticks: 1,
+            processes: 1,
+        };
+        let (u, s) = b.seconds_since(&a);
+        assert!(
+            (u - 0.003).abs() < 1e-12 && (s - 0.001).abs() < 1e-12,
+            "{u} {s}"
+        );
+        let c = TreeCpu { ns: 1_500_000, ..a };
+        assert_eq!(
+            c.seconds_since(&a),
+            (0.0015, 0.0),
+            "no tick in between: all user"
+        );
     }
 }

@@ -314,3 +314,47 @@ impl Drop for Cleanup {
         let _ = std::fs::remove_file(Path::new(&self.0));
     }
 }
+
+/// A server that makes every connection wait `wait` for its greeting (`HELLO\n`), answers one
+/// request line with an HTTP response saying `Connection: close`, and closes: each exchange
+/// after the first waits for a new connection and its greeting.
+pub fn slow_greeting_then_close(wait: Duration) -> SocketAddr {
+    serve(move |s| {
+        let Ok(mut out) = s.try_clone() else { return };
+        thread::sleep(wait);
+        if out.write_all(b"HELLO\n").is_err() {
+            return;
+        }
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        if !matches!(r.read_line(&mut line), Ok(n) if n > 0) {
+            return;
+        }
+        let _ =
+            out.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok");
+    })
+}
+
+/// `python3 -u -m http.server 0` in `dir` (HTTP/1.0: it closes the connection after every
+/// response); None when python3 is missing. Ready when it has printed its port.
+pub fn python_http_server(dir: &Path) -> Option<(Child, SocketAddr)> {
+    let mut child = Command::new("python3")
+        .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut out = BufReader::new(child.stdout.take()?);
+    let mut line = String::new();
+    out.read_line(&mut line).ok()?;
+    // "Serving HTTP on 127.0.0.1 port 36241 (http://127.0.0.1:36241/) ..."
+    let port: u16 = line
+        .split(" port ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((child, SocketAddr::from(([127, 0, 0, 1], port))))
+}

@@ -91,6 +91,21 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
         "max",
         cells(&|s| measured(s, dur_ms(s.figures.max_ms))),
     );
+    if scenarios
+        .iter()
+        .any(|s| s.figures.send_late_p99_us.is_some())
+    {
+        row(
+            &mut out,
+            "driver's send lateness<br><span class=\"muted small\">p50 / p99 (open loop)</span>",
+            cells(
+                &|s| match (s.figures.send_late_p50_us, s.figures.send_late_p99_us) {
+                    (Some(a), Some(b)) => format!("{} / {} µs", num(a), num(b)),
+                    _ => "–".into(),
+                },
+            ),
+        );
+    }
     let mut steps: Vec<&str> = Vec::new();
     for s in scenarios {
         for st in &s.figures.steps {
@@ -164,6 +179,13 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
                     None => "<td class=\"num\">–</td>".into(),
                 })
                 .collect(),
+        );
+    }
+    if scenarios.iter().any(|s| s.figures.reconnects > 0) {
+        row(
+            &mut out,
+            "reconnects<br><span class=\"muted small\">closed by the server, no error</span>",
+            cells(&|s| s.figures.reconnects.to_string()),
         );
     }
     row(

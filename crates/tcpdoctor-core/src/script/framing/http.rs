@@ -6,7 +6,10 @@
 //! 3. No body after 1xx, 204, 304, or when the request was `HEAD`.
 //! 4. `Transfer-Encoding: chunked`: hex-sized chunks until a zero chunk, then trailer lines and a
 //!    blank line. Otherwise `Content-Length: N`: N bytes. Otherwise the body runs to the close.
-//! 5. Two different Content-Length values, a length that is not a number, a chunk size that is
+//! 5. The server closes the connection after this response when it says `Connection: close`,
+//!    or answers as HTTP/1.0 without `Connection: keep-alive` (RFC 9112 §9.3): the driver
+//!    sends nothing more on it and reconnects, as curl and wrk do.
+//! 6. Two different Content-Length values, a length that is not a number, a chunk size that is
 //!    not hex, or a chunk not followed by its line end are errors.
 
 use memchr::memchr;
@@ -41,6 +44,10 @@ pub(crate) struct HttpState {
     phase: Phase,
     /// How far the search for the current line's `\n` has got.
     scanned: usize,
+    /// The final response's status line said HTTP/1.0.
+    http10: bool,
+    /// Its `Connection` header: Some(true) for `close`, Some(false) for `keep-alive`.
+    connection_close: Option<bool>,
 }
 
 fn head_at(start: usize) -> Phase {
@@ -74,7 +81,15 @@ impl HttpState {
             head_request,
             phase: head_at(0),
             scanned: 0,
+            http10: false,
+            connection_close: None,
         }
+    }
+
+    /// Rule 5: the server closes the connection after this response (valid once its head
+    /// has been read).
+    pub(crate) fn closes_connection(&self) -> bool {
+        self.connection_close.unwrap_or(self.http10)
     }
 
     /// The next whole line starting at `at`: (content without `\r\n`, index after it).
@@ -170,6 +185,8 @@ impl HttpState {
         *line = next;
         let Some(code) = *status else {
             *status = Some(parse_status(content)?);
+            self.http10 = content.starts_with(b"HTTP/1.0");
+            self.connection_close = None;
             return Ok(());
         };
         if !content.is_empty() {
@@ -188,6 +205,14 @@ impl HttpState {
                     return Err("two different Content-Length headers".to_string());
                 }
                 *length = Some(n);
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                for token in value.split(|&c| c == b',').map(<[u8]>::trim_ascii) {
+                    if token.eq_ignore_ascii_case(b"close") {
+                        self.connection_close = Some(true);
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        self.connection_close.get_or_insert(false);
+                    }
+                }
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
                 let last = value.rsplit(|&c| c == b',').next().unwrap_or(b"");
                 *chunked = last.trim_ascii().eq_ignore_ascii_case(b"chunked");

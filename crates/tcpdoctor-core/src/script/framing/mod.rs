@@ -105,6 +105,12 @@ impl Framing {
 }
 
 impl Reader {
+    /// The response just completed says the server closes the connection after it (HTTP's
+    /// `Connection: close`, or HTTP/1.0 without keep-alive).
+    pub(crate) fn closes_connection(&self) -> bool {
+        matches!(self, Reader::Http(st) if st.closes_connection())
+    }
+
     /// Looks at `buf` (every byte of this response received so far, and possibly bytes of the
     /// next ones). `Err` is a one-line reason the bytes cannot be a response.
     pub(crate) fn poll(
