@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::noise::Noise;
 use crate::bench::{LatencyHistogram, RunResult};
 use crate::stats::round3;
 
@@ -28,6 +29,10 @@ pub struct Figures {
     /// Server CPU time per exchange, microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_per_request_us: Option<f64>,
+    /// How much these figures move between measurements: what `--baseline` must see a change
+    /// exceed before it calls it better or worse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Noise>,
 }
 
 /// One script step's latency.
@@ -77,6 +82,7 @@ impl Figures {
             errors: bench.errors.total(),
             s2c_chunks_per_exchange: None,
             server_cpu_per_request_us: None,
+            noise: None,
         }
     }
 

@@ -69,6 +69,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         command: "demo".into(),
         target: "built-in specimens on 127.0.0.1".into(),
         script: "per case".into(),
+        script_digest: None,
         server: None,
         scenarios: demo.scenarios.iter().map(|s| s.name.clone()).collect(),
         requests: demo

@@ -166,13 +166,27 @@ struct SavedScenario {
     figures: Figures,
 }
 
+/// What a saved report says it measured: enough to tell a baseline of another target,
+/// script or scenario set.
+#[derive(Deserialize)]
+struct SavedSettings {
+    target: String,
+    script: String,
+    #[serde(default)]
+    script_digest: Option<String>,
+    scenarios: Vec<String>,
+    requests: u64,
+    connections: u64,
+}
+
 #[derive(Deserialize)]
 struct SavedReport {
     schema_version: u32,
+    settings: SavedSettings,
     scenarios: Vec<SavedScenario>,
 }
 
-fn load_baseline(path: &Path) -> anyhow::Result<Vec<SavedScenario>> {
+fn load_baseline(path: &Path) -> anyhow::Result<SavedReport> {
     let name = path.display();
     let text = std::fs::read_to_string(path).with_context(|| format!("--baseline {name}"))?;
     let saved: SavedReport = serde_json::from_str(&text).map_err(|e| {
@@ -190,18 +204,106 @@ fn load_baseline(path: &Path) -> anyhow::Result<Vec<SavedScenario>> {
             tcpdoctor_core::run::RUN_SCHEMA_VERSION
         );
     }
-    Ok(saved.scenarios)
+    Ok(saved)
+}
+
+/// Refuses a baseline of another script or scenario set (its figures measure something
+/// else); returns the warnings for what is only less comparable (another target, other
+/// request or connection counts).
+fn baseline_fits(
+    saved: &SavedSettings,
+    now: &RunSettings,
+    file: &str,
+) -> anyhow::Result<Vec<String>> {
+    let digest_differs = matches!(
+        (&saved.script_digest, &now.script_digest),
+        (Some(a), Some(b)) if a != b
+    );
+    let with_digest = |name: &str, d: &Option<String>| match d {
+        Some(d) => format!("`{name}` (source digest {d})"),
+        None => format!("`{name}`"),
+    };
+    if saved.script != now.script || digest_differs {
+        bail!(
+            "--baseline {file}: saved from script {}, this run drives {}: the figures measure \
+             other exchanges; save a baseline of this script with --save",
+            with_digest(&saved.script, &saved.script_digest),
+            with_digest(&now.script, &now.script_digest),
+        );
+    }
+    let mut a = saved.scenarios.clone();
+    let mut b = now.scenarios.clone();
+    a.sort();
+    b.sort();
+    if a != b {
+        bail!(
+            "--baseline {file}: saved with --scenarios {}, this run has {}; run the same \
+             scenarios (or save a new baseline with --save)",
+            saved.scenarios.join(","),
+            now.scenarios.join(",")
+        );
+    }
+    let mut warnings = Vec::new();
+    if saved.target != now.target {
+        warnings.push(format!(
+            "the baseline drove {}, this run {}: another target",
+            saved.target, now.target
+        ));
+    }
+    for (what, then, today) in [
+        ("--requests", saved.requests, now.requests),
+        ("--connections", saved.connections, now.connections),
+    ] {
+        if then != today {
+            warnings.push(format!(
+                "the baseline ran {what} {then}, this run {today}: figures from another load"
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
+/// FNV-1a 64 of a script's source, as hex.
+fn digest(source: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in source.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The digest of the source the script was built from: the file's text, or the preset's
+/// with its parameters.
+fn script_digest(args: &RunArgs) -> Option<String> {
+    match (&args.script, &args.preset) {
+        (Some(path), _) => std::fs::read_to_string(path).ok().map(|s| digest(&s)),
+        (None, Some(name)) => {
+            let params: Vec<(String, String)> = args
+                .param
+                .iter()
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            tcpdoctor_core::script::Script::preset_source(name, &params)
+                .ok()
+                .map(|s| digest(&s))
+        }
+        (None, None) => None,
+    }
 }
 
 /// Tables of each scenario against the same scenario in the baseline.
-fn compare(report: &mut RunReport, baseline: &[SavedScenario], file: &str) {
+fn compare(report: &mut RunReport, baseline: &[SavedScenario], file: &str, warnings: &[String]) {
     for s in &report.scenarios {
         if let Some(b) = baseline.iter().find(|b| b.name == s.name) {
-            report.comparisons.push(Comparison::of(
+            let mut c = Comparison::of(
                 &format!("{}: baseline → now", s.name),
                 (file, &b.figures),
                 ("now", &s.figures),
-            ));
+            );
+            c.warnings = warnings.to_vec();
+            report.comparisons.push(c);
         }
     }
 }
@@ -285,8 +387,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let ready = super::bench::positive_duration("ready-timeout", &args.ready_timeout)?;
     check_output_file("--save", args.save.as_deref())?;
     check_output_file("--html", args.html.as_deref())?;
-    let baseline = args.baseline.as_deref().map(load_baseline).transpose()?;
     let out = out_dir(args.out.as_deref(), "run")?;
+    let settings = RunSettings {
+        command: "run".into(),
+        target: target.to_string(),
+        script: script.name().to_string(),
+        script_digest: script_digest(&args),
+        server: args.server.clone(),
+        scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
+        requests: args.requests,
+        repeat: args.repeat,
+        connections: args.connections,
+        output_dir: out.display().to_string(),
+    };
+    let baseline = args.baseline.as_deref().map(load_baseline).transpose()?;
+    let mut baseline_warnings = Vec::new();
+    if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
+        baseline_warnings = baseline_fits(&b.settings, &settings, &p.display().to_string())?;
+        for w in &baseline_warnings {
+            eprintln!("tcpdoctor run: WARNING: --baseline {}: {w}", p.display());
+        }
+    }
     if args.sandbox {
         crate::sandbox::namespace::enter_net().context("--sandbox")?;
     }
@@ -344,20 +465,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(s) = server.as_mut() {
         s.stop();
     }
-    let settings = RunSettings {
-        command: "run".into(),
-        target: plan.target.to_string(),
-        script: plan.script.name().to_string(),
-        server: args.server.clone(),
-        scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
-        requests: args.requests,
-        repeat: args.repeat,
-        connections: args.connections,
-        output_dir: out.display().to_string(),
-    };
     let mut report = RunReport::new(settings, results);
     if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
-        compare(&mut report, b, &p.display().to_string());
+        compare(
+            &mut report,
+            &b.scenarios,
+            &p.display().to_string(),
+            &baseline_warnings,
+        );
     }
     let (kinds, any) = kinds(&args.fail_on);
     report.gate(&checks, &kinds, any);

@@ -226,8 +226,10 @@ pub async fn run(
         bench,
         overall,
         repeat,
+        noise,
     } = Pooled::of(plan.script.step_names(), &runs);
     let mut figures = Figures::of(&bench, &overall);
+    figures.noise = Some(noise);
 
     let (capture_file, source, note) = match (live_outcome, proxy_pcap) {
         (Some(Ok(o)), _) => (
