@@ -5,6 +5,7 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
     pub state: char,
+    pub ppid: i64,
     pub pgrp: i64,
     /// Clock ticks in user and system mode.
     pub utime: u64,
@@ -30,6 +31,7 @@ fn parse_stat(stat: &str) -> Option<Stat> {
     // cminflt(8) majflt(9) cmajflt(10) utime(11) stime(12).
     Some(Stat {
         state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
         pgrp: f.get(2)?.parse().ok()?,
         utime: f.get(11)?.parse().ok()?,
         stime: f.get(12)?.parse().ok()?,
@@ -45,6 +47,7 @@ mod tests {
         let s = "1234 (my (odd) srv) S 1 1234 1234 0 -1 4194560 100 0 0 0 57 13 0 0 20 0 1 0";
         let st = parse_stat(s).expect("parsed");
         assert_eq!((st.state, st.pgrp, st.utime, st.stime), ('S', 1234, 57, 13));
+        assert_eq!(st.ppid, 1);
         assert_eq!(parse_stat("garbage"), None);
     }
 

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::noise::{
     beyond_floor, intervals_apart, runs_apart, wilson, Interval, Noise, RunPoint, EXCHANGES_FLOOR,
-    MIN_RUNS, RUNS_FLOOR, UNMEASURED_FLOOR,
+    MIN_RUNS, RUNS_FLOOR, TAIL_FLOOR, UNMEASURED_FLOOR,
 };
 use super::Figures;
 use crate::stats::round3;
@@ -19,6 +19,8 @@ pub enum Basis {
     Runs,
     /// Each side's exchanges (confidence intervals of one pooled sample).
     Exchanges,
+    /// The resolution of the measurement (server CPU: its clock's ticks).
+    Resolution,
     /// No noise recorded for this figure: only a change beyond ×2 is marked.
     Unmeasured,
 }
@@ -184,13 +186,16 @@ impl Comparison {
             ));
         }
         if b.server_cpu_per_request_us.is_some() || a.server_cpu_per_request_us.is_some() {
-            rows.push(row(
-                "server CPU per request",
-                "µs",
-                Side::plain(b.server_cpu_per_request_us),
-                Side::plain(a.server_cpu_per_request_us),
-                false,
-            ));
+            let cpu = |f: &Figures| Side {
+                value: f.server_cpu_per_request_us,
+                interval: f.noise.as_ref().and_then(|n| n.server_cpu_per_request_us),
+                runs: Vec::new(),
+            };
+            let mut r = row("server CPU per request", "µs", cpu(b), cpu(a), false);
+            if r.basis == Basis::Exchanges {
+                r.basis = Basis::Resolution;
+            }
+            rows.push(r);
         }
         rows.push(row(
             "errors",
@@ -244,8 +249,14 @@ fn method(rows: &[ComparisonRow], runs_before: usize, runs_after: usize) -> Stri
     if !by_exchanges.is_empty() {
         parts.push(format!(
             "{by_exchanges}: 99 % intervals from each side's exchanges apart, and beyond \
-             ×{EXCHANGES_FLOOR} (run-to-run noise is measured only with --repeat {MIN_RUNS} or more \
-             on both sides)"
+             ×{EXCHANGES_FLOOR} (p99: ×{TAIL_FLOOR}; run-to-run noise is measured only with \
+             --repeat {MIN_RUNS} or more on both sides)"
+        ));
+    }
+    let by_resolution = names(Basis::Resolution);
+    if !by_resolution.is_empty() {
+        parts.push(format!(
+            "{by_resolution}: beyond ± two ticks of the CPU clock and beyond ×{EXCHANGES_FLOOR}"
         ));
     }
     let unmeasured = names(Basis::Unmeasured);
@@ -275,7 +286,12 @@ fn row(
     ) {
         (Some(apart), _, _) => (Basis::Runs, apart, RUNS_FLOOR),
         (None, Some(ib), Some(ia)) => {
-            (Basis::Exchanges, intervals_apart(&ib, &ia), EXCHANGES_FLOOR)
+            let floor = if metric == "p99" {
+                TAIL_FLOOR
+            } else {
+                EXCHANGES_FLOOR
+            };
+            (Basis::Exchanges, intervals_apart(&ib, &ia), floor)
         }
         _ => (Basis::Unmeasured, true, UNMEASURED_FLOOR),
     };
@@ -374,6 +390,7 @@ mod tests {
                         throughput_rps: 1000.0 / r,
                     })
                     .collect(),
+                server_cpu_per_request_us: None,
             }),
             ..Figures::default()
         }

@@ -15,9 +15,13 @@
 //!      their share of the exchanges.
 //! 2. **Beyond a floor** for the noise the method cannot see: [`RUNS_FLOOR`] (runs: the drift
 //!    between two sessions, which the runs of one session do not measure) or
-//!    [`EXCHANGES_FLOOR`] (exchanges: one run measures no run-to-run noise at all). Figures
-//!    with no recorded noise (server CPU per request, chunks per exchange, a baseline saved
-//!    before noise was recorded) need [`UNMEASURED_FLOOR`].
+//!    [`EXCHANGES_FLOOR`] (exchanges: one run measures no run-to-run noise at all;
+//!    [`TAIL_FLOOR`] for p99, which a burst of load decides). Figures
+//!    with no recorded noise (chunks per exchange, a baseline saved before noise was
+//!    recorded) need [`UNMEASURED_FLOOR`].
+//! 3. Server CPU per request is read from a clock with ticks (10 ms for /proc's utime): its
+//!    interval is ± two ticks over the scenario's exchanges (*resolution*), and a change must
+//!    put the intervals apart and be beyond [`EXCHANGES_FLOOR`].
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +37,10 @@ pub const MIN_RUNS: usize = 3;
 pub const RUNS_FLOOR: f64 = 1.10;
 /// With exchanges only, beyond ×1.5.
 pub const EXCHANGES_FLOOR: f64 = 1.5;
+/// A tail quantile (p99) with exchanges only, beyond ×3: the slowest 1 % of one run is a
+/// handful of exchanges that one burst of load on the machine decides, together (the
+/// intervals assume independent exchanges; a burst slows consecutive ones).
+pub const TAIL_FLOOR: f64 = 3.0;
 /// With no noise recorded, beyond ×2.
 pub const UNMEASURED_FLOOR: f64 = 2.0;
 
@@ -80,6 +88,10 @@ pub struct Noise {
     /// Each completed run's figures; empty after a single run.
     #[serde(default)]
     pub runs: Vec<RunPoint>,
+    /// Server CPU per request ± what the CPU accounting cannot resolve (two of its ticks
+    /// over the scenario: one at each reading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_per_request_us: Option<Interval>,
 }
 
 impl Noise {
@@ -110,11 +122,12 @@ impl Noise {
             },
             throughput_rps: Interval {
                 lo: round3(throughput_rps / (1.0 + rel)),
-                hi: round3(if rel < 1.0 {
-                    throughput_rps / (1.0 - rel)
+                // Unbounded above when the mean's interval reaches 0 (a handful of exchanges).
+                hi: if rel < 1.0 {
+                    round3(throughput_rps / (1.0 - rel))
                 } else {
                     f64::MAX
-                }),
+                },
             },
             steps: step_names
                 .iter()
@@ -136,7 +149,23 @@ impl Noise {
             } else {
                 Vec::new()
             },
+            server_cpu_per_request_us: None,
         }
+    }
+}
+
+impl Noise {
+    /// Records the resolution of the server's CPU figure: `per_request_us` measured with a
+    /// clock of `resolution_s` over `exchanges`.
+    pub fn set_cpu(&mut self, per_request_us: f64, resolution_s: f64, exchanges: u64) {
+        if exchanges == 0 {
+            return;
+        }
+        let half = 2.0 * resolution_s * 1e6 / exchanges as f64;
+        self.server_cpu_per_request_us = Some(Interval {
+            lo: round3((per_request_us - half).max(0.0)),
+            hi: round3(per_request_us + half),
+        });
     }
 }
 

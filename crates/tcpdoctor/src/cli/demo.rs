@@ -7,7 +7,7 @@ use clap::Args;
 use tcpdoctor_core::run::{RunReport, RunSettings};
 
 use super::analyze::Format;
-use super::run::{check_output_file, finish, live_capture, out_dir};
+use super::run::{check_output_file, finish, live_capture, OutDir};
 
 /// See every pathology reproduced, diagnosed and fixed, in about a minute — nothing to set up.
 ///
@@ -47,7 +47,8 @@ pub struct DemoArgs {
 pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     check_output_file("--save", args.save.as_deref())?;
     check_output_file("--html", args.html.as_deref())?;
-    let out = out_dir(args.out.as_deref(), "demo")?;
+    let mut out_dir = OutDir::new(args.out.as_deref(), "demo")?;
+    let out = out_dir.path.clone();
     let (mut live, mut reason) = live_capture();
     if !live && !args.no_sandbox {
         match crate::sandbox::namespace::enter_net() {
@@ -96,10 +97,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         report.cases.len(),
         started.elapsed().as_secs_f64()
     );
-    finish(
+    let code = finish(
         &report,
         args.format,
         args.save.as_deref(),
         args.html.as_deref(),
-    )
+    )?;
+    out_dir.settle(code != crate::EXIT_CLEAN);
+    Ok(code)
 }

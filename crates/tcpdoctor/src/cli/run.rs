@@ -135,14 +135,76 @@ pub struct RunArgs {
     pub format: Format,
 }
 
-/// The directory for this run's files.
-pub(crate) fn out_dir(given: Option<&Path>, what: &str) -> anyhow::Result<PathBuf> {
-    let dir = match given {
-        Some(d) => d.to_path_buf(),
-        None => std::env::temp_dir().join(format!("tcpdoctor-{what}.{}", std::process::id())),
-    };
-    std::fs::create_dir_all(&dir).with_context(|| format!("--out: creating {}", dir.display()))?;
-    Ok(dir)
+/// The directory for this run's files (captures, the server's log): `--out DIR`, kept; or a
+/// new one under the temp dir, removed when the run passed and kept, and named on stderr, when
+/// it failed or ended in an error (there the files explain what went wrong).
+pub(crate) struct OutDir {
+    pub path: PathBuf,
+    /// Made by us under the temp dir (not asked for with `--out`).
+    temporary: bool,
+    /// `settle` ran.
+    settled: bool,
+    /// `run` or `demo`, for the stderr line.
+    what: &'static str,
+}
+
+impl OutDir {
+    pub(crate) fn new(given: Option<&Path>, what: &'static str) -> anyhow::Result<OutDir> {
+        let (path, temporary) = match given {
+            Some(d) => (d.to_path_buf(), false),
+            None => (
+                std::env::temp_dir().join(format!("tcpdoctor-{what}.{}", std::process::id())),
+                true,
+            ),
+        };
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("--out: creating {}", path.display()))?;
+        Ok(OutDir {
+            path,
+            temporary,
+            settled: false,
+            what,
+        })
+    }
+
+    /// At the end of a run: a temporary directory goes when the run passed (`failed` false),
+    /// and stays, named on stderr, when it did not.
+    pub(crate) fn settle(&mut self, failed: bool) {
+        self.settled = true;
+        if !self.temporary {
+            return;
+        }
+        if failed {
+            self.keep();
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+            eprintln!(
+                "tcpdoctor {}: captures and logs were temporary and are removed (keep them \
+                 with --out DIR)",
+                self.what
+            );
+        }
+    }
+
+    fn keep(&self) {
+        // An empty directory (the run stopped before writing anything) explains nothing.
+        if std::fs::remove_dir(&self.path).is_err() {
+            eprintln!(
+                "tcpdoctor {}: captures and logs kept in {}",
+                self.what,
+                self.path.display()
+            );
+        }
+    }
+}
+
+impl Drop for OutDir {
+    /// An error ended the run before `settle`: keep what it wrote.
+    fn drop(&mut self) {
+        if self.temporary && !self.settled {
+            self.keep();
+        }
+    }
 }
 
 /// Live capture when this process may open a packet socket; otherwise the reason, for the
@@ -207,9 +269,9 @@ fn load_baseline(path: &Path) -> anyhow::Result<SavedReport> {
     Ok(saved)
 }
 
-/// Refuses a baseline of another script or scenario set (its figures measure something
-/// else); returns the warnings for what is only less comparable (another target, other
-/// request or connection counts).
+/// Refuses a baseline of another script, or with no scenario in common (its figures measure
+/// something else); returns the warnings for what is only less comparable (another target,
+/// another scenario set, other request or connection counts).
 fn baseline_fits(
     saved: &SavedSettings,
     now: &RunSettings,
@@ -231,19 +293,33 @@ fn baseline_fits(
             with_digest(&now.script, &now.script_digest),
         );
     }
-    let mut a = saved.scenarios.clone();
-    let mut b = now.scenarios.clone();
-    a.sort();
-    b.sort();
-    if a != b {
+    if !now.scenarios.iter().any(|n| saved.scenarios.contains(n)) {
         bail!(
-            "--baseline {file}: saved with --scenarios {}, this run has {}; run the same \
-             scenarios (or save a new baseline with --save)",
+            "--baseline {file}: saved with --scenarios {}, this run has {}: no scenario to \
+             compare; run the same scenarios (or save a new baseline with --save)",
             saved.scenarios.join(","),
             now.scenarios.join(",")
         );
     }
     let mut warnings = Vec::new();
+    let only = |a: &[String], b: &[String]| {
+        a.iter()
+            .filter(|n| !b.contains(n))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (gone, new) = (
+        only(&saved.scenarios, &now.scenarios),
+        only(&now.scenarios, &saved.scenarios),
+    );
+    if !gone.is_empty() || !new.is_empty() {
+        warnings.push(format!(
+            "another scenario set: the baseline has {}, this run {} (compared: the scenarios \
+             both have)",
+            saved.scenarios.join(","),
+            now.scenarios.join(",")
+        ));
+    }
     if saved.target != now.target {
         warnings.push(format!(
             "the baseline drove {}, this run {}: another target",
@@ -387,7 +463,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let ready = super::bench::positive_duration("ready-timeout", &args.ready_timeout)?;
     check_output_file("--save", args.save.as_deref())?;
     check_output_file("--html", args.html.as_deref())?;
-    let out = out_dir(args.out.as_deref(), "run")?;
+    let mut out_dir = OutDir::new(args.out.as_deref(), "run")?;
+    let out = out_dir.path.clone();
     let settings = RunSettings {
         command: "run".into(),
         target: target.to_string(),
@@ -476,12 +553,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let (kinds, any) = kinds(&args.fail_on);
     report.gate(&checks, &kinds, any);
-    finish(
+    let code = finish(
         &report,
         args.format,
         args.save.as_deref(),
         args.html.as_deref(),
-    )
+    )?;
+    out_dir.settle(code != EXIT_CLEAN);
+    Ok(code)
 }
 
 /// `--target`: IP:PORT, or unix:PATH in a directory that exists. (A bare path is taken as

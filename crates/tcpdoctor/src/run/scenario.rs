@@ -307,6 +307,13 @@ pub async fn run(
     };
     if let Some(cpu) = &server_cpu {
         figures.server_cpu_per_request_us = Some(cpu.per_request_us);
+        if let Some(n) = figures.noise.as_mut() {
+            n.set_cpu(
+                cpu.per_request_us,
+                crate::run::server::cpu_resolution_s(),
+                bench.exchanges,
+            );
+        }
         let file = capture_info
             .as_ref()
             .map_or_else(|| "(process accounting)".to_string(), |c| c.file.clone());

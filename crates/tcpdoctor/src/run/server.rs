@@ -1,5 +1,7 @@
 //! The server under test: started from a command line in its own process group, its output in
-//! a log file, ready when its port accepts, accounted from /proc, stopped by process group.
+//! a log file, ready when its port accepts, accounted from /proc, stopped by process group —
+//! and, for a command line, with everything it left running (a daemon that forked out of the
+//! group: see `reaper.rs`).
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -19,6 +21,9 @@ pub struct Server {
     pub command: String,
     /// `stop` has run: dropping it then has nothing left to do (no second scan of /proc).
     stopped: bool,
+    /// A user's command line: `run` is its subreaper, and a daemon it forked (out of the
+    /// process group) counts as the server running and is stopped with it.
+    adopts: bool,
 }
 
 /// CPU time of a process tree, in clock ticks, and how many processes it had.
@@ -40,13 +45,24 @@ impl TreeCpu {
     }
 }
 
+/// The smallest CPU time [`TreeCpu`] tells apart: one clock tick.
+pub fn cpu_resolution_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    1.0 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64)
+}
+
 impl Server {
-    /// Runs `command` with `sh -c` in a new process group; stdout and stderr go to `log`.
+    /// Runs `command` with `sh -c` (full shell: `cd dir && ./srv`, `VAR=x ./srv`, pipes) in a
+    /// new process group; stdout and stderr go to `log`. This process becomes a child
+    /// subreaper first, so a server that daemonizes stays in its tree and is stopped at the end.
     pub fn start(command: &str, log: &Path) -> anyhow::Result<Server> {
+        super::reaper::become_subreaper().context("--server: becoming a child subreaper")?;
         let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c").arg(format!("exec {command}"));
-        Server::spawn(cmd, command.to_string(), log)
-            .with_context(|| format!("--server: starting `{command}`"))
+        cmd.arg("-c").arg(command);
+        let mut s = Server::spawn(cmd, command.to_string(), log)
+            .with_context(|| format!("--server: starting `{command}`"))?;
+        s.adopts = true;
+        Ok(s)
     }
 
     /// Starts this binary itself with `args` (the demo's specimens).
@@ -74,6 +90,7 @@ impl Server {
             log: log.to_path_buf(),
             command,
             stopped: false,
+            adopts: false,
         })
     }
 
@@ -96,6 +113,14 @@ impl Server {
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait()? {
+                // A daemonizing server's command exits 0 once its daemon is forked.
+                if status.success() && self.daemons_running() {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                    if start.elapsed() <= limit {
+                        continue;
+                    }
+                }
                 bail!(
                     "the server exited ({status}) before {target} accepted a connection; its \
                      output ({}):\n{}",
@@ -117,9 +142,25 @@ impl Server {
         }
     }
 
-    /// Whether the server is still running.
+    /// Whether the server is still running: its command, or, once that exited cleanly, the
+    /// daemons it left.
     pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        match self.child.try_wait() {
+            Ok(None) => true,
+            Ok(Some(status)) => status.success() && self.daemons_running(),
+            Err(_) => false,
+        }
+    }
+
+    /// Processes this command started that still run outside its own child (a daemon
+    /// re-parented to us). Only for a command line `run` adopts.
+    fn daemons_running(&self) -> bool {
+        if !self.adopts {
+            return false;
+        }
+        super::reaper::reap_orphans(self.child.id() as libc::pid_t);
+        // SAFETY: getpid has no preconditions.
+        !super::reaper::descendants(unsafe { libc::getpid() }).is_empty()
     }
 
     /// CPU time of every process in the server's process group.
@@ -127,19 +168,27 @@ impl Server {
         group_cpu(self.pgid)
     }
 
-    /// SIGTERM to the group, SIGKILL after a grace period; reaps the child.
+    /// SIGTERM to the group, SIGKILL after a grace period; reaps the child. For a command
+    /// line, then the same for every process it left (daemons that left the group).
     pub fn stop(&mut self) {
         self.stopped = true;
         kill_group(self.pgid, libc::SIGTERM);
         let start = Instant::now();
+        let mut done = false;
         while start.elapsed() < Duration::from_secs(2) {
             if !matches!(self.child.try_wait(), Ok(None)) && group_cpu(self.pgid).processes == 0 {
-                return;
+                done = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        kill_group(self.pgid, libc::SIGKILL);
-        let _ = self.child.wait();
+        if !done {
+            kill_group(self.pgid, libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+        if self.adopts {
+            super::reaper::stop_descendants(self.child.id() as libc::pid_t, Duration::from_secs(2));
+        }
     }
 }
 
@@ -148,7 +197,10 @@ impl Drop for Server {
         if self.stopped {
             return;
         }
-        if matches!(self.child.try_wait(), Ok(None)) || group_cpu(self.pgid).processes > 0 {
+        if matches!(self.child.try_wait(), Ok(None))
+            || group_cpu(self.pgid).processes > 0
+            || self.daemons_running()
+        {
             self.stop();
         }
     }
