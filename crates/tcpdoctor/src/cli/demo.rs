@@ -31,7 +31,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "FILE.json")]
     pub save: Option<PathBuf>,
 
-    /// Where captures and server logs go (default: a new directory under the temp dir).
+    /// Where captures and server logs go, kept (default: a new directory under the temp dir,
+    /// removed when every case was reproduced and fixed, kept and named on stderr otherwise).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 

@@ -47,7 +47,8 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct RunArgs {
-    /// The server command (run with sh -c); omit to drive a target that is already running.
+    /// The server command line (run with sh -c: `cd dir && ./srv` works); a daemon it forks
+    /// is waited for and stopped too. Omit to drive a target that is already running.
     #[arg(long, value_name = "CMD")]
     pub server: Option<String>,
 
@@ -98,7 +99,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s")]
     pub ready_timeout: String,
 
-    /// A report saved by an earlier --save: each scenario gets a before/after table.
+    /// A report saved by an earlier --save: each scenario gets a before/after table, marked
+    /// better/WORSE only beyond the noise (sharper with --repeat 5 on both sides). A baseline
+    /// of another script, or with no scenario in common, is refused.
     #[arg(long, value_name = "FILE.json")]
     pub baseline: Option<PathBuf>,
 
@@ -126,7 +129,8 @@ pub struct RunArgs {
     #[arg(long, requires = "server")]
     pub sandbox: bool,
 
-    /// Where captures and the server log go (default: a new directory under the temp dir).
+    /// Where captures and the server log go, kept (default: a new directory under the temp
+    /// dir, removed when the run passes, kept and named on stderr when it fails).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 

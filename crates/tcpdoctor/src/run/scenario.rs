@@ -204,7 +204,7 @@ pub async fn run(
         threads: 1,
         seed: 1,
         progress: false,
-        watch_pid: server.map(|s| s.pgid()),
+        watch_pid: server.map(|s| s.watch_pid()),
     };
     let cpu_before = server.map(|s| s.cpu());
     let started = Instant::now();

@@ -98,6 +98,20 @@ impl Server {
         self.pgid
     }
 
+    /// The process whose exit means the server is gone (the driver stops waiting then): the
+    /// command's own while it runs; once it exited leaving a daemon, the daemon (the lowest
+    /// pid it left: a master, usually, before its workers).
+    pub fn watch_pid(&self) -> libc::pid_t {
+        if self.adopts && crate::procfs::process_gone(self.pgid) {
+            // SAFETY: getpid has no preconditions.
+            let me = unsafe { libc::getpid() };
+            if let Some(daemon) = super::reaper::descendants(me).into_iter().min() {
+                return daemon;
+            }
+        }
+        self.pgid
+    }
+
     /// Waits until `target` accepts a connection, the server exits, or `limit` passes.
     pub fn wait_ready(&mut self, target: &Addr, limit: Duration) -> anyhow::Result<()> {
         let start = Instant::now();
