@@ -1,10 +1,29 @@
 //! Before/after tables: the figures of two scenarios (or of a baseline and today) side by side,
-//! with the ratio a reviewer looks at first.
+//! with the ratio a reviewer looks at first, and a better/worse mark only where the change is
+//! beyond the noise of the measurements (see `noise.rs` for the method).
 
 use serde::Serialize;
 
+use super::noise::{
+    beyond_floor, intervals_apart, runs_apart, wilson, Interval, Noise, RunPoint, EXCHANGES_FLOOR,
+    MIN_RUNS, RUNS_FLOOR, TAIL_FLOOR, UNMEASURED_FLOOR,
+};
 use super::Figures;
 use crate::stats::round3;
+
+/// How a row's noise was measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// The spread of each side's runs (`--repeat` ≥ 3 on both sides).
+    Runs,
+    /// Each side's exchanges (confidence intervals of one pooled sample).
+    Exchanges,
+    /// The resolution of the measurement (server CPU: its clock's ticks).
+    Resolution,
+    /// No noise recorded for this figure: only a change beyond ×2 is marked.
+    Unmeasured,
+}
 
 /// One metric, before and after.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -16,8 +35,11 @@ pub struct ComparisonRow {
     pub after: Option<f64>,
     /// after / before, when both exist and before is not 0.
     pub ratio: Option<f64>,
-    /// Whether the change is an improvement (None when unchanged or not comparable).
+    /// Whether the change is an improvement; None when it is within the noise ("no change")
+    /// or the figure is missing on a side.
     pub better: Option<bool>,
+    /// How the noise the change had to exceed was measured.
+    pub basis: Basis,
 }
 
 /// A before/after table.
@@ -27,6 +49,56 @@ pub struct Comparison {
     pub before: String,
     pub after: String,
     pub rows: Vec<ComparisonRow>,
+    /// How a change was told from noise, in a sentence.
+    pub method: String,
+    /// What makes the two sides less comparable (another target, other settings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One side's value of a metric and its noise.
+struct Side {
+    value: Option<f64>,
+    /// A 99 % interval from the exchanges.
+    interval: Option<Interval>,
+    /// Each run's own value.
+    runs: Vec<f64>,
+}
+
+impl Side {
+    fn plain(value: Option<f64>) -> Side {
+        Side {
+            value,
+            interval: None,
+            runs: Vec::new(),
+        }
+    }
+}
+
+fn side(
+    f: &Figures,
+    value: f64,
+    interval: impl Fn(&Noise) -> Interval,
+    run: impl Fn(&RunPoint) -> f64,
+) -> Side {
+    Side {
+        value: Some(value),
+        interval: f.noise.as_ref().map(&interval),
+        runs: f
+            .noise
+            .as_ref()
+            .map(|n| n.runs.iter().map(&run).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// A share (stalls, errors) with its Wilson interval, shown as the count.
+fn share(count: u64, of: u64) -> Side {
+    Side {
+        value: Some(count as f64),
+        interval: Some(wilson(count, of)),
+        runs: Vec::new(),
+    }
 }
 
 impl Comparison {
@@ -37,18 +109,46 @@ impl Comparison {
             row(
                 "throughput",
                 "req/s",
-                Some(b.throughput_rps),
-                Some(a.throughput_rps),
+                side(
+                    b,
+                    b.throughput_rps,
+                    |n| n.throughput_rps,
+                    |r| r.throughput_rps,
+                ),
+                side(
+                    a,
+                    a.throughput_rps,
+                    |n| n.throughput_rps,
+                    |r| r.throughput_rps,
+                ),
                 true,
             ),
-            row("mean", "ms", Some(b.mean_ms), Some(a.mean_ms), false),
-            row("p50", "ms", Some(b.p50_ms), Some(a.p50_ms), false),
-            row("p99", "ms", Some(b.p99_ms), Some(a.p99_ms), false),
+            row(
+                "mean",
+                "ms",
+                side(b, b.mean_ms, |n| n.mean_ms, |_| 0.0).exchanges_only(),
+                side(a, a.mean_ms, |n| n.mean_ms, |_| 0.0).exchanges_only(),
+                false,
+            ),
+            row(
+                "p50",
+                "ms",
+                side(b, b.p50_ms, |n| n.p50_ms, |r| r.p50_ms),
+                side(a, a.p50_ms, |n| n.p50_ms, |r| r.p50_ms),
+                false,
+            ),
+            row(
+                "p99",
+                "ms",
+                side(b, b.p99_ms, |n| n.p99_ms, |r| r.p99_ms),
+                side(a, a.p99_ms, |n| n.p99_ms, |r| r.p99_ms),
+                false,
+            ),
             row(
                 "exchanges ≥ 30 ms",
                 "",
-                Some(b.stalls_30ms as f64),
-                Some(a.stalls_30ms as f64),
+                share(b.stalls_30ms, b.exchanges),
+                share(a.stalls_30ms, a.exchanges),
                 false,
             ),
         ];
@@ -56,7 +156,23 @@ impl Comparison {
             if let Some(bs) = b.steps.iter().find(|s| s.name == step.name) {
                 if a.steps.len() > 1 {
                     let name = format!("{} p50", step.name);
-                    rows.push(row(&name, "ms", Some(bs.p50_ms), Some(step.p50_ms), false));
+                    let of = |f: &Figures, v: f64| Side {
+                        value: Some(v),
+                        interval: f.noise.as_ref().and_then(|n| {
+                            n.steps
+                                .iter()
+                                .find(|s| s.name == step.name)
+                                .map(|s| s.p50_ms)
+                        }),
+                        runs: Vec::new(),
+                    };
+                    rows.push(row(
+                        &name,
+                        "ms",
+                        of(b, bs.p50_ms),
+                        of(a, step.p50_ms),
+                        false,
+                    ));
                 }
             }
         }
@@ -64,32 +180,39 @@ impl Comparison {
             rows.push(row(
                 "server→client chunks per exchange",
                 "",
-                b.s2c_chunks_per_exchange,
-                a.s2c_chunks_per_exchange,
+                Side::plain(b.s2c_chunks_per_exchange),
+                Side::plain(a.s2c_chunks_per_exchange),
                 false,
             ));
         }
         if b.server_cpu_per_request_us.is_some() || a.server_cpu_per_request_us.is_some() {
-            rows.push(row(
-                "server CPU per request",
-                "µs",
-                b.server_cpu_per_request_us,
-                a.server_cpu_per_request_us,
-                false,
-            ));
+            let cpu = |f: &Figures| Side {
+                value: f.server_cpu_per_request_us,
+                interval: f.noise.as_ref().and_then(|n| n.server_cpu_per_request_us),
+                runs: Vec::new(),
+            };
+            let mut r = row("server CPU per request", "µs", cpu(b), cpu(a), false);
+            if r.basis == Basis::Exchanges {
+                r.basis = Basis::Resolution;
+            }
+            rows.push(r);
         }
         rows.push(row(
             "errors",
             "",
-            Some(b.errors as f64),
-            Some(a.errors as f64),
+            share(b.errors, b.exchanges + b.errors),
+            share(a.errors, a.exchanges + a.errors),
             false,
         ));
+        let runs = |f: &Figures| f.noise.as_ref().map_or(0, |n| n.runs.len());
+        let method = method(&rows, runs(b), runs(a));
         Comparison {
             title: title.to_string(),
             before: before.0.to_string(),
             after: after.0.to_string(),
             rows,
+            method,
+            warnings: Vec::new(),
         }
     }
 
@@ -98,20 +221,82 @@ impl Comparison {
     }
 }
 
+impl Side {
+    fn exchanges_only(mut self) -> Side {
+        self.runs.clear();
+        self
+    }
+}
+
+/// The sentence that says how this table told a change from noise.
+fn method(rows: &[ComparisonRow], runs_before: usize, runs_after: usize) -> String {
+    let names = |basis: Basis| {
+        rows.iter()
+            .filter(|r| r.basis == basis)
+            .map(|r| r.metric.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    let by_runs = names(Basis::Runs);
+    if !by_runs.is_empty() {
+        parts.push(format!(
+            "{by_runs}: beyond the spread of {runs_before} and {runs_after} runs (Welch 99 % \
+             interval of the log ratio) and beyond ×{RUNS_FLOOR}"
+        ));
+    }
+    let by_exchanges = names(Basis::Exchanges);
+    if !by_exchanges.is_empty() {
+        parts.push(format!(
+            "{by_exchanges}: 99 % intervals from each side's exchanges apart, and beyond \
+             ×{EXCHANGES_FLOOR} (p99: ×{TAIL_FLOOR}; run-to-run noise is measured only with \
+             --repeat {MIN_RUNS} or more on both sides)"
+        ));
+    }
+    let by_resolution = names(Basis::Resolution);
+    if !by_resolution.is_empty() {
+        parts.push(format!(
+            "{by_resolution}: beyond ± two ticks of the CPU clock and beyond ×{EXCHANGES_FLOOR}"
+        ));
+    }
+    let unmeasured = names(Basis::Unmeasured);
+    if !unmeasured.is_empty() {
+        parts.push(format!(
+            "{unmeasured}: no noise recorded, beyond ×{UNMEASURED_FLOOR}"
+        ));
+    }
+    format!("changes marked only beyond the noise. {}", parts.join("; "))
+}
+
 fn row(
     metric: &str,
     unit: &str,
-    before: Option<f64>,
-    after: Option<f64>,
+    before: Side,
+    after: Side,
     higher_is_better: bool,
 ) -> ComparisonRow {
-    let ratio = match (before, after) {
+    let ratio = match (before.value, after.value) {
         (Some(b), Some(a)) if b != 0.0 => Some(round3(a / b)),
         _ => None,
     };
-    let better = match (before, after) {
-        // Within 1% is no change: noise, or rounding.
-        (Some(b), Some(a)) if (a - b).abs() > 0.01 * a.abs().max(b.abs()) => {
+    let (basis, apart, floor) = match (
+        runs_apart(&before.runs, &after.runs),
+        before.interval,
+        after.interval,
+    ) {
+        (Some(apart), _, _) => (Basis::Runs, apart, RUNS_FLOOR),
+        (None, Some(ib), Some(ia)) => {
+            let floor = if metric == "p99" {
+                TAIL_FLOOR
+            } else {
+                EXCHANGES_FLOOR
+            };
+            (Basis::Exchanges, intervals_apart(&ib, &ia), floor)
+        }
+        _ => (Basis::Unmeasured, true, UNMEASURED_FLOOR),
+    };
+    let better = match (before.value, after.value) {
+        (Some(b), Some(a)) if apart && beyond_floor(b, a, floor) => {
             Some((a > b) == higher_is_better)
         }
         _ => None,
@@ -119,16 +304,18 @@ fn row(
     ComparisonRow {
         metric: metric.to_string(),
         unit: unit.to_string(),
-        before,
-        after,
+        before: before.value,
+        after: after.value,
         ratio,
         better,
+        basis,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::noise::{Interval, Noise, RunPoint};
 
     fn figures(rps: f64, p50: f64, stalls: u64) -> Figures {
         Figures {
@@ -172,5 +359,135 @@ mod tests {
         );
         assert_eq!(c.row("throughput").unwrap().better, Some(false));
         assert_eq!(c.row("p99").unwrap().better, Some(false));
+    }
+
+    /// Figures with noise: p50 `p50` ms, its interval ±`spread` (relative), and each run's p50
+    /// (`runs`, with the same throughput shape: 1000 / p50).
+    fn noisy(p50: f64, spread: f64, runs: &[f64]) -> Figures {
+        let at = |v: f64| Interval {
+            lo: v * (1.0 - spread),
+            hi: v * (1.0 + spread),
+        };
+        Figures {
+            exchanges: 200,
+            throughput_rps: 1000.0 / p50,
+            mean_ms: p50,
+            p50_ms: p50,
+            p99_ms: p50 * 2.0,
+            max_ms: p50 * 3.0,
+            noise: Some(Noise {
+                exchanges: 200,
+                p50_ms: at(p50),
+                p99_ms: at(p50 * 2.0),
+                mean_ms: at(p50),
+                throughput_rps: at(1000.0 / p50),
+                steps: Vec::new(),
+                runs: runs
+                    .iter()
+                    .map(|r| RunPoint {
+                        p50_ms: *r,
+                        p99_ms: r * 2.0,
+                        throughput_rps: 1000.0 / r,
+                    })
+                    .collect(),
+                server_cpu_per_request_us: None,
+            }),
+            ..Figures::default()
+        }
+    }
+
+    fn marks(c: &Comparison) -> Vec<(&str, Option<bool>)> {
+        c.rows
+            .iter()
+            .map(|r| (r.metric.as_str(), r.better))
+            .collect()
+    }
+
+    /// The issue's two identical runs: p99 36.9× and throughput 0.980× were marked WORSE. With
+    /// the noise recorded, a p99 whose intervals overlap and a 2 % throughput dip are no change.
+    #[test]
+    fn identical_runs_are_no_change() {
+        let mut before = noisy(0.04, 0.1, &[]);
+        let mut after = noisy(0.04, 0.1, &[]);
+        after.throughput_rps = before.throughput_rps * 0.98;
+        // One slow exchange among 200 makes a p99 36.9× the other's, inside its wide interval.
+        before.p99_ms = 0.08;
+        after.p99_ms = 2.952;
+        before.noise.as_mut().unwrap().p99_ms = Interval { lo: 0.07, hi: 0.5 };
+        after.noise.as_mut().unwrap().p99_ms = Interval { lo: 0.07, hi: 3.1 };
+        let c = Comparison::of("x", ("before", &before), ("after", &after));
+        for (metric, better) in marks(&c) {
+            assert_eq!(better, None, "{metric}");
+        }
+        assert_eq!(c.row("p99").unwrap().ratio, Some(36.9));
+        assert_eq!(c.row("p50").unwrap().basis, Basis::Exchanges);
+    }
+
+    /// Five runs a side, 3 % apart from each other: a 1.3× slower p50 is beyond their spread
+    /// and beyond ×1.10, so it is WORSE; the same five runs again are no change.
+    #[test]
+    fn a_30_percent_slowdown_over_five_runs_is_worse() {
+        let runs = [1.00, 1.03, 0.97, 1.02, 0.98];
+        let slow: Vec<f64> = runs.iter().map(|r| r * 1.3).collect();
+        let c = Comparison::of(
+            "x",
+            ("before", &noisy(1.0, 0.05, &runs)),
+            ("after", &noisy(1.3, 0.05, &slow)),
+        );
+        let p50 = c.row("p50").unwrap();
+        assert_eq!((p50.basis, p50.better), (Basis::Runs, Some(false)));
+        assert_eq!(c.row("throughput").unwrap().better, Some(false));
+        // The mean has no per-run values: its own exchanges' intervals, and the ×1.5 floor.
+        let mean = c.row("mean").unwrap();
+        assert_eq!((mean.basis, mean.better), (Basis::Exchanges, None));
+        assert!(c.method.contains("5 and 5 runs"), "{}", c.method);
+
+        let same = Comparison::of(
+            "x",
+            ("before", &noisy(1.0, 0.05, &runs)),
+            ("after", &noisy(1.0, 0.05, &[0.99, 1.02, 1.0, 0.97, 1.03])),
+        );
+        for (metric, better) in marks(&same) {
+            assert_eq!(better, None, "{metric}");
+        }
+    }
+
+    /// One run a side: the same 1.3× is below the single-run floor, even with intervals apart;
+    /// a 2× change with intervals apart is marked; so is one of 0 → 40 stalls.
+    #[test]
+    fn a_single_run_needs_a_bigger_change() {
+        let c = Comparison::of(
+            "x",
+            ("before", &noisy(1.0, 0.02, &[])),
+            ("after", &noisy(1.3, 0.02, &[])),
+        );
+        assert_eq!(c.row("p50").unwrap().better, None);
+        let mut after = noisy(2.0, 0.02, &[]);
+        after.stalls_30ms = 40;
+        let c = Comparison::of("x", ("before", &noisy(1.0, 0.02, &[])), ("after", &after));
+        assert_eq!(c.row("p50").unwrap().better, Some(false));
+        assert_eq!(c.row("exchanges ≥ 30 ms").unwrap().better, Some(false));
+        // 2× but inside wide intervals: no change.
+        let c = Comparison::of(
+            "x",
+            ("before", &noisy(1.0, 0.5, &[])),
+            ("after", &noisy(2.0, 0.5, &[])),
+        );
+        assert_eq!(c.row("p50").unwrap().better, None);
+    }
+
+    /// Rows of figures without noise (CPU, chunks, an old baseline) need ×2.
+    #[test]
+    fn unmeasured_figures_need_a_doubling() {
+        let mut before = figures(1000.0, 1.0, 0);
+        let mut after = figures(1000.0, 1.0, 0);
+        before.server_cpu_per_request_us = Some(40.0);
+        after.server_cpu_per_request_us = Some(50.0);
+        let c = Comparison::of("x", ("before", &before), ("after", &after));
+        let cpu = c.row("server CPU per request").unwrap();
+        assert_eq!((cpu.basis, cpu.better), (Basis::Unmeasured, None));
+        after.server_cpu_per_request_us = Some(90.0);
+        let c = Comparison::of("x", ("before", &before), ("after", &after));
+        assert_eq!(c.row("server CPU per request").unwrap().better, Some(false));
     }
 }

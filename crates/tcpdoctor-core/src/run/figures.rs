@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::noise::Noise;
 use crate::bench::{LatencyHistogram, RunResult};
 use crate::report::{Finding, FindingKind};
 use crate::stats::round3;
@@ -47,6 +48,10 @@ pub struct Figures {
     /// Connections the server closed after complete responses, reopened without an error.
     #[serde(default)]
     pub reconnects: u64,
+    /// How much these figures move between measurements: what `--baseline` must see a change
+    /// exceed before it calls it better or worse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Noise>,
 }
 
 /// One script step's latency.
@@ -122,6 +127,7 @@ impl Figures {
             send_late_p50_us: bench.send_lateness.map(|l| l.p50_us),
             send_late_p99_us: bench.send_lateness.map(|l| l.p99_us),
             reconnects: bench.reconnects,
+            noise: None,
         }
     }
 

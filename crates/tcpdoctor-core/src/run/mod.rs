@@ -9,7 +9,8 @@
 //! - `mod.rs`: the report and one scenario's result.
 //! - `scenario.rs`: the scenario names users type (`direct`, `proxy`, `proxy-nagle`, `wan:15ms`).
 //! - `figures.rs`: the numbers of one scenario that tables, baselines and checks compare.
-//! - `compare.rs`: before/after tables with ratios.
+//! - `compare.rs`: before/after tables with ratios, marked better/worse beyond the noise.
+//! - `noise.rs`: how much a figure moves between measurements (intervals, runs' spread).
 //! - `check.rs`: `--check 'p99<5ms'` parsed and evaluated.
 //! - `repeat.rs`: `--repeat K`: a scenario's K runs pooled, and their spread.
 //! - `busy_poll.rs`: the `busy_poll` finding, from process CPU accounting.
@@ -21,6 +22,7 @@ mod check;
 mod compare;
 mod figures;
 mod html;
+mod noise;
 mod repeat;
 mod scenario;
 #[cfg(test)]
@@ -35,9 +37,10 @@ use crate::stats::round3;
 
 pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, CheckStatus, Metric, Op};
-pub use compare::{Comparison, ComparisonRow};
+pub use compare::{Basis, Comparison, ComparisonRow};
 pub use figures::{log_buckets, timer_stalls, Figures, LogBucket, StepFigures, STALL_MS};
 pub use html::render_html;
+pub use noise::{Interval, Noise, RunPoint, StepNoise};
 pub use repeat::{Pooled, RepeatRun, ScenarioRepeat};
 pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};
 pub use text::render_run_text;
@@ -52,6 +55,10 @@ pub struct RunSettings {
     pub command: String,
     pub target: String,
     pub script: String,
+    /// FNV-1a 64 of the script's source (a file's text, or a preset's with its parameters),
+    /// so `--baseline` can tell a baseline of another script that has the same name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script_digest: Option<String>,
     /// The server command line, when `run` started it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,

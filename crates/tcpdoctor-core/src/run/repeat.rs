@@ -12,6 +12,7 @@
 
 use serde::Serialize;
 
+use super::noise::Noise;
 use super::text::num;
 use crate::bench::{
     pool, LatencyHistogram, Outcome, RepeatSummary, RunMeasurements, RunResult, Spread,
@@ -108,23 +109,35 @@ pub struct Pooled {
     pub overall: LatencyHistogram,
     /// The spread, when there was more than one run.
     pub repeat: Option<ScenarioRepeat>,
+    /// The noise of the pooled figures (for [`super::Figures::noise`]).
+    pub noise: Noise,
 }
 
 impl Pooled {
     pub fn of(step_names: &[String], runs: &[RunMeasurements]) -> Pooled {
         let all = pool(runs);
-        let repeat = (runs.len() > 1).then(|| {
-            let each: Vec<RunResult> = runs
-                .iter()
+        let each: Vec<RunResult> = if runs.len() > 1 {
+            runs.iter()
                 .enumerate()
                 .map(|(i, m)| RunResult::new(i as u64 + 1, step_names, m))
-                .collect();
-            ScenarioRepeat::of(&each)
-        });
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let repeat = (runs.len() > 1).then(|| ScenarioRepeat::of(&each));
+        let bench = RunResult::new(1, step_names, &all);
+        let noise = Noise::of(
+            &all.overall,
+            step_names,
+            &all.per_step,
+            bench.throughput_rps,
+            &each,
+        );
         Pooled {
-            bench: RunResult::new(1, step_names, &all),
+            bench,
             overall: all.overall,
             repeat,
+            noise,
         }
     }
 }

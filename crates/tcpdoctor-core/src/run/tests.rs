@@ -40,6 +40,7 @@ pub(crate) fn settings(scenarios: &[&str], requests: u64, repeat: u64) -> RunSet
         command: "run".into(),
         target: "127.0.0.1:7000".into(),
         script: "echo".into(),
+        script_digest: None,
         server: None,
         scenarios: scenarios.iter().map(|s| s.to_string()).collect(),
         requests,

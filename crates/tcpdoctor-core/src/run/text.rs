@@ -290,10 +290,11 @@ fn comparison(out: &mut String, c: &Comparison, indent: &str) {
     for r in &c.rows {
         let show = |v: Option<f64>| v.map_or("-".to_string(), num);
         let ratio = r.ratio.map_or("-".to_string(), |x| format!("{x:.3}×"));
-        let mark = match r.better {
-            Some(true) => " better",
-            Some(false) => " WORSE",
-            None => "",
+        let mark = match (r.better, r.before.is_some() && r.after.is_some()) {
+            (Some(true), _) => " better",
+            (Some(false), _) => " WORSE",
+            (None, true) => " no change",
+            (None, false) => "",
         };
         let name = if r.unit.is_empty() {
             r.metric.clone()
@@ -306,6 +307,10 @@ fn comparison(out: &mut String, c: &Comparison, indent: &str) {
             show(r.before),
             show(r.after)
         );
+    }
+    let _ = writeln!(out, "{indent}({})", c.method);
+    for w in &c.warnings {
+        let _ = writeln!(out, "{indent}WARNING: {w}");
     }
 }
 

@@ -7,7 +7,7 @@ use clap::Args;
 use tcpdoctor_core::run::{RunReport, RunSettings};
 
 use super::analyze::Format;
-use super::run::{check_output_file, finish, live_capture, out_dir};
+use super::run::{check_output_file, finish, live_capture, OutDir};
 
 /// See every pathology reproduced, diagnosed and fixed, in about a minute — nothing to set up.
 ///
@@ -32,7 +32,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "FILE.json")]
     pub save: Option<PathBuf>,
 
-    /// Where captures and server logs go (default: a new directory under the temp dir).
+    /// Where captures and server logs go, kept (default: a new directory under the temp dir,
+    /// removed when every case was reproduced and fixed, kept and named on stderr otherwise).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
@@ -48,7 +49,8 @@ pub struct DemoArgs {
 pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     check_output_file("--save", args.save.as_deref())?;
     check_output_file("--html", args.html.as_deref())?;
-    let out = out_dir(args.out.as_deref(), "demo")?;
+    let mut out_dir = OutDir::new(args.out.as_deref(), "demo")?;
+    let out = out_dir.path.clone();
     let (mut live, mut reason) = live_capture();
     if !live && !args.no_sandbox {
         match crate::sandbox::namespace::enter_net() {
@@ -70,6 +72,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         command: "demo".into(),
         target: "built-in specimens on 127.0.0.1".into(),
         script: "per case".into(),
+        script_digest: None,
         server: None,
         scenarios: demo.scenarios.iter().map(|s| s.name.clone()).collect(),
         requests: demo
@@ -103,10 +106,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
             ""
         }
     );
-    finish(
+    let code = finish(
         &report,
         args.format,
         args.save.as_deref(),
         args.html.as_deref(),
-    )
+    )?;
+    out_dir.settle(code != crate::EXIT_CLEAN);
+    Ok(code)
 }

@@ -52,7 +52,8 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct RunArgs {
-    /// The server command (run with sh -c); omit to drive a target that is already running.
+    /// The server command line (run with sh -c: `cd dir && ./srv` works); a daemon it forks
+    /// is waited for and stopped too. Omit to drive a target that is already running.
     #[arg(long, value_name = "CMD")]
     pub server: Option<String>,
 
@@ -103,7 +104,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s")]
     pub ready_timeout: String,
 
-    /// A report saved by an earlier --save: each scenario gets a before/after table.
+    /// A report saved by an earlier --save: each scenario gets a before/after table, marked
+    /// better/WORSE only beyond the noise (sharper with --repeat 5 on both sides). A baseline
+    /// of another script, or with no scenario in common, is refused.
     #[arg(long, value_name = "FILE.json")]
     pub baseline: Option<PathBuf>,
 
@@ -133,7 +136,8 @@ pub struct RunArgs {
     #[arg(long, requires = "server")]
     pub sandbox: bool,
 
-    /// Where captures and the server log go (default: a new directory under the temp dir).
+    /// Where captures and the server log go, kept (default: a new directory under the temp
+    /// dir, removed when the run passes, kept and named on stderr when it fails).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
@@ -142,14 +146,76 @@ pub struct RunArgs {
     pub format: Format,
 }
 
-/// The directory for this run's files.
-pub(crate) fn out_dir(given: Option<&Path>, what: &str) -> anyhow::Result<PathBuf> {
-    let dir = match given {
-        Some(d) => d.to_path_buf(),
-        None => std::env::temp_dir().join(format!("tcpdoctor-{what}.{}", std::process::id())),
-    };
-    std::fs::create_dir_all(&dir).with_context(|| format!("--out: creating {}", dir.display()))?;
-    Ok(dir)
+/// The directory for this run's files (captures, the server's log): `--out DIR`, kept; or a
+/// new one under the temp dir, removed when the run passed and kept, and named on stderr, when
+/// it failed or ended in an error (there the files explain what went wrong).
+pub(crate) struct OutDir {
+    pub path: PathBuf,
+    /// Made by us under the temp dir (not asked for with `--out`).
+    temporary: bool,
+    /// `settle` ran.
+    settled: bool,
+    /// `run` or `demo`, for the stderr line.
+    what: &'static str,
+}
+
+impl OutDir {
+    pub(crate) fn new(given: Option<&Path>, what: &'static str) -> anyhow::Result<OutDir> {
+        let (path, temporary) = match given {
+            Some(d) => (d.to_path_buf(), false),
+            None => (
+                std::env::temp_dir().join(format!("tcpdoctor-{what}.{}", std::process::id())),
+                true,
+            ),
+        };
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("--out: creating {}", path.display()))?;
+        Ok(OutDir {
+            path,
+            temporary,
+            settled: false,
+            what,
+        })
+    }
+
+    /// At the end of a run: a temporary directory goes when the run passed (`failed` false),
+    /// and stays, named on stderr, when it did not.
+    pub(crate) fn settle(&mut self, failed: bool) {
+        self.settled = true;
+        if !self.temporary {
+            return;
+        }
+        if failed {
+            self.keep();
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+            eprintln!(
+                "tcpdoctor {}: captures and logs were temporary and are removed (keep them \
+                 with --out DIR)",
+                self.what
+            );
+        }
+    }
+
+    fn keep(&self) {
+        // An empty directory (the run stopped before writing anything) explains nothing.
+        if std::fs::remove_dir(&self.path).is_err() {
+            eprintln!(
+                "tcpdoctor {}: captures and logs kept in {}",
+                self.what,
+                self.path.display()
+            );
+        }
+    }
+}
+
+impl Drop for OutDir {
+    /// An error ended the run before `settle`: keep what it wrote.
+    fn drop(&mut self) {
+        if self.temporary && !self.settled {
+            self.keep();
+        }
+    }
 }
 
 /// Live capture when this process may open a packet socket; otherwise the reason, for the
@@ -173,13 +239,27 @@ struct SavedScenario {
     figures: Figures,
 }
 
+/// What a saved report says it measured: enough to tell a baseline of another target,
+/// script or scenario set.
+#[derive(Deserialize)]
+struct SavedSettings {
+    target: String,
+    script: String,
+    #[serde(default)]
+    script_digest: Option<String>,
+    scenarios: Vec<String>,
+    requests: u64,
+    connections: u64,
+}
+
 #[derive(Deserialize)]
 struct SavedReport {
     schema_version: u32,
+    settings: SavedSettings,
     scenarios: Vec<SavedScenario>,
 }
 
-fn load_baseline(path: &Path) -> anyhow::Result<Vec<SavedScenario>> {
+fn load_baseline(path: &Path) -> anyhow::Result<SavedReport> {
     let name = path.display();
     let text = std::fs::read_to_string(path).with_context(|| format!("--baseline {name}"))?;
     let saved: SavedReport = serde_json::from_str(&text).map_err(|e| {
@@ -197,18 +277,120 @@ fn load_baseline(path: &Path) -> anyhow::Result<Vec<SavedScenario>> {
             tcpdoctor_core::run::RUN_SCHEMA_VERSION
         );
     }
-    Ok(saved.scenarios)
+    Ok(saved)
+}
+
+/// Refuses a baseline of another script, or with no scenario in common (its figures measure
+/// something else); returns the warnings for what is only less comparable (another target,
+/// another scenario set, other request or connection counts).
+fn baseline_fits(
+    saved: &SavedSettings,
+    now: &RunSettings,
+    file: &str,
+) -> anyhow::Result<Vec<String>> {
+    let digest_differs = matches!(
+        (&saved.script_digest, &now.script_digest),
+        (Some(a), Some(b)) if a != b
+    );
+    let with_digest = |name: &str, d: &Option<String>| match d {
+        Some(d) => format!("`{name}` (source digest {d})"),
+        None => format!("`{name}`"),
+    };
+    if saved.script != now.script || digest_differs {
+        bail!(
+            "--baseline {file}: saved from script {}, this run drives {}: the figures measure \
+             other exchanges; save a baseline of this script with --save",
+            with_digest(&saved.script, &saved.script_digest),
+            with_digest(&now.script, &now.script_digest),
+        );
+    }
+    if !now.scenarios.iter().any(|n| saved.scenarios.contains(n)) {
+        bail!(
+            "--baseline {file}: saved with --scenarios {}, this run has {}: no scenario to \
+             compare; run the same scenarios (or save a new baseline with --save)",
+            saved.scenarios.join(","),
+            now.scenarios.join(",")
+        );
+    }
+    let mut warnings = Vec::new();
+    let only = |a: &[String], b: &[String]| {
+        a.iter()
+            .filter(|n| !b.contains(n))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (gone, new) = (
+        only(&saved.scenarios, &now.scenarios),
+        only(&now.scenarios, &saved.scenarios),
+    );
+    if !gone.is_empty() || !new.is_empty() {
+        warnings.push(format!(
+            "another scenario set: the baseline has {}, this run {} (compared: the scenarios \
+             both have)",
+            saved.scenarios.join(","),
+            now.scenarios.join(",")
+        ));
+    }
+    if saved.target != now.target {
+        warnings.push(format!(
+            "the baseline drove {}, this run {}: another target",
+            saved.target, now.target
+        ));
+    }
+    for (what, then, today) in [
+        ("--requests", saved.requests, now.requests),
+        ("--connections", saved.connections, now.connections),
+    ] {
+        if then != today {
+            warnings.push(format!(
+                "the baseline ran {what} {then}, this run {today}: figures from another load"
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
+/// FNV-1a 64 of a script's source, as hex.
+fn digest(source: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in source.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The digest of the source the script was built from: the file's text, or the preset's
+/// with its parameters.
+fn script_digest(args: &RunArgs) -> Option<String> {
+    match (&args.script, &args.preset) {
+        (Some(path), _) => std::fs::read_to_string(path).ok().map(|s| digest(&s)),
+        (None, Some(name)) => {
+            let params: Vec<(String, String)> = args
+                .param
+                .iter()
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            tcpdoctor_core::script::Script::preset_source(name, &params)
+                .ok()
+                .map(|s| digest(&s))
+        }
+        (None, None) => None,
+    }
 }
 
 /// Tables of each scenario against the same scenario in the baseline.
-fn compare(report: &mut RunReport, baseline: &[SavedScenario], file: &str) {
+fn compare(report: &mut RunReport, baseline: &[SavedScenario], file: &str, warnings: &[String]) {
     for s in &report.scenarios {
         if let Some(b) = baseline.iter().find(|b| b.name == s.name) {
-            report.comparisons.push(Comparison::of(
+            let mut c = Comparison::of(
                 &format!("{}: baseline → now", s.name),
                 (file, &b.figures),
                 ("now", &s.figures),
-            ));
+            );
+            c.warnings = warnings.to_vec();
+            report.comparisons.push(c);
         }
     }
 }
@@ -292,8 +474,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let ready = super::bench::positive_duration("ready-timeout", &args.ready_timeout)?;
     check_output_file("--save", args.save.as_deref())?;
     check_output_file("--html", args.html.as_deref())?;
+    let mut out_dir = OutDir::new(args.out.as_deref(), "run")?;
+    let out = out_dir.path.clone();
+    let settings = RunSettings {
+        command: "run".into(),
+        target: target.to_string(),
+        script: script.name().to_string(),
+        script_digest: script_digest(&args),
+        server: args.server.clone(),
+        scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
+        requests: args.requests,
+        repeat: args.repeat,
+        connections: args.connections,
+        output_dir: out.display().to_string(),
+    };
     let baseline = args.baseline.as_deref().map(load_baseline).transpose()?;
-    let out = out_dir(args.out.as_deref(), "run")?;
+    let mut baseline_warnings = Vec::new();
+    if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
+        baseline_warnings = baseline_fits(&b.settings, &settings, &p.display().to_string())?;
+        for w in &baseline_warnings {
+            eprintln!("tcpdoctor run: WARNING: --baseline {}: {w}", p.display());
+        }
+    }
     if args.sandbox {
         crate::sandbox::namespace::enter_net().context("--sandbox")?;
     }
@@ -354,17 +556,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(s) = server.as_mut() {
         s.stop();
     }
-    let settings = RunSettings {
-        command: "run".into(),
-        target: plan.target.to_string(),
-        script: plan.script.name().to_string(),
-        server: args.server.clone(),
-        scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
-        requests: args.requests,
-        repeat: args.repeat,
-        connections: args.connections,
-        output_dir: out.display().to_string(),
-    };
     let mut report = RunReport::new(settings, results);
     // An interrupted run is never passed, whatever it measured before the signal.
     report.interrupted = crate::capture::stop::interrupted();
@@ -374,16 +565,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .map(|s| s.name.clone())
         .collect();
     if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
-        compare(&mut report, b, &p.display().to_string());
+        compare(
+            &mut report,
+            &b.scenarios,
+            &p.display().to_string(),
+            &baseline_warnings,
+        );
     }
     let (kinds, any) = kinds(&args.fail_on);
     report.gate(&checks, &kinds, any);
-    finish(
+    let code = finish(
         &report,
         args.format,
         args.save.as_deref(),
         args.html.as_deref(),
-    )
+    )?;
+    out_dir.settle(code != EXIT_CLEAN);
+    Ok(code)
 }
 
 /// `--target`: IP:PORT, or unix:PATH in a directory that exists. (A bare path is taken as

@@ -8,11 +8,13 @@
 //! - `mod.rs`: the plan shared by every scenario, and where files go.
 //! - `scenario.rs`: one scenario end to end (hop, capture, driver, CPU, diagnosis).
 //! - `server.rs`: the server process: start, ready, CPU from /proc, stop.
+//! - `reaper.rs`: what the server started, daemons included: found through /proc, stopped.
 //! - `live.rs`: a live capture on `lo` for one scenario.
 //! - `demo.rs`: the built-in pathologies and their fixes.
 
 pub mod demo;
 pub mod live;
+pub mod reaper;
 pub mod scenario;
 pub mod server;
 

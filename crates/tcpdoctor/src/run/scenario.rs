@@ -206,7 +206,7 @@ pub async fn run(
         threads: 1,
         seed: 1,
         progress: false,
-        watch_pid: server.map(|s| s.pgid()),
+        watch_pid: server.map(|s| s.watch_pid()),
     };
     let cpu_before = server.map(|s| s.cpu());
     let started = Instant::now();
@@ -228,8 +228,10 @@ pub async fn run(
         bench,
         overall,
         repeat,
+        noise,
     } = Pooled::of(plan.script.step_names(), &runs);
     let mut figures = Figures::of(&bench, &overall);
+    figures.noise = Some(noise);
 
     let (capture_file, source, note) = match (live_outcome, proxy_pcap) {
         (Some(Ok(o)), _) => (
@@ -313,6 +315,13 @@ pub async fn run(
     };
     if let Some(cpu) = &server_cpu {
         figures.server_cpu_per_request_us = Some(cpu.per_request_us);
+        if let Some(n) = figures.noise.as_mut() {
+            n.set_cpu(
+                cpu.per_request_us,
+                crate::run::server::cpu_resolution_s(),
+                bench.exchanges,
+            );
+        }
         let file = capture_info
             .as_ref()
             .map_or_else(|| "(process accounting)".to_string(), |c| c.file.clone());

@@ -1,6 +1,7 @@
 //! The server under test: started from a command line in its own process group, its output in
 //! a log file, ready when its port accepts and its start-up work is done, accounted from /proc,
-//! stopped by process group.
+//! stopped by process group — and, for a command line, with everything it left running (a
+//! daemon that forked out of the group: see `reaper.rs`).
 //!
 //! CPU accounting:
 //! 1. The tree is the server's process group and every descendant of its first process (a
@@ -31,6 +32,9 @@ pub struct Server {
     pub command: String,
     /// `stop` has run: dropping it then has nothing left to do (no second scan of /proc).
     stopped: bool,
+    /// A user's command line: `run` is its subreaper, and a daemon it forked (out of the
+    /// process group) counts as the server running and is stopped with it.
+    adopts: bool,
 }
 
 /// How long `wait_ready` waits at most for a server's start-up work to end (rule 3).
@@ -64,13 +68,24 @@ impl TreeCpu {
     }
 }
 
+/// The smallest CPU time [`TreeCpu`] tells apart: one clock tick.
+pub fn cpu_resolution_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    1.0 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64)
+}
+
 impl Server {
-    /// Runs `command` with `sh -c` in a new process group; stdout and stderr go to `log`.
+    /// Runs `command` with `sh -c` (full shell: `cd dir && ./srv`, `VAR=x ./srv`, pipes) in a
+    /// new process group; stdout and stderr go to `log`. This process becomes a child
+    /// subreaper first, so a server that daemonizes stays in its tree and is stopped at the end.
     pub fn start(command: &str, log: &Path) -> anyhow::Result<Server> {
+        super::reaper::become_subreaper().context("--server: becoming a child subreaper")?;
         let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c").arg(format!("exec {command}"));
-        Server::spawn(cmd, command.to_string(), log)
-            .with_context(|| format!("--server: starting `{command}`"))
+        cmd.arg("-c").arg(command);
+        let mut s = Server::spawn(cmd, command.to_string(), log)
+            .with_context(|| format!("--server: starting `{command}`"))?;
+        s.adopts = true;
+        Ok(s)
     }
 
     /// Starts this binary itself with `args` (the demo's specimens).
@@ -98,6 +113,7 @@ impl Server {
             log: log.to_path_buf(),
             command,
             stopped: false,
+            adopts: false,
         })
     }
 
@@ -128,6 +144,20 @@ impl Server {
         false
     }
 
+    /// The process whose exit means the server is gone (the driver stops waiting then): the
+    /// command's own while it runs; once it exited leaving a daemon, the daemon (the lowest
+    /// pid it left: a master, usually, before its workers).
+    pub fn watch_pid(&self) -> libc::pid_t {
+        if self.adopts && crate::procfs::process_gone(self.pgid) {
+            // SAFETY: getpid has no preconditions.
+            let me = unsafe { libc::getpid() };
+            if let Some(daemon) = super::reaper::descendants(me).into_iter().min() {
+                return daemon;
+            }
+        }
+        self.pgid
+    }
+
     /// Waits until `target` accepts a connection, the server exits, or `limit` passes.
     pub fn wait_ready(&mut self, target: &Addr, limit: Duration) -> anyhow::Result<()> {
         let start = Instant::now();
@@ -151,6 +181,14 @@ impl Server {
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait()? {
+                // A daemonizing server's command exits 0 once its daemon is forked.
+                if status.success() && self.daemons_running() {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                    if start.elapsed() <= limit {
+                        continue;
+                    }
+                }
                 bail!(
                     "the server exited ({status}) before {target} accepted a connection; its \
                      output ({}):\n{}",
@@ -172,9 +210,25 @@ impl Server {
         }
     }
 
-    /// Whether the server is still running.
+    /// Whether the server is still running: its command, or, once that exited cleanly, the
+    /// daemons it left.
     pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        match self.child.try_wait() {
+            Ok(None) => true,
+            Ok(Some(status)) => status.success() && self.daemons_running(),
+            Err(_) => false,
+        }
+    }
+
+    /// Processes this command started that still run outside its own child (a daemon
+    /// re-parented to us). Only for a command line `run` adopts.
+    fn daemons_running(&self) -> bool {
+        if !self.adopts {
+            return false;
+        }
+        super::reaper::reap_orphans(self.child.id() as libc::pid_t);
+        // SAFETY: getpid has no preconditions.
+        !super::reaper::descendants(unsafe { libc::getpid() }).is_empty()
     }
 
     /// CPU time of the server's tree (rule 1).
@@ -182,19 +236,27 @@ impl Server {
         tree_cpu(self.pgid, self.child.id() as i32)
     }
 
-    /// SIGTERM to the group, SIGKILL after a grace period; reaps the child.
+    /// SIGTERM to the group, SIGKILL after a grace period; reaps the child. For a command
+    /// line, then the same for every process it left (daemons that left the group).
     pub fn stop(&mut self) {
         self.stopped = true;
         kill_group(self.pgid, libc::SIGTERM);
         let start = Instant::now();
+        let mut done = false;
         while start.elapsed() < Duration::from_secs(2) {
             if !matches!(self.child.try_wait(), Ok(None)) && group_cpu(self.pgid).processes == 0 {
-                return;
+                done = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        kill_group(self.pgid, libc::SIGKILL);
-        let _ = self.child.wait();
+        if !done {
+            kill_group(self.pgid, libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+        if self.adopts {
+            super::reaper::stop_descendants(self.child.id() as libc::pid_t, Duration::from_secs(2));
+        }
     }
 }
 
@@ -203,7 +265,10 @@ impl Drop for Server {
         if self.stopped {
             return;
         }
-        if matches!(self.child.try_wait(), Ok(None)) || group_cpu(self.pgid).processes > 0 {
+        if matches!(self.child.try_wait(), Ok(None))
+            || group_cpu(self.pgid).processes > 0
+            || self.daemons_running()
+        {
             self.stop();
         }
     }

@@ -274,10 +274,11 @@ pub fn comparison(c: &Comparison) -> String {
         None => "–".into(),
     };
     for r in &c.rows {
-        let (class, word) = match r.better {
-            Some(true) => ("better", "better"),
-            Some(false) => ("worse", "worse"),
-            None => ("same", "–"),
+        let (class, word) = match (r.better, r.before.is_some() && r.after.is_some()) {
+            (Some(true), _) => ("better", "better"),
+            (Some(false), _) => ("worse", "worse"),
+            (None, true) => ("same", "no change"),
+            (None, false) => ("same", "–"),
         };
         out.push_str(&format!(
             "<tr class=\"{class}\"><th>{}</th><td class=\"num\">{}</td><td class=\"num\">{}</td>\
@@ -289,6 +290,16 @@ pub fn comparison(c: &Comparison) -> String {
         ));
     }
     out.push_str("</tbody></table>\n");
+    out.push_str(&format!(
+        "<p class=\"muted small\">{}</p>\n",
+        esc(&c.method)
+    ));
+    for w in &c.warnings {
+        out.push_str(&format!(
+            "<p class=\"baseline-warning\"><b>Warning:</b> {}</p>\n",
+            esc(w)
+        ));
+    }
     out
 }
 

@@ -78,6 +78,7 @@ fn sample() -> RunReport {
         command: "demo".into(),
         target: "127.0.0.1:36885".into(),
         script: "line-echo".into(),
+        script_digest: None,
         server: Some(format!(
             "python3 server.py --banner '{HOSTILE}' & echo \"done\""
         )),

@@ -1,0 +1,227 @@
+//! `run --baseline` against real servers: a verdict only beyond the noise of the measurements.
+//! The server is the specimen with a pause between its reply lines (`--line-gap`), the
+//! per-request delay of a server that computes each row; two runs with the same gap are the
+//! same server, two with 5 ms and 6.5 ms are a real 1.3× slowdown.
+
+mod common;
+
+use std::sync::Mutex;
+
+use common::run::{free_port, scratch, tcpdoctor_in, SPECIMEN_LINE};
+use serde_json::Value;
+
+/// One measurement at a time: these tests compare runs, and two of them measuring at once on
+/// the same cores would be each other's noise.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// `run --scenarios direct --requests 40` against a specimen started on `port` with `gap`
+/// between its two reply lines; `extra` adds flags (or replaces those two).
+fn run_gap(dir: &std::path::Path, port: u16, gap: &str, extra: &[&str]) -> (Value, i32, String) {
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server = format!(
+        "{exe} specimen --listen 127.0.0.1:{port} --writes per-line --nodelay --lines 2 \
+         --line-gap {gap} --idle-timeout 60s"
+    );
+    let target = format!("127.0.0.1:{port}");
+    let out = dir.join("files");
+    let mut args = vec![
+        "run",
+        "--format",
+        "json",
+        "--server",
+        &server,
+        "--target",
+        &target,
+        "--out",
+        out.to_str().expect("as in the report"),
+    ];
+    // Defaults unless `extra` gives its own.
+    for (flag, value) in [("--scenarios", "direct"), ("--requests", "40")] {
+        if !extra.contains(&flag) {
+            args.extend_from_slice(&[flag, value]);
+        }
+    }
+    args.extend_from_slice(SPECIMEN_LINE);
+    args.extend_from_slice(extra);
+    tcpdoctor_in(dir, &args)
+}
+
+fn rows(r: &Value) -> Vec<Value> {
+    r["comparisons"][0]["rows"]
+        .as_array()
+        .expect("a comparison table")
+        .clone()
+}
+
+fn row(r: &Value, metric: &str) -> Value {
+    rows(r)
+        .into_iter()
+        .find(|x| x["metric"] == metric)
+        .unwrap_or_else(|| panic!("no row {metric}"))
+}
+
+/// The issue's two identical runs (marked `p99 36.9× WORSE`, `throughput 0.980× WORSE`): the
+/// same server measured twice gives no verdict on any figure, with one run a side (default
+/// settings) and with five.
+#[test]
+fn identical_runs_give_no_verdict() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("baseline-same");
+    let port = free_port();
+    // Default settings (one run of 200 exchanges), then five runs of 40.
+    for (repeat, requests) in [("1", "200"), ("5", "40")] {
+        let (_, code, err) = run_gap(
+            &dir,
+            port,
+            "2ms",
+            &[
+                "--repeat",
+                repeat,
+                "--requests",
+                requests,
+                "--save",
+                "a.json",
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        let (r, code, err) = run_gap(
+            &dir,
+            port,
+            "2ms",
+            &[
+                "--repeat",
+                repeat,
+                "--requests",
+                requests,
+                "--baseline",
+                "a.json",
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        for x in rows(&r) {
+            assert!(
+                x["better"].is_null(),
+                "--repeat {repeat}: {} marked {} (ratio {}, basis {}); {}",
+                x["metric"],
+                x["better"],
+                x["ratio"],
+                x["basis"],
+                r["comparisons"][0]["method"]
+            );
+        }
+        let basis = row(&r, "p50")["basis"].clone();
+        assert_eq!(basis, if repeat == "1" { "exchanges" } else { "runs" });
+        assert!(
+            r["comparisons"][0].get("warnings").is_none(),
+            "same target and settings"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A real 1.3× slowdown (5 ms → 6.5 ms between the reply lines: 10 → 13 ms of work per
+/// request, large beside the scheduling noise of a loaded machine) is flagged with
+/// --repeat 5, from the spread of the runs.
+#[test]
+fn a_30_percent_slowdown_is_flagged_with_repeat_5() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("baseline-slow");
+    let port = free_port();
+    let (_, code, err) = run_gap(
+        &dir,
+        port,
+        "5ms",
+        &["--repeat", "5", "--requests", "30", "--save", "a.json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (r, code, err) = run_gap(
+        &dir,
+        port,
+        "6500us",
+        &["--repeat", "5", "--requests", "30", "--baseline", "a.json"],
+    );
+    assert_eq!(code, 0, "no gate asked for; {err}");
+    let p50 = row(&r, "p50");
+    assert_eq!(p50["basis"], "runs", "{p50}");
+    assert_eq!(
+        p50["better"], false,
+        "{p50}; {}",
+        r["comparisons"][0]["method"]
+    );
+    // Throughput is 1 / latency here, but each run's also carries its connect and start-up:
+    // it moves with the slowdown, never the other way.
+    assert_ne!(row(&r, "throughput")["better"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A baseline of another script is refused (exit 2, before any work); one with no scenario
+/// in common too; one of another target is compared with a warning in the report.
+#[test]
+fn a_baseline_of_another_script_scenario_set_or_target_is_refused_or_warned_about() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("baseline-other");
+    let port = free_port();
+    let (_, code, err) = run_gap(&dir, port, "0s", &["--requests", "5", "--save", "a.json"]);
+    assert_eq!(code, 0, "{err}");
+
+    // The same preset with another request: another script, same name.
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server = format!("{exe} specimen --listen 127.0.0.1:{port} --idle-timeout 60s");
+    let target = format!("127.0.0.1:{port}");
+    let (_, code, err) = tcpdoctor_in(
+        &dir,
+        &[
+            "run",
+            "--server",
+            &server,
+            "--target",
+            &target,
+            "--scenarios",
+            "direct",
+            "--preset",
+            "line",
+            "--param",
+            "request=LIST2",
+            "--param",
+            "terminator=\\n",
+            "--param",
+            "until_line=^\\.\\r?$",
+            "--baseline",
+            "a.json",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--baseline a.json: saved from script `line`"),
+        "{err}"
+    );
+    assert!(err.contains("source digest"), "{err}");
+
+    let (_, code, err) = run_gap(
+        &dir,
+        port,
+        "0s",
+        &["--scenarios", "proxy", "--baseline", "a.json"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no scenario to compare"), "{err}");
+
+    let other = free_port();
+    let (r, code, err) = run_gap(
+        &dir,
+        other,
+        "0s",
+        &["--requests", "5", "--baseline", "a.json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let w = &r["comparisons"][0]["warnings"];
+    assert!(
+        w[0].as_str().is_some_and(|w| w.contains("another target")),
+        "{w}"
+    );
+    assert!(
+        err.contains("WARNING: --baseline a.json: the baseline drove"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
