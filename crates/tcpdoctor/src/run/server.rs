@@ -8,7 +8,11 @@
 //!    child that moved to a group of its own is still counted).
 //! 2. Each process's time on CPU is the sum of its threads' /proc/PID/task/*/schedstat, in
 //!    nanoseconds (the 10 ms ticks of /proc/PID/stat made a 200-request scenario read 0 or
-//!    125% of a core); the ticks only split that total into user and system.
+//!    125% of a core); the ticks split that total into user and system. A thread that exits
+//!    takes its schedstat with it (a thread-per-connection server loses every connection's
+//!    time when it closes), but not its ticks: when the ticks grew by more than their rounding
+//!    (two ticks per process) beyond the nanoseconds, the difference is such threads' time,
+//!    and the ticks are the figure.
 //! 3. Ready is not idle: a server may listen before it has finished loading. After its port
 //!    accepts, `run` waits (up to [`SETTLE_LIMIT`]) until the tree has used less than 5% of a
 //!    core for [`QUIET_WINDOWS`] windows of [`SETTLE_WINDOW`] in a row, so start-up work is not
@@ -54,12 +58,21 @@ pub struct TreeCpu {
 }
 
 impl TreeCpu {
-    /// (user, system) seconds since `earlier`: the schedstat total, split in the proportion of
-    /// the ticks (all user when no tick fell in between).
+    /// (user, system) seconds since `earlier`: the schedstat total (or the ticks', rule 2),
+    /// split in the proportion of the ticks (all user when no tick fell in between).
     pub fn seconds_since(&self, earlier: &TreeCpu) -> (f64, f64) {
-        let total = self.ns.saturating_sub(earlier.ns) as f64 / 1e9;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
         let u = self.user_ticks.saturating_sub(earlier.user_ticks) as f64;
         let s = self.system_ticks.saturating_sub(earlier.system_ticks) as f64;
+        let precise = self.ns.saturating_sub(earlier.ns) as f64 / 1e9;
+        let rounding = 2.0 * self.processes.max(earlier.processes).max(1) as f64 / hz;
+        let ticked = (u + s) / hz;
+        let total = if ticked > precise + rounding {
+            ticked
+        } else {
+            precise
+        };
         if u + s == 0.0 {
             (total, 0.0)
         } else {
@@ -381,17 +394,17 @@ mod tests {
     }
 
     #[test]
-    fn the_ticks_only_split_the_nanoseconds() {
+    fn the_ticks_split_the_nanoseconds_and_stand_in_for_exited_threads() {
         let a = TreeCpu::default();
         let b = TreeCpu {
-            ns: 4_000_000,
+            ns: 41_000_000,
             user_ticks: 3,
             system_ticks: 1,
             processes: 1,
         };
         let (u, s) = b.seconds_since(&a);
         assert!(
-            (u - 0.003).abs() < 1e-12 && (s - 0.001).abs() < 1e-12,
+            (u - 0.03075).abs() < 1e-12 && (s - 0.01025).abs() < 1e-12,
             "{u} {s}"
         );
         let c = TreeCpu { ns: 1_500_000, ..a };
@@ -399,6 +412,30 @@ mod tests {
             c.seconds_since(&a),
             (0.0015, 0.0),
             "no tick in between: all user"
+        );
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let one_tick = TreeCpu {
+            ns: 2_000_000,
+            user_ticks: 1,
+            processes: 1,
+            ..a
+        };
+        assert_eq!(
+            one_tick.seconds_since(&a).0,
+            0.002,
+            "a tick crossed is rounding, not time"
+        );
+        let exited = TreeCpu {
+            ns: 2_000_000,
+            user_ticks: 50,
+            system_ticks: 50,
+            processes: 1,
+        };
+        let (u, s) = exited.seconds_since(&a);
+        assert!(
+            (u + s - 100.0 / hz).abs() < 1e-9,
+            "threads that exited took their schedstat, not their ticks: {u} {s}"
         );
     }
 }
