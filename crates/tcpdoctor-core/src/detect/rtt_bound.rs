@@ -241,9 +241,13 @@ impl Detector for RttBound {
                 fs.latency_sum += latency;
                 fs.waiting += own + before;
                 let previous = ex.idle_before.and(ex.request.previous).map(|p| p.last);
-                if fs.example.as_ref().is_none_or(|e| e.previous.is_none()) && previous.is_some()
-                    || fs.example.is_none()
-                {
+                // The first sequential exchange, or a later one that follows a response
+                // (it shows both round trips).
+                let better = match &fs.example {
+                    None => true,
+                    Some(e) => e.previous.is_none() && previous.is_some(),
+                };
+                if better {
                     fs.example = Some(example(flow, ex, previous));
                 }
                 // Sent at once, the requests would still pay the first one's round trip.

@@ -244,7 +244,7 @@ pub async fn run(
         ),
         (Some(Err(e)), Some(p)) => (
             Some(p),
-            "proxy recording".to_string(),
+            PROXY_RECORDING.to_string(),
             Some(format!(
                 "live capture failed ({e:#}); used the proxy's recording"
             )),
@@ -254,7 +254,7 @@ pub async fn run(
             String::new(),
             Some(format!("live capture failed: {e:#}")),
         ),
-        (None, Some(p)) => (Some(p), "proxy recording".to_string(), None),
+        (None, Some(p)) => (Some(p), PROXY_RECORDING.to_string(), None),
         (None, None) => (None, String::new(), Some(no_capture(plan, &driver_target))),
     };
     let mut findings: Vec<Finding> = Vec::new();
@@ -359,10 +359,13 @@ pub async fn run(
     })
 }
 
+/// The capture source of a scenario diagnosed from its hop's recording.
+const PROXY_RECORDING: &str = "proxy recording";
+
 /// What a finding from the proxy's recording rests on: which of its packets were observed and
 /// which modelled (see `proxy/record.rs` and `wire::capture_point`). `None` for a kernel capture.
 fn recording_basis(source: &str, path: &Path, file: &std::path::Path) -> Option<String> {
-    if source != "proxy recording" {
+    if source != PROXY_RECORDING {
         return None;
     }
     let delayed = path.hop.as_ref().is_some_and(|h| !h.delay.is_zero());
