@@ -140,6 +140,7 @@ fn report() -> RunReport {
         expected: FindingKind::NagleDelayedAck,
         before: "perline".into(),
         after: "perline-fixed".into(),
+        requests: 40,
         reproduced: true,
         fixed: !r.scenarios[1].has(FindingKind::NagleDelayedAck),
         diagnosis: nagle.verdict.clone(),

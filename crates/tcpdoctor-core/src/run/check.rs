@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::ScenarioResult;
+use crate::numfmt::num;
 use crate::stats::round3;
 use crate::units::parse_duration;
 
@@ -104,7 +105,10 @@ pub struct Check {
 pub struct CheckResult {
     pub check: String,
     pub scenario: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::numfmt::whole_as_int"
+    )]
     pub actual: Option<f64>,
     pub passed: bool,
     /// What a person reads: `p99 = 41.2 ms, limit < 5 ms`.
@@ -224,9 +228,9 @@ impl Check {
 
     fn show(&self, v: f64) -> String {
         match self.metric {
-            m if m.is_duration() => format!("{} ms", round3(v)),
-            Metric::Throughput => format!("{} req/s", round3(v)),
-            _ => format!("{}", round3(v)),
+            m if m.is_duration() => format!("{} ms", num(v)),
+            Metric::Throughput => format!("{} req/s", num(v)),
+            _ => num(v),
         }
     }
 

@@ -4,7 +4,6 @@
 use serde::Serialize;
 
 use super::Figures;
-use crate::stats::round3;
 
 /// One metric, before and after.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -12,7 +11,10 @@ pub struct ComparisonRow {
     pub metric: String,
     /// The unit the values are in (`ms`, `req/s`, `µs`, ``).
     pub unit: String,
+    /// A count (exchanges, errors) is written as a JSON integer.
+    #[serde(serialize_with = "crate::numfmt::whole_as_int")]
     pub before: Option<f64>,
+    #[serde(serialize_with = "crate::numfmt::whole_as_int")]
     pub after: Option<f64>,
     /// after / before, when both exist and before is not 0.
     pub ratio: Option<f64>,
@@ -106,7 +108,7 @@ fn row(
     higher_is_better: bool,
 ) -> ComparisonRow {
     let ratio = match (before, after) {
-        (Some(b), Some(a)) if b != 0.0 => Some(round3(a / b)),
+        (Some(b), Some(a)) if b != 0.0 => Some(crate::numfmt::sig3(a / b)),
         _ => None,
     };
     let better = match (before, after) {

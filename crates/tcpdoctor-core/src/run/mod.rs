@@ -30,6 +30,7 @@ mod text;
 use serde::Serialize;
 
 use crate::bench::RunResult;
+use crate::numfmt::num;
 use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
 use crate::stats::round3;
 
@@ -104,19 +105,16 @@ impl ServerCpu {
     /// The "mostly sleeping" sentence: the first clue when latency is high and nobody is busy.
     pub fn describe(&self) -> String {
         let pct = self.busy_share * 100.0;
-        if self.busy_share < 0.2 {
-            format!(
-                "server mostly sleeping: {:.3} s CPU in {:.3} s wall ({pct:.0}% of one core)",
-                self.user_s + self.system_s,
-                self.wall_s
-            )
-        } else {
-            format!(
-                "server busy: {:.3} s CPU in {:.3} s wall ({pct:.0}% of one core)",
-                self.user_s + self.system_s,
-                self.wall_s
-            )
-        }
+        format!(
+            "{}: {} s CPU in {} s wall ({pct:.0}% of one core)",
+            if self.busy_share < 0.2 {
+                "server mostly sleeping"
+            } else {
+                "server busy"
+            },
+            num(self.user_s + self.system_s),
+            num(self.wall_s)
+        )
     }
 }
 
@@ -195,6 +193,8 @@ pub struct DemoCase {
     pub expected: FindingKind,
     pub before: String,
     pub after: String,
+    /// Exchanges driven in each of the two scenarios.
+    pub requests: u64,
     /// The expected finding was named in `before`.
     pub reproduced: bool,
     /// …and not in `after`.
@@ -221,6 +221,9 @@ pub struct RunReport {
     pub failed_on: Vec<String>,
     /// True when a check failed or a `--fail-on` kind was found (exit 1).
     pub failed: bool,
+    /// Wall time of the whole command, seconds (servers, scenarios, captures, analysis).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
 }
 
 impl RunReport {
@@ -235,6 +238,7 @@ impl RunReport {
             checks: Vec::new(),
             failed_on: Vec::new(),
             failed: false,
+            elapsed_s: None,
         }
     }
 

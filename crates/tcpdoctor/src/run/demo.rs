@@ -334,6 +334,7 @@ pub fn run(
             expected: case.expected,
             before: before.name.clone(),
             after: after.name.clone(),
+            requests: case.requests,
             reproduced,
             fixed,
             diagnosis,

@@ -22,6 +22,7 @@ mod tables;
 mod tests;
 mod timeline;
 
+use crate::numfmt::count;
 use escape::esc;
 
 use super::{RunReport, ScenarioResult};
@@ -135,10 +136,9 @@ fn header(report: &RunReport) -> String {
     item(
         "load",
         format!(
-            "{} requests per scenario over {} connection{}",
-            s.requests,
-            s.connections,
-            if s.connections == 1 { "" } else { "s" }
+            "{} per scenario over {}",
+            count(s.requests, "request"),
+            count(s.connections, "connection")
         ),
     );
     item("output", format!("<code>{}</code>", esc(&s.output_dir)));
@@ -151,10 +151,7 @@ fn header(report: &RunReport) -> String {
             .collect();
         let failed_checks = report.checks.iter().filter(|c| !c.passed).count();
         if failed_checks > 0 {
-            why.push(format!(
-                "{failed_checks} check{} failed",
-                if failed_checks == 1 { "" } else { "s" }
-            ));
+            why.push(format!("{} failed", count(failed_checks as u64, "check")));
         }
         if !why.is_empty() {
             out.push_str(&format!("<p class=\"why fail\">{}</p>\n", why.join("; ")));

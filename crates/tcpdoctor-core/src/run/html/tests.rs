@@ -100,6 +100,7 @@ fn sample() -> RunReport {
         expected: FindingKind::NagleDelayedAck,
         before: "perline".into(),
         after: "perline-fixed".into(),
+        requests: 40,
         reproduced: true,
         fixed: true,
         diagnosis,
