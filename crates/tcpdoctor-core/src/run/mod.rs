@@ -30,7 +30,7 @@ mod text;
 use serde::Serialize;
 
 use crate::bench::RunResult;
-use crate::numfmt::num;
+use crate::numfmt::{count, num};
 use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
 use crate::stats::round3;
 
@@ -205,6 +205,32 @@ pub struct DemoCase {
     pub fix: String,
 }
 
+/// The gate a run was asked to pass: `--check` expressions and `--fail-on` kinds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GateSpec {
+    pub checks: Vec<String>,
+    /// Finding kinds, or `any`.
+    pub fail_on: Vec<String>,
+}
+
+impl GateSpec {
+    pub fn is_empty(&self) -> bool {
+        self.checks.is_empty() && self.fail_on.is_empty()
+    }
+
+    /// `2 checks, --fail-on any`; empty when nothing was asked.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.checks.is_empty() {
+            parts.push(count(self.checks.len() as u64, "check"));
+        }
+        if !self.fail_on.is_empty() {
+            parts.push(format!("--fail-on {}", self.fail_on.join(",")));
+        }
+        parts.join(", ")
+    }
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {
@@ -221,6 +247,8 @@ pub struct RunReport {
     pub failed_on: Vec<String>,
     /// True when a check failed or a `--fail-on` kind was found (exit 1).
     pub failed: bool,
+    /// What the gate was made of: the checks and the `--fail-on` kinds asked for.
+    pub gate: GateSpec,
     /// Wall time of the whole command, seconds (servers, scenarios, captures, analysis).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elapsed_s: Option<f64>,
@@ -238,6 +266,7 @@ impl RunReport {
             checks: Vec::new(),
             failed_on: Vec::new(),
             failed: false,
+            gate: GateSpec::default(),
             elapsed_s: None,
         }
     }
@@ -258,6 +287,14 @@ impl RunReport {
             }
         }
         self.failed_on = found;
+        self.gate = GateSpec {
+            checks: checks.iter().map(|c| c.text.clone()).collect(),
+            fail_on: if fail_on_any {
+                vec!["any".to_string()]
+            } else {
+                fail_on.iter().map(|k| k.as_str().to_string()).collect()
+            },
+        };
         self.failed = !self.failed_on.is_empty() || self.checks.iter().any(|c| !c.passed);
     }
 }
