@@ -26,6 +26,8 @@ mod scenario;
 #[cfg(test)]
 mod tests;
 mod text;
+#[cfg(test)]
+mod text_tests;
 
 use serde::Serialize;
 

@@ -155,7 +155,7 @@ fn the_capture_findings_are_what_the_page_shows() {
     assert!(page.contains("FAILED"), "p99<5ms fails on perline");
     assert!(page.contains("<span class=\"badge fail\">fail</span>"));
     assert!(page.contains("<span class=\"change better\">better</span>"));
-    assert!(page.contains("1 of 1 cases"));
+    assert!(page.contains("1 of 1 case"));
 }
 
 #[test]
