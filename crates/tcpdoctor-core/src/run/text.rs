@@ -93,6 +93,17 @@ pub fn render_run_text(r: &RunReport) -> String {
             r.failed_on.join(", ")
         );
     }
+    if r.cases.is_empty() {
+        let _ = write!(
+            out,
+            "\nGate: {}",
+            if r.gate.is_empty() {
+                "none asked (no --check, no --fail-on)".to_string()
+            } else {
+                r.gate.describe()
+            }
+        );
+    }
     let _ = writeln!(
         out,
         "\n{}",

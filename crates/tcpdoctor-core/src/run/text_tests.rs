@@ -143,4 +143,7 @@ fn the_gate_is_named() {
     r.gate(&[], &[], false);
     assert!(r.gate.is_empty());
     assert!(render_html(&r).contains("NO GATE"));
+    assert!(render_run_text(&r).contains("\nGate: none asked (no --check, no --fail-on)\n"));
+    r.gate(&[], &[], true);
+    assert!(render_run_text(&r).contains("\nGate: --fail-on any\n"));
 }
