@@ -25,6 +25,8 @@
 //! - [`script`]: conversation scripts for `bench` — TOML validated into a [`script::Script`],
 //!   presets, response framings, and [`script::Conversation`], one connection's sans-IO run.
 //! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
+//! - [`numfmt`]: how every report prints a figure, a count and its noun (`39`, `0.082`,
+//!   `1 exchange`).
 
 pub mod analysis;
 pub mod audit;
@@ -34,6 +36,7 @@ pub mod flow;
 pub(crate) mod fxhash;
 pub mod hops;
 pub mod impair;
+pub mod numfmt;
 pub mod report;
 pub mod run;
 pub mod script;

@@ -19,6 +19,13 @@ pub enum UnitError {
     },
     #[error("`{0}` is out of range")]
     OutOfRange(String),
+    /// A bare number where a unit is needed: `15` could mean 15 ms or 15 s.
+    #[error("`{text}` has no unit: write `{number}s` (or `{number}ms`; units: {expected})")]
+    MissingUnit {
+        text: String,
+        number: String,
+        expected: &'static str,
+    },
 }
 
 fn split_number(text: &str) -> Result<(f64, &str), UnitError> {
@@ -51,6 +58,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
         "m" | "min" => 60e9,
         "h" => 3600e9,
         "" if value == 0.0 => 1.0,
+        "" => {
+            return Err(UnitError::MissingUnit {
+                text: text.to_string(),
+                number: text.trim().to_string(),
+                expected: "ns, us, ms, s, m, h",
+            })
+        }
         _ => {
             return Err(UnitError::UnknownUnit {
                 text: text.to_string(),
@@ -190,6 +204,14 @@ mod tests {
         }
         assert!(matches!(
             parse_duration("40"),
+            Err(UnitError::MissingUnit { .. })
+        ));
+        assert_eq!(
+            parse_duration("15").unwrap_err().to_string(),
+            "`15` has no unit: write `15s` (or `15ms`; units: ns, us, ms, s, m, h)"
+        );
+        assert!(matches!(
+            parse_duration("40 parsecs"),
             Err(UnitError::UnknownUnit { .. })
         ));
         assert!(matches!(

@@ -17,7 +17,7 @@ use tcpdoctor_core::bench::{LatencyHistogram, RunMeasurements, RunResult};
 use tcpdoctor_core::report::{Bucket, FindingKind};
 use tcpdoctor_core::run::{
     log_buckets, render_html, CaptureInfo, Check, ChunkView, Comparison, DemoCase, Figures,
-    RunReport, RunSettings, ScenarioResult, ServerCpu,
+    RunReport, RunSettings, ScenarioResult, ServerCpu, StepFigures,
 };
 use tcpdoctor_core::wire::CaptureReader;
 
@@ -141,6 +141,7 @@ fn report() -> RunReport {
         expected: FindingKind::NagleDelayedAck,
         before: "perline".into(),
         after: "perline-fixed".into(),
+        requests: 40,
         reproduced: true,
         fixed: !r.scenarios[1].has(FindingKind::NagleDelayedAck),
         diagnosis: nagle.verdict.clone(),
@@ -345,9 +346,239 @@ fn chromium_renders_a_run_over_a_wan_path() {
     );
     assert!(text.contains(&filter), "{filter}");
     assert!(text.contains("of silence"));
-    assert!(text.contains("PASSED"));
+    assert!(
+        text.contains("NO GATE") && !text.contains("GATE PASSED"),
+        "no --check and no --fail-on: the badge says there was no gate"
+    );
     assert!(
         !text.contains("id=\"chunks\""),
         "no chunk view was measured"
     );
+}
+
+/// The report `run` gives with its default scenarios and a three-step script, at its widest:
+/// every row of the side-by-side table filled (steps, chunks, CPU, captures with long paths,
+/// several finding kinds), a gate of two checks and `--fail-on any`, and a baseline whose rows
+/// moved within the noise (`better: null`).
+fn four_scenario_report() -> RunReport {
+    let ms = |v: u64| Duration::from_micros(v);
+    let specs = [
+        (
+            "direct",
+            "driver → server",
+            44_100,
+            "nagle_perline_server.pcap",
+        ),
+        (
+            "proxy",
+            "driver → proxy (Nagle off, chunks as read) → server",
+            44_000,
+            "nagle_perline_server.pcap",
+        ),
+        (
+            "proxy-nagle",
+            "driver → proxy (Nagle ON towards the driver, chunks as read) → server",
+            44_000,
+            "hop_splits_whole_responses.pcap",
+        ),
+        (
+            "wan:15ms",
+            "driver → proxy (+15.0 ms each way, round trip +30.0 ms) → server",
+            72_500,
+            "nagle_wwr_client_wan30ms.pcap",
+        ),
+    ];
+    let mut scenarios = Vec::new();
+    for (name, path, us, capture) in specs {
+        let mut lat = vec![ms(us); 190];
+        lat.extend([ms(us * 3); 10]);
+        let mut s = scenario(name, path, &lat);
+        diagnose(&mut s, capture);
+        if let Some(c) = &mut s.capture {
+            c.file = format!(
+                "/tmp/tcpdoctor-run.4194304/{}.lo.pcap",
+                name.replace(':', "_")
+            );
+            c.source = "AF_PACKET on lo (1,204 packets, 0 dropped)".into();
+        }
+        s.figures.steps = ["login", "get-user-profile", "logout"]
+            .iter()
+            .map(|step| StepFigures {
+                name: step.to_string(),
+                mean_ms: us as f64 / 1000.0 + 0.123,
+                p50_ms: us as f64 / 1000.0,
+                p99_ms: us as f64 / 1000.0 * 3.0 + 0.456,
+            })
+            .collect();
+        if name != "direct" {
+            s.chunks = Some(chunks(&[("19", 320), ("3", 40), ("155", 7)]));
+            s.figures.set_chunks(367);
+        }
+        s.server_cpu = Some(ServerCpu::new(0.012, 0.034, 8.8, 200, 3));
+        s.figures.server_cpu_per_request_us = Some(230.0);
+        s.figures.errors = 2;
+        scenarios.push(s);
+    }
+    let settings = RunSettings {
+        command: "run".into(),
+        target: "127.0.0.1:7000".into(),
+        script: "app-login-profile-logout.toml".into(),
+        script_digest: None,
+        server: Some("cd /srv/app && exec ./myserver --port 7000 --workers 4".into()),
+        scenarios: specs.iter().map(|s| s.0.to_string()).collect(),
+        requests: 200,
+        repeat: 1,
+        connections: 1,
+        output_dir: "/tmp/tcpdoctor-run.4194304".into(),
+    };
+    let mut r = RunReport::new(settings, scenarios);
+    let mut before = r.scenarios[0].figures.clone();
+    before.p50_ms *= 1.004;
+    let mut cmp = Comparison::of(
+        "direct: baseline → now",
+        ("before.json", &before),
+        ("now", &r.scenarios[0].figures),
+    );
+    for row in &mut cmp.rows {
+        row.better = None; // within the noise: no verdict
+    }
+    r.comparisons.push(cmp);
+    let checks = [
+        Check::parse("stalls==0@direct").expect("check"),
+        Check::parse("errors<=5").expect("check"),
+    ];
+    r.gate(&checks, &[], true);
+    r
+}
+
+/// Measures `page` laid out `width` px wide in Chromium: the page sits in an iframe of that
+/// width (headless Chromium will not make a window narrower than 500 px), and a script in
+/// the wrapper — never in the report, which has none — reads the layout: how wide the page
+/// is, which boxes scroll sideways, which boxes stick out of the page outside any box that
+/// scrolls, and every piece of text drawn under 10 px (SVG text scaled as it is drawn).
+fn layout_at(bin: &Path, name: &str, html: &str, width: u32) -> serde_json::Value {
+    const MEASURE: &str = r#"
+var w = document.getElementById('f').contentWindow, d = w.document, de = d.documentElement;
+var r = {viewport: w.innerWidth, page_width: de.scrollWidth, scrolls: [], sticks_out: [], small: []};
+var all = d.querySelectorAll('body *');
+function what(el) { return el.tagName + '.' + (el.getAttribute('class') || '') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"'; }
+for (var i = 0; i < all.length; i++) {
+  var el = all[i], cs = w.getComputedStyle(el), b = el.getBoundingClientRect();
+  if ((cs.overflowX === 'auto' || cs.overflowX === 'scroll') && el.scrollWidth > el.clientWidth + 1)
+    r.scrolls.push(what(el) + ' ' + el.scrollWidth + ' > ' + el.clientWidth);
+  if (b.width > 0 && b.right > w.innerWidth + 1) {
+    var p = el.parentElement, held = false;
+    while (p) { var o = w.getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') { held = true; break; } p = p.parentElement; }
+    if (!held) r.sticks_out.push(what(el) + ' right ' + Math.round(b.right));
+  }
+}
+var walk = d.createTreeWalker(d.body, NodeFilter.SHOW_TEXT), n;
+while ((n = walk.nextNode())) {
+  if (!n.textContent.trim()) continue;
+  var el = n.parentElement;
+  if (!el.getClientRects().length) continue;
+  var px = parseFloat(w.getComputedStyle(el).fontSize), t = el.closest('text');
+  if (t && t.getScreenCTM()) px = px * Math.abs(t.getScreenCTM().a);
+  if (px < 10) r.small.push(what(el) + ' ' + px.toFixed(1) + ' px');
+}
+var pre = document.createElement('pre'); pre.id = 'measure'; pre.textContent = JSON.stringify(r);
+document.body.appendChild(pre);
+"#;
+    let attr = html
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let wrapper = format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body style=\"margin:0\">\
+         <iframe id=\"f\" style=\"border:0;width:{width}px;height:900px\" srcdoc=\"{attr}\">\
+         </iframe><script>document.getElementById('f').addEventListener('load', function () \
+         {{{MEASURE}}});</script></body></html>"
+    );
+    let page = Path::new(OUT_DIR).join(format!("{name}-layout-{width}.html"));
+    std::fs::write(&page, wrapper).expect("write wrapper");
+    let out = run_chromium(
+        bin,
+        &[
+            "--dump-dom".to_string(),
+            "--window-size=1500,1000".to_string(),
+        ],
+        &page,
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let json = dom
+        .split("<pre id=\"measure\">")
+        .nth(1)
+        .and_then(|t| t.split("</pre>").next())
+        .unwrap_or_else(|| panic!("no measurement in the DOM of {}", page.display()))
+        .replace("&gt;", ">")
+        .replace("&lt;", "<")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+fn list(v: &serde_json::Value, key: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {v}"))
+        .iter()
+        .map(|x| x.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The four-scenario table fits a 1400-px window with no scrollbar anywhere; on a 390-px
+/// phone nothing sticks out of the page (the charts and wide tables scroll inside their own
+/// box) and no label is drawn under 10 px. The demo's cases, on a phone, are stacked so their
+/// diagnosis is never cut off. The gate badge names the gate; a row within the noise reads
+/// "no change", never "worse".
+#[test]
+fn four_scenarios_fit_1400_px_and_a_phone_can_read_every_report() {
+    let run = four_scenario_report();
+    let html = render_html(&run);
+    assert!(html.contains("GATE FAILED"), "stalls==0 fails on direct");
+    assert!(html.contains("2 checks, --fail-on any"));
+    assert!(html.contains("no change") && !html.contains(">worse<"));
+    let Some(bin) = chromium() else {
+        let _ = render_in_chromium("four-scenarios", &run);
+        return;
+    };
+    std::fs::create_dir_all(OUT_DIR).expect("output dir");
+    let wide = layout_at(&bin, "four-scenarios", &html, 1400);
+    assert_eq!(wide["viewport"], 1400, "{wide}");
+    assert!(
+        wide["page_width"].as_u64() <= Some(1400),
+        "the page is wider than the window: {wide}"
+    );
+    assert!(
+        list(&wide, "scrolls").is_empty(),
+        "a horizontal scrollbar at 1400 px: {:?}",
+        list(&wide, "scrolls")
+    );
+    assert!(
+        list(&wide, "small").is_empty(),
+        "{:?}",
+        list(&wide, "small")
+    );
+    for (name, page) in [
+        ("four-scenarios", html.clone()),
+        ("demo", render_html(&report())),
+    ] {
+        let phone = layout_at(&bin, name, &page, 390);
+        assert_eq!(phone["viewport"], 390, "{phone}");
+        assert!(
+            phone["page_width"].as_u64() <= Some(390),
+            "{name}: the page is wider than the phone: {:?}",
+            list(&phone, "sticks_out")
+        );
+        assert!(
+            list(&phone, "sticks_out").is_empty(),
+            "{name}: cut off at 390 px: {:?}",
+            list(&phone, "sticks_out")
+        );
+        let small = list(&phone, "small");
+        assert!(small.is_empty(), "{name}: text under 10 px: {small:?}");
+    }
+    // And the screenshots, for a person to look at.
+    let _ = render_in_chromium("four-scenarios", &run);
 }

@@ -124,7 +124,7 @@ fn a_target_that_never_answers_or_closes_at_once_fails_the_gate() {
             !page.contains("PASSED"),
             "{name}: no green badge over nothing"
         );
-        assert!(page.contains(">FAILED</span>"), "{name}");
+        assert!(page.contains(">GATE FAILED</span>"), "{name}");
         assert!(
             page.contains("nothing measured in scenario direct"),
             "{name}"

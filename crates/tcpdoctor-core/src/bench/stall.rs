@@ -127,17 +127,17 @@ impl StallView {
         let pct = fmt_pct(band.count, total);
         let shape = if median_ms >= band.from_ms && median_ms < band.to_ms {
             format!(
-                "{} exchanges ({pct}) took {}–{} ms: the median ({}) sits on the timer",
-                band.count,
+                "{} ({pct}) took {}–{} ms: the median ({}) sits on the timer",
+                crate::numfmt::count(band.count, "exchange"),
                 band.from_ms,
                 band.to_ms,
                 fmt_ms(median_ms)
             )
         } else {
             format!(
-                "{} exchanges ({pct}) took {}–{} ms while the median is {}: a second mode \
+                "{} ({pct}) took {}–{} ms while the median is {}: a second mode \
                  pinned at the timer",
-                band.count,
+                crate::numfmt::count(band.count, "exchange"),
                 band.from_ms,
                 band.to_ms,
                 fmt_ms(median_ms)

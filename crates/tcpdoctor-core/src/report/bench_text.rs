@@ -3,27 +3,27 @@
 use std::fmt::Write;
 
 use crate::bench::{BenchReport, LatencySummary, RepeatSummary, RunResult, Spread};
+use crate::numfmt::{count, num};
 
 /// Renders a bench report for a terminal.
 pub fn render_bench_text(report: &BenchReport) -> String {
     let mut out = String::new();
     let s = &report.settings;
     let bound = match (s.requests, s.duration_s) {
-        (Some(n), _) => format!("{n} requests"),
-        (None, Some(d)) => format!("{d} s"),
+        (Some(n), _) => count(n, "request"),
+        (None, Some(d)) => format!("{} s", num(d)),
         (None, None) => "until the script ends".into(),
     };
     let mode = match s.rate_per_s {
-        Some(r) => format!("open loop at {r} req/s"),
+        Some(r) => format!("open loop at {} req/s", num(r)),
         None => "closed loop".into(),
     };
     let _ = writeln!(
         out,
-        "bench {} with script {}: {} connection{}, {mode}, pipeline {}, {bound}",
+        "bench {} with script {}: {}, {mode}, pipeline {}, {bound}",
         s.target,
         s.script,
-        s.connections,
-        plural(s.connections),
+        count(s.connections, "connection"),
         s.pipeline
     );
     let mut how = vec![
@@ -35,9 +35,9 @@ pub fn render_bench_text(report: &BenchReport) -> String {
         format!("requests written {}", s.split_writes),
     ];
     if s.warmup_s > 0.0 {
-        how.push(format!("warmup {} s not measured", s.warmup_s));
+        how.push(format!("warmup {} s not measured", num(s.warmup_s)));
     }
-    how.push(format!("timeout {} s", s.timeout_s));
+    how.push(format!("timeout {} s", num(s.timeout_s)));
     let _ = writeln!(out, "  {}", how.join(", "));
     for r in &report.runs {
         run(&mut out, r, report.runs.len() > 1);
@@ -46,14 +46,6 @@ pub fn render_bench_text(report: &BenchReport) -> String {
         summary(&mut out, sum);
     }
     out
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }
 
 fn run(out: &mut String, r: &RunResult, numbered: bool) {
@@ -65,14 +57,12 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
     }
     let _ = writeln!(
         out,
-        "{} exchanges in {:.3} s: {:.0} req/s; {} error{}, {} timeout{}",
-        r.exchanges,
-        r.measured_s,
-        r.throughput_rps,
-        r.errors.total(),
-        plural(r.errors.total()),
-        r.errors.timeouts,
-        plural(r.errors.timeouts)
+        "{} in {} s: {} req/s; {}, {}",
+        count(r.exchanges, "exchange"),
+        num(r.measured_s),
+        num(r.throughput_rps),
+        count(r.errors.total(), "error"),
+        count(r.errors.timeouts, "timeout")
     );
     if let Some(n) = &r.note {
         let _ = writeln!(out, "  {n}");
@@ -129,20 +119,19 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
     }
     let spin = if r.cpu.spin_s > 0.0 {
         format!(
-            " (of which {:.3} s spinning to send on schedule, not counted per request)",
-            r.cpu.spin_s
+            " (of which {} s spinning to send on schedule, not counted per request)",
+            num(r.cpu.spin_s)
         )
     } else {
         String::new()
     };
     let _ = writeln!(
         out,
-        "  driver CPU: {:.3} s user + {:.3} s system{spin}, {:.1} µs per request; {} connection{} opened",
-        r.cpu.user_s,
-        r.cpu.system_s,
-        r.cpu.per_request_us,
-        r.connections_opened,
-        plural(r.connections_opened)
+        "  driver CPU: {} s user + {} s system{spin}, {} µs per request; {} opened",
+        num(r.cpu.user_s),
+        num(r.cpu.system_s),
+        num(r.cpu.per_request_us),
+        count(r.connections_opened, "connection")
     );
     if r.reconnects > 0 {
         let _ = writeln!(
@@ -159,8 +148,13 @@ fn latency_row(out: &mut String, name: &str, l: &LatencySummary) {
     let name: String = name.chars().take(16).collect();
     let _ = writeln!(
         out,
-        "  {name:<16} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
-        l.p50, l.p90, l.p99, l.p999, l.max, l.mean
+        "  {name:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        num(l.p50),
+        num(l.p90),
+        num(l.p99),
+        num(l.p999),
+        num(l.max),
+        num(l.mean)
     );
 }
 
@@ -172,8 +166,8 @@ fn summary(out: &mut String, s: &RepeatSummary) {
     };
     let _ = writeln!(
         out,
-        "\n{} runs: {} completed, {} failed, {} hung{interrupted} (success rate {:.0}%)",
-        s.runs,
+        "\n{}: {} completed, {} failed, {} hung{interrupted} (success rate {:.0}%)",
+        count(s.runs, "run"),
         s.completed,
         s.failed,
         s.hung,
@@ -206,8 +200,11 @@ fn summary(out: &mut String, s: &RepeatSummary) {
 fn spread_row(out: &mut String, name: &str, s: &Spread) {
     let _ = writeln!(
         out,
-        "  {name:<22} {:>12.3} {:>12.3} {:>12.3} {:>12.3}",
-        s.mean, s.stdev, s.min, s.max
+        "  {name:<22} {:>12} {:>12} {:>12} {:>12}",
+        num(s.mean),
+        num(s.stdev),
+        num(s.min),
+        num(s.max)
     );
 }
 

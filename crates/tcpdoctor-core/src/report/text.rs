@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::{CaptureSummary, Finding, Report};
+use crate::numfmt::count;
 
 /// Renders the report for a terminal or a pull-request comment.
 pub fn render_text(report: &Report) -> String {
@@ -66,14 +67,13 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     let _ = writeln!(out, "{}", c.file);
     let _ = writeln!(
         out,
-        "  {}, {}; {} frames, {} TCP segments, {} flow{}, {} exchanges over {}",
+        "  {}, {}; {}, {}, {}, {} over {}",
         c.format,
         c.link_types.join(" + "),
-        c.frames,
-        c.tcp_segments,
-        c.flows,
-        if c.flows == 1 { "" } else { "s" },
-        c.exchanges,
+        count(c.frames, "frame"),
+        count(c.tcp_segments, "TCP segment"),
+        count(c.flows, "flow"),
+        count(c.exchanges, "exchange"),
         crate::units::fmt_duration(std::time::Duration::from_secs_f64(c.duration_ms / 1e3))
     );
     if let Some(t) = &c.truncated {
@@ -112,11 +112,10 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     }
     for s in &c.servers {
         let mut line = format!(
-            "  server {}: {} flow{}, {} exchanges",
+            "  server {}: {}, {}",
             s.server,
-            s.flows,
-            if s.flows == 1 { "" } else { "s" },
-            s.exchanges
+            count(s.flows, "flow"),
+            count(s.exchanges, "exchange")
         );
         if let Some(l) = &s.exchange_latency_ms {
             let _ = write!(

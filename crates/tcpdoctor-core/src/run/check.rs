@@ -11,7 +11,8 @@
 
 use serde::Serialize;
 
-use super::{counted, ScenarioResult};
+use super::ScenarioResult;
+use crate::numfmt::{count, num};
 use crate::stats::round3;
 use crate::units::parse_duration;
 
@@ -72,8 +73,8 @@ impl Metric {
         if f.exchanges == 0 {
             return Err(format!(
                 "no exchange was measured in this scenario ({}, {})",
-                counted(f.errors, "error"),
-                counted(f.timeouts, "timeout")
+                count(f.errors, "error"),
+                count(f.timeouts, "timeout")
             ));
         }
         Ok(match self {
@@ -170,7 +171,10 @@ pub enum CheckStatus {
 pub struct CheckResult {
     pub check: String,
     pub scenario: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::numfmt::whole_as_int"
+    )]
     pub actual: Option<f64>,
     /// True only for [`CheckStatus::Passed`].
     pub passed: bool,
@@ -301,9 +305,9 @@ impl Check {
 
     fn show(&self, v: f64) -> String {
         match self.metric {
-            m if m.is_duration() => format!("{} ms", round3(v)),
-            Metric::Throughput => format!("{} req/s", round3(v)),
-            _ => format!("{}", round3(v)),
+            m if m.is_duration() => format!("{} ms", num(v)),
+            Metric::Throughput => format!("{} req/s", num(v)),
+            _ => num(v),
         }
     }
 

@@ -9,7 +9,6 @@ use super::noise::{
     MIN_RUNS, RUNS_FLOOR, TAIL_FLOOR, UNMEASURED_FLOOR,
 };
 use super::Figures;
-use crate::stats::round3;
 
 /// How a row's noise was measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -31,7 +30,10 @@ pub struct ComparisonRow {
     pub metric: String,
     /// The unit the values are in (`ms`, `req/s`, `µs`, ``).
     pub unit: String,
+    /// A count (exchanges, errors) is written as a JSON integer.
+    #[serde(serialize_with = "crate::numfmt::whole_as_int")]
     pub before: Option<f64>,
+    #[serde(serialize_with = "crate::numfmt::whole_as_int")]
     pub after: Option<f64>,
     /// after / before, when both exist and before is not 0.
     pub ratio: Option<f64>,
@@ -276,7 +278,7 @@ fn row(
     higher_is_better: bool,
 ) -> ComparisonRow {
     let ratio = match (before.value, after.value) {
-        (Some(b), Some(a)) if b != 0.0 => Some(round3(a / b)),
+        (Some(b), Some(a)) if b != 0.0 => Some(crate::numfmt::sig3(a / b)),
         _ => None,
     };
     let (basis, apart, floor) = match (

@@ -28,10 +28,13 @@ mod scenario;
 #[cfg(test)]
 mod tests;
 mod text;
+#[cfg(test)]
+mod text_tests;
 
 use serde::Serialize;
 
 use crate::bench::{Outcome, RunResult};
+use crate::numfmt::{count, num};
 use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
 use crate::stats::round3;
 
@@ -111,19 +114,16 @@ impl ServerCpu {
     /// The "mostly sleeping" sentence: the first clue when latency is high and nobody is busy.
     pub fn describe(&self) -> String {
         let pct = self.busy_share * 100.0;
-        if self.busy_share < 0.2 {
-            format!(
-                "server mostly sleeping: {:.3} s CPU in {:.3} s wall ({pct:.0}% of one core)",
-                self.user_s + self.system_s,
-                self.wall_s
-            )
-        } else {
-            format!(
-                "server busy: {:.3} s CPU in {:.3} s wall ({pct:.0}% of one core)",
-                self.user_s + self.system_s,
-                self.wall_s
-            )
-        }
+        format!(
+            "{}: {} s CPU in {} s wall ({pct:.0}% of one core)",
+            if self.busy_share < 0.2 {
+                "server mostly sleeping"
+            } else {
+                "server busy"
+            },
+            num(self.user_s + self.system_s),
+            num(self.wall_s)
+        )
     }
 }
 
@@ -213,8 +213,8 @@ impl ScenarioResult {
         let mut message = format!(
             "{what} in scenario {}: {of} measured, {}, {}",
             self.name,
-            counted(f.errors, "error"),
-            counted(f.timeouts, "timeout"),
+            count(f.errors, "error"),
+            count(f.timeouts, "timeout"),
         );
         // The bench's note, less what the sentence already says.
         let note = self.bench.note.as_deref().map(|n| {
@@ -250,7 +250,7 @@ impl ScenarioResult {
             e.response,
             e.assertion,
             e.closed,
-            counted(e.timeouts, "timeout"),
+            count(e.timeouts, "timeout"),
         );
         if self.capture.is_some() {
             s.push_str(" (the capture, and the findings from it, include them)");
@@ -283,6 +283,8 @@ pub struct DemoCase {
     pub expected: FindingKind,
     pub before: String,
     pub after: String,
+    /// Exchanges driven in each of the two scenarios.
+    pub requests: u64,
     /// The expected finding was named in `before`.
     pub reproduced: bool,
     /// …and not in `after`.
@@ -325,6 +327,32 @@ impl GateResult {
     }
 }
 
+/// The gate a run was asked to pass: `--check` expressions and `--fail-on` kinds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GateSpec {
+    pub checks: Vec<String>,
+    /// Finding kinds, or `any`.
+    pub fail_on: Vec<String>,
+}
+
+impl GateSpec {
+    pub fn is_empty(&self) -> bool {
+        self.checks.is_empty() && self.fail_on.is_empty()
+    }
+
+    /// `2 checks, --fail-on any`; empty when nothing was asked.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.checks.is_empty() {
+            parts.push(count(self.checks.len() as u64, "check"));
+        }
+        if !self.fail_on.is_empty() {
+            parts.push(format!("--fail-on {}", self.fail_on.join(",")));
+        }
+        parts.join(", ")
+    }
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {
@@ -353,6 +381,11 @@ pub struct RunReport {
     pub incomplete: Vec<Incomplete>,
     /// Every reason the result is not `passed`, in words: what text and HTML show with it.
     pub reasons: Vec<String>,
+    /// What the gate was made of: the checks and the `--fail-on` kinds asked for.
+    pub gate: GateSpec,
+    /// Wall time of the whole command, seconds (servers, scenarios, captures, analysis).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
 }
 
 impl RunReport {
@@ -372,6 +405,8 @@ impl RunReport {
             not_run: Vec::new(),
             incomplete: Vec::new(),
             reasons: Vec::new(),
+            gate: GateSpec::default(),
+            elapsed_s: None,
         }
     }
 
@@ -391,6 +426,14 @@ impl RunReport {
             }
         }
         self.failed_on = found;
+        self.gate = GateSpec {
+            checks: checks.iter().map(|c| c.text.clone()).collect(),
+            fail_on: if fail_on_any {
+                vec!["any".to_string()]
+            } else {
+                fail_on.iter().map(|k| k.as_str().to_string()).collect()
+            },
+        };
         let mut reasons: Vec<String> = self
             .checks
             .iter()
@@ -462,11 +505,6 @@ impl RunReport {
         self.failed = self.result != GateResult::Passed;
         self.reasons = reasons;
     }
-}
-
-/// `1 timeout`, `2 timeouts`.
-pub(crate) fn counted(n: u64, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 fn label(s: &ScenarioResult, f: &Finding) -> String {

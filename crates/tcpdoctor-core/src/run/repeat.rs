@@ -180,7 +180,7 @@ mod tests {
             (r.throughput_rps.min, r.throughput_rps.max),
             (1000.0, 2000.0)
         );
-        assert_eq!(r.describe(), "3 runs, p50 0.400–0.500 ms, 1000–2000 req/s");
+        assert_eq!(r.describe(), "3 runs, p50 0.4–0.5 ms, 1000–2000 req/s");
     }
 
     #[test]

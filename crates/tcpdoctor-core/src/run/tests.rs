@@ -175,12 +175,12 @@ fn a_repeated_scenario_shows_its_spread_in_text_and_html() {
         "{text}"
     );
     assert!(
-        text.contains("spread in direct: 2 runs, p50 0.400–0.500 ms, 1000–1000 req/s"),
+        text.contains("spread in direct: 2 runs, p50 0.4–0.5 ms, 1000–1000 req/s"),
         "{text}"
     );
     assert_eq!(r.scenarios[0].figures.exchanges, 200);
     let html = render_html(&r);
-    assert!(html.contains("2 runs, p50 0.400–0.500 ms"));
+    assert!(html.contains("2 runs, p50 0.4–0.5 ms"));
 }
 
 /// A kind found twice (two servers, or both directions) is listed once per scenario, in the
@@ -272,7 +272,7 @@ fn a_scenario_that_measured_nothing_never_passes() {
     );
     let html = render_html(&r);
     assert!(!html.contains("PASSED"), "no green badge over nothing");
-    assert!(html.contains(">FAILED</span>"));
+    assert!(html.contains(">GATE FAILED</span>"));
     assert!(html.contains("nothing measured in scenario direct"));
     assert!(
         html.contains("connection reset by peer"),

@@ -4,6 +4,8 @@
 use std::fmt::Write;
 
 use super::{CheckStatus, Comparison, GateResult, RunReport, ScenarioResult};
+use crate::numfmt::count;
+pub(super) use crate::numfmt::num;
 use crate::report::text::finding;
 
 /// Renders the report for a terminal or a pull-request comment.
@@ -18,16 +20,19 @@ pub fn render_run_text(r: &RunReport) -> String {
     } else {
         "per scenario".to_string()
     };
-    let _ = writeln!(
-        out,
-        "tcpdoctor {}: {} with script `{}`, {} exchanges {per} over {} connection{}",
-        s.command,
-        s.target,
-        s.script,
-        s.requests,
-        s.connections,
-        if s.connections == 1 { "" } else { "s" }
-    );
+    if r.cases.is_empty() {
+        let _ = writeln!(
+            out,
+            "tcpdoctor {}: {} with script `{}`, {} {per} over {}",
+            s.command,
+            s.target,
+            s.script,
+            count(s.requests, "exchange"),
+            count(s.connections, "connection")
+        );
+    } else {
+        demo_header(&mut out, r);
+    }
     if let Some(cmd) = &s.server {
         let _ = writeln!(out, "server: {cmd}");
     }
@@ -39,8 +44,14 @@ pub fn render_run_text(r: &RunReport) -> String {
             (false, _) => "NOT reproduced",
         };
         let _ = writeln!(out, "\n== {} — {mark}", c.title);
-        let _ = writeln!(out, "   {}", c.setup);
-        let _ = writeln!(out, "   diagnosis: {}", c.diagnosis);
+        let _ = writeln!(
+            out,
+            "   {}; {} per scenario",
+            c.setup,
+            count(c.requests, "exchange")
+        );
+        let _ = writeln!(out, "   diagnosis ({}): {}", c.expected, c.diagnosis);
+        case_findings(&mut out, r, c);
         let _ = writeln!(out, "   fix: {}", c.fix);
         if let Some(cmp) = r
             .comparisons
@@ -85,6 +96,17 @@ pub fn render_run_text(r: &RunReport) -> String {
             r.failed_on.join(", ")
         );
     }
+    if r.cases.is_empty() {
+        let _ = write!(
+            out,
+            "\nGate: {}",
+            if r.gate.is_empty() {
+                "none asked (no --check, no --fail-on)".to_string()
+            } else {
+                r.gate.describe()
+            }
+        );
+    }
     let _ = writeln!(
         out,
         "\n{}",
@@ -100,14 +122,65 @@ pub fn render_run_text(r: &RunReport) -> String {
     out
 }
 
-/// A figure with three significant digits or so: 1234, 12.3, 0.123.
-pub(super) fn num(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
+/// What the demo ran: how many cases, how many exchanges each, how long it all took.
+fn demo_header(out: &mut String, r: &RunReport) {
+    let s = &r.settings;
+    let per_case: Vec<String> = r.cases.iter().map(|c| c.requests.to_string()).collect();
+    let _ = writeln!(
+        out,
+        "tcpdoctor {}: {}, each a scenario and its fixed twin, on {}",
+        s.command,
+        count(r.cases.len() as u64, "case"),
+        s.target
+    );
+    let _ = writeln!(
+        out,
+        "exchanges per scenario, case by case: {}; over {}{}",
+        per_case.join(", "),
+        count(s.connections, "connection"),
+        r.elapsed_s
+            .map(|t| format!("; {} s in all", num(t)))
+            .unwrap_or_default()
+    );
+}
+
+/// Every finding of a demo case: the one its diagnosis quotes is named above, the others of
+/// the scenario that shows the pathology and all of its fixed twin's are listed here.
+fn case_findings(out: &mut String, r: &RunReport, c: &super::DemoCase) {
+    for (name, before) in [(&c.before, true), (&c.after, false)] {
+        let Some(sc) = r.scenarios.iter().find(|s| &s.name == name) else {
+            continue;
+        };
+        let quoted = sc.findings.iter().position(|f| f.kind == c.expected);
+        let listed: Vec<&crate::report::Finding> = sc
+            .findings
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !(before && Some(*i) == quoted))
+            .map(|(_, f)| f)
+            .collect();
+        let label = if before && quoted.is_some() {
+            format!("also found in {name}")
+        } else {
+            format!("found in {name}")
+        };
+        if listed.is_empty() {
+            if !(before && quoted.is_some()) {
+                let _ = writeln!(out, "   {label}: nothing");
+            }
+            continue;
+        }
+        let _ = writeln!(out, "   {label}:");
+        for f in listed {
+            let _ = writeln!(
+                out,
+                "     {} ({}, {}): {}",
+                f.kind,
+                f.severity.as_str(),
+                f.direction.as_str(),
+                f.verdict
+            );
+        }
     }
 }
 
@@ -243,9 +316,9 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
     if let Some(cpu) = &s.server_cpu {
         let _ = writeln!(
             out,
-            "   {}; {:.0} µs CPU per request",
+            "   {}; {} µs CPU per request",
             cpu.describe(),
-            cpu.per_request_us
+            num(cpu.per_request_us)
         );
     }
     if let Some(c) = &s.chunks {
@@ -289,12 +362,12 @@ fn comparison(out: &mut String, c: &Comparison, indent: &str) {
     );
     for r in &c.rows {
         let show = |v: Option<f64>| v.map_or("-".to_string(), num);
-        let ratio = r.ratio.map_or("-".to_string(), |x| format!("{x:.3}×"));
-        let mark = match (r.better, r.before.is_some() && r.after.is_some()) {
-            (Some(true), _) => " better",
-            (Some(false), _) => " WORSE",
-            (None, true) => " no change",
-            (None, false) => "",
+        let ratio = r.ratio.map_or("-".to_string(), |x| format!("{}×", num(x)));
+        let mark = match (r.better, r.before, r.after) {
+            (Some(true), ..) => " better",
+            (Some(false), ..) => " WORSE",
+            (None, Some(_), Some(_)) => " no change",
+            (None, ..) => "",
         };
         let name = if r.unit.is_empty() {
             r.metric.clone()

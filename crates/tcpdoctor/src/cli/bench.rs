@@ -43,13 +43,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "ADDR")]
     pub target: String,
 
-    /// A conversation script (TOML).
-    #[arg(
-        long,
-        value_name = "FILE",
-        conflicts_with = "preset",
-        required_unless_present = "preset"
-    )]
+    /// A conversation script (TOML). Give it, or a --preset.
+    #[arg(long, value_name = "FILE", conflicts_with = "preset")]
     pub script: Option<PathBuf>,
 
     /// A built-in script: echo, echo-line, resp, http1, memcache, line.
@@ -210,7 +205,11 @@ pub(crate) fn load_script(
                 preset_names().join(", ")
             )
         }),
-        (None, None) => bail!("give a --script FILE or a --preset NAME"),
+        (None, None) => bail!(
+            "no script: give --script FILE (a TOML conversation, see docs/scripts.md) or \
+             --preset NAME (built in: {})",
+            preset_names().join(", ")
+        ),
     }
 }
 

@@ -141,8 +141,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
-    /// Output format on stdout; JSON here follows schema/run-report.schema.json.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// Output format on stdout: text (for people) or json (schema/run-report.schema.json).
+    #[arg(long, value_enum, default_value_t = Format::Text, hide_possible_values = true)]
     pub format: Format,
 }
 

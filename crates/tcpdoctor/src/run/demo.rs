@@ -350,6 +350,7 @@ pub fn run(
             expected: case.expected,
             before: before.name.clone(),
             after: after.name.clone(),
+            requests: case.requests,
             reproduced,
             fixed,
             diagnosis,

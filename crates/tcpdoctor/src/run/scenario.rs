@@ -237,8 +237,9 @@ pub async fn run(
         (Some(Ok(o)), _) => (
             o.file,
             format!(
-                "AF_PACKET on lo ({} packets, {} dropped)",
-                o.packets, o.dropped
+                "AF_PACKET on lo ({}, {} dropped)",
+                tcpdoctor_core::numfmt::count(o.packets, "packet"),
+                o.dropped
             ),
             None,
         ),

@@ -22,6 +22,7 @@ mod tables;
 mod tests;
 mod timeline;
 
+use crate::numfmt::count;
 use escape::esc;
 
 use super::{GateResult, RunReport, ScenarioResult};
@@ -106,15 +107,42 @@ fn section(out: &mut String, id: &str, title: &str, body: &str) {
 
 fn header(report: &RunReport) -> String {
     let s = &report.settings;
-    let (class, word) = match report.result {
-        GateResult::Passed => ("pass", "PASSED"),
-        GateResult::Failed => ("fail", "FAILED"),
-        GateResult::Interrupted => ("fail", "INTERRUPTED"),
+    // The badge is about the gate: the checks and --fail-on kinds asked for (for the demo,
+    // its cases). With no gate asked for there is nothing to pass — but a run that measured
+    // nothing or was interrupted still fails.
+    let ok_cases = report
+        .cases
+        .iter()
+        .filter(|c| c.reproduced && c.fixed)
+        .count();
+    let gate = if report.cases.is_empty() {
+        report.gate.describe()
+    } else {
+        format!(
+            "{} of {} reproduced and fixed",
+            ok_cases,
+            count(report.cases.len() as u64, "case")
+        )
+    };
+    let (class, word) = match (report.result, gate.is_empty()) {
+        (GateResult::Interrupted, _) => ("fail", "INTERRUPTED"),
+        (GateResult::Failed, _) => ("fail", "GATE FAILED"),
+        (GateResult::Passed, false) => ("pass", "GATE PASSED"),
+        (GateResult::Passed, true) => ("none", "NO GATE"),
+    };
+    let gate = if gate.is_empty() && report.result == GateResult::Passed {
+        "no --check or --fail-on given: nothing to pass or fail".to_string()
+    } else if gate.is_empty() {
+        "no --check or --fail-on given, and the run itself failed: see below".to_string()
+    } else {
+        gate
     };
     let mut out = format!(
         "<header class=\"top\">\n<div class=\"title\"><h1>tcpdoctor {}</h1>\
-         <span class=\"badge big {class}\">{word}</span></div>\n<dl class=\"settings\">",
-        esc(&s.command)
+         <span class=\"badge big {class}\">{word}</span><span class=\"gate muted\">{}</span>\
+         </div>\n<dl class=\"settings\">",
+        esc(&s.command),
+        esc(&gate)
     );
     let mut item = |k: &str, v: String| {
         out.push_str(&format!("<dt>{k}</dt><dd>{v}</dd>"));
@@ -132,15 +160,26 @@ fn header(report: &RunReport) -> String {
             .collect::<Vec<_>>()
             .join(" "),
     );
+    let per_scenario = if report.cases.is_empty() {
+        count(s.requests, "request")
+    } else {
+        let per_case: Vec<String> = report
+            .cases
+            .iter()
+            .map(|c| c.requests.to_string())
+            .collect();
+        format!("{} requests (case by case)", per_case.join(", "))
+    };
     item(
         "load",
         format!(
-            "{} requests per scenario over {} connection{}",
-            s.requests,
-            s.connections,
-            if s.connections == 1 { "" } else { "s" }
+            "{per_scenario} per scenario over {}",
+            count(s.connections, "connection")
         ),
     );
+    if let Some(t) = report.elapsed_s {
+        item("time", format!("{} s", crate::numfmt::num(t)));
+    }
     item("output", format!("<code>{}</code>", esc(&s.output_dir)));
     out.push_str("</dl>\n");
     if !report.reasons.is_empty() {
@@ -152,15 +191,10 @@ fn header(report: &RunReport) -> String {
         out.push_str(&format!("<ul class=\"why fail\">{}</ul>\n", items.join("")));
     }
     if !report.cases.is_empty() {
-        let ok = report
-            .cases
-            .iter()
-            .filter(|c| c.reproduced && c.fixed)
-            .count();
         out.push_str(&format!(
-            "<p><b>{ok} of {} cases</b> reproduced and fixed.</p>\n{}",
-            report.cases.len(),
-            tables::cases(&report.cases)
+            "<p><b>{ok_cases} of {}</b> reproduced and fixed.</p>\n{}",
+            count(report.cases.len() as u64, "case"),
+            tables::cases(&report.cases, &report.scenarios)
         ));
     }
     out.push_str("</header>\n");

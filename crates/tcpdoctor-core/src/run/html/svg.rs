@@ -54,10 +54,10 @@ pub fn latency_histograms(scenarios: &[ScenarioResult]) -> String {
     let mut out = String::new();
     for s in scenarios {
         out.push_str(&format!(
-            "<figure class=\"hist\"><figcaption><b>{}</b> <span class=\"muted\">{} exchanges · \
+            "<figure class=\"hist\"><figcaption><b>{}</b> <span class=\"muted\">{} · \
              p50 {} · p99 {} · {} at ≥ 30 ms</span></figcaption>\n",
             esc(&s.name),
-            s.figures.exchanges,
+            crate::numfmt::count(s.figures.exchanges, "exchange"),
             super::escape::dur_ms(s.figures.p50_ms),
             super::escape::dur_ms(s.figures.p99_ms),
             s.figures.stalls_30ms,

@@ -121,15 +121,19 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
                 "step <code>{}</code><br><span class=\"muted small\">mean / p50 / p99</span>",
                 esc(name)
             ),
-            cells(&|s| match s.figures.steps.iter().find(|x| x.name == name) {
-                Some(x) => format!(
-                    "{} / {} / {}",
-                    dur_ms(x.mean_ms),
-                    dur_ms(x.p50_ms),
-                    dur_ms(x.p99_ms)
-                ),
-                None => "–".into(),
-            }),
+            scenarios
+                .iter()
+                .map(|s| match s.figures.steps.iter().find(|x| x.name == name) {
+                    // Three figures that may wrap between them, never inside one.
+                    Some(x) => format!(
+                        "<td class=\"num wrap\"><span>{}</span> / <span>{}</span> / <span>{}</span></td>",
+                        dur_ms(x.mean_ms),
+                        dur_ms(x.p50_ms),
+                        dur_ms(x.p99_ms)
+                    ),
+                    None => "<td class=\"num\">–</td>".into(),
+                })
+                .collect(),
         );
     }
     row(
@@ -261,7 +265,7 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
 pub fn comparison(c: &Comparison) -> String {
     let mut out = format!(
         "<h3>{}</h3><p class=\"muted\">before <b>{}</b> → after <b>{}</b></p>\n\
-         <table class=\"compare\"><thead><tr><th>figure</th><th class=\"num\">before</th>\
+         <div class=\"scroll\"><table class=\"compare\"><thead><tr><th>figure</th><th class=\"num\">before</th>\
          <th class=\"num\">after</th><th class=\"num\">after / before</th><th>change</th></tr>\
          </thead><tbody>\n",
         esc(&c.title),
@@ -274,11 +278,12 @@ pub fn comparison(c: &Comparison) -> String {
         None => "–".into(),
     };
     for r in &c.rows {
-        let (class, word) = match (r.better, r.before.is_some() && r.after.is_some()) {
-            (Some(true), _) => ("better", "better"),
-            (Some(false), _) => ("worse", "worse"),
-            (None, true) => ("same", "no change"),
-            (None, false) => ("same", "–"),
+        // `better: null` is no verdict: within the noise, or not comparable. Never red.
+        let (class, word) = match (r.better, r.before, r.after) {
+            (Some(true), ..) => ("better", "better"),
+            (Some(false), ..) => ("worse", "worse"),
+            (None, Some(_), Some(_)) => ("same", "no change"),
+            (None, ..) => ("same", "–"),
         };
         out.push_str(&format!(
             "<tr class=\"{class}\"><th>{}</th><td class=\"num\">{}</td><td class=\"num\">{}</td>\
@@ -289,7 +294,7 @@ pub fn comparison(c: &Comparison) -> String {
             r.ratio.map_or("–".into(), |x| format!("×{}", num(x))),
         ));
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
     out.push_str(&format!(
         "<p class=\"muted small\">{}</p>\n",
         esc(&c.method)
@@ -303,26 +308,60 @@ pub fn comparison(c: &Comparison) -> String {
     out
 }
 
-/// The demo's cases: was each pathology reproduced, and did its twin fix it?
-pub fn cases(cases: &[DemoCase]) -> String {
+/// Every finding kind of one scenario, or "none".
+fn kinds_in(scenarios: &[ScenarioResult], name: &str) -> String {
+    let Some(s) = scenarios.iter().find(|s| s.name == name) else {
+        return "–".into();
+    };
+    if s.findings.is_empty() {
+        return "none".into();
+    }
+    let kinds: Vec<String> = s
+        .findings
+        .iter()
+        .map(|f| {
+            format!(
+                "<code class=\"sev {}\">{}</code>",
+                f.severity.as_str(),
+                esc(f.kind.as_str())
+            )
+        })
+        .collect();
+    kinds.join(" ")
+}
+
+/// The demo's cases: was each pathology reproduced, and did its twin fix it? Every finding of
+/// both scenarios is listed by kind, the identifiers `--fail-on` takes.
+pub fn cases(cases: &[DemoCase], scenarios: &[ScenarioResult]) -> String {
     let mut out = String::from(
         "<table class=\"cases\"><thead><tr><th>case</th><th>expected</th><th>before → after</th>\
          <th>reproduced</th><th>fixed</th><th>diagnosis</th></tr></thead><tbody>\n",
     );
     for c in cases {
         out.push_str(&format!(
-            "<tr><td><b>{}</b><br><span class=\"muted small\">{}</span></td>\
-             <td><code>{}</code></td><td>{} → {}</td><td class=\"mark\">{}</td>\
-             <td class=\"mark\">{}</td><td>{}<br><span class=\"muted small\">fix: {}</span></td>\
-             </tr>\n",
+            "<tr><td data-label=\"case\"><b>{}</b><br><span class=\"muted small\">{} ({} per \
+             scenario)</span></td>\
+             <td data-label=\"expected\"><code>{}</code></td>\
+             <td data-label=\"before → after\">{} → {}</td>\
+             <td class=\"mark\" data-label=\"reproduced\">{}</td>\
+             <td class=\"mark\" data-label=\"fixed\">{}</td>\
+             <td data-label=\"diagnosis\"><code>{}</code>: {}<br>\
+             <span class=\"small\">found in {}: {}; in {}: {}</span><br>\
+             <span class=\"muted small\">fix: {}</span></td></tr>\n",
             esc(&c.title),
             esc(&c.setup),
+            crate::numfmt::count(c.requests, "exchange"),
             esc(c.expected.as_str()),
             esc(&c.before),
             esc(&c.after),
             tick(c.reproduced),
             tick(c.fixed),
+            esc(c.expected.as_str()),
             esc(&c.diagnosis),
+            esc(&c.before),
+            kinds_in(scenarios, &c.before),
+            esc(&c.after),
+            kinds_in(scenarios, &c.after),
             esc(&c.fix)
         ));
     }
@@ -332,7 +371,7 @@ pub fn cases(cases: &[DemoCase]) -> String {
 
 pub fn checks(checks: &[CheckResult]) -> String {
     let mut out = String::from(
-        "<table class=\"checks\"><thead><tr><th>check</th><th>scenario</th>\
+        "<div class=\"scroll\"><table class=\"checks\"><thead><tr><th>check</th><th>scenario</th>\
          <th class=\"num\">actual</th><th>result</th><th>detail</th></tr></thead><tbody>\n",
     );
     for c in checks {
@@ -350,6 +389,6 @@ pub fn checks(checks: &[CheckResult]) -> String {
             esc(&c.message)
         ));
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
     out
 }

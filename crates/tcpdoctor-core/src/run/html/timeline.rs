@@ -26,9 +26,12 @@ pub fn timeline(entries: &[TimelineEntry]) -> String {
     if entries.is_empty() {
         return String::new();
     }
-    let mut out = chart(entries);
-    out.push_str(&table(entries));
-    out
+    // Both scroll sideways on a narrow screen rather than shrink their labels or widen the page.
+    format!(
+        "<div class=\"scroll\">{}</div>\n<div class=\"scroll\">{}</div>\n",
+        chart(entries),
+        table(entries)
+    )
 }
 
 /// A round step for about six ticks over `span` milliseconds.

@@ -1,0 +1,154 @@
+//! What a newcomer reads: counts as counts, nouns that agree, the demo's header and cases,
+//! and a change within the noise shown as no change, in text and HTML alike.
+
+use std::time::Duration;
+
+use super::tests::{scenario, settings};
+use super::*;
+
+fn demo_report() -> RunReport {
+    let mut before = scenario("busy-poll", &[Duration::from_micros(900); 40]);
+    let mut f = super::busy_poll(&BusyPollInput {
+        server: "127.0.0.1:7000",
+        file: "x",
+        cpu: ServerCpu::new(0.3, 0.6, 1.0, 40, 1),
+        exchanges: 40,
+        floor_us: 20.0,
+        floor_of: "the driver's own",
+        mean_ms: 0.9,
+        cpu_counters: "utime + stime of the test's process",
+        floor_counters: "getrusage of the test",
+    })
+    .expect("9 ms per request against a 20 µs floor is busy_poll");
+    before.findings.push(f.clone());
+    f.kind = crate::report::FindingKind::FragmentedWrites;
+    f.verdict = "a second finding of the same scenario".into();
+    before.findings.push(f);
+    let after = scenario("no-spin", &[Duration::from_micros(800); 40]);
+    let mut s = settings(&["busy-poll", "no-spin"], 200, 1);
+    s.command = "demo".into();
+    s.target = "built-in specimens on 127.0.0.1".into();
+    let mut r = RunReport::new(s, vec![before, after]);
+    r.cases.push(DemoCase {
+        title: "5. A server that spins".into(),
+        setup: "the server spins".into(),
+        expected: crate::report::FindingKind::BusyPoll,
+        before: "busy-poll".into(),
+        after: "no-spin".into(),
+        requests: 40,
+        reproduced: true,
+        fixed: true,
+        diagnosis: "the server spends 9000 µs of CPU per request".into(),
+        fix: "wait for EPOLLOUT".into(),
+    });
+    r.comparisons.push(Comparison::of(
+        "5. A server that spins",
+        ("busy-poll", &r.scenarios[0].figures),
+        ("no-spin", &r.scenarios[1].figures),
+    ));
+    r.elapsed_s = Some(9.184);
+    r
+}
+
+#[test]
+fn the_demo_header_tells_cases_exchanges_and_time() {
+    let text = render_run_text(&demo_report());
+    let head: Vec<&str> = text.lines().take(2).collect();
+    assert_eq!(
+        head,
+        [
+            "tcpdoctor demo: 1 case, each a scenario and its fixed twin, on built-in specimens \
+             on 127.0.0.1",
+            "exchanges per scenario, case by case: 40; over 1 connection; 9.18 s in all"
+        ],
+        "{text}"
+    );
+    assert!(
+        !text.contains("200 exchanges"),
+        "not the largest case's count: {text}"
+    );
+}
+
+#[test]
+fn a_demo_case_names_its_kind_and_lists_every_finding() {
+    let text = render_run_text(&demo_report());
+    assert!(
+        text.contains("   diagnosis (busy_poll): the server spends 9000 µs"),
+        "{text}"
+    );
+    assert!(text.contains("   also found in busy-poll:\n"), "{text}");
+    assert!(
+        text.contains("     fragmented_writes (critical, server_to_client): a second finding"),
+        "{text}"
+    );
+    assert!(text.contains("   found in no-spin: nothing"), "{text}");
+    let html = render_html(&demo_report());
+    assert!(
+        html.contains(">busy_poll</code> <code class=\"sev"),
+        "{html}"
+    );
+    assert!(html.contains(">fragmented_writes</code>"));
+}
+
+#[test]
+fn counts_print_as_counts_in_text_html_and_json() {
+    let r = demo_report();
+    let text = render_run_text(&r);
+    let errors = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("errors"))
+        .expect("an errors row");
+    assert!(
+        errors.split_whitespace().nth(1) == Some("0") && !errors.contains("0.0"),
+        "{errors}"
+    );
+    assert!(!text.contains(".000"), "{text}");
+    let html = render_html(&r);
+    assert!(!html.contains(">0.000<") && !html.contains(">40.0<"));
+    let json = serde_json::to_value(&r).expect("json");
+    for row in json["comparisons"][0]["rows"].as_array().expect("rows") {
+        if ["errors", "exchanges ≥ 30 ms"].contains(&row["metric"].as_str().unwrap_or("")) {
+            assert!(row["before"].is_u64() && row["after"].is_u64(), "{row}");
+        }
+    }
+}
+
+#[test]
+fn a_change_within_the_noise_is_no_change_never_worse() {
+    let mut r = demo_report();
+    for row in &mut r.comparisons[0].rows {
+        row.better = None;
+    }
+    let text = render_run_text(&r);
+    assert!(!text.contains("WORSE"), "{text}");
+    let p50 = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("p50"))
+        .expect("p50 row");
+    assert!(p50.ends_with("no change"), "{p50}");
+    let html = render_html(&r);
+    assert!(html.contains("<span class=\"change same\">no change</span>"));
+    assert!(!html.contains("class=\"worse\""));
+}
+
+#[test]
+fn the_gate_is_named() {
+    let mut r = RunReport::new(
+        settings(&["direct"], 10, 1),
+        vec![scenario("direct", &[Duration::from_micros(90); 10])],
+    );
+    r.gate(
+        &[Check::parse("errors==0").expect("check")],
+        &[crate::report::FindingKind::NagleDelayedAck],
+        false,
+    );
+    assert_eq!(r.gate.describe(), "1 check, --fail-on nagle_delayed_ack");
+    r.gate(&[], &[], true);
+    assert_eq!(r.gate.describe(), "--fail-on any");
+    r.gate(&[], &[], false);
+    assert!(r.gate.is_empty());
+    assert!(render_html(&r).contains("NO GATE"));
+    assert!(render_run_text(&r).contains("\nGate: none asked (no --check, no --fail-on)\n"));
+    r.gate(&[], &[], true);
+    assert!(render_run_text(&r).contains("\nGate: --fail-on any\n"));
+}
