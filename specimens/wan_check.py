@@ -101,6 +101,21 @@ SPECS = {
         "clean = no finding at all, in particular not rtt_bound (and no Nagle stall: nothing",
         "small is ever written behind unacknowledged small data).",
     ]),
+    "wan15ms_window4": ("client", 30, [
+        "must_not rtt_bound",
+        "must_not nagle_delayed_ack",
+        "must_not nagle_round_trip",
+        "must_not retransmission_stall",
+    ] + NEVER, [
+        "A sliding-window client (wan_pipelined_client.py --window 4): its first 4 requests",
+        "written 7.5 ms apart, then one new request as each response arrives, so 4 are always",
+        "in flight; TCP_NODELAY on both ends, the server writes each answer with one send().",
+        "Each request is answered one RTT after it was written, but a response arrives every",
+        "RTT/4: at the client a request and the next response are ~7.5 ms apart, less than",
+        "the 30 ms a sequential exchange needs at least. These exchanges overlap; calling",
+        "them sequential, or promising that pipelining saves more than the time measured,",
+        "is wrong (issue 11, item 5). rtt_bound: must_not (the client already pipelines).",
+    ]),
     "wan15ms_nagle_header_body_serverside": ("server", 30, [
         "must nagle_round_trip server_to_client",
         "must_not nagle_round_trip client_to_server",
@@ -308,6 +323,18 @@ def header_body_responses(rows, full):
     return out
 
 
+def answers_per_segment(pcap, src):
+    """How many answers ('.' line terminators) each data segment from src carries."""
+    out = subprocess.run(["tshark", "-r", pcap, "-Y", "ip.src==%s && tcp.len>0" % src,
+                          "-T", "fields", "-e", "tcp.payload"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, timeout=60, check=True).stdout
+    counts = []
+    for line in out.split():
+        b = bytes.fromhex(line.replace(":", ""))
+        counts.append(b.count(b"\r\n.\r\n") + (1 if b.startswith(b".\r\n") else 0))
+    return counts
+
+
 def handshake_rtt(rows, side):
     """The RTT the capture point sees in the handshake."""
     syn = next(r for r in rows if r["syn"] and r["src"] == "198.18.0.2")
@@ -478,6 +505,39 @@ def main():
         data_s2c = [r for r in rows if r["src"] == "198.18.0.1" and r["len"] > 0]
         facts.append("tshark: %d client data segment(s), %d server data segment(s)"
                      % (len(data_c2s), len(data_s2c)))
+        stalls_at_least = None
+    elif a.name == "wan15ms_window4":
+        if retrans:
+            fail("unexpected retransmissions %s" % retrans)
+        # from the packets: every request and response segment, and how many requests were
+        # in flight (written, not yet answered) when each response arrived
+        reqs = [r for r in rows if r["src"] == "198.18.0.2" and r["len"] > 0]
+        resps = [r for r in rows if r["src"] == "198.18.0.1" and r["len"] > 0]
+        answers = answers_per_segment(a.pcap, "198.18.0.1")
+        alone = sum(1 for n in answers if n == 1)
+        if len(reqs) != int(kv["count"]) or sum(answers) != int(kv["count"]) \
+                or alone < 0.9 * len(answers):
+            fail("expected one segment per request and (mostly) per answer: %d requests, "
+                 "answers per segment %s" % (len(reqs), answers))
+        done = [sum(answers[:i]) for i in range(len(answers))]
+        in_flight = [sum(1 for q in reqs if q["t"] < s["t"]) - d for s, d in zip(resps, done)]
+        gaps = [next(s["t"] for s in resps if s["t"] > q["t"]) - q["t"]
+                for q in reqs if any(s["t"] > q["t"] for s in resps)]
+        rtt, rtt_frames = handshake_rtt(rows, side)
+        if min(in_flight[4:-3]) < 3 or statistics.median(gaps) > rtt / 2:
+            fail("the window did not stay open: in flight %s" % in_flight)
+        facts.append("tshark: %d request segments, %d response segments, no retransmission; "
+                     "handshake RTT %s ms (frames %d-%d)" % (len(reqs), len(resps), ms(rtt),
+                                                             rtt_frames[0], rtt_frames[1]))
+        facts.append("  %d of %d response segments carry exactly one answer (the others two: "
+                     "two requests reached the server together)" % (alone, len(answers)))
+        facts.append("  requests in flight when a response arrives: min %d, median %d, max %d "
+                     "(responses 5 to N-3; the window drains at the end)" % (min(in_flight[4:-3]),
+                                               statistics.median(in_flight[4:-3]),
+                                               max(in_flight[4:-3])))
+        facts.append("  request -> next response at the client: median %s ms, max %s ms "
+                     "(a sequential exchange takes >= 1 RTT)" % (ms(statistics.median(gaps)),
+                                                                 ms(max(gaps))))
         stalls_at_least = None
     elif a.name in ("wan_rto_stall", "wan_tlp_only"):
         if not retrans:

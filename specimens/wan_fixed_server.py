@@ -7,6 +7,10 @@ send(). The fix recommended first in PHYSICS.md section 3. When several
 requests arrive in one read (a pipelining client), their responses are
 concatenated and written with one send() too, so nothing small is ever left
 behind a small unacknowledged segment.
+
+--nodelay sets TCP_NODELAY as well: for a client that keeps several requests in flight
+arriving one by one, each answer then leaves as soon as it is written, instead of waiting
+behind the previous, unacknowledged one.
 """
 import argparse
 import socket
@@ -55,13 +59,15 @@ def main():
     p.add_argument("--lines", type=int, default=8, help="text lines per GET response (default 8)")
     p.add_argument("--max-conns", type=int, default=1)
     p.add_argument("--deadline", type=float, default=120.0, help="seconds before giving up")
+    p.add_argument("--nodelay", action="store_true", help="set TCP_NODELAY on each connection")
     a = p.parse_args()
     deadline = time.monotonic() + a.deadline
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)   # Nagle ON, like the buggy twin
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((a.host, a.port))
     srv.listen(16)
-    print("LISTENING %s:%d fixed nagle=on" % (a.host, a.port), flush=True)
+    print("LISTENING %s:%d fixed nagle=%s" % (a.host, a.port, "off" if a.nodelay else "on"),
+          flush=True)
     for _ in range(a.max_conns):
         srv.settimeout(max(0.1, deadline - time.monotonic()))
         try:
@@ -69,6 +75,8 @@ def main():
         except socket.timeout:
             print("deadline reached", flush=True)
             break
+        if a.nodelay:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with conn:
             requests, sends = serve(conn, a.lines, deadline)
         print("served %s:%d requests=%d sends=%d" % (peer[0], peer[1], requests, sends), flush=True)
