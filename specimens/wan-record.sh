@@ -84,6 +84,9 @@ record wan15ms_pipelined client 15ms "" \
 # a client that keeps a window of 4 requests in flight: overlapped exchanges, not sequential
 record wan15ms_window4 client 15ms "" "python3 wan_fixed_server.py --nodelay" \
     "python3 wan_pipelined_client.py $C 7070 --count 80 --verb SET --window 4 --spacing-ms 7.5"
+# a real browser's HTTP/1.1 pool (headless Chromium, six keep-alive connections) and nginx
+record wan15ms_browser_pool client 15ms "" "python3 browser_pool.py server" \
+    "python3 browser_pool.py client $C 7070"
 # Nagle without delayed ACK (PHYSICS sec. 9): a 20-byte header send(), then a body of one
 # full segment + 60 bytes; the tail waits one RTT for the client's immediate ACK. Seen from
 # both ends; then the fixed twin (header + body in one send()). stalled = > 1.5 RTT.

@@ -116,6 +116,23 @@ SPECS = {
         "them sequential, or promising that pipelining saves more than the time measured,",
         "is wrong (issue 11, item 5). rtt_bound: must_not (the client already pipelines).",
     ]),
+    "wan15ms_browser_pool": ("client", 30, [
+        "must rtt_bound client_to_server",
+        "rtt_fix multiplex",
+        "must_not nagle_delayed_ack",
+        "must_not nagle_round_trip",
+        "must_not retransmission_stall",
+        "must_not zero_window",
+    ], [
+        "Headless Chromium loads a page of 120 small images from nginx (browser_pool.py):",
+        "HTTP/1.1, so the browser opens six keep-alive connections to the host and sends",
+        "one request at a time on each (browsers do not pipeline). Every image costs one",
+        "round trip on its connection: round-trip bound, with the requests already spread",
+        "over parallel connections. The fix that fits is multiplexing (HTTP/2) or fewer",
+        "requests, not pipelining; and the saving cannot exceed the page load's elapsed",
+        "time less the round trip the first answer still needs (issue 11, item 5).",
+        "connection_churn: neither (six connections for 122 requests is the browser's pool).",
+    ]),
     "wan15ms_nagle_header_body_serverside": ("server", 30, [
         "must nagle_round_trip server_to_client",
         "must_not nagle_round_trip client_to_server",
@@ -196,7 +213,7 @@ def fail(msg):
 
 def tshark_rows(pcap):
     fields = ["frame.number", "frame.time_relative", "ip.src", "tcp.seq", "tcp.ack", "tcp.len",
-              "tcp.flags.syn", "tcp.flags.fin"]
+              "tcp.flags.syn", "tcp.flags.fin", "tcp.srcport"]
     cmd = ["tshark", "-r", pcap, "-o", "tcp.relative_sequence_numbers:TRUE", "-T", "fields"]
     for f in fields:
         cmd += ["-e", f]
@@ -207,7 +224,7 @@ def tshark_rows(pcap):
         v = line.split("\t")
         rows.append({"n": int(v[0]), "t": float(v[1]), "src": v[2], "seq": int(v[3]),
                      "ack": int(v[4] or 0), "len": int(v[5]), "syn": v[6] in ("1", "True"),
-                     "fin": v[7] in ("1", "True")})
+                     "fin": v[7] in ("1", "True"), "sport": int(v[8])})
     return rows
 
 
@@ -539,6 +556,29 @@ def main():
                      "(a sequential exchange takes >= 1 RTT)" % (ms(statistics.median(gaps)),
                                                                  ms(max(gaps))))
         stalls_at_least = None
+    elif a.name == "wan15ms_browser_pool":
+        if retrans:
+            fail("unexpected retransmissions %s" % retrans)
+        if int(kv["images"]) < 100:
+            fail("the page loaded only %s images" % kv["images"])
+        conns = {}
+        for r in rows:
+            if r["src"] == "198.18.0.2" and r["len"] > 0:
+                conns.setdefault(r["sport"], []).append(r)
+        per = sorted(len(v) for v in conns.values())
+        spans = sorted((v[0]["t"], v[-1]["t"]) for v in conns.values())
+        overlap = sum(1 for i, (a0, a1) in enumerate(spans)
+                      if any(b0 < a1 and a0 < b1 for j, (b0, b1) in enumerate(spans) if j != i))
+        if len(conns) < 2 or overlap < len(conns) - 1:
+            fail("expected parallel keep-alive connections: %d, %d overlapping" % (
+                len(conns), overlap))
+        rtt, rtt_frames = handshake_rtt(rows, side)
+        facts.append("tshark: %d connections carrying requests, %d of them overlapping in time; "
+                     "request segments per connection %s; no retransmission" % (
+                         len(conns), overlap, "/".join(str(n) for n in per)))
+        facts.append("  first handshake RTT %s ms (frames %d-%d); page load (client) %s ms"
+                     % (ms(rtt), rtt_frames[0], rtt_frames[1], kv["total_ms"]))
+        stalls_at_least = None
     elif a.name in ("wan_rto_stall", "wan_tlp_only"):
         if not retrans:
             fail("no retransmission flagged by tshark")
@@ -602,7 +642,7 @@ def main():
     for c in physics:
         out.append("# " + c)
     out.append("# connection_churn, zero_window: one connection, receive windows never near "
-               "full." if lines != ["clean"] else "#")
+               "full." if "must_not connection_churn" in lines else "#")
     out.extend(lines)
     if stalls_at_least is not None:
         out.append("stalls_at_least %d" % stalls_at_least)

@@ -8,6 +8,9 @@
 //! - `stalls_at_least N` — a finding named by a `must` line counts at least N stalls (stalled
 //!   turns for `nagle_delayed_ack`, timeout stalls for `retransmission_stall`);
 //! - `rtt_ms X` — the configured path RTT; a reported `rtt_bound` must measure it within 25%;
+//! - `rtt_fix multiplex|pipeline` — a reported `rtt_bound` must advise multiplexing (the client
+//!   already spreads its requests over parallel connections) or pipelining on the connection,
+//!   and promise less saving than the time its flows covered;
 //! - `limiter sender|receiver_window` — a reported `window_limited` must name that limiter;
 //! - `hop PORT splits|passes` — the capture holds both legs of a hop listening on PORT: every
 //!   Nagle or fragmented-writes finding on it must name the hop, and say that the upstream's
@@ -65,6 +68,10 @@ fn describe(report: &Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n    ")
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
 }
 
 /// Checks one capture; returns the violated expectations.
@@ -156,6 +163,27 @@ fn check(expect: &Path) -> Vec<String> {
                     let got = f["evidence"]["values"]["rtt_ms"].as_f64().unwrap_or(0.0);
                     if (got - want).abs() > want * 0.25 {
                         problems.push(format!("{name}: RTT {got} ms, expected ≈{want} ({at})"));
+                    }
+                }
+            }
+            ["rtt_fix", which] => {
+                let (say, not) = match *which {
+                    "multiplex" => ("Multiplex the requests", "pipeline (send"),
+                    "pipeline" => ("pipeline (send", "Multiplex the requests"),
+                    _ => panic!("{at}: rtt_fix multiplex|pipeline"),
+                };
+                for f in find(&all, "rtt_bound") {
+                    let fix = f["fix"].as_str().unwrap_or("");
+                    if !fix.contains(say) || fix.contains(not) {
+                        problems.push(format!("{name}: rtt_bound's fix is not to {which} ({at})"));
+                    }
+                    let v = &f["evidence"]["values"];
+                    let (saves, elapsed) = (num(&v["pipelining_saves_ms"]), num(&v["elapsed_ms"]));
+                    if saves.partial_cmp(&elapsed) != Some(std::cmp::Ordering::Less) {
+                        problems.push(format!(
+                            "{name}: rtt_bound saves {saves} ms of {elapsed} ms: the first answer \
+                             still takes a round trip ({at})"
+                        ));
                     }
                 }
             }

@@ -23,7 +23,8 @@
 //!    waiting is at least [`MIN_SHARE`] of the time from its first request to its last
 //!    response; and the saving is at least [`MIN_SAVING`].
 //! 4. Per server, the reported saving never exceeds the elapsed time the flagged flows covered
-//!    together (connections that wait at the same time save that time once).
+//!    together, less one round trip (connections that wait at the same time save that time
+//!    once, and requests sent together still wait for the first answer).
 //! 5. When most flagged flows overlapped in time with other connections from the same client
 //!    address to this server, the client already spreads its requests over parallel
 //!    connections (a browser's HTTP/1.1 pool, which cannot pipeline): the fix is multiplexing
@@ -370,9 +371,11 @@ fn finding(
     groups: &Groups,
 ) -> Finding {
     let share = st.waiting.as_secs_f64() / st.wall.as_secs_f64().max(1e-9);
-    // Rule 4: connections that waited at the same time save that time once.
-    let saving = st.saving.min(elapsed);
     let rtt = st.rtt_us.distribution(1e-3);
+    // Rule 4: connections that waited at the same time save that time once, and the requests,
+    // sent together, still wait one round trip for the first answer.
+    let one_round_trip = Duration::from_secs_f64(rtt.min.max(0.0) / 1e3);
+    let saving = st.saving.min(elapsed.saturating_sub(one_round_trip));
     let to_server = st.to_server_us.distribution(1e-3);
     let to_client = st.to_client_us.distribution(1e-3);
     let latency = st.latency_us.distribution(1e-3);
