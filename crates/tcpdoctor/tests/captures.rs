@@ -294,6 +294,62 @@ fn every_capture_meets_its_expectations() {
     );
 }
 
+/// Every capture file under `testdata/` (with or without an `.expect`; `malformed/` holds
+/// files that are not captures): the evidence audit withdraws nothing and every claim it
+/// checks holds. The only refusal allowed is a capture with no TCP in it.
+#[test]
+fn the_evidence_audit_holds_on_every_capture_in_the_repo() {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                if !p.ends_with("malformed") {
+                    walk(&p, out);
+                }
+            } else if [".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz", ".cap"]
+                .iter()
+                .any(|x| p.to_string_lossy().ends_with(x))
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&common::repo().join("testdata"), &mut files);
+    files.sort();
+    assert!(
+        files.len() >= 90,
+        "only {} captures under testdata/",
+        files.len()
+    );
+    let mut problems = Vec::new();
+    let mut audited = 0;
+    for file in &files {
+        let name = file.display().to_string();
+        let out = common::tcpdoctor(&["analyze", "--format", "json", &name]);
+        if out.status.code() == Some(2)
+            && String::from_utf8_lossy(&out.stderr).contains("no TCP packets in this capture")
+        {
+            continue;
+        }
+        if out.status.code() != Some(0) {
+            problems.push(format!("{name}: exit {:?}", out.status.code()));
+            continue;
+        }
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        audited += report["captures"][0]["audit"]["claims_passed"]
+            .as_u64()
+            .unwrap_or(0);
+        problems.extend(audit_problems(&name, &report));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        audited > 0,
+        "no claim was audited in {} captures",
+        files.len()
+    );
+}
+
 /// Each detector has at least one capture that must trigger it and one that must not.
 #[test]
 fn every_detector_has_a_positive_and_a_negative_capture() {
