@@ -175,14 +175,20 @@ impl Detector for WindowLimited {
         if ev.len == 0 {
             return;
         }
-        if ev.kind == SegmentKind::NewData {
-            // New data the other way (a request) ends the other side's transfer: a transfer is
-            // one turn, so a run of request/response exchanges is never one transfer.
-            if let Some(t) = dirs[ev.dir.reverse().index()].transfer.take() {
+        // New data the other way (a request) ends the other side's transfer: a transfer is
+        // one turn, so a run of request/response exchanges is never one transfer.
+        let ended = if ev.kind == SegmentKind::NewData {
+            dirs[ev.dir.reverse().index()].transfer.take()
+        } else {
+            None
+        };
+        let dirs = match ended {
+            Some(t) => {
                 self.close(flow, ev.dir.reverse(), t);
+                self.open.entry(id).or_default()
             }
-        }
-        let dirs = self.open.entry(id).or_default();
+            None => dirs,
+        };
         let d = &mut dirs[ev.dir.index()];
         let window = d.window;
         let window_exact = d.window_exact;
