@@ -301,6 +301,74 @@ fn ctrl_c_during_run_reports_interrupted_and_exits_1() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Ctrl-C while `--server` is still starting: interrupted (exit 1, JSON `interrupted`, every
+/// scenario not run), not "the server never got ready" (exit 2); the server is stopped.
+#[test]
+fn ctrl_c_before_the_server_is_ready_is_an_interruption() {
+    let dir = scratch("gate-sigint-ready");
+    let started = dir.join("started");
+    let pidfile = dir.join("server.pid");
+    // A port nothing listens on: the server below never opens it.
+    let target = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let server = format!(
+        "echo $$ > {}; touch {}; exec sleep 60",
+        pidfile.display(),
+        started.display()
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args([
+            "run",
+            "--format",
+            "json",
+            "--target",
+            &target,
+            "--server",
+            &server,
+            "--ready-timeout",
+            "60s",
+            "--preset",
+            "echo-line",
+            "--scenarios",
+            "direct,proxy",
+            "--out",
+            dir.join("files").to_str().expect("utf-8"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tcpdoctor run");
+    // The server's own readiness signal (bounded: at most 30 s).
+    for _ in 0..3000 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(started.exists(), "the --server command ran");
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "interrupted exits 1: {stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("a JSON report after Ctrl-C");
+    common::validate_with("run-report.schema.json", &r);
+    assert_eq!(r["result"], "interrupted");
+    assert_eq!(r["not_run"], serde_json::json!(["direct", "proxy"]));
+    assert!(!stderr.contains("did not accept"), "{stderr}");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    // SAFETY: signal 0 only asks whether the process exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    assert!(!alive, "the server ({pid}) was stopped");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Ctrl-C during `demo`: it stops at the case under way (instead of finishing all five),
 /// says interrupted, exits 1, and leaves none of its specimen servers running.
 #[test]

@@ -508,8 +508,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             let log = out.join("server.log");
             let mut s = Server::start(cmd, &log)?;
             crate::capture::stop::kill_group_on_stop(s.pgid());
-            s.wait_ready(&target, ready)?;
-            Some(s)
+            match s.wait_ready(&target, ready) {
+                Ok(()) => Some(s),
+                // Ctrl-C before the server got ready: nothing was measured, and the report
+                // says the run was interrupted (exit 1), not that the server failed (exit 2).
+                Err(_) if crate::capture::stop::interrupted() => {
+                    s.stop();
+                    None
+                }
+                Err(e) => return Err(e),
+            }
         }
         None => None,
     };

@@ -176,6 +176,9 @@ impl Server {
         let start = Instant::now();
         let mut pause = Duration::from_millis(2);
         loop {
+            if crate::capture::stop::interrupted() {
+                bail!("interrupted while waiting for {target} to accept a connection");
+            }
             let ok = match target {
                 Addr::Tcp(a) => {
                     std::net::TcpStream::connect_timeout(a, Duration::from_millis(200)).is_ok()
