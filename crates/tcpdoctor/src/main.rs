@@ -14,6 +14,7 @@ mod proxy;
 mod run;
 mod sandbox;
 mod specimen;
+mod wan;
 
 use std::process::ExitCode;
 

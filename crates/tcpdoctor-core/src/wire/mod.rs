@@ -13,6 +13,7 @@ mod ip;
 mod link;
 mod pcap;
 mod pcapng;
+pub mod readdress;
 mod reader;
 mod tcp;
 #[cfg(test)]

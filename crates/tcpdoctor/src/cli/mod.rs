@@ -8,6 +8,7 @@ pub mod demo;
 pub mod proxy;
 pub mod run;
 pub mod sandbox;
+mod sandbox_wan;
 pub mod specimen;
 
 use clap::{Parser, Subcommand};

@@ -1,6 +1,7 @@
 //! `tcpdoctor sandbox`: capture without privileges, in a private network namespace.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
@@ -31,12 +32,48 @@ pub struct SandboxArgs {
     #[command(flatten)]
     pub opts: CaptureOpts,
 
+    /// Put a WAN path between the server and the command: this one-way delay each way
+    /// (e.g. 15ms: a 30 ms round trip), real kernel TCP at both ends. The server (--server)
+    /// runs in a far network namespace, the command in a near one; the command reaches the
+    /// server at 198.18.0.1 (also in $TCPDOCTOR_SERVER_HOST, and $TCPDOCTOR_SERVER with
+    /// --server-port), even when the server listens on 127.0.0.1. -w FILE writes the client's
+    /// end to FILE and the server's end to FILE's stem + .server.pcapng.
+    #[arg(long, value_name = "DURATION")]
+    pub delay: Option<String>,
+
+    /// With --delay: the server command, run with sh -c in the far namespace, stopped (its
+    /// whole process group) when COMMAND exits.
+    #[arg(long, value_name = "CMD", requires = "delay")]
+    pub server: Option<String>,
+
+    /// With --server: wait until the server accepts on this port before running COMMAND.
+    #[arg(long, value_name = "PORT", requires = "server")]
+    pub server_port: Option<u16>,
+
     /// The command to run (after `--`).
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
 pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
+    if let Some(d) = &args.delay {
+        let delay = super::bench::positive_duration("delay", d)?;
+        if args.opts.analyze || !args.opts.port.is_empty() || !args.opts.fail_on.is_empty() {
+            bail!(
+                "sandbox --delay: the line writes whole captures of both ends (-w FILE); \
+                 analyse them with `tcpdoctor analyze` (--analyze, --port and --fail-on are \
+                 not available with --delay yet)"
+            );
+        }
+        return super::sandbox_wan::run(super::sandbox_wan::WanSandbox {
+            delay,
+            server: args.server.as_deref(),
+            server_port: args.server_port,
+            ready_timeout: Duration::from_secs(10),
+            write: args.opts.write.as_deref(),
+            command: &args.command,
+        });
+    }
     if args.opts.write.is_none() && !args.opts.analyze {
         args.opts.write = Some(PathBuf::from(DEFAULT_FILE));
     }

@@ -88,7 +88,7 @@ fn threads() -> usize {
 }
 
 /// Brings `lo` up in the current network namespace.
-fn loopback_up() -> anyhow::Result<()> {
+pub fn loopback_up() -> anyhow::Result<()> {
     // SAFETY: plain socket(2).
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {

@@ -1,0 +1,180 @@
+//! `tcpdoctor sandbox --delay D`: the user's own server and client at the two ends of a WAN
+//! path (two network namespaces, a delay line, real kernel TCP at both ends), no root.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::capture::stop;
+use crate::wan::{Captures, PathDelays, WanPath, DEFAULT_MTU, FAR_ADDR};
+
+/// What `sandbox --delay` was asked.
+pub struct WanSandbox<'a> {
+    pub delay: Duration,
+    pub server: Option<&'a str>,
+    pub server_port: Option<u16>,
+    pub ready_timeout: Duration,
+    pub write: Option<&'a Path>,
+    pub command: &'a [String],
+}
+
+/// The far end's capture beside the near one: `run.pcapng` → `run.server.pcapng`.
+pub fn far_capture_path(near: &Path) -> PathBuf {
+    let stem = near
+        .file_stem()
+        .map_or("capture".into(), |s| s.to_string_lossy());
+    near.with_file_name(format!("{stem}.server.pcapng"))
+}
+
+fn shell(words: &[String]) -> Command {
+    if words.len() == 1 {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(&words[0]);
+        c
+    } else {
+        let mut c = Command::new(&words[0]);
+        c.args(&words[1..]);
+        c
+    }
+}
+
+pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
+    let captures = w.write.map(|near| Captures {
+        near: near.to_path_buf(),
+        far: far_capture_path(near),
+    });
+    crate::sandbox::namespace::enter_net()?;
+    let delays = PathDelays {
+        c2s: w.delay,
+        s2c: w.delay,
+        jitter: Duration::ZERO,
+        seed: 1,
+    };
+    let path = WanPath::open(delays, DEFAULT_MTU, captures)?;
+    stop::install();
+    let mut group = 0;
+    let mut server: Option<Child> = None;
+    if let Some(cmd) = w.server {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(cmd).process_group(0);
+        path.ns.spawn_in_far(&mut c);
+        let child = c.spawn().context("starting --server")?;
+        group = child.id() as libc::pid_t;
+        stop::kill_group_on_stop(group);
+        server = Some(child);
+    }
+    let result = (|| -> anyhow::Result<i32> {
+        if let (Some(port), Some(s)) = (w.server_port, server.as_mut()) {
+            wait_ready(&path.ns, s, port, w.ready_timeout)?;
+        }
+        let mut c = shell(w.command);
+        c.env("TCPDOCTOR_SERVER_HOST", FAR_ADDR.to_string())
+            .process_group(group);
+        if let Some(port) = w.server_port {
+            c.env("TCPDOCTOR_SERVER", format!("{FAR_ADDR}:{port}"));
+        }
+        let mut client = c.spawn().context("starting the command")?;
+        if group == 0 {
+            stop::kill_group_on_stop(client.id() as libc::pid_t);
+        }
+        let status = client.wait().context("waiting for the command")?;
+        use std::os::unix::process::ExitStatusExt;
+        Ok(status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    })();
+    if let Some(mut s) = server {
+        stop_group(&mut s);
+    }
+    let stats = path.stop()?;
+    eprintln!(
+        "tcpdoctor: sandbox: the line carried {} packets ({} bytes) client → server and {} \
+         ({} bytes) server → client, {} each way{}",
+        stats.c2s_packets,
+        stats.c2s_bytes,
+        stats.s2c_packets,
+        stats.s2c_bytes,
+        tcpdoctor_core::units::fmt_duration(w.delay),
+        if stats.write_errors > 0 {
+            format!("; {} writes refused by the kernel", stats.write_errors)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(near) = w.write {
+        eprintln!(
+            "tcpdoctor: sandbox: wrote {} (the client's end) and {} (the server's end)",
+            near.display(),
+            far_capture_path(near).display()
+        );
+    }
+    let status = if stop::interrupted() { 130 } else { result? };
+    if status != 0 {
+        eprintln!("tcpdoctor: sandbox: the command exited with status {status}");
+    }
+    Ok(u8::try_from(status).unwrap_or(u8::MAX))
+}
+
+/// Waits until a socket in the far namespace listens on `port` (read from its own
+/// /proc/net/tcp{,6}: no probe connection the server would have to accept), or fails naming why.
+fn wait_ready(
+    ns: &crate::wan::Namespaces,
+    server: &mut Child,
+    port: u16,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    loop {
+        if stop::interrupted() {
+            bail!("interrupted while waiting for the server to listen on port {port}");
+        }
+        if ns.in_far(|| listening(port))? {
+            return Ok(());
+        }
+        if let Some(st) = server.try_wait()? {
+            bail!("the server exited ({st}) before it listened on port {port}");
+        }
+        if start.elapsed() > limit {
+            bail!(
+                "nothing listened on port {port} in the server's namespace within {} (is \
+                 --server-port the port the server listens on?)",
+                tcpdoctor_core::units::fmt_duration(limit)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a TCP socket of this thread's network namespace listens on `port`.
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .any(|table| {
+            table.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
+            })
+        })
+}
+
+/// SIGTERM to the server's group, SIGKILL after 2 s.
+fn stop_group(s: &mut Child) {
+    let pgid = s.id() as libc::pid_t;
+    // SAFETY: signals our own child's process group.
+    unsafe { libc::kill(-pgid, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = s.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = s.wait();
+}
