@@ -17,7 +17,8 @@
 //!    was read from near, server → client when it was written to near); the far capture as
 //!    the server's end saw it. Raw IP, pcapng, nanosecond timestamps of the host clock.
 //! 4. Nothing is dropped here that the pipeline did not drop: a write the kernel refuses is
-//!    counted and reported.
+//!    counted and reported, and when the line is stopped it first delivers what is still in
+//!    flight (at most [`DRAIN_NS`]).
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -153,6 +154,8 @@ fn wall_ns() -> u64 {
 const LOCALHOST: [u8; 4] = [127, 0, 0, 1];
 /// How long before a packet is due the thread stops sleeping and polls without a timeout.
 const SPIN_NS: u64 = 150_000;
+/// How long the line keeps delivering what is in flight after it is told to stop.
+const DRAIN_NS: u64 = 2_000_000_000;
 /// The longest the thread sleeps without looking at the stop flag.
 const STOP_CHECK_NS: u64 = 20_000_000;
 
@@ -169,8 +172,20 @@ fn run(
     let offset = wall_ns().wrapping_sub(clock(libc::CLOCK_MONOTONIC));
     let wall = |t: Timestamp| Timestamp(t.0.wrapping_add(offset));
     let mut due: [Option<Timestamp>; 2] = [None, None];
-    while !stop.load(Ordering::Relaxed) {
+    let mut drain_until: Option<Timestamp> = None;
+    loop {
         let t = now();
+        // Rule 4: after stop, what is in flight still arrives (up to DRAIN_NS), so the far
+        // end's capture holds the client's last ACK as the near end's does.
+        if drain_until.is_none() && stop.load(Ordering::Relaxed) {
+            drain_until = Some(Timestamp(t.0 + DRAIN_NS));
+        }
+        if let Some(until) = drain_until {
+            let empty = c2s.pipeline.queued() == 0 && s2c.pipeline.queued() == 0;
+            if empty || t >= until {
+                break;
+            }
+        }
         let wait_ns = due
             .iter()
             .flatten()
@@ -180,11 +195,7 @@ fn run(
             .min(STOP_CHECK_NS);
         // Rule 1: sleep until shortly before the next packet is due, then look again without
         // sleeping until it is: a timer wakes tens of microseconds late, a spin does not.
-        let wait_ns = if wait_ns > SPIN_NS {
-            wait_ns - SPIN_NS
-        } else {
-            0
-        };
+        let wait_ns = wait_ns.saturating_sub(SPIN_NS);
         let mut fds = [
             libc::pollfd {
                 fd: c2s.from.raw(),
