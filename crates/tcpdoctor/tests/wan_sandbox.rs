@@ -174,3 +174,70 @@ fn the_line_delivers_every_packet_bit_exact_and_in_order() {
     assert!(k.iter().any(|k| k.starts_with("rtt_bound")), "{k:?}");
     assert!(!k.iter().any(|k| k.starts_with("nagle")), "{k:?}");
 }
+
+/// Ctrl-C while the client runs: exit 130, and neither the server nor the client is left.
+#[test]
+fn ctrl_c_leaves_nothing_behind() {
+    let dir = OpenDir::new("wan-sigint");
+    let bin = dir.install(&live::tcpdoctor_bin());
+    let ex = dir.install(&live::exchange_bin()).display().to_string();
+    let id = std::process::id();
+    // The shell computes the numbers, so only the sleepers' own argv hold them.
+    let (client, client_mark) = (
+        format!("sleep $((81000+0)).{id}"),
+        format!("sleep 81000.{id}"),
+    );
+    let (server, server_mark) = (
+        format!("sleep $((82000+0)).{id}"),
+        format!("sleep 82000.{id}"),
+    );
+    let mut child = live::unprivileged(&bin)
+        .current_dir(&dir.0)
+        .args(["sandbox", "--delay", "5ms", "--server"])
+        .arg(format!("{ex} serve 127.0.0.1:7070 & {server}"))
+        .args(["--server-port", "7070", "--"])
+        .arg(&client)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn tcpdoctor sandbox");
+    // Bounded wait for the client to be running (or for the sandbox to have refused).
+    for _ in 0..3000 {
+        if !live::processes_with(&client_mark).is_empty()
+            || child.try_wait().ok().flatten().is_some()
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if let Ok(Some(_)) = child.try_wait() {
+        let out = child.wait_with_output().expect("output");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!required(), "the WAN path is required here: {err}");
+        skip(
+            "ctrl-c over the WAN path",
+            &format!("no WAN path here: {err}"),
+        );
+        return;
+    }
+    assert!(
+        !live::processes_with(&client_mark).is_empty(),
+        "the client runs"
+    );
+    live::interrupt(&child);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<String> = [client_mark, server_mark, format!("{ex} serve")]
+        .iter()
+        .flat_map(|m| live::processes_with(m))
+        .collect();
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "nothing the sandbox started survives"
+    );
+}
