@@ -6,12 +6,15 @@
 //! touches a socket, so every behaviour is tested on simulated time.
 //!
 //! One file per impairment: [`delay`] (one-way delay with seeded jitter, never reordering),
-//! [`rate`] (paced bandwidth), [`chunks`] (preserve, coalesce or re-slice write boundaries).
+//! [`rate`] (paced bandwidth), [`chunks`] (preserve, coalesce or re-slice write boundaries),
+//! [`loss`] (seeded per-packet drops: random, Gilbert–Elliott bursts, a list of packet numbers).
 //! [`Pipeline`] chains them: delay, then rate, then chunking — write boundaries are decided
 //! last, when the bytes are due, which is what a forwarder does when it writes.
 
 pub mod chunks;
 pub mod delay;
+pub mod loss;
+mod probability;
 pub mod rate;
 mod rng;
 
@@ -19,6 +22,8 @@ use crate::time::Timestamp;
 
 pub use chunks::{ChunkMode, Chunker};
 pub use delay::Delay;
+pub use loss::{Loss, LossModel};
+pub use probability::Probability;
 pub use rate::Rate;
 pub use rng::SplitMix64;
 
