@@ -7,7 +7,8 @@
 //!
 //! One file per impairment: [`delay`] (one-way delay with seeded jitter, never reordering),
 //! [`rate`] (paced bandwidth), [`chunks`] (preserve, coalesce or re-slice write boundaries),
-//! [`loss`] (seeded per-packet drops: random, Gilbert–Elliott bursts, a list of packet numbers).
+//! [`loss`] (seeded per-packet drops: random, Gilbert–Elliott bursts, a list of packet numbers),
+//! [`queue`] (a bottleneck link for whole packets: serialisation behind a drop-tail buffer).
 //! [`Pipeline`] chains them: delay, then rate, then chunking — write boundaries are decided
 //! last, when the bytes are due, which is what a forwarder does when it writes.
 
@@ -15,6 +16,7 @@ pub mod chunks;
 pub mod delay;
 pub mod loss;
 mod probability;
+pub mod queue;
 pub mod rate;
 mod rng;
 
@@ -24,6 +26,7 @@ pub use chunks::{ChunkMode, Chunker};
 pub use delay::Delay;
 pub use loss::{Loss, LossModel};
 pub use probability::Probability;
+pub use queue::Bottleneck;
 pub use rate::Rate;
 pub use rng::SplitMix64;
 
