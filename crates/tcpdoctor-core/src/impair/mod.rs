@@ -9,6 +9,8 @@
 //! [`rate`] (paced bandwidth), [`chunks`] (preserve, coalesce or re-slice write boundaries),
 //! [`loss`] (seeded per-packet drops: random, Gilbert–Elliott bursts, a list of packet numbers),
 //! [`queue`] (a bottleneck link for whole packets: serialisation behind a drop-tail buffer).
+//! [`spec`] is the path definition a `wan:` scenario names (`wan:15ms,loss=1%`), parsed and
+//! printed canonically.
 //! [`Pipeline`] chains them: delay, then rate, then chunking — write boundaries are decided
 //! last, when the bytes are due, which is what a forwarder does when it writes.
 
@@ -19,6 +21,7 @@ mod probability;
 pub mod queue;
 pub mod rate;
 mod rng;
+pub mod spec;
 
 use crate::time::Timestamp;
 
@@ -29,6 +32,7 @@ pub use probability::Probability;
 pub use queue::Bottleneck;
 pub use rate::Rate;
 pub use rng::SplitMix64;
+pub use spec::{DirectionSpec, PathSpec, RateSpec, SpecError};
 
 /// What a stage wants the shell to do now.
 #[derive(Debug, PartialEq, Eq)]
