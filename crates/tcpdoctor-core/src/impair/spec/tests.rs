@@ -288,3 +288,41 @@ fn hostile_input_never_panics() {
     }
     assert!(parsed > 100, "the round trip was exercised: {parsed}");
 }
+
+/// docs/wan.md's "Path definition" says what the parser does: its examples parse, its
+/// canonical-form table is what Display prints, its error lines are what users see.
+#[test]
+fn the_docs_examples_hold() {
+    let doc = include_str!("../../../../../docs/wan.md");
+    let section = &doc[doc.find("## Path definition").unwrap()..];
+    let cells = |line: &str| -> Vec<String> {
+        line.split('|')
+            .map(|c| c.trim().trim_matches('`').to_string())
+            .collect()
+    };
+    let (mut examples, mut canonical, mut errors) = (0, 0, 0);
+    for line in section.lines() {
+        let c = cells(line);
+        if line.starts_with("| `wan:") && c.len() == 4 {
+            let typed = spec(&c[1]);
+            if c[2].starts_with("wan:") {
+                assert_eq!(typed.to_string(), c[2], "{line}");
+                canonical += 1;
+            } else {
+                examples += 1;
+            }
+        }
+        if let Some((text, message)) = line.split_once(" → ").filter(|_| line.starts_with("wan:"))
+        {
+            let e = PathSpec::parse(text.trim()).expect_err(text).to_string();
+            let shown = message.trim().trim_start_matches('…').trim_end_matches('…');
+            let shown = shown.trim_end_matches([',', ' ']);
+            assert!(
+                e.contains(shown),
+                "{text}: doc says {message:?}, parser says {e:?}"
+            );
+            errors += 1;
+        }
+    }
+    assert_eq!((examples, canonical, errors), (9, 6, 6));
+}
