@@ -136,6 +136,17 @@ impl PathSpec {
             jitter: g.next_u64(),
         }
     }
+
+    /// Whether `token`, one comma-separated piece of a longer list, continues a path
+    /// definition rather than starting a new item: `--scenarios direct,wan:15ms,loss=1%,proxy`
+    /// splits on commas into `direct`, `wan:15ms,loss=1%` and `proxy`. An option has an `=`, is
+    /// `reorder`, or is a number continuing a `drop=` list; a scenario name is none of these.
+    pub fn continues(token: &str) -> bool {
+        let t = token.trim();
+        t.contains('=')
+            || t == "reorder"
+            || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+    }
 }
 
 impl std::str::FromStr for PathSpec {

@@ -215,6 +215,33 @@ fn errors_name_the_option_and_how_to_write_it() {
 }
 
 #[test]
+fn a_scenario_list_splits_around_path_definitions() {
+    let list =
+        "direct,wan:c2s=40ms,s2c=5ms,drop=s2c:8,9,reorder,proxy,wan:15ms,loss=1%,proxy-delay:15ms";
+    let mut items: Vec<String> = Vec::new();
+    for tok in list.split(',') {
+        match items.last_mut() {
+            Some(last) if last.starts_with("wan:") && PathSpec::continues(tok) => {
+                last.push(',');
+                last.push_str(tok);
+            }
+            _ => items.push(tok.to_string()),
+        }
+    }
+    assert_eq!(
+        items,
+        [
+            "direct",
+            "wan:c2s=40ms,s2c=5ms,drop=s2c:8,9,reorder",
+            "proxy",
+            "wan:15ms,loss=1%",
+            "proxy-delay:15ms"
+        ]
+    );
+    assert_eq!(spec(&items[1]).s2c.drop, vec![8, 9]);
+}
+
+#[test]
 fn what_needs_the_line_to_work_per_packet() {
     assert!(!spec("wan:15ms").needs_per_packet());
     assert!(!spec("wan:c2s=40ms,s2c=5ms,seed=3").needs_per_packet());
