@@ -1,4 +1,5 @@
-//! One-way delay per chunk, with optional seeded jitter, never reordering.
+//! One-way delay per chunk (or per packet), with optional seeded jitter, never reordering unless
+//! asked.
 //!
 //! Rules:
 //! 1. A chunk arriving at `t` is due at `t + delay + j`, with `j` drawn uniformly from
@@ -6,7 +7,10 @@
 //! 2. A chunk is never due before the chunk ahead of it: order is preserved, so jitter can only
 //!    bunch chunks up, never swap them (TCP would see that as loss on a real path; a proxy
 //!    cannot reorder a byte stream anyway).
-//! 3. Chunks keep their boundaries; what is due is emitted one chunk at a time.
+//! 3. Except on a line built [`Delay::reordering`] (IP packets only, `wan:…,reorder`): there
+//!    each packet keeps its own due time and may overtake the ones ahead; packets due at the
+//!    same instant leave in arrival order.
+//! 4. Chunks keep their boundaries; what is due is emitted one chunk at a time.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -21,6 +25,7 @@ pub struct Delay {
     queue: VecDeque<(Timestamp, Vec<u8>)>,
     last_due: Timestamp,
     bytes: usize,
+    reorder: bool,
 }
 
 impl Delay {
@@ -32,7 +37,32 @@ impl Delay {
             queue: VecDeque::new(),
             last_due: Timestamp::ZERO,
             bytes: 0,
+            reorder: false,
         }
+    }
+
+    /// Rule 3: jitter may reorder.
+    pub fn reordering(mut self) -> Delay {
+        self.reorder = true;
+        self
+    }
+
+    /// The next chunk due by `now`, with the instant it was due (a late caller can tell how
+    /// late it is).
+    pub fn pop_due(&mut self, now: Timestamp) -> Option<(Timestamp, Vec<u8>)> {
+        match self.queue.front() {
+            Some((due, _)) if *due <= now => {
+                let (due, data) = self.queue.pop_front()?;
+                self.bytes -= data.len();
+                Some((due, data))
+            }
+            _ => None,
+        }
+    }
+
+    /// When the next chunk is due, if any is queued.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        self.queue.front().map(|(due, _)| *due)
     }
 
     fn sample(&mut self) -> Duration {
@@ -51,22 +81,28 @@ impl Stage for Delay {
             return;
         }
         let d = self.sample();
+        self.bytes += data.len();
+        if self.reorder {
+            let due = now.plus(d);
+            // Usually at or near the back: jitter moves a packet past only a few others.
+            let at = self
+                .queue
+                .iter()
+                .rposition(|(t, _)| *t <= due)
+                .map_or(0, |i| i + 1);
+            self.queue.insert(at, (due, data));
+            return;
+        }
         let due = now.plus(d).max(self.last_due);
         self.last_due = due;
-        self.bytes += data.len();
         self.queue.push_back((due, data));
     }
 
     fn poll(&mut self, now: Timestamp) -> Poll {
-        match self.queue.front() {
-            None => Poll::Idle,
-            Some((due, _)) if *due > now => Poll::WaitUntil(*due),
-            Some(_) => {
-                let (_, data) = self.queue.pop_front().unwrap_or_default();
-                self.bytes -= data.len();
-                Poll::Emit(data)
-            }
+        if let Some((_, data)) = self.pop_due(now) {
+            return Poll::Emit(data);
         }
+        self.next_due().map_or(Poll::Idle, Poll::WaitUntil)
     }
 
     fn queued(&self) -> usize {

@@ -5,22 +5,40 @@
 //! ([`Poll::WaitUntil`]), or wait for more input ([`Poll::Idle`]). No stage reads a clock or
 //! touches a socket, so every behaviour is tested on simulated time.
 //!
-//! One file per impairment: [`delay`] (one-way delay with seeded jitter, never reordering),
-//! [`rate`] (paced bandwidth), [`chunks`] (preserve, coalesce or re-slice write boundaries).
-//! [`Pipeline`] chains them: delay, then rate, then chunking — write boundaries are decided
-//! last, when the bytes are due, which is what a forwarder does when it writes.
+//! One file per impairment: [`delay`] (one-way delay with seeded jitter, never reordering
+//! unless asked), [`rate`] (paced bandwidth), [`chunks`] (preserve, coalesce or re-slice write
+//! boundaries), [`loss`] (seeded per-packet drops: random, Gilbert–Elliott bursts, a list of
+//! packet numbers), [`queue`] (a bottleneck link for whole packets: serialisation behind a
+//! drop-tail buffer).
+//!
+//! Two ways to chain them:
+//! - [`Pipeline`], for the proxy's byte streams: delay, then rate, then chunking — write
+//!   boundaries are decided last, when the bytes are due, which is what a forwarder does.
+//! - [`OneWayPath`] ([`path`]), for the WAN delay line's IP packets, one per direction: MTU,
+//!   loss, bottleneck, delay, with counters. Built from a [`PathSpec`] ([`spec`]), the path
+//!   definition a `wan:` scenario names (`wan:15ms,loss=1%`), parsed and printed canonically.
 
 pub mod chunks;
 pub mod delay;
+pub mod loss;
+pub mod path;
+mod probability;
+pub mod queue;
 pub mod rate;
 mod rng;
+pub mod spec;
 
 use crate::time::Timestamp;
 
 pub use chunks::{ChunkMode, Chunker};
 pub use delay::Delay;
+pub use loss::{Loss, LossModel};
+pub use path::{OneWayPath, PathCounters};
+pub use probability::Probability;
+pub use queue::Bottleneck;
 pub use rate::Rate;
 pub use rng::SplitMix64;
+pub use spec::{DirectionSpec, PathSpec, RateSpec, SpecError};
 
 /// What a stage wants the shell to do now.
 #[derive(Debug, PartialEq, Eq)]
