@@ -21,28 +21,14 @@ fn required() -> bool {
     std::env::var("TCPDOCTOR_REQUIRE_WAN").is_ok_and(|v| v == "1")
 }
 
-/// Runs the exchange workload across a 15 ms-each-way path; None (with a reason printed) when
-/// this machine cannot build the path for this user, unless tools are required.
-fn across_the_path(dir: &OpenDir, test: &str, coalesce: bool, n: usize) -> Option<Output> {
+/// Runs `sandbox ARGS` as the unprivileged user in `dir`; None (with a reason printed) when
+/// this machine cannot build the path for this user, unless it is required.
+fn sandbox(dir: &OpenDir, test: &str, args: &[String]) -> Option<Output> {
     let bin = dir.install(&live::tcpdoctor_bin());
-    let ex = dir.install(&live::exchange_bin()).display().to_string();
-    let server = format!(
-        "{ex} serve 127.0.0.1:7070{}",
-        if coalesce { " coalesce" } else { "" }
-    );
     let out = live::unprivileged(&bin)
         .current_dir(&dir.0)
-        .args([
-            "sandbox",
-            "--delay",
-            "15ms",
-            "-w",
-            "near.pcapng",
-            "--server",
-        ])
-        .arg(&server)
-        .args(["--server-port", "7070", "--"])
-        .arg(format!("{ex} client 198.18.0.1:7070 {n} > client.txt"))
+        .arg("sandbox")
+        .args(args)
         .output()
         .expect("run tcpdoctor sandbox");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -58,6 +44,26 @@ fn across_the_path(dir: &OpenDir, test: &str, coalesce: bool, n: usize) -> Optio
     }
     assert_eq!(out.status.code(), Some(0), "{test}: {err}");
     Some(out)
+}
+
+fn words(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs the exchange workload across a 15 ms-each-way path; None (with a reason printed) when
+/// this machine cannot build the path for this user, unless tools are required.
+fn across_the_path(dir: &OpenDir, test: &str, coalesce: bool, n: usize) -> Option<Output> {
+    let ex = dir.install(&live::exchange_bin()).display().to_string();
+    let server = format!(
+        "{ex} serve 127.0.0.1:7070{}",
+        if coalesce { " coalesce" } else { "" }
+    );
+    let client = format!("{ex} client 198.18.0.1:7070 {n} > client.txt");
+    let mut args = words(&["--delay", "15ms", "-w", "near.pcapng", "--server"]);
+    args.push(server);
+    args.extend(words(&["--server-port", "7070", "--"]));
+    args.push(client);
+    sandbox(dir, test, &args)
 }
 
 fn analyze(file: &Path) -> Value {
@@ -240,4 +246,74 @@ fn ctrl_c_leaves_nothing_behind() {
         Vec::<String>::new(),
         "nothing the sandbox started survives"
     );
+}
+
+/// The 6th response dropped (`drop=s2c:8,9`: server → client packet 8 is that response after
+/// the SYN-ACK, an ACK and five responses; 9 is the server's next packet). It is the only
+/// segment in flight, so no duplicate ACK can come and only the retransmission timeout (~200 ms)
+/// recovers it; the server's end, which sees the original and the timeout's retransmission,
+/// names `retransmission_stall` server → client. The line says what it dropped.
+#[test]
+fn a_drop_pattern_that_forces_a_timeout_is_named_at_the_senders_end() {
+    let dir = OpenDir::new("wan-drop");
+    let ex = dir.install(&live::exchange_bin()).display().to_string();
+    let mut args = words(&["--delay", "2ms", "--path", "drop=s2c:8,9", "-w", "d.pcapng"]);
+    args.extend([
+        "--server".into(),
+        format!("{ex} serve 127.0.0.1:7070 coalesce"),
+        "--server-port".into(),
+        "7070".into(),
+        "--".into(),
+        format!("{ex} client 198.18.0.1:7070 10"),
+    ]);
+    let Some(out) = sandbox(&dir, "drop pattern", &args) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("(2 dropped by loss)"), "{err}");
+    let r = analyze(&dir.path("d.server.pcapng"));
+    let k = kinds(&r);
+    assert!(
+        k.contains(&"retransmission_stall \"server_to_client\"".to_string()),
+        "at the server's end: {k:?}"
+    );
+}
+
+/// A 10 Mbit/s bottleneck: the far end receives the client's bulk data at 10 Mbit/s of IP
+/// bytes (the line paces whole packets; it can be late, never early, so the bound above is
+/// physics and the one below only says the line kept up).
+#[test]
+fn a_10mbit_bottleneck_carries_10mbit() {
+    let dir = OpenDir::new("wan-rate");
+    let ex = dir.install(&live::exchange_bin()).display().to_string();
+    let mut args = words(&["--delay", "2ms", "--rate", "10mbit", "-w", "r.pcapng"]);
+    args.extend([
+        "--server".into(),
+        format!("{ex} sink 127.0.0.1:7070"),
+        "--server-port".into(),
+        "7070".into(),
+        "--".into(),
+        format!("{ex} flood 198.18.0.1:7070 1 1448"),
+    ]);
+    if sandbox(&dir, "rate", &args).is_none() {
+        return;
+    }
+    let far = packets(&dir.path("r.server.pcapng"));
+    let data: Vec<&(u64, Vec<u8>)> = far
+        .iter()
+        .filter(|(_, p)| p.len() > 1000 && p.get(12..16) == Some(&[198, 18, 0, 2][..]))
+        .collect();
+    assert!(
+        data.len() > 200,
+        "{} full packets at the server's end",
+        data.len()
+    );
+    let span = (data[data.len() - 1].0 - data[0].0) as f64 / 1e9;
+    let bits: usize = data[1..].iter().map(|(_, p)| p.len() * 8).sum();
+    let mbit = bits as f64 / span / 1e6;
+    assert!(
+        mbit <= 10.2,
+        "{mbit:.3} Mbit/s through a 10 Mbit/s bottleneck"
+    );
+    assert!(mbit >= 8.0, "{mbit:.3} Mbit/s: the line did not keep up");
 }

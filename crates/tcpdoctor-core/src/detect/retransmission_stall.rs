@@ -259,10 +259,10 @@ fn verdict(dir: Direction, st: &State, example: &Stall) -> String {
         format!(" (of which {})", of_which.join(", "))
     };
     format!(
-        "Lost {} data was recovered only by the retransmission timeout: {} stall(s) of {:.0} ms \
-         median (max {:.0} ms){of_which}, with too few duplicate ACKs for fast retransmit; \
-         {lost} lost.",
-        dir.sender(),
+        "{} data went unacknowledged until the retransmission timeout sent it again (the data \
+         or its acknowledgement was lost): {} stall(s) of {:.0} ms median (max {:.0} ms)\
+         {of_which}, with too few duplicate ACKs for fast retransmit; {lost} lost.",
+        capitalized(dir.sender()),
         st.stalls,
         dist.p50,
         dist.max
@@ -387,4 +387,11 @@ fn finding(
         time_lost: st.lost,
     }
     .finish(groups, verdict(dir, st, &example), ev, &fix(st))
+}
+
+fn capitalized(word: &str) -> String {
+    let mut c = word.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }

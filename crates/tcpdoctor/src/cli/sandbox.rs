@@ -41,6 +41,21 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "DURATION")]
     pub delay: Option<String>,
 
+    /// With --delay: drop this share of the packets each way, seeded (e.g. 1%; 1%:burst=4
+    /// for bursts of 4 on average). See docs/wan.md for the loss models.
+    #[arg(long, value_name = "PERCENT", requires = "delay")]
+    pub loss: Option<String>,
+
+    /// With --delay: a bottleneck of this rate each way, with a bounded drop-tail queue
+    /// (e.g. 10mbit).
+    #[arg(long, value_name = "RATE", requires = "delay")]
+    pub rate: Option<String>,
+
+    /// With --delay: more of the path definition, as `run --scenarios wan:` takes it after
+    /// the delay (e.g. 'jitter=2ms,seed=7' or 'c2s:delay=40ms,mtu=1400'; see docs/wan.md).
+    #[arg(long, value_name = "OPTIONS", requires = "delay")]
+    pub path: Option<String>,
+
     /// With --delay: the server command, run with sh -c in the far namespace, stopped (its
     /// whole process group) when COMMAND exits.
     #[arg(long, value_name = "CMD", requires = "delay")]
@@ -57,7 +72,17 @@ pub struct SandboxArgs {
 
 pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
     if let Some(d) = &args.delay {
-        let delay = super::bench::positive_duration("delay", d)?;
+        let mut text = format!("wan:{d}");
+        for (name, v) in [("loss", &args.loss), ("rate", &args.rate)] {
+            if let Some(v) = v {
+                text.push_str(&format!(",{name}={v}"));
+            }
+        }
+        if let Some(more) = &args.path {
+            text.push_str(&format!(",{more}"));
+        }
+        let spec = tcpdoctor_core::impair::PathSpec::parse(&text)
+            .map_err(|e| anyhow::anyhow!("sandbox --delay: the path {text}: {e}"))?;
         if args.opts.analyze || !args.opts.port.is_empty() || !args.opts.fail_on.is_empty() {
             bail!(
                 "sandbox --delay: the line writes whole captures of both ends (-w FILE); \
@@ -66,7 +91,7 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
             );
         }
         return super::sandbox_wan::run(super::sandbox_wan::WanSandbox {
-            delay,
+            spec,
             server: args.server.as_deref(),
             server_port: args.server_port,
             ready_timeout: Duration::from_secs(10),

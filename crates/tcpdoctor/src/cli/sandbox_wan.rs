@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::capture::stop;
-use crate::wan::{Captures, PathDelays, WanPath, DEFAULT_MTU, FAR_ADDR};
+use crate::wan::{Captures, WanPath, FAR_ADDR};
+use tcpdoctor_core::impair::PathSpec;
 
 /// What `sandbox --delay` was asked.
 pub struct WanSandbox<'a> {
-    pub delay: Duration,
+    pub spec: PathSpec,
     pub server: Option<&'a str>,
     pub server_port: Option<u16>,
     pub ready_timeout: Duration,
@@ -47,13 +48,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         far: far_capture_path(near),
     });
     crate::sandbox::namespace::enter_net()?;
-    let delays = PathDelays {
-        c2s: w.delay,
-        s2c: w.delay,
-        jitter: Duration::ZERO,
-        seed: 1,
-    };
-    let path = WanPath::open(delays, DEFAULT_MTU, captures)?;
+    let path = WanPath::open(&w.spec, captures)?;
     stop::install();
     let mut group = 0;
     let mut server: Option<Child> = None;
@@ -90,14 +85,33 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         stop_group(&mut s);
     }
     let stats = path.stop()?;
+    let dropped = |c: &tcpdoctor_core::impair::PathCounters| {
+        let mut parts = Vec::new();
+        for (n, what) in [
+            (c.dropped_loss, "by loss"),
+            (c.dropped_queue, "by the queue"),
+            (c.dropped_mtu, "over the MTU"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} dropped {what}"));
+            }
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
+    };
     eprintln!(
-        "tcpdoctor: sandbox: the line carried {} packets ({} bytes) client → server and {} \
-         ({} bytes) server → client, {} each way{}",
+        "tcpdoctor: sandbox: path {}: the line carried {} packets ({} bytes) client → server{} \
+         and {} ({} bytes) server → client{}{}",
+        w.spec,
         stats.c2s_packets,
         stats.c2s_bytes,
+        dropped(&stats.c2s),
         stats.s2c_packets,
         stats.s2c_bytes,
-        tcpdoctor_core::units::fmt_duration(w.delay),
+        dropped(&stats.s2c),
         if stats.write_errors > 0 {
             format!("; {} writes refused by the kernel", stats.write_errors)
         } else {

@@ -3,8 +3,9 @@
 //! writing the capture each end would take.
 //!
 //! Rules:
-//! 1. A packet read from one device is pushed into its direction's pipeline with the time it
-//!    was read; what the pipeline emits is written to the other device at once. The thread
+//! 1. A packet read from one device is pushed into its direction's path (the core's
+//!    [`OneWayPath`]: MTU, loss, bottleneck, delay) with the time it was read; what the path
+//!    gives back when it is due is written to the other device at once. The thread
 //!    sleeps in `ppoll` until a device is readable or shortly before the next packet is due
 //!    (nanosecond timeout, timer slack 1 ns), then polls without sleeping until it is due: the
 //!    delay it adds is the pipeline's plus microseconds, at the cost of a short spin per
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyhow::Context;
-use tcpdoctor_core::impair::{Pipeline, Poll};
+use tcpdoctor_core::impair::{OneWayPath, PathCounters};
 use tcpdoctor_core::time::Timestamp;
 use tcpdoctor_core::wire::readdress::{ipv4_addr, set_ipv4_addr, Field};
 use tcpdoctor_core::wire::write::LINKTYPE_RAW;
@@ -51,6 +52,9 @@ pub struct LineStats {
     pub s2c_bytes: u64,
     /// Writes into a device that the kernel refused (rule 4).
     pub write_errors: u64,
+    /// What each direction's impairments did (drops by loss, queue and MTU).
+    pub c2s: PathCounters,
+    pub s2c: PathCounters,
 }
 
 pub struct Line {
@@ -60,7 +64,7 @@ pub struct Line {
 
 struct Dir {
     from: Tun,
-    pipeline: Pipeline,
+    path: OneWayPath,
 }
 
 type Writer = PcapngWriter<io::BufWriter<std::fs::File>>;
@@ -71,8 +75,8 @@ impl Line {
         near: Tun,
         far: Tun,
         far_addr: Ipv4Addr,
-        c2s: Pipeline,
-        s2c: Pipeline,
+        c2s: OneWayPath,
+        s2c: OneWayPath,
         captures: Option<Captures>,
     ) -> anyhow::Result<Line> {
         let writers = match &captures {
@@ -88,11 +92,11 @@ impl Line {
                 unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
                 let mut c2s = Dir {
                     from: near,
-                    pipeline: c2s,
+                    path: c2s,
                 };
                 let mut s2c = Dir {
                     from: far,
-                    pipeline: s2c,
+                    path: s2c,
                 };
                 let mut w = writers;
                 let r = run(&mut c2s, &mut s2c, far_addr.octets(), &mut w, &flag);
@@ -181,7 +185,8 @@ fn run(
             drain_until = Some(Timestamp(t.0 + DRAIN_NS));
         }
         if let Some(until) = drain_until {
-            let empty = c2s.pipeline.queued() == 0 && s2c.pipeline.queued() == 0;
+            let empty =
+                c2s.path.counters().in_flight() == 0 && s2c.path.counters().in_flight() == 0;
             if empty || t >= until {
                 break;
             }
@@ -250,7 +255,7 @@ fn run(
                     st.c2s_packets += 1;
                     st.c2s_bytes += pkt.len() as u64;
                 }
-                dir.pipeline.push(pkt, at);
+                dir.path.push(pkt, at);
             }
         }
         // Deliver what is due.
@@ -261,33 +266,26 @@ fn run(
             } else {
                 (&mut *s2c, c2s.from.raw())
             };
-            *slot = None;
-            loop {
-                match dir.pipeline.poll(t) {
-                    Poll::Emit(mut pkt) => {
-                        if i == 0 && ipv4_addr(&pkt, Field::Destination) == Some(far_addr) {
-                            set_ipv4_addr(&mut pkt, Field::Destination, LOCALHOST);
-                        }
-                        // SAFETY: write(2) of one whole packet.
-                        let r = unsafe { libc::write(to, pkt.as_ptr().cast(), pkt.len()) };
-                        if r < 0 {
-                            st.write_errors += 1;
-                        }
-                        let at = wall(now());
-                        if let Some((n, f)) = w.as_mut() {
-                            let end = if i == 0 { f } else { n };
-                            end.write_packet(at, &pkt, pkt.len() as u32)?;
-                        }
-                    }
-                    Poll::WaitUntil(d) => {
-                        *slot = Some(d);
-                        break;
-                    }
-                    Poll::Idle => break,
+            while let Some((_, mut pkt)) = dir.path.pop_due(t) {
+                if i == 0 && ipv4_addr(&pkt, Field::Destination) == Some(far_addr) {
+                    set_ipv4_addr(&mut pkt, Field::Destination, LOCALHOST);
+                }
+                // SAFETY: write(2) of one whole packet.
+                let r = unsafe { libc::write(to, pkt.as_ptr().cast(), pkt.len()) };
+                if r < 0 {
+                    st.write_errors += 1;
+                }
+                let at = wall(now());
+                if let Some((n, f)) = w.as_mut() {
+                    let end = if i == 0 { f } else { n };
+                    end.write_packet(at, &pkt, pkt.len() as u32)?;
                 }
             }
+            *slot = dir.path.next_wakeup();
         }
     }
+    st.c2s = c2s.path.counters();
+    st.s2c = s2c.path.counters();
     Ok(st)
 }
 

@@ -11,9 +11,9 @@ pub mod netns;
 pub mod tun;
 
 use std::net::Ipv4Addr;
-use std::time::Duration;
 
-use tcpdoctor_core::impair::{Delay, Pipeline};
+use tcpdoctor_core::flow::Direction;
+use tcpdoctor_core::impair::{OneWayPath, PathSpec};
 
 pub use line::{Captures, Line, LineStats};
 pub use netns::Namespaces;
@@ -23,17 +23,8 @@ use tun::Tun;
 pub const NEAR_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// The server's end of the path, as the client reaches it.
 pub const FAR_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-/// The devices' MTU: a common Ethernet path.
+/// The devices' MTU when the path definition names none: a common Ethernet path.
 pub const DEFAULT_MTU: u32 = 1500;
-
-/// One-way delays of a path (the impairments the line applies for now).
-#[derive(Clone, Copy, Debug)]
-pub struct PathDelays {
-    pub c2s: Duration,
-    pub s2c: Duration,
-    pub jitter: Duration,
-    pub seed: u64,
-}
 
 /// The two namespaces and the line between them.
 pub struct WanPath {
@@ -44,22 +35,20 @@ pub struct WanPath {
 impl WanPath {
     /// Builds the far namespace and the line. Call inside the user and network namespace
     /// tcpdoctor entered (that one becomes near).
-    pub fn open(delays: PathDelays, mtu: u32, captures: Option<Captures>) -> anyhow::Result<Self> {
+    pub fn open(spec: &PathSpec, captures: Option<Captures>) -> anyhow::Result<Self> {
+        let mtu = spec.mtu.unwrap_or(DEFAULT_MTU);
         let (ns, far) = Namespaces::create(|| {
             let t = Tun::create("tdfar0", FAR_ADDR, NEAR_ADDR, mtu)?;
             t.route_localnet()?;
             Ok(t)
         })?;
         let near = Tun::create("tdnear0", NEAR_ADDR, FAR_ADDR, mtu)?;
-        let pipe = |d: Duration, seed: u64| {
-            Pipeline::new(vec![Box::new(Delay::new(d, delays.jitter, seed))])
-        };
         let line = Line::start(
             near,
             far,
             FAR_ADDR,
-            pipe(delays.c2s, delays.seed),
-            pipe(delays.s2c, delays.seed.wrapping_add(1)),
+            OneWayPath::new(spec, Direction::ClientToServer),
+            OneWayPath::new(spec, Direction::ServerToClient),
             captures,
         )?;
         Ok(WanPath { ns, line })
