@@ -42,6 +42,7 @@ fn scenario(name: &str, path: &str, latencies: &[Duration]) -> ScenarioResult {
     let bench = RunResult::new(1, &["line".to_string()], &m);
     ScenarioResult {
         name: name.to_string(),
+        definition: name.to_string(),
         path: path.to_string(),
         figures: Figures::of(&bench, &m.overall),
         latency_histogram: log_buckets(&m.overall),

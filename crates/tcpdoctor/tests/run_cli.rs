@@ -436,7 +436,7 @@ fn thousands_of_exchanges_through_the_delay_hop_lose_no_wake_up() {
         "--target",
         &target,
         "--scenarios",
-        "wan:100us",
+        "proxy-delay:100us",
         "--connections",
         "8",
         "--requests",
@@ -449,7 +449,7 @@ fn thousands_of_exchanges_through_the_delay_hop_lose_no_wake_up() {
     args.extend_from_slice(common::run::SPECIMEN_LINE);
     let (r, code, err) = tcpdoctor_in(&dir, &args);
     assert_eq!(code, 0, "stderr: {err}");
-    let wan = scenario(&r, "wan:100us");
+    let wan = scenario(&r, "proxy-delay:100us");
     let b = &wan["bench"];
     assert_eq!(
         b["errors"]["timeouts"], 0,

@@ -152,6 +152,9 @@ pub struct ChunkView {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ScenarioResult {
     pub name: String,
+    /// The path exactly (`Scenario::definition`: a `wan:` path in its canonical form): what
+    /// `--baseline` requires to be equal before comparing two scenarios of the same name.
+    pub definition: String,
     /// The path in words ("driver → proxy (Nagle on towards the driver) → server").
     pub path: String,
     /// All runs pooled (`--repeat`): what tables, checks and baselines compare.

@@ -21,6 +21,7 @@ pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
     let bench = RunResult::new(1, &["GET".to_string()], &m);
     ScenarioResult {
         name: name.to_string(),
+        definition: name.to_string(),
         path: "driver → server".to_string(),
         figures: Figures::of(&bench, &m.overall),
         latency_histogram: log_buckets(&m.overall),

@@ -9,13 +9,15 @@ use clap::Args;
 use serde::Deserialize;
 use tcpdoctor_core::report::FindingKind;
 use tcpdoctor_core::run::{
-    render_run_text, Check, Comparison, Figures, RunReport, RunSettings, Scenario, ScenarioResult,
+    render_run_text, Check, Comparison, Figures, RunReport, RunSettings, Scenario, ScenarioKind,
+    ScenarioResult,
 };
 
 use super::analyze::{parse_fail_on, FailOn, Format};
 use super::proxy::{check_unix_dir, parse_addr};
 use crate::bench::SplitWrites;
 use crate::proxy::Addr;
+use crate::run::far::FarEnd;
 use crate::run::scenario::{self, Driver, Path as ScenarioPath};
 use crate::run::server::Server;
 use crate::run::{live, Plan};
@@ -74,9 +76,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "KEY=VALUE")]
     pub param: Vec<String>,
 
-    /// Comma-separated: direct, proxy, proxy-nagle, wan:DELAY.
-    #[arg(long, default_value = "direct,proxy,proxy-nagle,wan:15ms")]
-    pub scenarios: String,
+    /// Comma-separated: direct, proxy, proxy-nagle, proxy-delay:DELAY, wan:PATH.
+    /// wan:15ms is a real path (the server restarted in a far network namespace behind a
+    /// delay line, real kernel TCP at both ends; needs --server; options as in docs/wan.md:
+    /// wan:15ms,loss=1%, wan:c2s=40ms,s2c=5ms, wan:15ms,rate=10mbit). proxy-delay:15ms delays
+    /// bytes at a local hop instead (any target, but neither kernel sees the delay).
+    /// [default: direct,proxy,proxy-nagle,wan:15ms with --server, else
+    /// direct,proxy,proxy-nagle,proxy-delay:15ms]
+    #[arg(long)]
+    pub scenarios: Option<String>,
 
     /// Exchanges per scenario.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
@@ -236,7 +244,37 @@ pub(crate) fn live_capture() -> (bool, String) {
 #[derive(Deserialize)]
 struct SavedScenario {
     name: String,
+    /// Absent in reports saved before scenarios recorded their definition.
+    #[serde(default)]
+    definition: Option<String>,
     figures: Figures,
+}
+
+/// Refuses a baseline whose scenario of the same name is another path: a `wan:` definition
+/// that differs, or a `wan:` scenario saved before `wan:` became a real path (it was the
+/// delaying hop, now `proxy-delay:`).
+fn definitions_fit(saved: &[SavedScenario], now: &[Scenario], file: &str) -> anyhow::Result<()> {
+    for s in now {
+        let Some(b) = saved.iter().find(|b| b.name == s.name) else {
+            continue;
+        };
+        let then = b.definition.clone().unwrap_or_else(|| {
+            if b.name.starts_with("wan:") {
+                format!("proxy-delay:{} (a delaying hop)", &b.name[4..])
+            } else {
+                b.name.clone()
+            }
+        });
+        let today = s.definition();
+        if then != today {
+            bail!(
+                "--baseline {file}: scenario {} was {then} in the baseline and is {today} now: \
+                 another path, not comparable (save a new baseline with --save)",
+                s.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// What a saved report says it measured: enough to tell a baseline of another target,
@@ -447,10 +485,40 @@ fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
     let target = parse_target(&args.target)?;
-    let scenarios =
-        Scenario::parse_list(&args.scenarios).map_err(|e| anyhow!("--scenarios: {e}"))?;
+    let listed = args.scenarios.take().unwrap_or_else(|| {
+        if args.server.is_some() {
+            "direct,proxy,proxy-nagle,wan:15ms".into()
+        } else {
+            "direct,proxy,proxy-nagle,proxy-delay:15ms".into()
+        }
+    });
+    let scenarios = Scenario::parse_list(&listed).map_err(|e| anyhow!("--scenarios: {e}"))?;
+    let any_wan = scenarios
+        .iter()
+        .any(|s| matches!(s.kind, ScenarioKind::Wan(_)));
+    if let Some(s) = scenarios
+        .iter()
+        .find(|s| matches!(s.kind, ScenarioKind::Wan(_)))
+    {
+        if args.server.is_none() {
+            bail!(
+                "--scenarios {}: a wan: path puts the server at its far end, in a network \
+                 namespace of its own, so run must start it: give --server CMD (the command \
+                 that starts the server listening on {target}); or use proxy-delay:D, which \
+                 delays an already-running target's bytes at a local hop",
+                s.name
+            );
+        }
+        if matches!(target, Addr::Unix(_)) {
+            bail!(
+                "--scenarios {}: a wan: path carries TCP/IP and the target is a Unix socket; use \
+                 proxy-delay:D",
+                s.name
+            );
+        }
+    }
     let script =
         super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
     let checks = args
@@ -467,7 +535,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             "--check {}: no scenario `{}` in --scenarios {}",
             c.text,
             c.scenario.as_deref().unwrap_or_default(),
-            args.scenarios
+            listed
         );
     }
     let timeout = super::bench::positive_duration("timeout", &args.timeout)?;
@@ -492,12 +560,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let mut baseline_warnings = Vec::new();
     if let (Some(b), Some(p)) = (&baseline, &args.baseline) {
         baseline_warnings = baseline_fits(&b.settings, &settings, &p.display().to_string())?;
+        definitions_fit(&b.scenarios, &scenarios, &p.display().to_string())?;
         for w in &baseline_warnings {
             eprintln!("tcpdoctor run: WARNING: --baseline {}: {w}", p.display());
         }
     }
-    if args.sandbox {
-        crate::sandbox::namespace::enter_net().context("--sandbox")?;
+    if args.sandbox || any_wan {
+        // A wan: path's two namespaces belong to this user namespace (entered while the
+        // process is still single-threaded); the driver's sockets live in the near one.
+        crate::sandbox::namespace::enter_net().context(if args.sandbox {
+            "--sandbox"
+        } else {
+            "a wan: scenario (the path is built in network namespaces of a user namespace)"
+        })?;
     }
     let (live, reason) = live_capture();
     // Ctrl-C ends the scenario under way and prints what was measured (and, with --server,
@@ -550,7 +625,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         still_running(server.as_mut())?;
         let path = ScenarioPath::of(s, driver.clone(), &plan.target);
         eprintln!("tcpdoctor run: {} ({})…", s.name, path.describe);
-        let r = rt.block_on(scenario::run(&plan, &path, server.as_ref(), live))?;
+        let far = match (&s.kind, &args.server) {
+            (ScenarioKind::Wan(spec), Some(cmd)) => {
+                let f = FarEnd::open(&plan, &s.name, spec, cmd, ready);
+                if f.is_err() && crate::capture::stop::interrupted() {
+                    break;
+                }
+                Some(f?)
+            }
+            _ => None,
+        };
+        let r = rt.block_on(scenario::run(&plan, &path, server.as_ref(), live, far));
+        // A Ctrl-C from now on stops the server of the other scenarios again.
+        if let Some(s) = server.as_ref() {
+            crate::capture::stop::kill_group_on_stop(s.pgid());
+        }
+        let r = r?;
         results.push(r);
         if crate::capture::stop::interrupted() {
             break;

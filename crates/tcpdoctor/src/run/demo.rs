@@ -60,6 +60,7 @@ fn path(name: &str, describe: &str, hop: Option<Hop>, driver: Driver) -> Scenari
     ScenarioPath {
         name: name.into(),
         describe: describe.into(),
+        definition: name.into(),
         hop,
         driver,
     }
@@ -306,7 +307,7 @@ pub fn run(
                 out_dir: out_dir.to_path_buf(),
                 no_capture_reason: no_capture_reason.to_string(),
             };
-            let r = rt.block_on(scenario::run(&plan, p, Some(&server), live));
+            let r = rt.block_on(scenario::run(&plan, p, Some(&server), live, None));
             server.stop();
             results.push(r.with_context(|| format!("demo scenario {}", p.name))?);
             if crate::capture::stop::interrupted() {

@@ -13,6 +13,7 @@
 //! - `demo.rs`: the built-in pathologies and their fixes.
 
 pub mod demo;
+pub mod far;
 pub mod live;
 pub mod reaper;
 pub mod scenario;

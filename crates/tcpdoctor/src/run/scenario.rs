@@ -42,6 +42,8 @@ pub struct Hop {
 pub struct Path {
     pub name: String,
     pub describe: String,
+    /// The path exactly (`Scenario::definition`).
+    pub definition: String,
     pub hop: Option<Hop>,
     /// The driver's settings for this scenario (the demo's fixed twins change them).
     pub driver: Driver,
@@ -72,11 +74,12 @@ impl Path {
         Path {
             name: s.name.clone(),
             describe,
-            hop: match s.kind {
-                ScenarioKind::Direct => None,
+            definition: s.definition(),
+            hop: match &s.kind {
+                ScenarioKind::Direct | ScenarioKind::Wan(_) => None,
                 ScenarioKind::Proxy => Some(hop(false, Duration::ZERO)),
                 ScenarioKind::ProxyNagle => Some(hop(true, Duration::ZERO)),
-                ScenarioKind::Wan(d) => Some(hop(false, d)),
+                ScenarioKind::ProxyDelay(d) => Some(hop(false, *d)),
             },
             driver,
         }
@@ -162,14 +165,19 @@ pub async fn run(
     path: &Path,
     server: Option<&Server>,
     live: bool,
+    far: Option<super::far::FarEnd>,
 ) -> anyhow::Result<ScenarioResult> {
     let hop = match &path.hop {
         Some(h) => Some(start_hop(plan, path, h).await?),
         None => None,
     };
-    let driver_target = hop
-        .as_ref()
-        .map_or_else(|| plan.target.clone(), |h| Addr::Tcp(h.addr));
+    // Over a real path the server is the far end's, reached through the line.
+    let server = far.as_ref().map(|f| &f.server).or(server);
+    let driver_target = match (&far, &hop) {
+        (Some(f), _) => Addr::Tcp(f.addr),
+        (None, Some(h)) => Addr::Tcp(h.addr),
+        (None, None) => plan.target.clone(),
+    };
     // TCP ports on the path: the driver's target, and the server's when a hop is between.
     let mut ports: Vec<u16> = Vec::new();
     for a in [&driver_target, &plan.target] {
@@ -182,7 +190,8 @@ pub async fn run(
     // A wan hop's packets on lo show no round trip (the kernel answers the handshake at
     // once); its recording, taken where the delay is, shows it.
     let delayed = path.hop.as_ref().is_some_and(|h| !h.delay.is_zero());
-    let capture = if live && !delayed && !ports.is_empty() {
+    // Over a real path the line records both ends; nothing to capture on lo.
+    let capture = if live && !delayed && far.is_none() && !ports.is_empty() {
         let file = plan.file(&path.name, "lo.pcap");
         Some(LiveCapture::start(&ports, &file)?)
     } else {
@@ -214,6 +223,11 @@ pub async fn run(
     let wall = started.elapsed();
     let cpu_after = server.map(|s| s.cpu());
     let live_outcome = capture.map(|c| c.finish());
+    // The far end: stop its server, then the line, which writes both ends' captures.
+    let far_captures = match far {
+        Some(f) => Some(f.finish(&path.name)?),
+        None => None,
+    };
     let (summary, proxy_pcap) = match hop {
         Some(h) => {
             let _ = h.stop.send(());
@@ -233,8 +247,20 @@ pub async fn run(
     let mut figures = Figures::of(&bench, &overall);
     figures.noise = Some(noise);
 
-    let (capture_file, source, note) = match (live_outcome, proxy_pcap) {
-        (Some(Ok(o)), _) => (
+    let (capture_file, source, note) = match (live_outcome, proxy_pcap, far_captures) {
+        (_, _, Some(c)) => (
+            Some(c.near.clone()),
+            format!(
+                "the delay line, at the client's end (real kernel TCP at both ends; {})",
+                c.carried
+            ),
+            Some(format!(
+                "the server's end of the path is in {} (`tcpdoctor analyze` it to see what the \
+                 server's kernel saw)",
+                c.far.display()
+            )),
+        ),
+        (Some(Ok(o)), _, None) => (
             o.file,
             format!(
                 "AF_PACKET on lo ({}, {} dropped)",
@@ -243,20 +269,20 @@ pub async fn run(
             ),
             None,
         ),
-        (Some(Err(e)), Some(p)) => (
+        (Some(Err(e)), Some(p), None) => (
             Some(p),
             PROXY_RECORDING.to_string(),
             Some(format!(
                 "live capture failed ({e:#}); used the proxy's recording"
             )),
         ),
-        (Some(Err(e)), None) => (
+        (Some(Err(e)), None, None) => (
             None,
             String::new(),
             Some(format!("live capture failed: {e:#}")),
         ),
-        (None, Some(p)) => (Some(p), PROXY_RECORDING.to_string(), None),
-        (None, None) => (None, String::new(), Some(no_capture(plan, &driver_target))),
+        (None, Some(p), None) => (Some(p), PROXY_RECORDING.to_string(), None),
+        (None, None, None) => (None, String::new(), Some(no_capture(plan, &driver_target))),
     };
     let mut findings: Vec<Finding> = Vec::new();
     let mut capture_info = None;
@@ -347,6 +373,7 @@ pub async fn run(
     }
     Ok(ScenarioResult {
         name: path.name.clone(),
+        definition: path.definition.clone(),
         path: path.describe.clone(),
         figures,
         latency_histogram: log_buckets(&overall),

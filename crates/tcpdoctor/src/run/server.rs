@@ -92,13 +92,26 @@ impl Server {
     /// new process group; stdout and stderr go to `log`. This process becomes a child
     /// subreaper first, so a server that daemonizes stays in its tree and is stopped at the end.
     pub fn start(command: &str, log: &Path) -> anyhow::Result<Server> {
+        let mut s = Server::start_with(command, log, |_| {})?;
+        s.adopts = true;
+        Ok(s)
+    }
+
+    /// As [`Server::start`], with `prepare` applied to the command before it is spawned (the
+    /// far end of a WAN path puts it in its network namespace). Its stop ends its process
+    /// group only: sweeping every descendant of `run` would also end the server of the other
+    /// scenarios (what a daemon of it leaves is swept when that one stops, at the end).
+    pub fn start_with(
+        command: &str,
+        log: &Path,
+        prepare: impl FnOnce(&mut Command),
+    ) -> anyhow::Result<Server> {
         super::reaper::become_subreaper().context("--server: becoming a child subreaper")?;
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c").arg(command);
-        let mut s = Server::spawn(cmd, command.to_string(), log)
-            .with_context(|| format!("--server: starting `{command}`"))?;
-        s.adopts = true;
-        Ok(s)
+        prepare(&mut cmd);
+        Server::spawn(cmd, command.to_string(), log)
+            .with_context(|| format!("--server: starting `{command}`"))
     }
 
     /// Starts this binary itself with `args` (the demo's specimens).

@@ -1,0 +1,136 @@
+//! `run --scenarios wan:15ms`: a real path (the server restarted in a far network namespace, a
+//! delay line between, real kernel TCP at both ends). The per-line Nagle specimen costs two
+//! round trips and the client's delayed ACK per exchange there and is named
+//! `nagle_delayed_ack` with its stalls; the report records the path's definition, writes both
+//! ends' captures, and `--baseline` refuses a scenario of the same name that was another path.
+
+mod common;
+
+use common::run::{scratch, tcpdoctor_in, SPECIMEN_LINE};
+use serde_json::Value;
+
+fn required() -> bool {
+    std::env::var("TCPDOCTOR_REQUIRE_WAN").is_ok_and(|v| v == "1")
+}
+
+fn specimen(port: u16) -> String {
+    format!(
+        "{} specimen --listen 127.0.0.1:{port} --protocol line --writes per-line",
+        env!("CARGO_BIN_EXE_tcpdoctor")
+    )
+}
+
+/// `run` with `extra`; None (the reason printed) when no WAN path can be built here.
+fn run(dir: &std::path::Path, extra: &[&str], test: &str) -> Option<(Value, i32, String)> {
+    let port = common::run::free_port();
+    let server = specimen(port);
+    let target = format!("127.0.0.1:{port}");
+    let files = dir.join("files");
+    let mut args = vec![
+        "run",
+        "--format",
+        "json",
+        "--server",
+        &server,
+        "--target",
+        &target,
+        "--requests",
+        "20",
+        "--out",
+        files.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(SPECIMEN_LINE);
+    args.extend_from_slice(extra);
+    let (r, code, err) = tcpdoctor_in(dir, &args);
+    if code == 2 && (err.contains("user namespace") || err.contains("/dev/net/tun")) {
+        assert!(!required(), "{test}: the WAN path is required here: {err}");
+        eprintln!("SKIPPED {test}: no WAN path here: {err}");
+        return None;
+    }
+    Some((r, code, err))
+}
+
+fn scenario<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no scenario {name}"))
+}
+
+#[test]
+fn the_per_line_nagle_server_over_a_real_15ms_path_is_named_with_its_stalls() {
+    let dir = scratch("run-wan");
+    let Some((r, code, err)) = run(
+        &dir,
+        &["--scenarios", "wan:15ms", "--save", "wan.json"],
+        "run wan:15ms",
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    let s = scenario(&r, "wan:15ms");
+    assert_eq!(s["definition"], "wan:15ms");
+    let kinds: Vec<&str> = s["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"nagle_delayed_ack"), "{kinds:?}");
+    // Every exchange after the first is held by the client's delayed ACK (the first is in
+    // quick-ack mode): the analyzer's timer stalls, not a clock threshold.
+    let stalls = s["figures"]["stalls"].as_u64().expect("stalls");
+    assert!(stalls >= 15, "{stalls} of 20 exchanges held by a timer");
+    // Two round trips and the delayed ACK: a floor, whatever the machine's load.
+    let p50 = s["figures"]["p50_ms"].as_f64().expect("p50");
+    assert!(p50 >= 90.0, "median {p50} ms");
+    let near = s["capture"]["file"].as_str().expect("capture");
+    assert!(near.ends_with("near.pcapng"), "{near}");
+    assert!(std::path::Path::new(&near.replace("near.pcapng", "far.pcapng")).exists());
+
+    // The same name, saved when wan: was the delaying hop: refused before any work.
+    let saved = dir.join("wan.json");
+    let mut old: Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).expect("saved")).expect("JSON");
+    for s in old["scenarios"].as_array_mut().expect("scenarios") {
+        s.as_object_mut().expect("object").remove("definition");
+    }
+    let older = dir.join("old.json");
+    std::fs::write(&older, old.to_string()).expect("write");
+    let older = older.to_str().expect("utf-8").to_string();
+    let (_, code, err) = run(
+        &dir,
+        &["--scenarios", "wan:15ms", "--baseline", &older],
+        "baseline refusal",
+    )
+    .expect("the path was available a moment ago");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("proxy-delay:15ms (a delaying hop)") && err.contains("not comparable"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_wan_path_needs_the_server_command() {
+    let (_, code, err) = tcpdoctor_in(
+        &std::env::temp_dir(),
+        &[
+            "run",
+            "--target",
+            "127.0.0.1:9",
+            "--preset",
+            "echo",
+            "--scenarios",
+            "wan:15ms",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("give --server CMD") && err.contains("proxy-delay:D"),
+        "{err}"
+    );
+}
