@@ -17,6 +17,18 @@ use tcpdoctor_core::wire::CaptureReader;
 
 const FAR: [u8; 4] = [198, 18, 0, 1];
 
+/// The errors of a machine that cannot build the path for this user (user namespaces off or
+/// restricted, no TUN device or not open to this user) — and only those.
+fn unavailable(err: &str) -> bool {
+    [
+        "cannot create a user namespace",
+        "in the new user namespace",
+        "opening /dev/net/tun",
+    ]
+    .iter()
+    .any(|m| err.contains(m))
+}
+
 fn required() -> bool {
     std::env::var("TCPDOCTOR_REQUIRE_WAN").is_ok_and(|v| v == "1")
 }
@@ -32,9 +44,7 @@ fn sandbox(dir: &OpenDir, test: &str, args: &[String]) -> Option<Output> {
         .output()
         .expect("run tcpdoctor sandbox");
     let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(2)
-        && (err.contains("cannot create a user namespace") || err.contains("/dev/net/tun"))
-    {
+    if out.status.code() == Some(2) && unavailable(&err) {
         assert!(
             !required(),
             "{test}: the WAN path is required here (TCPDOCTOR_REQUIRE_WAN=1): {err}"
@@ -218,6 +228,11 @@ fn ctrl_c_leaves_nothing_behind() {
     if let Ok(Some(_)) = child.try_wait() {
         let out = child.wait_with_output().expect("output");
         let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(2) && unavailable(&err),
+            "the sandbox ended before the client ran: {:?} {err}",
+            out.status
+        );
         assert!(!required(), "the WAN path is required here: {err}");
         skip(
             "ctrl-c over the WAN path",
@@ -316,4 +331,35 @@ fn a_10mbit_bottleneck_carries_10mbit() {
         "{mbit:.3} Mbit/s through a 10 Mbit/s bottleneck"
     );
     assert!(mbit >= 8.0, "{mbit:.3} Mbit/s: the line did not keep up");
+}
+
+/// A server command that backgrounds the server and ends (`srv &`, as a daemon does): the
+/// sandbox waits for the port in the far namespace, runs the client, and stops the server it
+/// left there, although it is outside the command's process group.
+#[test]
+fn a_server_that_leaves_its_process_group_is_served_and_stopped() {
+    let dir = OpenDir::new("wan-daemon");
+    let ex = dir.install(&live::exchange_bin()).display().to_string();
+    // setsid: the server leaves the command's process group and session, as a daemon does.
+    let server = format!("setsid {ex} serve 127.0.0.1:7070 coalesce &");
+    let args = vec![
+        "--delay".to_string(),
+        "2ms".into(),
+        "--server".into(),
+        server,
+        "--server-port".into(),
+        "7070".into(),
+        "--".into(),
+        format!("{ex} client 198.18.0.1:7070 5"),
+    ];
+    let Some(out) = sandbox(&dir, "daemonizing server", &args) else {
+        return;
+    };
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("sent_bytes="), "{said}");
+    assert_eq!(
+        live::processes_with(&format!("{ex} serve")),
+        Vec::<String>::new(),
+        "the server left in the far namespace is stopped"
+    );
 }

@@ -260,7 +260,7 @@ fn verdict(dir: Direction, st: &State, example: &Stall) -> String {
     };
     format!(
         "{} data went unacknowledged until the retransmission timeout sent it again (the data \
-         or its acknowledgement was lost): {} stall(s) of {:.0} ms median (max {:.0} ms)\
+         or its acknowledgement was lost or delayed): {} stall(s) of {:.0} ms median (max {:.0} ms)\
          {of_which}, with too few duplicate ACKs for fast retransmit; {lost} lost.",
         capitalized(dir.sender()),
         st.stalls,

@@ -24,7 +24,8 @@
 //!    response; and the saving is at least [`MIN_SAVING`].
 //! 4. Per server, the reported saving never exceeds the elapsed time the flagged flows covered
 //!    together, less one round trip (connections that wait at the same time save that time
-//!    once, and requests sent together still wait for the first answer).
+//!    once, and requests sent together still wait for the first answer); below
+//!    [`MIN_SAVING`] after that, nothing is reported.
 //! 5. When most flagged flows overlapped in time with other connections from the same client
 //!    address to this server, the client already spreads its requests over parallel
 //!    connections (a browser's HTTP/1.1 pool, which cannot pipeline): the fix is multiplexing
@@ -349,6 +350,13 @@ impl Detector for RttBound {
                 continue;
             };
             let elapsed = st.elapsed();
+            // Rule 4 can cap the summed saving below rule 3's minimum: then there is nothing
+            // worth reporting for this server.
+            let one_round_trip =
+                Duration::from_secs_f64(st.rtt_us.distribution(1e-3).min.max(0.0) / 1e3);
+            if st.saving.min(elapsed.saturating_sub(one_round_trip)) < MIN_SAVING {
+                continue;
+            }
             out.push(finding(
                 group,
                 dir,

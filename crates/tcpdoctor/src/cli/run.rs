@@ -488,7 +488,7 @@ fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
 pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
     let target = parse_target(&args.target)?;
     let listed = args.scenarios.take().unwrap_or_else(|| {
-        if args.server.is_some() {
+        if args.server.is_some() && matches!(target, Addr::Tcp(_)) {
             "direct,proxy,proxy-nagle,wan:15ms".into()
         } else {
             "direct,proxy,proxy-nagle,proxy-delay:15ms".into()
@@ -565,21 +565,31 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
             eprintln!("tcpdoctor run: WARNING: --baseline {}: {w}", p.display());
         }
     }
-    if args.sandbox || any_wan {
-        // A wan: path's two namespaces belong to this user namespace (entered while the
-        // process is still single-threaded); the driver's sockets live in the near one.
-        crate::sandbox::namespace::enter_net().context(if args.sandbox {
-            "--sandbox"
-        } else {
-            "a wan: scenario (the path is built in network namespaces of a user namespace)"
-        })?;
+    if args.sandbox {
+        crate::sandbox::namespace::enter_net().context("--sandbox")?;
+    } else if any_wan {
+        // A wan: path's far namespace is made from a near one this process enters while still
+        // single-threaded (through a user namespace unless root: as root the server keeps its
+        // real uids and groups); the driver's sockets live in the near one.
+        crate::sandbox::namespace::enter_net_as_root()
+            .context("a wan: scenario (the path is built between two network namespaces)")?;
+    }
+    if any_wan {
+        // Before any scenario runs: a path that cannot be built is an error now, not after
+        // minutes of other scenarios.
+        crate::wan::tun::probe()?;
     }
     let (live, reason) = live_capture();
     // Ctrl-C ends the scenario under way and prints what was measured (and, with --server,
     // stops the server's group at once).
     crate::capture::stop::install();
+    // The server in this namespace serves every scenario but the wan: ones (which start
+    // their own at the far end): with only wan: scenarios, it is not started at all.
+    let near_needed = scenarios
+        .iter()
+        .any(|s| !matches!(s.kind, ScenarioKind::Wan(_)));
     let mut server = match &args.server {
-        Some(cmd) => {
+        Some(cmd) if near_needed => {
             let log = out.join("server.log");
             let mut s = Server::start(cmd, &log)?;
             crate::capture::stop::kill_group_on_stop(s.pgid());
@@ -594,7 +604,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
                 Err(e) => return Err(e),
             }
         }
-        None => None,
+        _ => None,
     };
     let plan = Plan {
         target: target.clone(),

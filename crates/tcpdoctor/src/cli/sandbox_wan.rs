@@ -65,6 +65,13 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         if let (Some(port), Some(s)) = (w.server_port, server.as_mut()) {
             wait_ready(&path.ns, s, port, w.ready_timeout)?;
         }
+        // The client joins the server's process group (one group for Ctrl-C to end), unless
+        // the server's command has already ended and taken the group with it.
+        if let Some(s) = server.as_mut() {
+            if s.try_wait()?.is_some() {
+                group = 0;
+            }
+        }
         let mut c = shell(w.command);
         c.env("TCPDOCTOR_SERVER_HOST", FAR_ADDR.to_string())
             .process_group(group);
@@ -83,6 +90,8 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     })();
     if let Some(mut s) = server {
         stop_group(&mut s);
+        // And whatever it left in the far namespace (a daemon outside its process group).
+        path.ns.stop_far_processes(Duration::from_secs(2));
     }
     let stats = path.stop()?;
     let dropped = |c: &tcpdoctor_core::impair::PathCounters| {
@@ -145,11 +154,14 @@ fn wait_ready(
         if stop::interrupted() {
             bail!("interrupted while waiting for the server to listen on port {port}");
         }
-        if ns.in_far(|| listening(port))? {
+        if ns.far_listens(port)? {
             return Ok(());
         }
         if let Some(st) = server.try_wait()? {
-            bail!("the server exited ({st}) before it listened on port {port}");
+            // `./srv &` or a daemon: the command ends, the server lives on in far.
+            if !st.success() || ns.far_processes().is_empty() {
+                bail!("the server exited ({st}) before it listened on port {port}");
+            }
         }
         if start.elapsed() > limit {
             bail!(
@@ -160,20 +172,6 @@ fn wait_ready(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Whether a TCP socket of this thread's network namespace listens on `port`.
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .any(|table| {
-            table.lines().skip(1).any(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
-            })
-        })
 }
 
 /// SIGTERM to the server's group, SIGKILL after 2 s.

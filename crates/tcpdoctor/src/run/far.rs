@@ -72,32 +72,75 @@ impl FarEnd {
             near,
             far,
         };
-        end.server
-            .wait_ready(&Addr::Tcp(addr), ready)
-            .with_context(|| format!("{name}: the server at the far end of the path"))?;
+        end.wait_listening(name, target.port(), ready)?;
         Ok(end)
     }
 
-    /// Stops the far server, then the line (draining what is in flight); the captures.
+    /// Waits until a socket in the far namespace listens on `port`: no probe connection
+    /// through the line (it would be in the captures, and a long path's handshake outlasts a
+    /// connect timeout). A command that exits 0 leaving a daemon in far is still starting.
+    fn wait_listening(&mut self, name: &str, port: u16, limit: Duration) -> anyhow::Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            if crate::capture::stop::interrupted() {
+                anyhow::bail!("{name}: interrupted while the far server was starting");
+            }
+            if self.path.ns.far_listens(port)? {
+                break;
+            }
+            if let Some(status) = self.server.exited()? {
+                if !status.success() || self.path.ns.far_processes().is_empty() {
+                    anyhow::bail!(
+                        "{name}: the server at the far end exited ({status}) before it listened \
+                         on port {port}; its output: {}",
+                        self.server.log.display()
+                    );
+                }
+            }
+            if start.elapsed() > limit {
+                anyhow::bail!(
+                    "{name}: nothing listened on port {port} in the far namespace within {} of \
+                     starting the server there (does it listen on 127.0.0.1:{port} or every \
+                     address, as --target says?); its output: {}",
+                    tcpdoctor_core::units::fmt_duration(limit),
+                    self.server.log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let settle = limit
+            .saturating_sub(start.elapsed())
+            .min(super::server::SETTLE_LIMIT);
+        self.server.wait_settled(settle);
+        Ok(())
+    }
+
+    /// Stops the far server and anything it left in the far namespace, then the line
+    /// (draining what is in flight); the captures.
     pub fn finish(mut self, name: &str) -> anyhow::Result<FarCaptures> {
         self.server.stop();
+        self.path.ns.stop_far_processes(Duration::from_secs(2));
         let st = self
             .path
             .stop()
             .with_context(|| format!("{name}: stopping the delay line"))?;
-        let dropped = st.c2s.dropped_loss
-            + st.c2s.dropped_queue
-            + st.c2s.dropped_mtu
-            + st.s2c.dropped_loss
-            + st.s2c.dropped_queue
-            + st.s2c.dropped_mtu;
+        let asked =
+            st.c2s.dropped_loss + st.c2s.dropped_queue + st.s2c.dropped_loss + st.s2c.dropped_queue;
+        let mut carried = format!(
+            "the line carried {} packets and dropped {asked} by the path's loss and queue",
+            st.c2s_packets + st.s2c_packets
+        );
+        let over_mtu = st.c2s.dropped_mtu + st.s2c.dropped_mtu;
+        if over_mtu > 0 {
+            carried.push_str(&format!("; {over_mtu} over the path MTU"));
+        }
+        if st.write_errors > 0 {
+            carried.push_str(&format!("; {} refused by the kernel", st.write_errors));
+        }
         Ok(FarCaptures {
             near: self.near,
             far: self.far,
-            carried: format!(
-                "the line carried {} packets, dropped {dropped} as the path definition asked",
-                st.c2s_packets + st.s2c_packets
-            ),
+            carried,
         })
     }
 }

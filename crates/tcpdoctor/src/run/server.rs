@@ -143,6 +143,11 @@ impl Server {
         })
     }
 
+    /// The command's exit status, if it has exited.
+    pub fn exited(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
+    }
+
     pub fn pgid(&self) -> libc::pid_t {
         self.pgid
     }

@@ -62,6 +62,21 @@ pub fn enter_net() -> anyhow::Result<()> {
     enter_with(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)
 }
 
+/// Moves this process into a new network namespace only, as root: no user namespace, so the
+/// commands keep the real uids and groups (a server that switches user, as nginx's workers
+/// do, still can). Falls back to [`enter_net`] for any other user.
+pub fn enter_net_as_root() -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return enter_net();
+    }
+    // SAFETY: unshare(2) with a namespace flag only.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error()).context("creating a network namespace");
+    }
+    loopback_up()
+}
+
 fn enter_with(flags: libc::c_int) -> anyhow::Result<()> {
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };

@@ -52,6 +52,8 @@ pub struct LineStats {
     pub s2c_bytes: u64,
     /// Writes into a device that the kernel refused (rule 4).
     pub write_errors: u64,
+    /// The first capture write that failed: forwarding goes on, the captures are incomplete.
+    pub capture_error: Option<String>,
     /// What each direction's impairments did (drops by loss, queue and MTU).
     pub c2s: PathCounters,
     pub s2c: PathCounters,
@@ -114,7 +116,7 @@ impl Line {
         })
     }
 
-    /// Stops the thread (what is still in flight is dropped) and says what it carried.
+    /// Stops the thread (after delivering what is in flight, rule 4) and says what it carried.
     pub fn stop(mut self) -> anyhow::Result<LineStats> {
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take().map(|t| t.join()) {
@@ -234,7 +236,15 @@ fn run(
             loop {
                 // SAFETY: read(2) into our buffer.
                 let got = unsafe { libc::read(dir.from.raw(), buf.as_mut_ptr().cast(), buf.len()) };
-                if got <= 0 {
+                if got < 0 {
+                    let e = io::Error::last_os_error();
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => break,
+                        io::ErrorKind::Interrupted => continue,
+                        _ => return Err(e).context("reading a packet from a TUN device"),
+                    }
+                }
+                if got == 0 {
                     break;
                 }
                 let at = now();
@@ -242,7 +252,7 @@ fn run(
                 if i == 1 {
                     // Rule 3: the far capture sees the server's packet as it sent it.
                     if let Some((_, f)) = w.as_mut() {
-                        f.write_packet(wall(at), &pkt, pkt.len() as u32)?;
+                        record(f.write_packet(wall(at), &pkt, pkt.len() as u32), &mut st);
                     }
                     let src = far_addr_if_local(&pkt, far_addr);
                     set_ipv4_addr(&mut pkt, Field::Source, src);
@@ -250,7 +260,7 @@ fn run(
                     st.s2c_bytes += pkt.len() as u64;
                 } else {
                     if let Some((n, _)) = w.as_mut() {
-                        n.write_packet(wall(at), &pkt, pkt.len() as u32)?;
+                        record(n.write_packet(wall(at), &pkt, pkt.len() as u32), &mut st);
                     }
                     st.c2s_packets += 1;
                     st.c2s_bytes += pkt.len() as u64;
@@ -273,16 +283,22 @@ fn run(
                 // SAFETY: write(2) of one whole packet.
                 let r = unsafe { libc::write(to, pkt.as_ptr().cast(), pkt.len()) };
                 if r < 0 {
+                    // Refused by the kernel: counted, and not in the receiving end's capture.
                     st.write_errors += 1;
+                    continue;
                 }
                 let at = wall(now());
                 if let Some((n, f)) = w.as_mut() {
                     let end = if i == 0 { f } else { n };
-                    end.write_packet(at, &pkt, pkt.len() as u32)?;
+                    record(end.write_packet(at, &pkt, pkt.len() as u32), &mut st);
                 }
             }
             *slot = dir.path.next_wakeup();
         }
+    }
+    if let Some(e) = st.capture_error.take() {
+        // Forwarding went on (rule 4); the captures are incomplete, and that is an error.
+        anyhow::bail!("writing the line's captures: {e}");
     }
     st.c2s = c2s.path.counters();
     st.s2c = s2c.path.counters();
@@ -296,5 +312,12 @@ fn far_addr_if_local(pkt: &[u8], far_addr: [u8; 4]) -> [u8; 4] {
         Some(LOCALHOST) => far_addr,
         Some(a) => a,
         None => far_addr,
+    }
+}
+
+/// Keeps the first capture write error; forwarding never stops for one.
+fn record(r: io::Result<()>, st: &mut LineStats) {
+    if let Err(e) = r {
+        st.capture_error.get_or_insert(e.to_string());
     }
 }

@@ -8,7 +8,11 @@
 //!    returns to near with `setns`. Namespaces are per thread: nothing else moves.
 //! 2. Each namespace is held by an open descriptor; when the descriptors and every process in
 //!    a namespace are gone, the kernel removes it (nothing is mounted, nothing is left).
-//! 3. A command runs in far by `setns` between fork and exec.
+//! 3. A command runs in far by `setns` between fork and exec. Whatever it starts stays in far
+//!    (a network namespace cannot be left without privilege over another), so the far
+//!    namespace names the far tree: readiness is a socket listening there, and stopping it is
+//!    stopping every process whose `/proc/PID/ns/net` is far — a daemon that left the process
+//!    group included.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -84,4 +88,83 @@ impl Namespaces {
             });
         }
     }
+
+    /// Whether a TCP socket in the far namespace listens on `port` (its own /proc/net/tcp{,6}:
+    /// no probe connection the server would have to accept, nothing in the captures).
+    pub fn far_listens(&self, port: u16) -> anyhow::Result<bool> {
+        self.in_far(|| listening(port))
+    }
+
+    /// The processes in the far namespace (as far as /proc lets this user see).
+    pub fn far_processes(&self) -> Vec<libc::pid_t> {
+        // SAFETY: fstat on a descriptor we hold.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.far.as_raw_fd(), &mut st) } != 0 {
+            return Vec::new();
+        }
+        let want = format!("net:[{}]", st.st_ino);
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+            .filter(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/ns/net"))
+                    .is_ok_and(|l| l.to_string_lossy() == want)
+            })
+            .collect()
+    }
+
+    /// SIGTERM to every process in the far namespace, SIGKILL after `grace` to what is left.
+    pub fn stop_far_processes(&self, grace: std::time::Duration) {
+        let signal = |sig| {
+            for pid in self.far_processes() {
+                // SAFETY: kill(2) of a process in the namespace we made.
+                unsafe { libc::kill(pid, sig) };
+            }
+        };
+        let mut seen = self.far_processes();
+        signal(libc::SIGTERM);
+        let start = std::time::Instant::now();
+        while start.elapsed() < grace {
+            reap(&seen);
+            if self.far_processes().is_empty() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        seen = self.far_processes();
+        signal(libc::SIGKILL);
+        for _ in 0..100 {
+            reap(&seen);
+            if self.far_processes().is_empty() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// Collects `pids` that have exited if they are our children (daemons re-parented to us);
+/// never waits on any other child, whose `Child` handle will.
+fn reap(pids: &[libc::pid_t]) {
+    for &pid in pids {
+        let mut status = 0;
+        // SAFETY: waitpid on one pid, without blocking; ECHILD when it is not ours.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    }
+}
+
+/// Whether a TCP socket of this thread's network namespace listens on `port`.
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .any(|table| {
+            table.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
+            })
+        })
 }

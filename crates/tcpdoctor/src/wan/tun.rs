@@ -22,39 +22,48 @@ pub struct Tun {
     pub name: String,
 }
 
+/// Whether /dev/net/tun can be opened (the same error as [`Tun::create`] when not).
+pub fn probe() -> anyhow::Result<()> {
+    open_device().map(drop)
+}
+
+fn open_device() -> anyhow::Result<OwnedFd> {
+    // SAFETY: open(2) of a fixed path.
+    let raw = unsafe {
+        libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if raw < 0 {
+        let e = io::Error::last_os_error();
+        let hint = match e.raw_os_error() {
+            Some(libc::ENOENT) => "no TUN device on this machine: load the tun module \
+                                   (modprobe tun) or create the node (mknod /dev/net/tun c \
+                                   10 200)"
+                .to_string(),
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata("/dev/net/tun")
+                    .map(|m| format!("{:04o}", m.permissions().mode() & 0o7777))
+                    .unwrap_or_else(|_| "?".into());
+                format!(
+                    "/dev/net/tun is mode {mode}, not open to this user: most distributions \
+                     ship it 0666 (chmod 0666 /dev/net/tun, or a udev rule)"
+                )
+            }
+            _ => "the delay line needs the TUN device".to_string(),
+        };
+        return Err(e).context(format!("opening /dev/net/tun: {hint}"));
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
 impl Tun {
     /// Creates `name` in the current network namespace: `local` peer-to-peer with `peer`, up.
     pub fn create(name: &str, local: Ipv4Addr, peer: Ipv4Addr, mtu: u32) -> anyhow::Result<Tun> {
-        // SAFETY: open(2) of a fixed path.
-        let raw = unsafe {
-            libc::open(
-                c"/dev/net/tun".as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            let hint = match e.raw_os_error() {
-                Some(libc::ENOENT) => "no TUN device on this machine: load the tun module \
-                                       (modprobe tun) or create the node (mknod /dev/net/tun c \
-                                       10 200)"
-                    .to_string(),
-                Some(libc::EACCES) | Some(libc::EPERM) => {
-                    use std::os::unix::fs::PermissionsExt;
-                    let mode = std::fs::metadata("/dev/net/tun")
-                        .map(|m| format!("{:04o}", m.permissions().mode() & 0o7777))
-                        .unwrap_or_else(|_| "?".into());
-                    format!(
-                        "/dev/net/tun is mode {mode}, not open to this user: most distributions \
-                         ship it 0666 (chmod 0666 /dev/net/tun, or a udev rule)"
-                    )
-                }
-                _ => "the delay line needs the TUN device".to_string(),
-            };
-            return Err(e).context(format!("opening /dev/net/tun: {hint}"));
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = open_device()?;
         let mut ifr = ifreq(name);
         ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: TUNSETIFF reads the name and flags of `ifr`.
