@@ -138,7 +138,7 @@ fn the_demo_report_reads_right() {
     assert_eq!(
         lines.next(),
         Some(
-            "tcpdoctor demo: 5 cases, each a scenario and its fixed twin, on built-in \
+            "tcpdoctor demo: 6 cases, each a scenario and its fixed twin, on built-in \
              specimens on 127.0.0.1"
         ),
         "{report}"
@@ -146,7 +146,7 @@ fn the_demo_report_reads_right() {
     let second = lines.next().unwrap_or_default();
     assert!(
         second.starts_with(
-            "exchanges per scenario, case by case: 40, 40, 40, 30, 200; over 1 connection; "
+            "exchanges per scenario, case by case: 40, 40, 40, 30, 200, 20; over 1 connection; "
         ) && second.ends_with(" s in all"),
         "{second}"
     );

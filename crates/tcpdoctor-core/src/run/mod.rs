@@ -469,7 +469,12 @@ impl RunReport {
                     }
                 )
             })
-            .collect();
+            .collect::<Vec<String>>();
+        // A case this machine could not run (said with its reason) is not passed either.
+        let mut reasons = reasons;
+        if !self.interrupted {
+            reasons.extend(self.not_run.iter().map(|n| format!("{n}: NOT run")));
+        }
         self.conclude(None, reasons);
     }
 

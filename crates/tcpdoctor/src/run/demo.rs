@@ -36,6 +36,8 @@ struct Case {
     after: ScenarioPath,
     /// What the twin changed.
     change: &'static str,
+    /// Both scenarios over this real path (`wan:…`): the specimen runs at its far end.
+    wan: Option<&'static str>,
 }
 
 fn whole() -> Driver {
@@ -84,11 +86,6 @@ fn cases() -> anyhow::Result<Vec<Case>> {
         s2c_chunks: ChunkMode::Split(64),
         delay: Duration::ZERO,
     };
-    let wan = Hop {
-        nagle_to_driver: false,
-        s2c_chunks: ChunkMode::Preserve,
-        delay: Duration::from_millis(10),
-    };
     Ok(vec![
         Case {
             title: "1. A per-line server with Nagle on",
@@ -112,6 +109,7 @@ fn cases() -> anyhow::Result<Vec<Case>> {
                 whole(),
             ),
             change: "the server builds each reply and writes it once",
+            wan: None,
         },
         Case {
             title: "2. A Nagle middlebox in front of a healthy server",
@@ -143,6 +141,7 @@ fn cases() -> anyhow::Result<Vec<Case>> {
                 whole(),
             ),
             change: "the hop sets TCP_NODELAY on its client-facing socket",
+            wan: None,
         },
         Case {
             title: "3. A client that writes each request in two pieces",
@@ -176,6 +175,7 @@ fn cases() -> anyhow::Result<Vec<Case>> {
                 },
             ),
             change: "the client writes each request with one call",
+            wan: None,
         },
         Case {
             title: "4. One round trip per command under 10 ms of delay each way",
@@ -188,22 +188,23 @@ fn cases() -> anyhow::Result<Vec<Case>> {
             requests: 30,
             before: path(
                 "round-trip-bound",
-                "driver → proxy (+10 ms each way) → server, one request at a time",
-                Some(wan.clone()),
+                "driver → a real path (wan:10ms: 10 ms each way) → server, one request at a time",
+                None,
                 whole(),
             ),
             after: path(
                 "pipelined",
-                "driver → proxy (+10 ms each way) → server, 30 requests in flight",
-                Some(wan),
+                "driver → a real path (wan:10ms) → server, 10 requests in flight",
+                None,
                 Driver {
-                    pipeline: 30,
+                    pipeline: 10,
                     nagle: false,
                     split: SplitWrites::Whole,
                     rate: None,
                 },
             ),
-            change: "the client pipelines: all requests in flight, replies read in order",
+            change: "the client pipelines: 10 requests in flight (what the initial congestion window carries in one round trip), replies read in order",
+            wan: Some("wan:10ms"),
         },
         Case {
             title: "5. A server that spins on its send queue",
@@ -228,8 +229,52 @@ fn cases() -> anyhow::Result<Vec<Case>> {
             ),
             change: "the server writes and moves on (it would wait for EPOLLOUT if the queue \
                      were full)",
+            wan: None,
+        },
+        Case {
+            title: "6. The per-line server 15 ms away",
+            setup: "the Nagle-on per-line server of case 1 at the far end of a real 15 ms path \
+                    (kernel TCP at both ends): each reply's rest waits for the client's delayed \
+                    ACK, which takes a round trip to arrive — ato + 2 RTT per exchange, a cost \
+                    only a real path shows",
+            expected: FindingKind::NagleDelayedAck,
+            server: &["--protocol", "line", "--writes", "per-line"],
+            fixed_server: Some(&["--protocol", "line", "--writes", "whole"]),
+            script: listing()?,
+            requests: 20,
+            before: path(
+                "per-line-15ms-away",
+                "driver → a real path (wan:15ms) → server (per-line writes)",
+                None,
+                whole(),
+            ),
+            after: path(
+                "whole-15ms-away",
+                "driver → a real path (wan:15ms) → server (whole replies)",
+                None,
+                whole(),
+            ),
+            change: "the server builds each reply and writes it once: one round trip per \
+                     exchange",
+            wan: Some("wan:15ms"),
         },
     ])
+}
+
+/// A port for a specimen at the far end of a path (whose namespace has nothing listening yet).
+fn free_port() -> anyhow::Result<SocketAddr> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("choosing a port")?;
+    Ok(l.local_addr()?)
+}
+
+/// The shell command that starts a specimen on `addr` (for the far end of a path).
+fn specimen_command(args: &[&str], addr: SocketAddr) -> anyhow::Result<String> {
+    let exe = std::env::current_exe().context("finding the tcpdoctor binary")?;
+    Ok(format!(
+        "exec '{}' specimen --idle-timeout 120s --listen {addr} {}",
+        exe.display(),
+        args.join(" ")
+    ))
 }
 
 /// Starts a specimen and waits for its readiness line.
@@ -274,6 +319,7 @@ pub fn run(
     out_dir: &Path,
     live: bool,
     no_capture_reason: &str,
+    wan_ok: &Result<(), String>,
 ) -> anyhow::Result<DemoOutcome> {
     let mut out = DemoOutcome {
         scenarios: Vec::new(),
@@ -296,7 +342,19 @@ pub fn run(
                 (1, Some(fixed)) => fixed,
                 _ => case.server,
             };
-            let (mut server, addr) = specimen(args, out_dir, &p.name)?;
+            if let (Some(_), Err(why)) = (case.wan, wan_ok) {
+                out.not_run
+                    .push(format!("{} (no WAN path here: {why})", case.title));
+                results.clear();
+                break;
+            }
+            let (mut server, addr) = match case.wan {
+                Some(_) => (None, free_port()?),
+                None => {
+                    let (s, a) = specimen(args, out_dir, &p.name)?;
+                    (Some(s), a)
+                }
+            };
             let plan = Plan {
                 target: crate::proxy::Addr::Tcp(addr),
                 script: Arc::clone(&script),
@@ -307,14 +365,35 @@ pub fn run(
                 out_dir: out_dir.to_path_buf(),
                 no_capture_reason: no_capture_reason.to_string(),
             };
-            let r = rt.block_on(scenario::run(&plan, p, Some(&server), live, None));
-            server.stop();
+            let far = match case.wan {
+                Some(def) => {
+                    let spec = tcpdoctor_core::impair::PathSpec::parse(def)
+                        .map_err(|e| anyhow::anyhow!("{def}: {e}"))?;
+                    let cmd = specimen_command(args, addr)?;
+                    Some(super::far::FarEnd::open(
+                        &plan,
+                        &p.name,
+                        &spec,
+                        &cmd,
+                        Duration::from_secs(10),
+                    )?)
+                }
+                None => None,
+            };
+            let r = rt.block_on(scenario::run(&plan, p, server.as_ref(), live, far));
+            if let Some(s) = server.as_mut() {
+                s.stop();
+            }
             results.push(r.with_context(|| format!("demo scenario {}", p.name))?);
             if crate::capture::stop::interrupted() {
                 break;
             }
         }
         if results.len() < 2 {
+            if !crate::capture::stop::interrupted() {
+                // Could not run here (no WAN path): said in not_run, with the reason.
+                continue;
+            }
             // Interrupted in the pathology's scenario: keep what it measured, compare nothing.
             out.not_run.push(case.title.to_string());
             out.scenarios.append(&mut results);
