@@ -113,9 +113,9 @@ fn run_and_demo_help_point_to_the_run_schema_and_demo_says_how_long() {
         );
     }
     let (help, _) = text(&tcpdoctor(&["demo", "--help"]));
-    assert!(help.contains("about 10 s"), "{help}");
+    assert!(help.contains("about 12 s"), "{help}");
     let (short, _) = text(&tcpdoctor(&["demo", "-h"]));
-    assert!(short.contains("about 10 s"), "{short}");
+    assert!(short.contains("about 12 s"), "{short}");
 }
 
 /// The demo as a newcomer reads it: a header with the cases, the exchanges of each and the
