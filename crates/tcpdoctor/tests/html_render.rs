@@ -50,6 +50,7 @@ fn scenario(name: &str, path: &str, latencies: &[Duration]) -> ScenarioResult {
         repeat: None,
         capture: None,
         capture_note: Some("no capture".into()),
+        server_end: None,
         chunks: None,
         server_cpu: None,
         findings: Vec::new(),

@@ -98,6 +98,14 @@ fn the_per_line_nagle_server_over_a_real_15ms_path_is_named_with_its_stalls() {
     // Two round trips and the delayed ACK: a floor, whatever the machine's load.
     let p50 = s["figures"]["p50_ms"].as_f64().expect("p50");
     assert!(p50 >= 90.0, "median {p50} ms");
+    // The server's end, analysed too: the same Nagle stall, seen where the server sends.
+    let end: Vec<&str> = s["server_end"]["findings"]
+        .as_array()
+        .expect("server_end")
+        .iter()
+        .filter_map(|f| f["kind"].as_str())
+        .collect();
+    assert!(end.contains(&"nagle_delayed_ack"), "{end:?}");
     let near = s["capture"]["file"].as_str().expect("capture");
     assert!(near.ends_with("near.pcapng"), "{near}");
     assert!(std::path::Path::new(&near.replace("near.pcapng", "far.pcapng")).exists());

@@ -171,6 +171,10 @@ pub struct ScenarioResult {
     /// Why there is no capture, when there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture_note: Option<String>,
+    /// Over a real path (`wan:`), the server's end: its capture and what it shows. The
+    /// scenario's own findings (and the gate) are the client's end's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_end: Option<ServerEnd>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunks: Option<ChunkView>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -354,6 +358,16 @@ impl GateSpec {
         }
         parts.join(", ")
     }
+}
+
+/// The server's end of a real path: what the server's kernel saw.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerEnd {
+    /// Its capture (`DIR/<scenario>.far.pcapng`).
+    pub file: String,
+    /// The findings its packets show (PHYSICS §3: at the sender's end a Nagle hold is released
+    /// at once by the ACK; at the receiver's end one round trip after it).
+    pub findings: Vec<Finding>,
 }
 
 /// The whole report.

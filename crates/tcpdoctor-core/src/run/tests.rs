@@ -29,6 +29,7 @@ pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
         repeat: None,
         capture: None,
         capture_note: Some("no capture in this test".into()),
+        server_end: None,
         chunks: None,
         server_cpu: None,
         findings: Vec::new(),

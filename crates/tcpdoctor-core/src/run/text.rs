@@ -309,6 +309,23 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
         }
         (None, None) => {}
     }
+    if let Some(end) = &s.server_end {
+        let kinds: Vec<String> = end
+            .findings
+            .iter()
+            .map(|f| format!("{} ({})", f.kind, f.direction.as_str()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "   at the server's end ({}): {}",
+            end.file,
+            if kinds.is_empty() {
+                "no findings".to_string()
+            } else {
+                kinds.join(", ")
+            }
+        );
+    }
     // Failed exchanges are not in the latency figures: say how many, and why.
     if let Some(e) = s.failures() {
         let _ = writeln!(out, "   errors: {e}");

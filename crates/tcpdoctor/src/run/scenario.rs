@@ -247,6 +247,7 @@ pub async fn run(
     let mut figures = Figures::of(&bench, &overall);
     figures.noise = Some(noise);
 
+    let far_end_file = far_captures.as_ref().map(|c| c.far.clone());
     let (capture_file, source, note) = match (live_outcome, proxy_pcap, far_captures) {
         (_, _, Some(c)) => (
             Some(c.near.clone()),
@@ -254,11 +255,7 @@ pub async fn run(
                 "the delay line, at the client's end (real kernel TCP at both ends; {})",
                 c.carried
             ),
-            Some(format!(
-                "the server's end of the path is in {} (`tcpdoctor analyze` it to see what the \
-                 server's kernel saw)",
-                c.far.display()
-            )),
+            None,
         ),
         (Some(Ok(o)), _, None) => (
             o.file,
@@ -323,6 +320,24 @@ pub async fn run(
             }
         }
     }
+    // Over a real path, the server's end too: what its kernel saw.
+    let server_end = match &far_end_file {
+        Some(file) => match crate::cli::analyze::analyze_file(file) {
+            Ok((_, found)) => Some(tcpdoctor_core::run::ServerEnd {
+                file: file.display().to_string(),
+                findings: found,
+            }),
+            Err(e) => {
+                eprintln!(
+                    "tcpdoctor: {}: cannot analyse {}: {e:#}",
+                    path.name,
+                    file.display()
+                );
+                None
+            }
+        },
+        None => None,
+    };
     let chunks = summary.as_ref().map(chunk_view);
     if let Some(c) = &chunks {
         figures.set_chunks(c.s2c_chunks);
@@ -381,6 +396,7 @@ pub async fn run(
         repeat,
         capture: capture_info,
         capture_note: note,
+        server_end,
         chunks,
         server_cpu,
         findings,

@@ -27,6 +27,21 @@ pub fn findings(scenarios: &[ScenarioResult]) -> String {
         for f in &s.findings {
             out.push_str(&card(f));
         }
+        if let Some(end) = &s.server_end {
+            out.push_str(&format!(
+                "<p class=\"muted\">At the server's end of the path (<code>{}</code>): {}.</p>\n",
+                esc(&end.file),
+                if end.findings.is_empty() {
+                    "no findings".to_string()
+                } else {
+                    end.findings
+                        .iter()
+                        .map(|f| format!("{} ({})", esc(f.kind.as_str()), f.direction.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
+        }
     }
     out
 }
