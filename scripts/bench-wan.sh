@@ -233,7 +233,7 @@ for _ in $(seq "$REPEATS"); do
     done
 done
 mbs() { awk -v g="$(quantile "$WORK/bulk.$1" 0.5)" 'BEGIN { printf "%.0f", g * 1000 }'; }
-runs() { awk '{ printf "%s%d", NR > 1 ? " " : "", $1 * 1000 }' "$WORK/bulk.$1"; }
+runs() { awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 * 1000 }' "$WORK/bulk.$1"; }
 printf '%-40s %8s %11s  %s\n' path MB/s "vs direct" "runs (MB/s)"
 direct=$(mbs direct)
 for p in "${BPATHS[@]}"; do
