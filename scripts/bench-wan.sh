@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# Benchmark of the WAN delay line (`tcpdoctor sandbox --delay`: two network namespaces, a TUN
+# device in each, tcpdoctor's delay-line thread moving IP packets between them), in one run:
+#
+#   1. added latency at delay 0: 1-byte ping-pong round trips (TCP_NODELAY, one connection,
+#      p50 and p99, µs) through the line, against the same ping-pong directly on loopback and
+#      through the Python TUN line specimens/wanlink.py (--delay 0);
+#   2. the delay held at 1 ms, 15 ms and 100 ms one way, measured at the endpoints: each
+#      exchange's round trip minus 2 × delay minus the direct loopback round trip (its median)
+#      is the error of two traversals; the table gives p50/p99 of its magnitude, and halved
+#      (per traversal, what the goals are about); also against the line's own round trip at
+#      delay 0, and wanlink.py at 15 ms as a reference;
+#   3. bulk throughput one way (MB/s = 10^6 B/s, median of REPEATS interleaved runs): direct
+#      loopback, the line with delay only (1 ms), wanlink.py at 1 ms, and the line with
+#      per-packet work (1 ms plus loss=0.1%, and 1 ms plus rate=1gbit).
+#
+# Goals (printed PASS/MISS): added latency p50 ≤ 50 µs; at 15 ms the per-traversal delay error
+# p50 ≤ 20 µs and p99 ≤ 300 µs; bulk with delay only ≥ 1 GB/s and ≥ 10× wanlink.py.
+#
+# tcpdoctor runs unprivileged (no real-time priority): as root, through
+# `setpriv --reuid=65534 --regid=65534 --clear-groups`, which needs user namespaces and
+# /dev/net/tun open to everyone (mode 0666). wanlink.py needs root (ip netns) and iproute2; it is
+# run with --rt-prio 0 (no real-time priority either; WANLINK_ARGS to change) and skipped with a
+# message when not root. Ping-pong and bulk use the netbench example (echo, sink, pingpong, bulk).
+#
+#   scripts/bench-wan.sh                      # ~80 s on a 2-vCPU VM (figures: docs/wan.md)
+#   ROUNDS=3000 REPEATS=3 scripts/bench-wan.sh
+#   NO_WANLINK=1 scripts/bench-wan.sh         # only tcpdoctor's line and loopback
+#   NO_BUILD=1 TD_BIN=/tmp/td-old scripts/bench-wan.sh   # another tcpdoctor binary, A/B
+#
+# Knobs: ROUNDS (delay-0 round trips per path, default 6000), REPEATS (interleaved rounds,
+# default 3), BULK_MB (line and direct bulk size, MiB, default 512), WANLINK_BULK_MB (default
+# 128), DELAYS_MS (default "1 15 100"). Exit 0 whatever the figures; non-zero only if a step
+# failed. Every step has a time limit; the namespaces go with the processes that made them.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-6000}
+REPEATS=${REPEATS:-3}
+BULK_MB=${BULK_MB:-512}
+WANLINK_BULK_MB=${WANLINK_BULK_MB:-128}
+DELAYS_MS=${DELAYS_MS:-1 15 100}
+WANLINK_ARGS=${WANLINK_ARGS:---rt-prio 0}
+cd "$(dirname "$0")/.."
+REPO=$PWD
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+[ -n "${NO_BUILD:-}" ] || cargo build --quiet --release -p tcpdoctor --bin tcpdoctor --example netbench
+TD=${TD_BIN:-$CARGO_TARGET_DIR/release/tcpdoctor}
+NB=$CARGO_TARGET_DIR/release/examples/netbench
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+on_error() {
+    echo "bench-wan.sh: a step failed (line $1); the end of the line's and wanlink's stderr:" >&2
+    tail -n 5 "$WORK/line.log" "$WORK/wanlink.log" >&2 2>/dev/null || true
+}
+set -E # the trap below fires inside functions too
+trap 'on_error $LINENO' ERR
+
+# Who runs tcpdoctor: never root, so never real-time priority or root's privileges.
+AS_USER=()
+if [ "$(id -u)" = 0 ]; then
+    AS_USER=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    # The unprivileged runs write their samples here.
+    chmod 0755 "$WORK"
+    mkdir -m 0777 "$WORK/u"
+else
+    mkdir "$WORK/u"
+fi
+U=$WORK/u
+if ! "${AS_USER[@]}" test -x "$TD" -a -x "$NB"; then
+    echo "bench-wan.sh: $TD or $NB is not executable by uid $("${AS_USER[@]}" id -u)" \
+        "(put CARGO_TARGET_DIR where that user can read it)" >&2
+    exit 1
+fi
+tun_mode=$(stat -c %a /dev/net/tun 2>/dev/null || echo missing)
+[ "$tun_mode" = 666 ] ||
+    echo "note: /dev/net/tun is mode $tun_mode, not 0666: an unprivileged user may not open it" >&2
+
+WANLINK=1
+if [ -n "${NO_WANLINK:-}" ]; then
+    WANLINK=
+    echo "wanlink.py: skipped (NO_WANLINK)" >&2
+elif [ "$(id -u)" != 0 ]; then
+    WANLINK=
+    echo "wanlink.py: skipped (it needs root: ip netns, TUN devices)" >&2
+elif ! command -v ip >/dev/null; then
+    WANLINK=
+    echo "wanlink.py: skipped (no ip binary: apt-get install iproute2)" >&2
+fi
+
+# line OPTIONS... -- CLIENT...: runs CLIENT through `tcpdoctor sandbox` with the netbench
+# server SERVER (echo or sink) in the far namespace; the line's summary goes to $WORK/line.log.
+line() {
+    local server=$1
+    shift
+    local opts=()
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    timeout 120 "${AS_USER[@]}" "$TD" sandbox "${opts[@]}" \
+        --server "$NB $server 127.0.0.1:7000" --server-port 7000 -- "$@" 2>>"$WORK/line.log"
+}
+
+# wanlink DELAY SERVER CLIENT...: the same through the Python line (server at 0.0.0.0:7000).
+wanlink() {
+    local delay=$1 server=$2
+    shift 2
+    # shellcheck disable=SC2086 # WANLINK_ARGS is a word list
+    timeout 120 python3 "$REPO/specimens/wanlink.py" --delay "$delay" $WANLINK_ARGS \
+        --ready '^ready$' --server "$NB $server 0.0.0.0:7000" --client "$*" 2>>"$WORK/wanlink.log"
+}
+
+# calc EXPR: the value of an arithmetic expression, one decimal.
+calc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
+half() { calc "$1 / 2"; }
+
+# Quantile $2 (0..1) of the numbers in file $1, nearest rank (the median of 3 is the middle one).
+quantile() {
+    sort -n "$1" | awk -v q="$2" '{ v[NR] = $1 }
+        END { i = int(NR * q); if (i < NR * q) i++; if (i < 1) i = 1; print v[i] }'
+}
+
+ECHO=$(free_port)
+"$NB" echo "127.0.0.1:$ECHO" >/dev/null &
+PIDS+=($!)
+wait_port "$ECHO"
+SINK=$(free_port)
+"$NB" sink "127.0.0.1:$SINK" >/dev/null &
+PIDS+=($!)
+wait_port "$SINK"
+
+echo "tcpdoctor runs as uid $("${AS_USER[@]}" id -u) (no real-time priority); /dev/net/tun mode" \
+    "$tun_mode; TCP congestion control $(cat /proc/sys/net/ipv4/tcp_congestion_control);" \
+    "$(nproc) CPUs; $(uname -r)"
+
+# 1. Added latency at delay 0. The paths take turns so drifting load hits all alike.
+per=$((ROUNDS / REPEATS))
+PATHS=(direct line)
+[ -z "$WANLINK" ] || PATHS+=(wanlink)
+for _ in $(seq "$REPEATS"); do
+    for p in "${PATHS[@]}"; do
+        case $p in
+        direct) "$NB" pingpong "127.0.0.1:$ECHO" 1 "$per" "$U/pp.direct" >/dev/null ;;
+        line) line echo --delay 0 -- "$NB" pingpong 198.18.0.1:7000 1 "$per" "$U/pp.line" >/dev/null ;;
+        wanlink) wanlink 0 echo "$NB" pingpong 198.18.0.1:7000 1 "$per" "$U/pp.wanlink" >/dev/null ;;
+        esac
+    done
+done
+echo "delay 0: tcpdoctor takes it ($(sed -nE 's/.*sandbox: (path [^:]+:[^:]+): .*/\1/p' "$WORK/line.log" | head -1))"
+echo
+echo "== 1. added latency, delay 0: 1-byte ping-pong, $per round trips × $REPEATS interleaved runs per path (µs) =="
+printf '%-26s %8s %8s %12s %12s\n' path p50 p99 "added p50" "added p99"
+dmed=$(quantile "$U/pp.direct" 0.5)
+dp99=$(quantile "$U/pp.direct" 0.99)
+printf '%-26s %8s %8s %12s %12s\n' "direct loopback" "$dmed" "$dp99" - -
+for p in line wanlink; do
+    [ -f "$U/pp.$p" ] || continue
+    med=$(quantile "$U/pp.$p" 0.5)
+    p99=$(quantile "$U/pp.$p" 0.99)
+    label="tcpdoctor line"
+    [ "$p" = line ] || label="wanlink.py"
+    printf '%-26s %8s %8s %12s %12s\n' "$label" "$med" "$p99" \
+        "$(calc "$med - $dmed")" "$(calc "$p99 - $dp99")"
+done
+line_med=$(quantile "$U/pp.line" 0.5)
+added=$(calc "$line_med - $dmed")
+
+# 2. The delay held. error = RTT − 2·D − base, per exchange; |error| quantiles.
+# errq FILE D_US BASE Q: quantile Q of |rtt − 2·D − BASE| over FILE's samples.
+errq() {
+    awk -v d="$2" -v b="$3" '{ e = $1 - 2 * d - b; if (e < 0) e = -e; printf "%.1f\n", e }' "$1" \
+        >"$WORK/err"
+    quantile "$WORK/err" "$4"
+}
+# signed FILE D_US BASE: the median signed error (positive: the path was slower than asked).
+signed() {
+    awk -v d="$2" -v b="$3" '{ printf "%.1f\n", $1 - 2 * d - b }' "$1" >"$WORK/err"
+    quantile "$WORK/err" 0.5
+}
+echo
+echo "== 2. delay held: 1-byte ping-pong over --delay D (each way); error = RTT − 2·D − direct"
+echo "   loopback RTT p50 ($dmed µs), per exchange: two traversals; per traversal = half (µs) =="
+echo "   vs line@0: per traversal against the line's own delay-0 RTT p50 ($line_med µs) instead"
+printf '%-22s %6s %10s %9s %9s %9s %10s %10s %16s\n' path rounds "RTT p50" "signed" "2× p50" \
+    "2× p99" "1× p50" "1× p99" "vs line@0 1× p50/p99"
+for d_ms in $DELAYS_MS; do
+    d_us=$((d_ms * 1000))
+    rounds=$((10000 / (2 * d_ms + 8)))
+    [ "$rounds" -ge 40 ] || rounds=40
+    rm -f "$U/delay.$d_ms"
+    line echo --delay "${d_ms}ms" -- "$NB" pingpong 198.18.0.1:7000 1 "$rounds" "$U/delay.$d_ms" >/dev/null
+    rows=(line "$U/delay.$d_ms")
+    if [ -n "$WANLINK" ] && [ "$d_ms" = 15 ]; then
+        rm -f "$U/wdelay.$d_ms"
+        wanlink "${d_ms}ms" echo "$NB" pingpong 198.18.0.1:7000 1 "$rounds" "$U/wdelay.$d_ms" >/dev/null
+        rows+=(wanlink "$U/wdelay.$d_ms")
+    fi
+    set -- "${rows[@]}"
+    while [ $# -gt 0 ]; do
+        label="tcpdoctor line ${d_ms}ms"
+        [ "$1" = line ] || label="wanlink.py ${d_ms}ms"
+        f=$2
+        shift 2
+        e50=$(errq "$f" "$d_us" "$dmed" 0.5)
+        e99=$(errq "$f" "$d_us" "$dmed" 0.99)
+        l50=$(errq "$f" "$d_us" "$line_med" 0.5)
+        l99=$(errq "$f" "$d_us" "$line_med" 0.99)
+        printf '%-22s %6s %10s %9s %9s %9s %10s %10s %16s\n' "$label" "$rounds" \
+            "$(quantile "$f" 0.5)" "$(signed "$f" "$d_us" "$dmed")" "$e50" "$e99" "$(half "$e50")" \
+            "$(half "$e99")" "$(half "$l50")/$(half "$l99")"
+        if [ "$label" = "tcpdoctor line 15ms" ]; then
+            goal15_50=$(half "$e50")
+            goal15_99=$(half "$e99")
+        fi
+    done
+done
+
+# 3. Bulk: BYTES one way, then the sink's one-byte answer (netbench bulk prints GB/s).
+echo
+echo "== 3. bulk one way: netbench bulk → sink, median of $REPEATS interleaved runs (MB/s = 10^6 B/s) =="
+BULK=$((BULK_MB << 20))
+WBULK=$((WANLINK_BULK_MB << 20))
+BPATHS=(direct delay loss rate)
+[ -z "$WANLINK" ] || BPATHS=(direct delay wanlink loss rate)
+gbps() { grep -E '^[0-9.]+ [0-9.]+$' | tail -1 | cut -d' ' -f1; }
+for _ in $(seq "$REPEATS"); do
+    for p in "${BPATHS[@]}"; do
+        case $p in
+        direct) "$NB" bulk "127.0.0.1:$SINK" "$BULK" | gbps >>"$WORK/bulk.$p" ;;
+        delay) line sink --delay 1ms -- "$NB" bulk 198.18.0.1:7000 "$BULK" | gbps >>"$WORK/bulk.$p" ;;
+        loss) line sink --delay 1ms --loss 0.1% -- "$NB" bulk 198.18.0.1:7000 "$BULK" | gbps >>"$WORK/bulk.$p" ;;
+        rate) line sink --delay 1ms --rate 1gbit -- "$NB" bulk 198.18.0.1:7000 "$BULK" | gbps >>"$WORK/bulk.$p" ;;
+        wanlink) wanlink 1ms sink "$NB" bulk 198.18.0.1:7000 "$WBULK" | gbps >>"$WORK/bulk.$p" ;;
+        esac
+    done
+done
+mbs() { awk -v g="$(quantile "$WORK/bulk.$1" 0.5)" 'BEGIN { printf "%.0f", g * 1000 }'; }
+runs() { awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 * 1000 }' "$WORK/bulk.$1"; }
+printf '%-40s %8s %11s  %s\n' path MB/s "vs direct" "runs (MB/s)"
+direct=$(mbs direct)
+for p in "${BPATHS[@]}"; do
+    case $p in
+    direct) label="direct loopback (${BULK_MB} MiB)" ;;
+    delay) label="tcpdoctor line 1ms (${BULK_MB} MiB)" ;;
+    loss) label="tcpdoctor line 1ms,loss=0.1%" ;;
+    rate) label="tcpdoctor line 1ms,rate=1gbit" ;;
+    wanlink) label="wanlink.py 1ms (${WANLINK_BULK_MB} MiB)" ;;
+    esac
+    v=$(mbs "$p")
+    printf '%-40s %8s %11s  %s\n' "$label" "$v" "$(awk -v a="$v" -v b="$direct" 'BEGIN { printf "%.2f", a / b }')" "$(runs "$p")"
+done
+delay_mbs=$(mbs delay)
+# What the line itself dropped, per path, summed over the runs (from its stderr summary).
+awk '/sandbox: path / {
+    spec = $0; sub(/.*sandbox: path /, "", spec); sub(/: the line carried.*/, "", spec)
+    n = 0; rest = $0
+    while (match(rest, /[0-9]+ dropped by/)) { n += substr(rest, RSTART, RLENGTH) + 0; rest = substr(rest, RSTART + RLENGTH) }
+    runs[spec]++; drops[spec] += n
+} END { for (s in runs) if (s ~ /loss|rate/) printf "   %s: %d runs, %d packets dropped by the line in all\n", s, runs[s], drops[s] }' "$WORK/line.log" | sort
+echo
+echo "goals:"
+gfmt='  %-4s  %-52s %s\n'
+ok() { awk "BEGIN { exit !($1) }" && echo PASS || echo MISS; }
+printf "$gfmt" "$(ok "$added <= 50")" "added latency p50 <= 50 us (delay 0)" "$added us"
+if [ -n "${goal15_50:-}" ]; then
+    printf "$gfmt" "$(ok "$goal15_50 <= 20")" "delay error p50 <= 20 us at 15 ms (per traversal)" "$goal15_50 us"
+    printf "$gfmt" "$(ok "$goal15_99 <= 300")" "delay error p99 <= 300 us at 15 ms (per traversal)" "$goal15_99 us"
+else
+    printf "$gfmt" n/a "delay error at 15 ms (per traversal)" "(15 not in DELAYS_MS)"
+fi
+printf "$gfmt" "$(ok "$delay_mbs >= 1000")" "bulk, delay only, >= 1 GB/s" "$delay_mbs MB/s"
+if [ -f "$WORK/bulk.wanlink" ]; then
+    w=$(mbs wanlink)
+    ratio=$(awk -v a="$delay_mbs" -v b="$w" 'BEGIN { printf "%.2f", a / b }')
+    printf "$gfmt" "$(ok "$ratio >= 10")" "bulk, delay only, >= 10x wanlink.py" "${ratio}x ($w MB/s)"
+else
+    printf "$gfmt" n/a "bulk, delay only, >= 10x wanlink.py" "(wanlink.py skipped)"
+fi
