@@ -457,6 +457,9 @@ fn the_readme_ci_gate_passes_a_healthy_server_and_fails_a_stalling_one() {
     extra.extend_from_slice(&gate);
     extra.extend_from_slice(sandbox());
     let (r, code, err) = run_specimen(&dir, "whole", &extra);
+    if code == 2 && common::wan_unavailable("README CI gate", &err) {
+        return;
+    }
     assert_eq!(
         code, 0,
         "a healthy server passes; {}; stderr: {err}",

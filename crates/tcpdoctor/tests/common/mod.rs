@@ -88,3 +88,26 @@ pub fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
         .and_then(|s| s.iter().find(|s| s["name"] == name))
         .unwrap_or_else(|| panic!("no step {name} in {}", run["steps"]))
 }
+
+/// Whether `text` (stderr, or a report's reasons) says this machine cannot build a WAN path
+/// for this user: user namespaces off or restricted, no TUN device or not open to the user.
+/// A test that needs the path skips then, unless `TCPDOCTOR_REQUIRE_WAN=1` (CI), where it fails.
+#[allow(dead_code)]
+pub fn wan_unavailable(test: &str, text: &str) -> bool {
+    let unavailable = [
+        "cannot create a user namespace",
+        "in the new user namespace",
+        "opening /dev/net/tun",
+        "no WAN path here",
+    ]
+    .iter()
+    .any(|m| text.contains(m));
+    if unavailable {
+        assert!(
+            std::env::var("TCPDOCTOR_REQUIRE_WAN").map_or(true, |v| v != "1"),
+            "{test}: the WAN path is required here (TCPDOCTOR_REQUIRE_WAN=1): {text}"
+        );
+        eprintln!("SKIPPED {test}: no WAN path here: {text}");
+    }
+    unavailable
+}
