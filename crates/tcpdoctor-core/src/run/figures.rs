@@ -72,20 +72,28 @@ pub const STALL_MS: u64 = 30;
 ///    ACK (`stalled_turns`);
 /// 2. `retransmission_stall`: each loss recovered only by the retransmission timeout (`stalls`).
 ///
+/// 3. Counted per server (one leg of the path), and the scenario's figure is the largest leg:
+///    through a hop both legs are captured, and a stall the upstream leg made reaches the
+///    driver's leg as the same exchange held once more (counting both legs doubled it), while
+///    a stall only one leg shows must still count.
+///
 /// Latency alone names no timer: a 30 ms exchange on a 30 ms round trip is healthy. A
 /// finding the evidence audit withdrew is not in `findings`, so it counts for nothing here.
 pub fn timer_stalls(findings: &[Finding]) -> u64 {
-    findings
-        .iter()
-        .map(|f| {
-            let key = match f.kind {
-                FindingKind::NagleDelayedAck => "stalled_turns",
-                FindingKind::RetransmissionStall => "stalls",
-                _ => return 0,
-            };
-            f.evidence.counts.get(key).copied().unwrap_or(0)
-        })
-        .sum()
+    let mut per_leg: Vec<(&str, u64)> = Vec::new();
+    for f in findings {
+        let key = match f.kind {
+            FindingKind::NagleDelayedAck => "stalled_turns",
+            FindingKind::RetransmissionStall => "stalls",
+            _ => continue,
+        };
+        let n = f.evidence.counts.get(key).copied().unwrap_or(0);
+        match per_leg.iter_mut().find(|(s, _)| *s == f.server) {
+            Some((_, total)) => *total += n,
+            None => per_leg.push((&f.server, n)),
+        }
+    }
+    per_leg.iter().map(|(_, n)| *n).max().unwrap_or(0)
 }
 
 /// Exchanges in `overall` that took [`STALL_MS`] or more.

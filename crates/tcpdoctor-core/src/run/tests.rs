@@ -339,7 +339,14 @@ fn stalls_are_what_a_timer_held_and_need_a_capture() {
     rto.kind = FindingKind::RetransmissionStall;
     rto.evidence.counts.insert("stalls".into(), 2);
     let other = busy("127.0.0.1:7000");
-    assert_eq!(timer_stalls(&[nagle, rto, other]), 9);
+    // The hop's upstream leg (another server) holding the same exchanges: not counted twice.
+    let mut upstream = nagle.clone();
+    upstream.server = "127.0.0.1:7001".into();
+    upstream.evidence.counts.insert("stalled_turns".into(), 8);
+    assert_eq!(timer_stalls(&[nagle.clone(), rto.clone(), other.clone()]), 9);
+    assert_eq!(timer_stalls(&[nagle, rto, other, upstream.clone()]), 9);
+    // A stall only one leg shows still counts.
+    assert_eq!(timer_stalls(&[upstream]), 8);
     assert_eq!(timer_stalls(&[]), 0);
 }
 
