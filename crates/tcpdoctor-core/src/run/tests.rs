@@ -343,7 +343,10 @@ fn stalls_are_what_a_timer_held_and_need_a_capture() {
     let mut upstream = nagle.clone();
     upstream.server = "127.0.0.1:7001".into();
     upstream.evidence.counts.insert("stalled_turns".into(), 8);
-    assert_eq!(timer_stalls(&[nagle.clone(), rto.clone(), other.clone()]), 9);
+    assert_eq!(
+        timer_stalls(&[nagle.clone(), rto.clone(), other.clone()]),
+        9
+    );
     assert_eq!(timer_stalls(&[nagle, rto, other, upstream.clone()]), 9);
     // A stall only one leg shows still counts.
     assert_eq!(timer_stalls(&[upstream]), 8);
