@@ -10,28 +10,12 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::live::{self, skip, OpenDir};
+use common::live::{self, OpenDir};
 use serde_json::Value;
 use tcpdoctor_core::wire::readdress::{set_ipv4_addr, Field};
 use tcpdoctor_core::wire::CaptureReader;
 
 const FAR: [u8; 4] = [198, 18, 0, 1];
-
-/// The errors of a machine that cannot build the path for this user (user namespaces off or
-/// restricted, no TUN device or not open to this user) — and only those.
-fn unavailable(err: &str) -> bool {
-    [
-        "cannot create a user namespace",
-        "in the new user namespace",
-        "opening /dev/net/tun",
-    ]
-    .iter()
-    .any(|m| err.contains(m))
-}
-
-fn required() -> bool {
-    std::env::var("TCPDOCTOR_REQUIRE_WAN").is_ok_and(|v| v == "1")
-}
 
 /// Runs `sandbox ARGS` as the unprivileged user in `dir`; None (with a reason printed) when
 /// this machine cannot build the path for this user, unless it is required.
@@ -44,12 +28,7 @@ fn sandbox(dir: &OpenDir, test: &str, args: &[String]) -> Option<Output> {
         .output()
         .expect("run tcpdoctor sandbox");
     let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(2) && unavailable(&err) {
-        assert!(
-            !required(),
-            "{test}: the WAN path is required here (TCPDOCTOR_REQUIRE_WAN=1): {err}"
-        );
-        skip(test, &format!("no WAN path for this user here: {err}"));
+    if out.status.code() == Some(2) && common::wan_unavailable(test, &err) {
         return None;
     }
     assert_eq!(out.status.code(), Some(0), "{test}: {err}");
@@ -61,7 +40,7 @@ fn words(v: &[&str]) -> Vec<String> {
 }
 
 /// Runs the exchange workload across a 15 ms-each-way path; None (with a reason printed) when
-/// this machine cannot build the path for this user, unless tools are required.
+/// this machine cannot build the path for this user, unless it is required.
 fn across_the_path(dir: &OpenDir, test: &str, coalesce: bool, n: usize) -> Option<Output> {
     let ex = dir.install(&live::exchange_bin()).display().to_string();
     let server = format!(
@@ -229,14 +208,10 @@ fn ctrl_c_leaves_nothing_behind() {
         let out = child.wait_with_output().expect("output");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            out.status.code() == Some(2) && unavailable(&err),
+            out.status.code() == Some(2)
+                && common::wan_unavailable("ctrl-c over the WAN path", &err),
             "the sandbox ended before the client ran: {:?} {err}",
             out.status
-        );
-        assert!(!required(), "the WAN path is required here: {err}");
-        skip(
-            "ctrl-c over the WAN path",
-            &format!("no WAN path here: {err}"),
         );
         return;
     }

@@ -142,6 +142,15 @@ impl State {
                 .map(|&(a, b)| b.since(a))
                 .sum::<Duration>()
     }
+
+    /// Rule 4: the summed saving, at most `elapsed` less one round trip (connections that
+    /// waited at the same time save that time once, and the requests, sent together, still
+    /// wait one round trip for the first answer).
+    fn capped_saving(&self, elapsed: Duration) -> Duration {
+        let one_round_trip =
+            Duration::from_secs_f64(self.rtt_us.distribution(1e-3).min.max(0.0) / 1e3);
+        self.saving.min(elapsed.saturating_sub(one_round_trip))
+    }
 }
 
 /// Sorts and merges overlapping spans.
@@ -350,18 +359,17 @@ impl Detector for RttBound {
                 continue;
             };
             let elapsed = st.elapsed();
+            let saving = st.capped_saving(elapsed);
             // Rule 4 can cap the summed saving below rule 3's minimum: then there is nothing
             // worth reporting for this server.
-            let one_round_trip =
-                Duration::from_secs_f64(st.rtt_us.distribution(1e-3).min.max(0.0) / 1e3);
-            if st.saving.min(elapsed.saturating_sub(one_round_trip)) < MIN_SAVING {
+            if saving < MIN_SAVING {
                 continue;
             }
             out.push(finding(
                 group,
                 dir,
                 &st,
-                elapsed,
+                (elapsed, saving),
                 (example_flow, example),
                 groups,
             ));
@@ -374,16 +382,12 @@ fn finding(
     group: usize,
     dir: Direction,
     st: &State,
-    elapsed: Duration,
+    (elapsed, saving): (Duration, Duration),
     (example_flow, example): (FlowRef, Option<Example>),
     groups: &Groups,
 ) -> Finding {
     let share = st.waiting.as_secs_f64() / st.wall.as_secs_f64().max(1e-9);
     let rtt = st.rtt_us.distribution(1e-3);
-    // Rule 4: connections that waited at the same time save that time once, and the requests,
-    // sent together, still wait one round trip for the first answer.
-    let one_round_trip = Duration::from_secs_f64(rtt.min.max(0.0) / 1e3);
-    let saving = st.saving.min(elapsed.saturating_sub(one_round_trip));
     let to_server = st.to_server_us.distribution(1e-3);
     let to_client = st.to_client_us.distribution(1e-3);
     let latency = st.latency_us.distribution(1e-3);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::capture::stop;
+use crate::wan::netns::NotListening;
 use crate::wan::{Captures, WanPath, FAR_ADDR};
 use tcpdoctor_core::impair::PathSpec;
 
@@ -94,39 +95,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         path.ns.stop_far_processes(Duration::from_secs(2));
     }
     let stats = path.stop()?;
-    let dropped = |c: &tcpdoctor_core::impair::PathCounters| {
-        let mut parts = Vec::new();
-        for (n, what) in [
-            (c.dropped_loss, "by loss"),
-            (c.dropped_queue, "by the queue"),
-            (c.dropped_mtu, "over the MTU"),
-        ] {
-            if n > 0 {
-                parts.push(format!("{n} dropped {what}"));
-            }
-        }
-        if parts.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", parts.join(", "))
-        }
-    };
-    eprintln!(
-        "tcpdoctor: sandbox: path {}: the line carried {} packets ({} bytes) client → server{} \
-         and {} ({} bytes) server → client{}{}",
-        w.spec,
-        stats.c2s_packets,
-        stats.c2s_bytes,
-        dropped(&stats.c2s),
-        stats.s2c_packets,
-        stats.s2c_bytes,
-        dropped(&stats.s2c),
-        if stats.write_errors > 0 {
-            format!("; {} writes refused by the kernel", stats.write_errors)
-        } else {
-            String::new()
-        }
-    );
+    eprintln!("tcpdoctor: sandbox: path {}: {}", w.spec, stats.describe());
     if let Some(near) = w.write {
         eprintln!(
             "tcpdoctor: sandbox: wrote {} (the client's end) and {} (the server's end)",
@@ -149,28 +118,19 @@ fn wait_ready(
     port: u16,
     limit: Duration,
 ) -> anyhow::Result<()> {
-    let start = Instant::now();
-    loop {
-        if stop::interrupted() {
-            bail!("interrupted while waiting for the server to listen on port {port}");
+    match ns.wait_listening(port, limit, || server.try_wait())? {
+        Ok(()) => Ok(()),
+        Err(NotListening::Interrupted) => {
+            bail!("interrupted while waiting for the server to listen on port {port}")
         }
-        if ns.far_listens(port)? {
-            return Ok(());
+        Err(NotListening::Exited(st)) => {
+            bail!("the server exited ({st}) before it listened on port {port}")
         }
-        if let Some(st) = server.try_wait()? {
-            // `./srv &` or a daemon: the command ends, the server lives on in far.
-            if !st.success() || ns.far_processes().is_empty() {
-                bail!("the server exited ({st}) before it listened on port {port}");
-            }
-        }
-        if start.elapsed() > limit {
-            bail!(
-                "nothing listened on port {port} in the server's namespace within {} (is \
-                 --server-port the port the server listens on?)",
-                tcpdoctor_core::units::fmt_duration(limit)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
+        Err(NotListening::TimedOut) => bail!(
+            "nothing listened on port {port} in the server's namespace within {} (is \
+             --server-port the port the server listens on?)",
+            tcpdoctor_core::units::fmt_duration(limit)
+        ),
     }
 }
 

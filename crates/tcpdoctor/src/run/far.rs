@@ -16,6 +16,7 @@ use tcpdoctor_core::impair::PathSpec;
 use super::server::Server;
 use super::Plan;
 use crate::proxy::Addr;
+use crate::wan::netns::NotListening;
 use crate::wan::{Captures, WanPath, FAR_ADDR};
 
 pub struct FarEnd {
@@ -81,32 +82,27 @@ impl FarEnd {
     /// connect timeout). A command that exits 0 leaving a daemon in far is still starting.
     fn wait_listening(&mut self, name: &str, port: u16, limit: Duration) -> anyhow::Result<()> {
         let start = std::time::Instant::now();
-        loop {
-            if crate::capture::stop::interrupted() {
-                anyhow::bail!("{name}: interrupted while the far server was starting");
+        let server = &mut self.server;
+        let waited = self
+            .path
+            .ns
+            .wait_listening(port, limit, || server.exited())?;
+        let log = self.server.log.display();
+        match waited {
+            Ok(()) => {}
+            Err(NotListening::Interrupted) => {
+                anyhow::bail!("{name}: interrupted while the far server was starting")
             }
-            if self.path.ns.far_listens(port)? {
-                break;
-            }
-            if let Some(status) = self.server.exited()? {
-                if !status.success() || self.path.ns.far_processes().is_empty() {
-                    anyhow::bail!(
-                        "{name}: the server at the far end exited ({status}) before it listened \
-                         on port {port}; its output: {}",
-                        self.server.log.display()
-                    );
-                }
-            }
-            if start.elapsed() > limit {
-                anyhow::bail!(
-                    "{name}: nothing listened on port {port} in the far namespace within {} of \
-                     starting the server there (does it listen on 127.0.0.1:{port} or every \
-                     address, as --target says?); its output: {}",
-                    tcpdoctor_core::units::fmt_duration(limit),
-                    self.server.log.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
+            Err(NotListening::Exited(status)) => anyhow::bail!(
+                "{name}: the server at the far end exited ({status}) before it listened on port \
+                 {port}; its output: {log}"
+            ),
+            Err(NotListening::TimedOut) => anyhow::bail!(
+                "{name}: nothing listened on port {port} in the far namespace within {} of \
+                 starting the server there (does it listen on 127.0.0.1:{port} or every \
+                 address, as --target says?); its output: {log}",
+                tcpdoctor_core::units::fmt_duration(limit)
+            ),
         }
         let settle = limit
             .saturating_sub(start.elapsed())
@@ -124,19 +120,7 @@ impl FarEnd {
             .path
             .stop()
             .with_context(|| format!("{name}: stopping the delay line"))?;
-        let asked =
-            st.c2s.dropped_loss + st.c2s.dropped_queue + st.s2c.dropped_loss + st.s2c.dropped_queue;
-        let mut carried = format!(
-            "the line carried {} packets and dropped {asked} by the path's loss and queue",
-            st.c2s_packets + st.s2c_packets
-        );
-        let over_mtu = st.c2s.dropped_mtu + st.s2c.dropped_mtu;
-        if over_mtu > 0 {
-            carried.push_str(&format!("; {over_mtu} over the path MTU"));
-        }
-        if st.write_errors > 0 {
-            carried.push_str(&format!("; {} refused by the kernel", st.write_errors));
-        }
+        let carried = st.describe();
         Ok(FarCaptures {
             near: self.near,
             far: self.far,

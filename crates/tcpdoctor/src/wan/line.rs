@@ -59,6 +59,47 @@ pub struct LineStats {
     pub s2c: PathCounters,
 }
 
+impl LineStats {
+    /// What the line carried each way and what it dropped, in words: `the line carried 24
+    /// packets (1407 bytes) client → server (2 dropped by loss) and 24 (4444 bytes) server →
+    /// client`, and any write the kernel refused.
+    pub fn describe(&self) -> String {
+        let dropped = |c: &PathCounters| {
+            let parts: Vec<String> = [
+                (c.dropped_loss, "by loss"),
+                (c.dropped_queue, "by the queue"),
+                (c.dropped_mtu, "over the MTU"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} dropped {what}"))
+            .collect();
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join(", "))
+            }
+        };
+        let mut s = format!(
+            "the line carried {} packets ({} bytes) client → server{} and {} ({} bytes) server → \
+             client{}",
+            self.c2s_packets,
+            self.c2s_bytes,
+            dropped(&self.c2s),
+            self.s2c_packets,
+            self.s2c_bytes,
+            dropped(&self.s2c)
+        );
+        if self.write_errors > 0 {
+            s.push_str(&format!(
+                "; {} writes refused by the kernel",
+                self.write_errors
+            ));
+        }
+        s
+    }
+}
+
 pub struct Line {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<anyhow::Result<LineStats>>>,

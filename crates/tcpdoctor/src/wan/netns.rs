@@ -19,6 +19,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use anyhow::Context;
 
+/// Why the far server did not come to listen.
+pub enum NotListening {
+    /// Ctrl-C (or SIGTERM, SIGHUP) while it was starting.
+    Interrupted,
+    /// Its command exited with this status, leaving nothing in far.
+    Exited(std::process::ExitStatus),
+    /// Nothing listened within the limit.
+    TimedOut,
+}
+
 pub struct Namespaces {
     near: OwnedFd,
     far: OwnedFd,
@@ -93,6 +103,35 @@ impl Namespaces {
     /// no probe connection the server would have to accept, nothing in the captures).
     pub fn far_listens(&self, port: u16) -> anyhow::Result<bool> {
         self.in_far(|| listening(port))
+    }
+
+    /// Waits (up to `limit`) until a socket in far listens on `port`. `exited` says whether the
+    /// command that starts the server has ended: one that ends with status 0 while processes
+    /// remain in far (`srv &`, a daemon) is still starting. Why it did not listen, if not.
+    pub fn wait_listening(
+        &self,
+        port: u16,
+        limit: std::time::Duration,
+        mut exited: impl FnMut() -> io::Result<Option<std::process::ExitStatus>>,
+    ) -> anyhow::Result<Result<(), NotListening>> {
+        let start = std::time::Instant::now();
+        loop {
+            if crate::capture::stop::interrupted() {
+                return Ok(Err(NotListening::Interrupted));
+            }
+            if self.far_listens(port)? {
+                return Ok(Ok(()));
+            }
+            if let Some(status) = exited()? {
+                if !status.success() || self.far_processes().is_empty() {
+                    return Ok(Err(NotListening::Exited(status)));
+                }
+            }
+            if start.elapsed() > limit {
+                return Ok(Err(NotListening::TimedOut));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// The processes in the far namespace (as far as /proc lets this user see).
