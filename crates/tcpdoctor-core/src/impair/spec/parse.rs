@@ -280,6 +280,12 @@ pub(super) fn parse(text: &str) -> Result<PathSpec, SpecError> {
                         format!("{how} and different delays as c2s=40ms,s2c=5ms"),
                     );
                 }
+                if !tok.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                    return fail(
+                        tok,
+                        format!("neither a delay (e.g. 15ms) nor an option ({OPTIONS})"),
+                    );
+                }
                 let d = duration(tok, tok)?;
                 b.claim("delay", None, tok)?;
                 b.each(None, |s| s.delay = d);

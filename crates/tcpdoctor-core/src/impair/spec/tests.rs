@@ -156,6 +156,11 @@ fn errors_name_the_option_and_how_to_write_it() {
             "loss=s2c:2%: the server→client loss is already set by `loss=1%`",
         ),
         ("wan:15ms,,loss=1%", "an empty option"),
+        (
+            "wan:nonsense",
+            "nonsense: neither a delay (e.g. 15ms) nor an option (",
+        ),
+        ("wan:15ms,lossy", "lossy: neither a delay"),
         ("wan:15ms,", "an empty option"),
         (
             "wan:15ms,bogus=1",
@@ -197,7 +202,10 @@ fn errors_name_the_option_and_how_to_write_it() {
             "wan:15ms,drop=0",
             "drop=0: give packet numbers counted from 1",
         ),
-        ("wan:15ms,drop=8,x", "x: `x` is not a number"),
+        (
+            "wan:15ms,drop=8,x",
+            "x: neither a delay (e.g. 15ms) nor an option",
+        ),
         ("wan:15ms,drop=c2s", "drop=c2s: give packet numbers"),
         (
             "wan:15ms,mtu=100",
