@@ -32,6 +32,7 @@ pub mod analysis;
 pub mod audit;
 pub mod bench;
 pub mod detect;
+pub mod ends;
 pub mod flow;
 pub(crate) mod fxhash;
 pub mod hops;

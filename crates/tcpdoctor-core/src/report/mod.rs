@@ -370,6 +370,9 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Findings the evidence audit refuted: not findings, listed so that nobody loses them.
     pub withdrawn: Vec<Withdrawn>,
+    /// With `analyze --ends`: what the two files show together as two ends of one path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ends: Option<crate::ends::EndsReport>,
 }
 
 impl Report {
@@ -390,6 +393,7 @@ impl Report {
             captures,
             findings,
             withdrawn,
+            ends: None,
         }
     }
 }

@@ -7,6 +7,14 @@ use crate::numfmt::count;
 
 /// Renders the report for a terminal or a pull-request comment.
 pub fn render_text(report: &Report) -> String {
+    let mut out = findings_text(report);
+    if let Some(ends) = &report.ends {
+        out.push_str(&crate::ends::render_ends(ends));
+    }
+    out
+}
+
+fn findings_text(report: &Report) -> String {
     let mut out = String::new();
     for c in &report.captures {
         capture(&mut out, c);

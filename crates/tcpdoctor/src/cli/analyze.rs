@@ -52,6 +52,15 @@ pub struct AnalyzeArgs {
     /// connection_churn, zero_window, retransmission_stall, window_limited.
     #[arg(long, value_name = "KIND,...", value_delimiter = ',', value_parser = parse_fail_on)]
     pub fail_on: Vec<FailOn>,
+
+    /// The two FILEs are two ends of one path: the same connections captured where the client
+    /// runs and where the server runs (as `sandbox --delay -w` writes them). Besides each
+    /// file's findings, say what each way of the path did: packets lost on the way (by frame),
+    /// one-way delays, the round trip, and whether each retransmission replaced a lost packet
+    /// or resent one that had arrived (a lost or late acknowledgement). Connections pair by
+    /// ports and initial sequence number, so addresses may differ (NAT). See docs/wan.md.
+    #[arg(long)]
+    pub ends: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,6 +92,24 @@ pub(crate) fn parse_fail_on(s: &str) -> Result<FailOn, String> {
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
+    if args.ends {
+        if args.files.len() != 2 {
+            eprintln!(
+                "tcpdoctor: error: --ends compares two files (the client's end and the server's \
+                 end of one path); {} given",
+                args.files.len()
+            );
+            return Ok(EXIT_ERROR);
+        }
+        if let Some(f) = args.files.iter().find(|f| !f.is_file()) {
+            eprintln!(
+                "tcpdoctor: error: --ends reads each file twice, and {} is not a regular file \
+                 (a pipe?): save it to a file first",
+                f.display()
+            );
+            return Ok(EXIT_ERROR);
+        }
+    }
     let mut captures = Vec::new();
     let mut findings = Vec::new();
     let mut unreadable = 0;
@@ -104,7 +131,14 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     if captures.is_empty() {
         bail!("none of the {} captures could be read", args.files.len());
     }
-    let code = emit(&Report::new(captures, findings), args.format, &args.fail_on)?;
+    let mut report = Report::new(captures, findings);
+    if args.ends && unreadable == 0 {
+        report.ends = Some(super::ends_pass::compare_ends(
+            &args.files[0],
+            &args.files[1],
+        )?);
+    }
+    let code = emit(&report, args.format, &args.fail_on)?;
     Ok(if unreadable > 0 { EXIT_ERROR } else { code })
 }
 
