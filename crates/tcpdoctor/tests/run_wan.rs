@@ -88,6 +88,19 @@ fn the_per_line_nagle_server_over_a_real_15ms_path_is_named_with_its_stalls() {
         .filter_map(|f| f["kind"].as_str())
         .collect();
     assert!(end.contains(&"nagle_delayed_ack"), "{end:?}");
+    // Both ends read together: the path lost nothing (none was asked for) and, the line
+    // being never early, each way took at least the 15 ms it was given.
+    let path = &s["server_end"]["path"];
+    assert!(path["paired"].as_u64().expect("paired") >= 1, "{path}");
+    for way in ["client_to_server", "server_to_client"] {
+        assert_eq!(path[way]["lost"], 0, "{way}: {path}");
+        assert!(
+            path[way]["arrived"].as_u64().expect("arrived") > 20,
+            "{way}: {path}"
+        );
+        let min = path[way]["delay_ms"]["min"].as_f64().expect("delay");
+        assert!(min >= 15.0, "{way}: one-way delay {min} ms on a 15 ms path");
+    }
     let near = s["capture"]["file"].as_str().expect("capture");
     assert!(near.ends_with("near.pcapng"), "{near}");
     assert!(std::path::Path::new(&near.replace("near.pcapng", "far.pcapng")).exists());

@@ -44,7 +44,7 @@ use serde::Serialize;
 use crate::time::Timestamp;
 use crate::wire::{TcpFlags, TcpSegment};
 
-pub use render::render_ends;
+pub use render::{one_line, render_ends};
 
 /// TCP packets kept per file (about 56 bytes each).
 pub const MAX_PACKETS: usize = 4_000_000;

@@ -94,6 +94,44 @@ pub fn render_ends(r: &EndsReport) -> String {
     out
 }
 
+/// The comparison in one line, for `run`'s scenario block: each way's median delay and losses,
+/// the round trip, and how many retransmissions the path made necessary.
+pub fn one_line(r: &EndsReport) -> String {
+    if r.paired == 0 {
+        return "no connection appears in both captures".to_string();
+    }
+    let way = |name: &str, d: &OneWay| {
+        let delay = d.delay_ms.map_or("no delay measured".to_string(), |s| {
+            format!("p50 {}", dur_ms(s.p50))
+        });
+        format!(
+            "{name} {delay}, {} of {} lost",
+            d.lost,
+            count(d.sent, "packet")
+        )
+    };
+    let mut line = format!(
+        "{}; {}",
+        way("client → server", &r.client_to_server),
+        way("server → client", &r.server_to_client)
+    );
+    if let Some(rtt) = r.round_trip_ms {
+        let _ = write!(line, "; round trip {}", dur_ms(rtt));
+    }
+    let (c, s) = (&r.client_to_server, &r.server_to_client);
+    let resent = c.retransmitted + s.retransmitted;
+    if resent > 0 {
+        let _ = write!(
+            line,
+            "; {} sent again ({} after a loss, {} had arrived)",
+            count(resent, "packet"),
+            c.replaced_lost + s.replaced_lost,
+            c.needless + s.needless
+        );
+    }
+    line
+}
+
 fn direction(
     out: &mut String,
     name: &str,

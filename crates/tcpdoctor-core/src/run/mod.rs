@@ -368,6 +368,10 @@ pub struct ServerEnd {
     /// The findings its packets show (PHYSICS §3: at the sender's end a Nagle hold is released
     /// at once by the ACK; at the receiver's end one round trip after it).
     pub findings: Vec<Finding>,
+    /// The two ends' captures read together: what each way of the path did (losses, one-way
+    /// delays, which retransmissions were needed), as `analyze --ends` says it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<crate::ends::EndsReport>,
 }
 
 /// The whole report.

@@ -325,6 +325,13 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
                 kinds.join(", ")
             }
         );
+        if let Some(p) = &end.path {
+            let _ = writeln!(
+                out,
+                "   the path, from both ends: {}",
+                crate::ends::one_line(p)
+            );
+        }
     }
     // Failed exchanges are not in the latency figures: say how many, and why.
     if let Some(e) = s.failures() {

@@ -326,6 +326,11 @@ pub async fn run(
             Ok((_, found)) => Some(tcpdoctor_core::run::ServerEnd {
                 file: file.display().to_string(),
                 findings: found,
+                path: capture_info.as_ref().and_then(|near| {
+                    crate::cli::ends_pass::compare_ends(near.file.as_ref(), file)
+                        .map_err(|e| eprintln!("tcpdoctor: {}: {e:#}", path.name))
+                        .ok()
+                }),
             }),
             Err(e) => {
                 eprintln!(
