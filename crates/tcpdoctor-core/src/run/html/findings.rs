@@ -41,6 +41,12 @@ pub fn findings(scenarios: &[ScenarioResult]) -> String {
                         .join(", ")
                 }
             ));
+            if let Some(p) = &end.path {
+                out.push_str(&format!(
+                    "<p class=\"muted\">The path, from both ends: {}.</p>\n",
+                    esc(&crate::ends::one_line(p))
+                ));
+            }
         }
     }
     out
