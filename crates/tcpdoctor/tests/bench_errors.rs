@@ -184,3 +184,122 @@ fn ctrl_c_ends_the_run_and_prints_what_was_measured() {
         runs[0]
     );
 }
+
+/// A line server with a login: greets `200 hello`, answers `LOGIN ok` with `200 welcome` and
+/// any other login with `500 bad password`, then echoes lines. The first `refuse_first`
+/// connections have their login refused whatever they send. Returns the address and the
+/// count of logins it has seen.
+fn login_server(
+    refuse_first: u64,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let logins = std::sync::Arc::new(AtomicU64::new(0));
+    let seen = logins.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut out = s.try_clone().expect("clone");
+                let mut r = BufReader::new(s);
+                let _ = out.write_all(b"200 hello\r\n");
+                let mut line = String::new();
+                let mut authed = false;
+                while r.read_line(&mut line).unwrap_or(0) > 0 {
+                    let reply = if line.starts_with("LOGIN") {
+                        let n = seen.fetch_add(1, Ordering::SeqCst);
+                        authed = n >= refuse_first && line.trim_end() == "LOGIN ok";
+                        if authed {
+                            "200 welcome\r\n".to_string()
+                        } else {
+                            "500 bad password\r\n".to_string()
+                        }
+                    } else if authed {
+                        line.clone()
+                    } else {
+                        "500 not authenticated\r\n".to_string()
+                    };
+                    if out.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    (addr, logins)
+}
+
+fn login_script(dir: &std::path::Path, password: &str) -> String {
+    let path = dir.join(format!("login-{password}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"login\"\n\
+             [greeting]\nread = {{ until = \"\\r\\n\" }}\n\
+             [[setup]]\nsend = \"LOGIN {password}\\r\\n\"\nread = {{ until = \"\\r\\n\" }}\nexpect = '^200 '\n\
+             [[steps]]\nsend = \"PING\\r\\n\"\nread = {{ until = \"\\r\\n\" }}\n"
+        ),
+    )
+    .expect("write script");
+    path.display().to_string()
+}
+
+#[test]
+fn a_login_the_server_keeps_refusing_stops_the_run_with_its_answer() {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-login-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (addr, logins) = login_server(0);
+    let script = login_script(&dir, "wrong");
+    let out = tcpdoctor(&[
+        "bench",
+        "--target",
+        &addr.to_string(),
+        "--script",
+        &script,
+        "--connections",
+        "4",
+        "--requests",
+        "5000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("setup failed 5 times in a row") && err.contains("500 bad password"),
+        "{err}"
+    );
+    // A handful of attempts (the connections already logging in when the fifth failed may
+    // still land), not one per request of the budget.
+    let n = logins.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((5..=8).contains(&n), "{n} logins");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_login_refused_a_few_times_is_retried_and_the_run_goes_on() {
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-relogin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (addr, _) = login_server(2);
+    let script = login_script(&dir, "ok");
+    let (r, code, err) = bench_json(&[
+        "--target",
+        &addr.to_string(),
+        "--script",
+        &script,
+        "--requests",
+        "50",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let run = run0(&r);
+    // Two refused logins (errors, each a reconnect after a back-off), then the run goes on:
+    // every request of the budget is an exchange or one of those errors, as timeouts are.
+    assert_eq!(run["errors"]["assertion"], 2, "{}", run["errors"]);
+    assert_eq!(run["exchanges"], 48, "{run}");
+    assert_eq!(run["connections_opened"], 3, "{run}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -100,6 +100,16 @@ impl Script {
         self.greeting.map(StepId)
     }
 
+    /// Whether `step` is part of a connection's setup (the greeting or a `[[setup]]` step): a
+    /// failed assertion there (a refused login) leaves the conversation nothing to do.
+    pub fn is_setup(&self, step: StepId) -> bool {
+        self.greeting == Some(step.0)
+            || self.setup.iter().any(|item| match item {
+                model::Item::Step(s) => *s == step.0,
+                model::Item::ForEach { steps, .. } => steps.contains(&step.0),
+            })
+    }
+
     /// Sets every step's largest response (a `--max-response` flag overriding the script).
     /// Zero is taken as one byte.
     pub fn with_max_response(mut self, bytes: usize) -> Script {

@@ -21,6 +21,12 @@
 //!    limit, a close-delimited body) is reopened as curl and wrk do: a reconnect, counted,
 //!    not an error; requests pipelined behind the closing response are re-sent on the new
 //!    connection with their intended times (their budget was already taken).
+//! 6. An assertion of the greeting or a `[[setup]]` step that fails (a login refused) ends the
+//!    connection: nothing after it can succeed there. It is retried on a new connection after
+//!    a back-off (100 ms, doubling, at most 2 s); after [`MAX_SETUP_FAILURES`] such failures in
+//!    a row over all connections the run stops and the command exits 2 with the server's
+//!    answer — never thousands of failed logins. One setup that succeeds starts the count
+//!    again.
 
 use std::collections::VecDeque;
 use std::io;
@@ -34,6 +40,8 @@ use tcpdoctor_core::Timestamp;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
+#[cfg(doc)]
+use super::recorder::MAX_SETUP_FAILURES;
 use super::recorder::{Local, Recorder};
 use super::{BenchConfig, SplitWrites};
 use crate::proxy::timer::Timer;
@@ -42,6 +50,7 @@ use crate::proxy::Addr;
 const READ_BUF: usize = 64 * 1024;
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
+const SETUP_BACKOFF_MIN: Duration = Duration::from_millis(100);
 
 /// A connected socket.
 pub enum Stream {
@@ -121,6 +130,9 @@ enum End {
     Reconnect,
     /// Nothing more may be sent: the connection task is done.
     Done,
+    /// An assertion of the greeting or a `[[setup]]` step failed (a refused login): the
+    /// conversation cannot go on; retried on a new connection after a back-off (rule 6).
+    SetupFailed(String),
 }
 
 /// Buffers one connection task keeps across its TCP connections.
@@ -136,6 +148,10 @@ struct Io {
     /// Closed loop: when the previous connection ended, the intended start of the first
     /// requests on the next (rule 2).
     resume_at: Option<Timestamp>,
+    /// Per step: part of the setup (greeting or `[[setup]]`)?
+    setup_steps: Vec<bool>,
+    /// The failed setup assertion of the current connection (rule 6).
+    setup_failed: Option<String>,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -149,6 +165,10 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         done: Vec::with_capacity(cfg.pipeline),
         retry: VecDeque::new(),
         resume_at: None,
+        setup_steps: (0..cfg.script.step_names().len())
+            .map(|i| cfg.script.is_setup(tcpdoctor_core::script::StepId(i)))
+            .collect(),
+        setup_failed: None,
     };
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
     // Without a timerfd (fd limit reached), tokio's millisecond timer still wakes the slots.
@@ -195,8 +215,22 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             Stream::Tcp(s) => d.drive(s).await,
             Stream::Unix(s) => d.drive(s).await,
         };
+        let end = match io.setup_failed.take() {
+            Some(answer) => End::SetupFailed(answer),
+            None => end,
+        };
         match end {
             End::Finished | End::Reconnect => {
+                if cfg.rate.is_none() {
+                    io.resume_at.get_or_insert(rec.clock.now());
+                }
+            }
+            End::SetupFailed(answer) => {
+                let n = rec.setup_failed(&answer);
+                if rec.is_stopped() {
+                    return;
+                }
+                tokio::time::sleep(setup_backoff(n)).await;
                 if cfg.rate.is_none() {
                     io.resume_at.get_or_insert(rec.clock.now());
                 }
@@ -204,6 +238,12 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             End::Done => return,
         }
     }
+}
+
+/// The wait before the `n`th setup retry in a row: 100 ms, doubling, at most 2 s.
+fn setup_backoff(n: u64) -> Duration {
+    (SETUP_BACKOFF_MIN * 2u32.saturating_pow(n.saturating_sub(1).min(16) as u32))
+        .min(BACKOFF_MAX * 2)
 }
 
 struct Driver<'a> {
@@ -236,6 +276,10 @@ impl Driver<'_> {
         let mut room_at = now;
         let mut free = false;
         loop {
+            // A refused setup: nothing after it can succeed on this connection (rule 6).
+            if self.io.setup_failed.is_some() {
+                return End::Reconnect;
+            }
             if !free {
                 room_at = now;
             }
@@ -427,14 +471,22 @@ impl Driver<'_> {
             if c.request_bytes > 0 {
                 self.io.sent_at.pop_front();
             }
+            let setup = self.io.setup_steps.get(c.step.0).copied().unwrap_or(false);
             if let Some(msg) = c.failed_assertion {
                 let name = self.step_name(c.step.0);
+                let example = format!("step {name}: {msg}");
+                if setup {
+                    self.io.setup_failed.get_or_insert_with(|| example.clone());
+                }
                 let mut e = self.rec.errors();
                 e.assertion += 1;
-                e.add_example(format!("step {name}: {msg}"));
+                e.add_example(example);
                 continue;
             }
             if c.request_bytes > 0 {
+                if !setup {
+                    self.rec.setup_succeeded();
+                }
                 self.local.exchange(c.step.0, c.intended, c.finished);
             }
         }

@@ -118,7 +118,8 @@ impl BenchConfig {
     }
 }
 
-/// A target that cannot be reached at all: the command exits 2 with this message.
+/// A target that cannot be reached at all, or that refuses the script's setup (a login) every
+/// time: the command exits 2 with this message.
 #[derive(Debug)]
 pub struct Unreachable(pub String);
 
@@ -131,7 +132,8 @@ impl std::fmt::Display for Unreachable {
 impl std::error::Error for Unreachable {}
 
 /// Runs the benchmark `--repeat` times. Fails only when the target cannot be connected to
-/// before the first run; later trouble is measured and reported.
+/// before the first run, or when the script's setup keeps failing; later trouble is measured
+/// and reported.
 pub async fn run(cfg: Arc<BenchConfig>) -> Result<BenchReport, Unreachable> {
     run_keeping_measurements(cfg).await.map(|(r, _)| r)
 }
@@ -158,7 +160,7 @@ pub async fn run_keeping_measurements(
     let mut measurements = Vec::new();
     let steps = cfg.script.step_names().to_vec();
     for i in 1..=cfg.repeat {
-        let m = run::one(cfg.clone(), i, first.take()).await;
+        let m = run::one(cfg.clone(), i, first.take()).await?;
         let interrupted = m.outcome == Some(Outcome::Interrupted);
         runs.push(RunResult::new(i, &steps, &m));
         measurements.push(m);

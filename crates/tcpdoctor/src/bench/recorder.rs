@@ -72,7 +72,15 @@ pub struct Recorder {
     pub spin_ns: AtomicU64,
     shards: Vec<Mutex<Shard>>,
     errors: Mutex<ErrorCounts>,
+    /// Setups (a login) that failed since one last succeeded, over all connections.
+    setup_failures: AtomicU64,
+    /// Set when setups kept failing: why the run stopped (the command exits 2 with it).
+    refused: Mutex<Option<String>>,
 }
+
+/// Setups failing in a row, over all connections, before the run stops: a login the server
+/// keeps refusing is reported once, not thousands of times.
+pub const MAX_SETUP_FAILURES: u64 = 5;
 
 impl Recorder {
     pub fn new(
@@ -106,7 +114,40 @@ impl Recorder {
                 })
                 .collect(),
             errors: Mutex::new(ErrorCounts::default()),
+            setup_failures: AtomicU64::new(0),
+            refused: Mutex::new(None),
         }
+    }
+
+    /// A connection's setup failed with `answer`: returns how many have failed in a row; at
+    /// [`MAX_SETUP_FAILURES`] the run stops and [`Recorder::refused`] says why.
+    pub fn setup_failed(&self, answer: &str) -> u64 {
+        let n = self.setup_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= MAX_SETUP_FAILURES {
+            let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            r.get_or_insert_with(|| {
+                format!(
+                    "the script's setup failed {n} times in a row, so the run stopped: {answer}"
+                )
+            });
+            self.stop();
+        }
+        n
+    }
+
+    /// A connection got through its setup: the failures in a row start again from zero.
+    pub fn setup_succeeded(&self) {
+        if self.setup_failures.load(Ordering::Relaxed) != 0 {
+            self.setup_failures.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Why the run stopped early because setups kept failing, if it did.
+    pub fn refused(&self) -> Option<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn stop(&self) {

@@ -17,13 +17,18 @@ use super::conn::Stream;
 use super::cpu::CpuTimes;
 use super::progress::Progress;
 use super::recorder::{Clock, Recorder};
-use super::{conn, BenchConfig, Bound};
+use super::{conn, BenchConfig, Bound, Unreachable};
 
 const TICK: Duration = Duration::from_millis(100);
 
 /// Run number `run_no`; `first` is an already made connection for connection 0. Ctrl-C ends
-/// the run at once with what was measured (outcome `interrupted`).
-pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) -> RunMeasurements {
+/// the run at once with what was measured (outcome `interrupted`). A setup (a login) that
+/// fails [`super::recorder::MAX_SETUP_FAILURES`] times in a row ends it with that error (the command exits 2).
+pub async fn one(
+    cfg: Arc<BenchConfig>,
+    run_no: u64,
+    mut first: Option<Stream>,
+) -> Result<RunMeasurements, Unreachable> {
     let clock = Clock::start();
     let measure_from = Timestamp::ZERO.plus(cfg.warmup);
     let (requests, stop_at) = match cfg.bound {
@@ -78,6 +83,9 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
             }
             _ = tick.tick() => {
                 let now = clock.now();
+                if rec.is_stopped() && rec.refused().is_some() {
+                    tasks.abort_all();
+                }
                 let done = rec.completed.load(Ordering::Relaxed);
                 if done != seen {
                     (seen, seen_at) = (done, now);
@@ -108,6 +116,9 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
         }
     }
     progress.clear();
+    if let Some(why) = rec.refused() {
+        return Err(Unreachable(why));
+    }
     let cpu = CpuTimes::now().since(cpu_before);
     let end = clock.now();
     let last = rec.last_finish();
@@ -147,7 +158,7 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
     } else {
         None
     };
-    RunMeasurements {
+    Ok(RunMeasurements {
         outcome: if interrupted {
             Some(Outcome::Interrupted)
         } else {
@@ -171,5 +182,5 @@ pub async fn one(cfg: Arc<BenchConfig>, run_no: u64, mut first: Option<Stream>) 
             crate::proxy::Addr::Tcp(a) => Some(a.port()),
             crate::proxy::Addr::Unix(_) => None,
         },
-    }
+    })
 }

@@ -45,7 +45,10 @@ pub fn venv(version: &str, test: &str) -> Option<PathBuf> {
         Ok(o) => {
             return unavailable(
                 test,
-                &format!("python3 -m venv: {}", String::from_utf8_lossy(&o.stderr).trim()),
+                &format!(
+                    "python3 -m venv: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
             )
         }
         Err(e) => return unavailable(test, &format!("python3: {e}")),
