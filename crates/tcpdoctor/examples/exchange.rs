@@ -6,7 +6,7 @@
 //!                                    `sent_bytes=.. received_bytes=.. segments=..`
 //!   exchange sink ADDR [RCVBUF]      reads and discards every connection (for the flood);
 //!                                    prints `ready` once listening (SO_RCVBUF set before
-//!                                    listen when given: the accepted sockets inherit it)
+//!                                    listen unless 0: the accepted sockets inherit it)
 //!   exchange flood ADDR SECONDS SIZE writes SIZE-byte chunks with TCP_NODELAY for SECONDS:
 //!                                    one segment per write, a packet-rate load for
 //!                                    `scripts/bench-capture.sh`; prints `writes=..`
@@ -20,7 +20,8 @@
 //!                                    the congestion control CC),
 //!                                    waits for the sink to close, then prints what its kernel
 //!                                    says of the transfer (`tcp_info`): `bytes=.. rtt_us=..
-//!                                    total_retrans=.. total_rto=.. sndbuf_limited_us=..`
+//!                                    total_retrans=.. total_rto=.. busy_us=.. rwnd_limited_us=..
+//!                                    sndbuf_limited_us=..`
 //!                                    (total_rto is -1 on kernels before 6.7)
 
 #[allow(dead_code)]
@@ -49,7 +50,7 @@ fn main() {
                     );
                 })
         }
-        "sink" => listen(arg(2), arg(3).parse().ok()).and_then(sink),
+        "sink" => listen(arg(2), arg(3).parse().ok().filter(|&n: &usize| n > 0)).and_then(sink),
         "flood" => {
             let secs: f64 = arg(3).parse().unwrap_or(0.0);
             let size: usize = arg(4).parse().unwrap_or(1);
@@ -150,8 +151,11 @@ fn field(info: &[u8], offset: usize, size: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(v))
 }
 
+const TCPI_UNACKED: usize = 24;
 const TCPI_RTT: usize = 68;
 const TCPI_TOTAL_RETRANS: usize = 100;
+const TCPI_BUSY_TIME: usize = 168;
+const TCPI_RWND_LIMITED: usize = 176;
 const TCPI_SNDBUF_LIMITED: usize = 184;
 const TCPI_TOTAL_RTO: usize = 240;
 
@@ -206,16 +210,27 @@ fn bulk(addr: &str, bytes: usize, sndbuf: Option<usize>, cc: Option<&str>) -> io
         left -= n;
     }
     conn.shutdown(std::net::Shutdown::Write)?;
-    // The sink closes after our FIN: everything was delivered and acknowledged.
+    // The kernel's figures once everything (the FIN too) is acknowledged, while the connection
+    // is still open: after it closes, its timers' figures are not kept up to date. Bounded.
+    let mut info = tcp_info(conn.as_raw_fd())?;
+    for _ in 0..30_000 {
+        if field(&info, TCPI_UNACKED, 4) == Some(0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        info = tcp_info(conn.as_raw_fd())?;
+    }
     let mut rest = Vec::new();
     conn.read_to_end(&mut rest)?;
-    let info = tcp_info(conn.as_raw_fd())?;
     let f = |o, n| field(&info, o, n).map_or(-1, |v| v as i64);
     println!(
-        "bytes={bytes} rtt_us={} total_retrans={} total_rto={} sndbuf_limited_us={}",
+        "bytes={bytes} rtt_us={} total_retrans={} total_rto={} busy_us={} rwnd_limited_us={} \
+         sndbuf_limited_us={}",
         f(TCPI_RTT, 4),
         f(TCPI_TOTAL_RETRANS, 4),
         f(TCPI_TOTAL_RTO, 2),
+        f(TCPI_BUSY_TIME, 8),
+        f(TCPI_RWND_LIMITED, 8),
         f(TCPI_SNDBUF_LIMITED, 8)
     );
     Ok(())
