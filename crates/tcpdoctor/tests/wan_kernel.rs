@@ -6,6 +6,7 @@
 //!   stall, the line loses the same packet numbers run after run, and another seed others;
 //! - a receive window caps an upload over 40 ms: `window_limited`, held by the receiver, at
 //!   both ends (and a send buffer's cap, which the detector misses for a paced sender: ignored);
+//! - a 10 Mbit/s bottleneck carries 10 Mbit/s of IP bytes ± 5% (goodput reported too);
 //! - a small bottleneck queue drops the burst it cannot hold (drop-tail), counts exactly the
 //!   packets the captures show missing, and the rate's default queue is the documented one;
 //! - as a uid nobody uses, the path works (`sandbox` and `run --scenarios wan:`) and leaves
@@ -424,6 +425,18 @@ fn a_small_queue_tail_drops_a_burst_and_counts_it() {
         c2s.len()
     );
     assert!(s2c.is_empty(), "the ACKs' direction has room: {s2c:?}");
+    // The bound: the first flight arrives at once, so the queue takes what fits in 3000 bytes
+    // (the handshake's ACK still there and at most two full packets) and drops the rest.
+    let sent = from(&near, NEAR);
+    let first_drop = c2s[0];
+    let taken = sent[..first_drop - 1]
+        .iter()
+        .filter(|p| p.len() >= 1000)
+        .count();
+    assert!(
+        (1..=2).contains(&taken),
+        "{taken} full packets taken before the first drop into a 3000-byte queue"
+    );
 
     let dir = OpenDir::new("wan-queue-default");
     let ex = exchange(&dir);
@@ -566,6 +579,54 @@ fn a_small_send_buffer_over_40ms_is_named() {
         ends[0],
         Some(0),
         "window_limited by the client's send buffer"
+    );
+}
+
+/// A 10 Mbit/s bottleneck (its default queue) carries a 1.5 MB upload at 10 Mbit/s of IP
+/// bytes ± 5% as the server's end receives it, from the first full packet to the last: the link
+/// stays busy once the first flight has filled its queue. Goodput, the TCP payload, is 1448 of
+/// every 1500 bytes (timestamps on): 9.65 Mbit/s.
+#[test]
+fn a_10mbit_bottleneck_carries_10mbit_of_ip_bytes_within_5_percent() {
+    let dir = OpenDir::new("wan-rate-bulk");
+    let ex = exchange(&dir);
+    let Some(_) = sandbox(
+        &dir,
+        "10 Mbit/s bulk",
+        &["--delay", "2ms", "--rate", "10mbit", "-w", "r.pcapng"],
+        &format!("{ex} sink 127.0.0.1:7070"),
+        &format!("{ex} bulk 198.18.0.1:7070 1500000"),
+    ) else {
+        return;
+    };
+    let f = std::fs::File::open(dir.path("r.server.pcapng")).expect("far capture");
+    let mut r = CaptureReader::new(f).expect("a capture");
+    let mut data: Vec<(u64, usize, u32)> = Vec::new();
+    while let Some(fr) = r.next_frame().expect("readable") {
+        let p = fr.data;
+        if ipv4_addr(p, Field::Source) == Some(NEAR) && p.len() >= 1000 {
+            let (_, payload, _) = seq_len(p).expect("TCP");
+            data.push((fr.ts.as_nanos(), p.len(), payload));
+        }
+    }
+    assert!(data.len() > 900, "{} full packets", data.len());
+    let span = (data[data.len() - 1].0 - data[0].0) as f64 / 1e9;
+    // Each packet after the first took its own time on the link within the span.
+    let ip: usize = data[1..].iter().map(|d| d.1).sum();
+    let payload: u64 = data[1..].iter().map(|d| u64::from(d.2)).sum();
+    let (mbit, goodput) = (
+        ip as f64 * 8.0 / span / 1e6,
+        payload as f64 * 8.0 / span / 1e6,
+    );
+    eprintln!("10 Mbit/s bottleneck: {mbit:.3} Mbit/s of IP bytes, goodput {goodput:.3} Mbit/s");
+    assert!(
+        (9.5..=10.5).contains(&mbit),
+        "{mbit:.3} Mbit/s of IP bytes through 10 Mbit/s"
+    );
+    let expected = 10.0 * 1448.0 / 1500.0;
+    assert!(
+        (goodput - expected).abs() <= 0.05 * expected,
+        "goodput {goodput:.3} Mbit/s, expected {expected:.2}"
     );
 }
 
