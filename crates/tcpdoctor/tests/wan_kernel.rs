@@ -2,6 +2,7 @@
 //! TCP at both ends, run as an unprivileged user):
 //!
 //! - the handshake's round trip in each end's own `tcp_info` is two one-way delays;
+//! - the whole-reply server costs one round trip per exchange (30.5 ms ± 2), `rtt_bound`;
 //! - seeded random loss: the sender recovers without timeouts and nothing calls it a timeout
 //!   stall, the line loses the same packet numbers run after run, and another seed others;
 //! - a receive window caps an upload over 40 ms: `window_limited`, held by the receiver, at
@@ -240,6 +241,36 @@ fn the_handshake_rtt_in_each_ends_tcp_info_is_two_delays() {
             "{end}: median {median} µs over a 2 × 15 ms path: {rtt:?}"
         );
     }
+}
+
+/// The per-line server's whole-reply twin over 15 ms each way: one round trip per exchange,
+/// the 30.5 ms ± 2 (the median at the client's end), and `rtt_bound` named.
+#[test]
+fn the_whole_reply_server_costs_one_round_trip_per_exchange() {
+    let dir = OpenDir::new("wan-coalesced");
+    let ex = exchange(&dir);
+    if sandbox(
+        &dir,
+        "whole-reply server over a 15 ms path",
+        &["--delay", "15ms", "-w", "c.pcapng"],
+        &format!("{ex} serve 127.0.0.1:7070 coalesce"),
+        &format!("{ex} client 198.18.0.1:7070 20"),
+    )
+    .is_none()
+    {
+        return;
+    }
+    let r = analyze(&dir.path("c.pcapng"));
+    let k = kinds(&r);
+    assert!(k.iter().any(|k| k.starts_with("rtt_bound")), "{k:?}");
+    let p50 = r["captures"][0]["servers"][0]["exchange_latency_ms"]["p50"]
+        .as_f64()
+        .expect("exchange latency");
+    eprintln!("whole-reply server over 15 ms each way: median exchange {p50} ms; {k:?}");
+    assert!(
+        (28.5..=32.5).contains(&p50),
+        "median exchange {p50} ms: one 30 ms round trip"
+    );
 }
 
 /// One seeded 3% random-loss run of a 1 MB bulk upload over 5 ms each way: the client's and
