@@ -5,6 +5,7 @@
 pub mod exchange;
 pub mod live;
 pub mod run;
+pub mod wan;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
