@@ -170,6 +170,10 @@ impl Detector for WindowLimited {
             d.window_exact = ev.window_exact;
             if let Some(t) = d.transfer.as_mut() {
                 t.current.max_window = t.current.max_window.max(ev.window);
+                // A transfer that starts right after the handshake (an upload: the SYN-ACK,
+                // skipped above, is the only segment before it) learns here that both SYNs
+                // were seen.
+                t.window_exact |= ev.window_exact;
             }
         }
         if ev.len == 0 {

@@ -5,6 +5,7 @@
 pub mod exchange;
 pub mod live;
 pub mod run;
+pub mod wan;
 pub mod zino;
 
 use std::path::{Path, PathBuf};
