@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cursor::Cursor;
+use super::expr::Scope;
 use super::framing::{Framing, Poll, Reader};
+use super::functions::Sources;
 use super::model::{Step, Value};
 use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, StepId};
 use crate::impair::SplitMix64;
@@ -63,6 +65,8 @@ pub struct Conversation {
     matchers: Vec<Matchers>,
     /// A completed response said the server closes the connection after it (rule 6).
     server_closes: bool,
+    /// The shell's wall clock: Unix seconds at a timestamp, for `now_unix()`.
+    wall_clock: Option<(u64, Timestamp)>,
 }
 
 #[derive(Debug)]
@@ -79,6 +83,8 @@ struct Pending {
     intended: Option<Timestamp>,
     request_bytes: usize,
     reader: Reader,
+    /// A computed value of the request failed: the exchange counts as an error.
+    failed: Option<String>,
 }
 
 fn ends_by_silence(step: &Step) -> bool {
@@ -115,6 +121,7 @@ impl Conversation {
             last_step: None,
             matchers: Vec::new(),
             server_closes: false,
+            wall_clock: None,
         };
         conv.matchers = (conv.script.steps.iter())
             .map(|s| Matchers {
@@ -129,12 +136,20 @@ impl Conversation {
                 intended: None,
                 request_bytes: 0,
                 reader: step.read.reader(b""),
+                failed: None,
             });
             conv.silent += usize::from(ends_by_silence(step));
             count_captures(&mut conv.capturing, step, 1);
         }
         conv.settle();
         conv
+    }
+
+    /// The wall clock, for `now_unix()` in templates: `unix_secs` seconds since the Unix epoch
+    /// at `now` (the driver's clock). A request intended later reads the time advanced by the
+    /// difference. Without it, `now_unix()` fails (and its exchanges count as errors).
+    pub fn set_wall_clock(&mut self, unix_secs: u64, now: Timestamp) {
+        self.wall_clock = Some((unix_secs, now));
     }
 
     /// The connection is up: the greeting, if any, is awaited from `now`.
@@ -376,6 +391,7 @@ impl Conversation {
         let script = &*self.script;
         let s = &script.steps[step];
         let start = out.len();
+        let mut failed = None;
         let header_len = match &s.fixed {
             Some(fixed) => {
                 out.extend_from_slice(&fixed.bytes);
@@ -393,13 +409,19 @@ impl Conversation {
                         },
                     }
                 };
-                s.render(
-                    &lookup,
-                    self.conn,
-                    self.cursor.iteration,
-                    &mut self.rng,
-                    out,
-                )
+                let unix_time = self.wall_clock.map(|(secs, at)| {
+                    secs.saturating_add(intended.0.saturating_sub(at.0) / 1_000_000_000)
+                });
+                let mut scope = Scope {
+                    lookup: &lookup,
+                    conn: self.conn,
+                    iteration: self.cursor.iteration,
+                    sources: Sources {
+                        rng: &mut self.rng,
+                        unix_time,
+                    },
+                };
+                s.render(&mut scope, out, &mut failed)
             }
         };
         let request = &out[start..];
@@ -408,6 +430,7 @@ impl Conversation {
             intended: Some(intended),
             request_bytes: request.len(),
             reader: s.read.reader(request),
+            failed: failed.map(|m| format!("{}: in `send`: {m}", s.name)),
         });
         self.silent += usize::from(ends_by_silence(s));
         count_captures(&mut self.capturing, s, 1);
@@ -426,7 +449,7 @@ impl Conversation {
         count_captures(&mut self.capturing, step, -1);
         self.silent -= usize::from(ends_by_silence(step));
         let response = &self.buf[self.consumed..self.consumed + n];
-        let mut failed = None;
+        let mut failed = p.failed;
         if let Some(re) = &self.matchers[p.step].expect {
             if !re.is_match(response) {
                 failed = Some(format!(
