@@ -112,11 +112,17 @@ impl Func {
     }
 
     fn entry(self) -> &'static (&'static str, Func, Arity, &'static str) {
-        // Every variant is in the table (the unit test `every_function_is_named` checks it).
+        // Every variant is in the table (the unit test `every_function_is_in_the_table`).
         TABLE
             .iter()
             .find(|(_, f, ..)| *f == self)
             .unwrap_or(&TABLE[0])
+    }
+
+    /// Every function, for tests that walk them all.
+    #[cfg(test)]
+    pub(crate) fn all() -> impl Iterator<Item = Func> {
+        TABLE.iter().map(|(_, f, ..)| *f)
     }
 
     pub(crate) fn name(self) -> &'static str {
