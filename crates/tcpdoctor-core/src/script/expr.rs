@@ -324,7 +324,7 @@ fn fold(func: Func, args: Vec<Expr>) -> Result<Expr, String> {
     let mut rng = crate::impair::SplitMix64::new(0);
     let mut sources = Sources {
         rng: &mut rng,
-        unix_time: None,
+        clock: None,
     };
     let mut out = Vec::new();
     functions::apply(func, &slices, &mut sources, &mut out)?;

@@ -18,6 +18,7 @@ use sha1::{Digest, Sha1};
 use sha2::Sha256;
 
 use crate::impair::SplitMix64;
+use crate::Timestamp;
 
 /// Most PBKDF2 iterations a template may ask for (a login, not a denial of service).
 pub(crate) const MAX_PBKDF2_ITERATIONS: u64 = 10_000_000;
@@ -160,8 +161,34 @@ impl Func {
 /// What an impure function draws on.
 pub(crate) struct Sources<'r> {
     pub(crate) rng: &'r mut SplitMix64,
-    /// Seconds since the Unix epoch, as the shell gave them; None when it gave none.
-    pub(crate) unix_time: Option<u64>,
+    /// The wall clock, as the shell gave it; None when it gave none.
+    pub(crate) clock: Option<WallClock>,
+}
+
+/// Unix seconds at a timestamp of the driver's clock, and the timestamp of the request being
+/// made: read only by `now_unix()` (so a request without it does no arithmetic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WallClock {
+    pub(crate) unix_secs: u64,
+    pub(crate) at: Timestamp,
+    pub(crate) now: Timestamp,
+}
+
+impl WallClock {
+    /// A clock that reads `unix_secs` now.
+    #[cfg(test)]
+    pub(crate) fn fixed(unix_secs: u64) -> WallClock {
+        WallClock {
+            unix_secs,
+            at: Timestamp(0),
+            now: Timestamp(0),
+        }
+    }
+
+    fn unix_now(self) -> u64 {
+        let elapsed = self.now.0.saturating_sub(self.at.0) / 1_000_000_000;
+        self.unix_secs.saturating_add(elapsed)
+    }
 }
 
 /// Applies `func` to its evaluated arguments, appending the result to `out`.
@@ -256,8 +283,8 @@ pub(crate) fn apply(
         Func::U64le => out.extend_from_slice(&int(0)?.to_le_bytes()),
         Func::Upper => out.extend(arg(0).iter().map(u8::to_ascii_uppercase)),
         Func::Lower => out.extend(arg(0).iter().map(u8::to_ascii_lowercase)),
-        Func::NowUnix => match src.unix_time {
-            Some(t) => push_decimal(t, out),
+        Func::NowUnix => match src.clock {
+            Some(c) => push_decimal(c.unix_now(), out),
             None => return Err(format!("{name}: no wall clock was given to the script")),
         },
         Func::Uuid => uuid_v4(src.rng, out),

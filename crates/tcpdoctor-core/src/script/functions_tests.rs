@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::expr::Scope;
-use super::functions::Sources;
+use super::functions::{Sources, WallClock};
 use super::template::Template;
 use super::*;
 use crate::impair::SplitMix64;
@@ -30,7 +30,7 @@ fn render_with(text: &str, unix_time: Option<u64>, seed: u64) -> Result<Vec<u8>,
         iteration: 7,
         sources: Sources {
             rng: &mut rng,
-            unix_time,
+            clock: unix_time.map(WallClock::fixed),
         },
     };
     let mut out = Vec::new();

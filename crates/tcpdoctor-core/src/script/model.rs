@@ -71,7 +71,7 @@ impl Step {
             iteration: 0,
             sources: Sources {
                 rng: &mut rng,
-                unix_time: None,
+                clock: None,
             },
         };
         let header_len = self.render(&mut scope, &mut bytes, &mut None);

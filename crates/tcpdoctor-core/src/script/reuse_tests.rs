@@ -49,7 +49,7 @@ fn a_fixed_request_is_the_request_the_template_renders() {
                 iteration: 9,
                 sources: Sources {
                     rng: &mut rng,
-                    unix_time: None,
+                    clock: None,
                 },
             };
             let header = step.render(&mut scope, &mut rendered, &mut None);

@@ -337,7 +337,7 @@ mod tests {
             iteration: 7,
             sources: Sources {
                 rng: &mut rng,
-                unix_time: None,
+                clock: None,
             },
         };
         let mut failed = None;
