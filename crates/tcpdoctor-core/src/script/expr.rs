@@ -44,6 +44,16 @@ impl Expr {
         out: &mut Vec<u8>,
     ) -> Result<(), String> {
         match self {
+            // Up to four arguments (every function but a long `concat`) live on the stack:
+            // a per-exchange HMAC allocates only its intermediate results.
+            Expr::Call(func, args) if args.len() <= 4 => {
+                let mut values: [Cow<'s, [u8]>; 4] = Default::default();
+                for (slot, a) in values.iter_mut().zip(args) {
+                    *slot = a.eval(scope)?;
+                }
+                let slices: [&[u8]; 4] = std::array::from_fn(|i| &*values[i]);
+                functions::apply(*func, &slices[..args.len()], &mut scope.sources, out)
+            }
             Expr::Call(func, args) => {
                 let mut values: Vec<Cow<'s, [u8]>> = Vec::with_capacity(args.len());
                 for a in args {

@@ -512,3 +512,32 @@ read = { until = "\n" }
         "line 7, column 60: in `send`: environment variable `ZINO_TOKEN` is not set"
     );
 }
+
+/// The login shown in docs/scripts.md ("Computed values") parses and sends what its comment
+/// says for the greeting its comment shows.
+#[test]
+fn the_documented_zino_login_sends_what_the_docs_say() {
+    let doc = include_str!("../../../../docs/scripts.md");
+    let section = doc
+        .split("## Computed values")
+        .nth(1)
+        .expect("a Computed values section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block");
+    let script = Arc::new(Script::parse(block).unwrap_or_else(|e| panic!("{e}\n{block}")));
+    let mut conv = Conversation::new(script, 0, 1);
+    conv.on_bytes(
+        b"200 a8d7f0a9b8c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5 Hello, there\r\n",
+        Timestamp(1),
+    )
+    .expect("a greeting");
+    let login = conv.next_request(Timestamp(2)).expect("the login");
+    let line = String::from_utf8(login.bytes).expect("text");
+    assert!(
+        block.contains(&format!("# {}", line.trim_end())),
+        "the docs show another request than `{line}`"
+    );
+}
