@@ -115,11 +115,12 @@ fn a_computed_login_passes_a_real_challenge_with_the_secret_from_param() {
     let run = run0(&r);
     assert_eq!(run["exchanges"].as_u64(), Some(40), "{run}");
     assert_eq!(run["errors"]["assertion"].as_u64(), Some(0), "{run}");
-    assert_eq!(
-        step(run, "USER")["latency_ms"]["count"].as_u64(),
-        Some(2),
-        "{run}"
-    );
+    // A login per connection that got that far (the second may open, or log in, after the
+    // 40 exchanges are done); none was refused (`bad`, below).
+    let logins = step(run, "USER")["latency_ms"]["count"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(logins >= 1, "{run}");
     assert_eq!(bad.load(Ordering::Relaxed), 0, "every login was right");
 
     // The script's own (wrong) secret fails the login: the server says so, and the function

@@ -541,3 +541,19 @@ fn the_documented_zino_login_sends_what_the_docs_say() {
         "the docs show another request than `{line}`"
     );
 }
+
+#[test]
+fn hex_templates_take_computed_length_fields() {
+    let src = r#"
+[vars]
+payload = "hello"
+
+[[steps]]
+send_hex = "01 {u16be(len(payload))} {payload} {u8(len(concat(payload, conn)))}"
+read = { length = 1 }
+"#;
+    let script = Arc::new(Script::parse(src).expect("valid"));
+    let mut conv = Conversation::new(script, 7, 1);
+    let req = conv.next_request(Timestamp(1)).expect("a request");
+    assert_eq!(req.bytes, b"\x01\x00\x05hello\x06");
+}
