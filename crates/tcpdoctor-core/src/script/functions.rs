@@ -24,6 +24,8 @@ use crate::Timestamp;
 pub(crate) const MAX_PBKDF2_ITERATIONS: u64 = 10_000_000;
 /// Longest PBKDF2 output, and most random bytes `random(n)` may make.
 pub(crate) const MAX_DERIVED: u64 = 64 * 1024;
+/// The largest value a function may make (`hex(hex(hex(…)))` doubles at each call).
+pub(crate) const MAX_VALUE: usize = 64 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Func {
@@ -200,6 +202,17 @@ pub(crate) fn apply(
 ) -> Result<(), String> {
     let name = func.name();
     let arg = |i: usize| args.get(i).copied().unwrap_or(&[]);
+    let size = match func {
+        Func::Hex => arg(0).len().saturating_mul(2),
+        Func::Base64 => arg(0).len().div_ceil(3).saturating_mul(4),
+        Func::Concat => args.iter().map(|a| a.len()).fold(0, usize::saturating_add),
+        _ => 0,
+    };
+    if size > MAX_VALUE {
+        return Err(format!(
+            "{name}: the value would be larger than the 64MiB limit"
+        ));
+    }
     let int = |i: usize| integer(name, arg(i));
     match func {
         Func::Sha1 => out.extend_from_slice(&Sha1::digest(arg(0))),

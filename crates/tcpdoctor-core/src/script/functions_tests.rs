@@ -323,6 +323,10 @@ fn bad_expressions_name_the_offset() {
     let deep = format!("{{{}x{}}}", "hex(".repeat(40), ")".repeat(40));
     let e = Template::parse_text(&deep, &no_env).expect_err("too deep");
     assert!(e.message.contains("nest deeper"), "{}", e.message);
+    // Each hex doubles: 30 of them over 1 byte would be a 1GiB value, made when loading.
+    let huge = format!("{{{}'x'{}}}", "hex(".repeat(30), ")".repeat(30));
+    let e = Template::parse_text(&huge, &no_env).expect_err("too large");
+    assert!(e.message.contains("64MiB"), "{}", e.message);
 }
 
 const ZINO_LOGIN: &str = r#"
