@@ -1,7 +1,7 @@
 //! CPU cost of one exchange inside a `Conversation`, with no socket: what the bench driver
 //! spends per request before any syscall.
 //!
-//!     cargo run --release -p tcpdoctor-core --example conversation_cost -- 2000000
+//!     cargo run --release -p tcpdoctor-core --example conversation_cost -- 2000000 [ROW,…]
 //!
 //! For each preset, a conversation is driven through N exchanges (default 1,000,000) on
 //! in-memory bytes: take a request, feed back the response a server would send (`+PONG\r\n`
@@ -10,6 +10,11 @@
 //! exchange, the best of three runs: through `next_request`/`on_bytes` ("owned", a vector
 //! per request and per read) and through `next_request_into`/`on_bytes_into` ("into", the
 //! caller's buffers reused, as the bench driver calls it).
+//!
+//! Two scripts beside the presets price computed values: `vars` sends `SET {key} {i}` (a
+//! template with variables, no function), `hmac` the same with the value an HMAC-SHA-256 of
+//! the iteration, in hex (`{hex(hmac_sha256(key, i))}`); the difference of the two rows is
+//! what a per-exchange function costs.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -87,18 +92,47 @@ fn run_into(script: &Arc<Script>, answer: Answer, n: u64, depth: usize) -> f64 {
     start.elapsed().as_nanos() as f64 / done as f64
 }
 
+/// A line script whose request has variables; `hmac`: and a per-exchange HMAC of them.
+fn computed(hmac: bool) -> String {
+    let value = if hmac {
+        "{hex(hmac_sha256(key, i))}"
+    } else {
+        "{i}"
+    };
+    format!(
+        "[vars]\nkey = \"k3y\"\n\n[[steps]]\nsend = 'SET {{key}} {value}\\r\\n'\nread = {{ until = \"\\r\\n\" }}\n"
+    )
+}
+
 fn main() {
     let n: u64 = std::env::args()
         .nth(1)
         .map(|a| a.parse().expect("N must be a number"))
         .unwrap_or(1_000_000);
-    let cases: &[(&str, Answer)] = &[("resp", pong), ("echo", echo), ("line", pong)];
+    let cases: &[(&str, Answer)] = &[
+        ("resp", pong),
+        ("echo", echo),
+        ("line", pong),
+        ("vars", pong),
+        ("hmac", pong),
+    ];
     println!(
         "{:<8} {:>14} {:>15} {:>14} {:>15}",
         "preset", "owned d1 ns/ex", "owned d16 ns/ex", "into d1 ns/ex", "into d16 ns/ex"
     );
+    // An optional second argument picks rows: `conversation_cost 1000000 line,vars`.
+    let only: Option<Vec<String>> = std::env::args()
+        .nth(2)
+        .map(|a| a.split(',').map(str::to_string).collect());
     for (name, answer) in cases {
-        let script = Arc::new(Script::preset(name, &[]).expect("a valid preset"));
+        if only.as_ref().is_some_and(|o| !o.iter().any(|x| x == name)) {
+            continue;
+        }
+        let script = Arc::new(match *name {
+            "vars" => Script::parse(&computed(false)).expect("a valid script"),
+            "hmac" => Script::parse(&computed(true)).expect("a valid script"),
+            _ => Script::preset(name, &[]).expect("a valid preset"),
+        });
         type Run = fn(&Arc<Script>, Answer, u64, usize) -> f64;
         let best = |run: Run, depth| {
             (0..3)

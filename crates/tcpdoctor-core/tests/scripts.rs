@@ -89,7 +89,7 @@ fn parse_never_panics_on_damaged_scripts() {
         state ^= state << 17;
         state
     };
-    const BITS: &[u8] = b"{}[]\"'\\=.#\n xu0{random:}in";
+    const BITS: &[u8] = b"{}[]\"'\\=.#\n xu0{random:}in(),";
     for file in &files {
         let src = fs::read(file).expect("a script");
         for _ in 0..200 {

@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cursor::Cursor;
+use super::expr::Scope;
 use super::framing::{Framing, Poll, Reader};
+use super::functions::{Sources, WallClock};
 use super::model::{Step, Value};
 use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, StepId};
 use crate::impair::SplitMix64;
@@ -63,6 +65,12 @@ pub struct Conversation {
     matchers: Vec<Matchers>,
     /// A completed response said the server closes the connection after it (rule 6).
     server_closes: bool,
+    /// The shell's wall clock: Unix seconds at a timestamp, for `now_unix()`.
+    wall_clock: Option<(u64, Timestamp)>,
+    /// Requests whose computed value failed, oldest first, each with how many responses
+    /// complete before its own: their exchanges count as errors. (Beside `pending`, not in
+    /// it, so that an exchange without a failure pays one `is_empty` for them.)
+    render_failures: VecDeque<(usize, String)>,
 }
 
 #[derive(Debug)]
@@ -81,11 +89,79 @@ struct Pending {
     reader: Reader,
 }
 
+/// What a request with variable parts is rendered from.
+struct Inputs<'c> {
+    cursor: &'c Cursor,
+    vars: &'c HashMap<String, Value>,
+    conn: u64,
+    rng: &'c mut SplitMix64,
+    wall_clock: Option<(u64, Timestamp)>,
+    intended: Timestamp,
+}
+
+/// Renders the request of a step whose bytes vary (variables, `{i}`, functions).
+#[inline]
+fn render(
+    script: &Script,
+    step: &Step,
+    inputs: Inputs<'_>,
+    out: &mut Vec<u8>,
+    failed: &mut Option<String>,
+) -> Option<usize> {
+    let binding = inputs.cursor.binding(script);
+    let vars = inputs.vars;
+    let lookup = |name: &str| -> Option<&[u8]> {
+        match binding {
+            Some((var, value)) if var == name => Some(value),
+            _ => match vars.get(name) {
+                Some(Value::Text(t)) => Some(t),
+                _ => None,
+            },
+        }
+    };
+    let clock = inputs.wall_clock.map(|(unix_secs, at)| WallClock {
+        unix_secs,
+        at,
+        now: inputs.intended,
+    });
+    let mut scope = Scope {
+        lookup: &lookup,
+        conn: inputs.conn,
+        iteration: inputs.cursor.iteration,
+        sources: Sources {
+            rng: inputs.rng,
+            clock,
+        },
+    };
+    step.render(&mut scope, out, failed)
+}
+
+/// A response completes: the failure of its request's computed value, if it had one.
+#[cold]
+fn take_render_failure(failures: &mut VecDeque<(usize, String)>) -> Option<String> {
+    let mine = match failures.front() {
+        Some((0, _)) => failures.pop_front().map(|(_, m)| m),
+        _ => None,
+    };
+    for (before, _) in failures.iter_mut() {
+        *before -= 1;
+    }
+    mine
+}
+
+#[cold]
+fn render_failure(step: &str, message: &str) -> String {
+    format!("{step}: in `send`: {message}")
+}
+
 fn ends_by_silence(step: &Step) -> bool {
     matches!(step.read, Framing::Idle(_) | Framing::Close)
 }
 
-/// Counts the captures an outstanding response of `step` will make.
+/// Counts the captures an outstanding response of `step` will make. (Inlined by force: when
+/// it was not, after template functions grew `issue`, every exchange paid ~20 instructions
+/// more — callgrind on `conversation_cost`.)
+#[inline(always)]
 fn count_captures(capturing: &mut HashMap<String, usize>, step: &Step, delta: isize) {
     for cap in &step.captures {
         match capturing.get_mut(&cap.name) {
@@ -115,6 +191,8 @@ impl Conversation {
             last_step: None,
             matchers: Vec::new(),
             server_closes: false,
+            wall_clock: None,
+            render_failures: VecDeque::new(),
         };
         conv.matchers = (conv.script.steps.iter())
             .map(|s| Matchers {
@@ -135,6 +213,13 @@ impl Conversation {
         }
         conv.settle();
         conv
+    }
+
+    /// The wall clock, for `now_unix()` in templates: `unix_secs` seconds since the Unix epoch
+    /// at `now` (the driver's clock). A request intended later reads the time advanced by the
+    /// difference. Without it, `now_unix()` fails (and its exchanges count as errors).
+    pub fn set_wall_clock(&mut self, unix_secs: u64, now: Timestamp) {
+        self.wall_clock = Some((unix_secs, now));
     }
 
     /// The connection is up: the greeting, if any, is awaited from `now`.
@@ -376,32 +461,32 @@ impl Conversation {
         let script = &*self.script;
         let s = &script.steps[step];
         let start = out.len();
+        let mut failed = None;
         let header_len = match &s.fixed {
             Some(fixed) => {
                 out.extend_from_slice(&fixed.bytes);
                 fixed.header_len
             }
-            None => {
-                let binding = self.cursor.binding(script);
-                let vars = &self.vars;
-                let lookup = |name: &str| -> Option<&[u8]> {
-                    match binding {
-                        Some((var, value)) if var == name => Some(value),
-                        _ => match vars.get(name) {
-                            Some(Value::Text(t)) => Some(t),
-                            _ => None,
-                        },
-                    }
-                };
-                s.render(
-                    &lookup,
-                    self.conn,
-                    self.cursor.iteration,
-                    &mut self.rng,
-                    out,
-                )
-            }
+            None => render(
+                script,
+                s,
+                Inputs {
+                    cursor: &self.cursor,
+                    vars: &self.vars,
+                    conn: self.conn,
+                    rng: &mut self.rng,
+                    wall_clock: self.wall_clock,
+                    intended,
+                },
+                out,
+                &mut failed,
+            ),
         };
+        if let Some(message) = failed {
+            let before = self.pending.len();
+            self.render_failures
+                .push_back((before, render_failure(&s.name, &message)));
+        }
         let request = &out[start..];
         self.pending.push_back(Pending {
             step,
@@ -426,7 +511,11 @@ impl Conversation {
         count_captures(&mut self.capturing, step, -1);
         self.silent -= usize::from(ends_by_silence(step));
         let response = &self.buf[self.consumed..self.consumed + n];
-        let mut failed = None;
+        let mut failed = if self.render_failures.is_empty() {
+            None
+        } else {
+            take_render_failure(&mut self.render_failures)
+        };
         if let Some(re) = &self.matchers[p.step].expect {
             if !re.is_match(response) {
                 failed = Some(format!(

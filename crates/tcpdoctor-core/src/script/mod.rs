@@ -16,6 +16,8 @@
 //! # Layout
 //! - [`parse`](self): TOML → validated [`Script`]; errors with line and column.
 //! - `template`: request templates (`{var}`, `{conn}`, `{i}`, `{random:N}`, `{body}`, escapes).
+//! - `expr`, `functions`: computed placeholders (`{hex(sha1(concat(challenge, " ", secret)))}`),
+//!   compiled at load into a tree; the functions over byte strings.
 //! - `framing`: one file per response framing, all incremental and bounded.
 //! - `conversation`: [`Conversation`], requests out, bytes in, exchanges completed.
 //! - `cursor`: which step makes the next request (setup, steps, iterations, `for_each`).
@@ -38,7 +40,9 @@
 
 mod conversation;
 mod cursor;
+mod expr;
 mod framing;
+mod functions;
 mod model;
 mod parse;
 mod parse_step;
@@ -69,14 +73,20 @@ pub struct Script {
 impl Script {
     /// Parses and validates a TOML conversation script. Every error names the line (and column).
     pub fn parse(src: &str) -> Result<Script, ScriptError> {
-        parse::parse(src)
+        parse::parse(src, &Inputs::default())
+    }
+
+    /// [`Script::parse`] with what the shell passes in: `--param` values for `[vars]` and the
+    /// environment for `{env:NAME}`.
+    pub fn parse_with(src: &str, inputs: &Inputs<'_>) -> Result<Script, ScriptError> {
+        parse::parse(src, inputs)
     }
 
     /// A built-in preset (see [`preset_names`]); `params` are `key=value` pairs from `--param`.
     /// Unknown keys are an error naming the key and listing the valid ones.
     pub fn preset(name: &str, params: &[(String, String)]) -> Result<Script, ScriptError> {
         let src = presets::source(name, params)?;
-        parse::parse(&src)
+        parse::parse(&src, &Inputs::default())
             .map_err(|e| ScriptError::new(None, None, format!("preset `{name}`: {}", e.message)))
     }
 
@@ -123,6 +133,30 @@ impl Script {
     /// driver stops asking, or `iterations` times.
     pub fn repeats(&self) -> bool {
         !self.body.is_empty()
+    }
+}
+
+/// Reads one environment variable (the shell's `std::env::var`, or a test's table).
+pub type EnvFn = dyn Fn(&str) -> Option<String>;
+
+/// What a script reads from outside its text, passed in by the shell (the core reads no
+/// environment).
+#[derive(Clone, Copy, Default)]
+pub struct Inputs<'a> {
+    /// `--param KEY=VALUE`: each KEY must be a `[vars]` entry; VALUE replaces its value.
+    pub vars: &'a [(String, String)],
+    /// Answers `{env:NAME}`; None: no variable is set.
+    pub env: Option<&'a EnvFn>,
+}
+
+impl fmt::Debug for Inputs<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Values may be secrets: show only the names.
+        let keys: Vec<&str> = self.vars.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Inputs")
+            .field("vars", &keys)
+            .field("env", &self.env.is_some())
+            .finish()
     }
 }
 
@@ -252,6 +286,8 @@ pub(crate) fn escape_bytes(bytes: &[u8], limit: usize) -> String {
     out
 }
 
+#[cfg(test)]
+mod functions_tests;
 #[cfg(test)]
 mod reuse_tests;
 #[cfg(test)]

@@ -2,7 +2,9 @@
 
 use regex::bytes::Regex;
 
+use super::expr::Scope;
 use super::framing::{Framing, LengthPrefix};
+use super::functions::Sources;
 use super::template::Template;
 use crate::impair::SplitMix64;
 
@@ -31,14 +33,13 @@ pub(crate) struct FixedRequest {
 
 impl Step {
     /// Appends the step's request (length field and template) to `out`; returns where its
-    /// header ends, counted from the request's first byte, when it has one.
-    pub(crate) fn render<'v>(
-        &self,
-        lookup: &dyn Fn(&str) -> Option<&'v [u8]>,
-        conn: u64,
-        iteration: u64,
-        rng: &mut SplitMix64,
+    /// header ends, counted from the request's first byte, when it has one. A computed value
+    /// that failed is named in `failed` (see [`Template::render`]).
+    pub(crate) fn render<'s, 'v: 's>(
+        &'s self,
+        scope: &mut Scope<'_, 'v>,
         out: &mut Vec<u8>,
+        failed: &mut Option<String>,
     ) -> Option<usize> {
         let start = out.len();
         let width = self.send_prefix.map_or(0, |p| p.width);
@@ -46,7 +47,7 @@ impl Step {
         let mark = self
             .send
             .as_ref()
-            .and_then(|t| t.render(lookup, conn, iteration, rng, out));
+            .and_then(|t| t.render(scope, out, failed));
         match self.send_prefix {
             Some(prefix) => {
                 let body = (out.len() - start - width) as u64;
@@ -63,7 +64,17 @@ impl Step {
             return None;
         }
         let mut bytes = Vec::new();
-        let header_len = self.render(&|_| None, 0, 0, &mut SplitMix64::new(0), &mut bytes);
+        let mut rng = SplitMix64::new(0);
+        let mut scope = Scope {
+            lookup: &|_| None,
+            conn: 0,
+            iteration: 0,
+            sources: Sources {
+                rng: &mut rng,
+                clock: None,
+            },
+        };
+        let header_len = self.render(&mut scope, &mut bytes, &mut None);
         Some(FixedRequest { bytes, header_len })
     }
 }

@@ -5,6 +5,8 @@
 //!    (escapes, hex, placeholders).
 //! 3. Variables: every `{name}` in a template is a `[vars]` entry, a loop variable, or a capture
 //!    made by an earlier step; `for_each` walks a list (an array in `[vars]` or a list capture).
+//! 4. Inputs from the shell: each `--param KEY=VALUE` names a `[vars]` entry (and replaces its
+//!    value); each `{env:NAME}` is set in the environment the shell passed.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -13,10 +15,11 @@ use regex::bytes::{Regex, RegexBuilder};
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use super::expr::EnvLookup;
 use super::framing::DEFAULT_MAX_RESPONSE;
 use super::model::{Item, Step, Value};
 use super::template::{is_identifier, RESERVED};
-use super::{Script, ScriptError};
+use super::{Inputs, Script, ScriptError};
 
 pub(crate) type Span = Range<usize>;
 pub(crate) type Val<'i> = Spanned<DeValue<'i>>;
@@ -40,9 +43,17 @@ pub(crate) struct Parser<'s> {
     pub(crate) defined: HashMap<String, Def>,
     /// Every capture anywhere in the script: name → line of its first capture.
     pub(crate) captured_anywhere: HashMap<String, usize>,
+    /// `{env:NAME}`, as the shell read it.
+    pub(crate) env: EnvLookup<'s>,
+    /// `--param KEY=VALUE` for `[vars]`.
+    overrides: &'s [(String, String)],
 }
 
-pub(crate) fn parse(src: &str) -> Result<Script, ScriptError> {
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+pub(crate) fn parse(src: &str, inputs: &Inputs<'_>) -> Result<Script, ScriptError> {
     let doc = DeTable::parse(src).map_err(|e| {
         let (line, column) = e.span().map_or((None, None), |s| {
             let (l, c) = line_col(src, s.start);
@@ -57,6 +68,8 @@ pub(crate) fn parse(src: &str) -> Result<Script, ScriptError> {
         max_response: DEFAULT_MAX_RESPONSE,
         defined: HashMap::new(),
         captured_anywhere: HashMap::new(),
+        env: inputs.env.unwrap_or(&no_env),
+        overrides: inputs.vars,
     };
     p.document(doc.get_ref())
 }
@@ -323,10 +336,11 @@ impl<'s> Parser<'s> {
             }
             None => None,
         };
-        let vars = match get("vars") {
+        let mut vars = match get("vars") {
             Some(v) => self.vars(v)?,
             None => Vec::new(),
         };
+        self.apply_overrides(&mut vars)?;
         for section in ["greeting", "setup", "steps"] {
             if let Some(v) = get(section) {
                 self.collect_captures(v);
@@ -413,6 +427,36 @@ impl<'s> Parser<'s> {
             out.push((name, val));
         }
         Ok(out)
+    }
+
+    /// `--param KEY=VALUE`: KEY must be a single-value `[vars]` entry; VALUE replaces it.
+    fn apply_overrides(&self, vars: &mut [(String, Value)]) -> Result<(), ScriptError> {
+        for (key, value) in self.overrides {
+            match vars.iter_mut().find(|(name, _)| name == key) {
+                Some((_, Value::List(_))) => {
+                    return Err(ScriptError::new(
+                        None,
+                        None,
+                        format!("--param {key}: `{key}` is a list in [vars]; a parameter sets a single value"),
+                    ))
+                }
+                Some((_, v)) => *v = Value::Text(value.as_bytes().to_vec()),
+                None => {
+                    let known: Vec<&str> = vars.iter().map(|(n, _)| n.as_str()).collect();
+                    let known = if known.is_empty() {
+                        "it has no [vars]".to_string()
+                    } else {
+                        format!("its variables: {}", known.join(", "))
+                    };
+                    return Err(ScriptError::new(
+                        None,
+                        None,
+                        format!("--param {key}: the script has no variable `{key}` ({known})"),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Notes every capture name in a section, so "used before it is captured" can say where.

@@ -5,6 +5,7 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 
 use super::framing::{Framing, LengthPrefix};
+use super::functions::Func;
 use super::model::{Capture, CaptureKind, Step};
 use super::parse::{kind, Def, Parser, Span, Val, MAX_SIZE};
 use super::template::{is_identifier, Piece, Template, RESERVED};
@@ -188,9 +189,9 @@ impl Parser<'_> {
         let key = if hex { "send_hex" } else { "send" };
         let text = self.string(v, key)?;
         let parsed = if hex {
-            Template::parse_hex(text)
+            Template::parse_hex(text, self.env)
         } else {
-            Template::parse_text(text)
+            Template::parse_text(text, self.env)
         };
         let template = parsed.map_err(|e| {
             self.err(
@@ -204,16 +205,28 @@ impl Parser<'_> {
                 format!("`{key}` is empty: a request must have at least one byte"),
             ));
         }
-        for var in template.vars() {
-            if Some(var) == loop_var {
+        for (var, offset) in &template.refs {
+            if Some(var.as_str()) == loop_var {
                 continue;
             }
+            let at = self.inside(v, *offset);
             match self.defined.get(var) {
                 Some(Def { list: true, origin }) => {
-                    return Err(self.err(&v.span(), format!("`{var}` is a list ({origin}); walk it with for_each = \"x in {var}\" and use {{x}}")));
+                    return Err(self.err(&at, format!("`{var}` is a list ({origin}); walk it with for_each = \"x in {var}\" and use {{x}}")));
                 }
                 Some(_) => {}
-                None => return Err(self.undefined(var, &v.span())),
+                None if Func::from_name(var).is_some() => {
+                    let undefined = self.undefined(var, &at);
+                    return Err(ScriptError::new(
+                        undefined.line(),
+                        undefined.column(),
+                        format!(
+                            "{}; to call the function write `{var}(…)`",
+                            undefined.message()
+                        ),
+                    ));
+                }
+                None => return Err(self.undefined(var, &at)),
             }
         }
         Ok(template)
@@ -298,7 +311,7 @@ impl Parser<'_> {
         Ok(match key {
             "until" => {
                 let text = self.string(value, "until")?;
-                let t = Template::parse_text(text).map_err(|e| {
+                let t = Template::parse_text(text, self.env).map_err(|e| {
                     self.err(
                         &self.inside(value, e.offset),
                         format!("in `until`: {}", e.message),

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::impair::SplitMix64;
+use expr::Scope;
+use functions::Sources;
 
 fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
@@ -40,7 +42,17 @@ fn a_fixed_request_is_the_request_the_template_renders() {
     for script in &scripts {
         for step in script.steps.iter().filter(|s| s.send.is_some()) {
             let mut rendered = b"before".to_vec();
-            let header = step.render(&|_| None, 3, 9, &mut SplitMix64::new(4), &mut rendered);
+            let mut rng = SplitMix64::new(4);
+            let mut scope = Scope {
+                lookup: &|_| None,
+                conn: 3,
+                iteration: 9,
+                sources: Sources {
+                    rng: &mut rng,
+                    clock: None,
+                },
+            };
+            let header = step.render(&mut scope, &mut rendered, &mut None);
             match &step.fixed {
                 Some(f) => {
                     fixed += 1;

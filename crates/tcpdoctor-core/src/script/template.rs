@@ -6,11 +6,16 @@
 //! 3. `{random:N}`: N random letters and digits, drawn from the connection's seeded generator
 //!    (so a run repeats exactly with the same `--seed`);
 //! 4. `{body}`: writes nothing; marks where the request's header ends (`--split-writes header`);
-//! 5. `{{` and `}}`: literal braces.
+//! 5. `{{` and `}}`: literal braces;
+//! 6. `{f(x, …)}`: a computed value (`{hex(sha1(concat(challenge, " ", secret)))}`), compiled
+//!    here into an expression tree (`expr`, `functions`); `{env:NAME}`: the environment, as the
+//!    shell read it at load.
 //!
 //! Text templates read the escapes `\r \n \t \0 \\ \xNN` themselves, so a TOML literal string
 //! (`'GET\r\n'`) means the same as a basic one (`"GET\r\n"`) and `\xNN` is one raw byte.
 
+use super::expr::{self, EnvLookup, Expr, Scope};
+use super::functions::push_decimal;
 use crate::impair::SplitMix64;
 
 /// Variables a template may not be named after, because templates give them a meaning.
@@ -27,11 +32,16 @@ pub(crate) enum Piece {
     Iteration,
     Random(usize),
     Body,
+    /// A computed value; constant calls were folded into `Bytes` at parse.
+    Expr(Box<Expr>),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Template {
     pub(crate) pieces: Vec<Piece>,
+    /// Every variable read, also inside expressions, with its byte offset in the template
+    /// text (for errors that point at it).
+    pub(crate) refs: Vec<(String, usize)>,
 }
 
 /// A template error: the byte offset inside the template text, and what is wrong.
@@ -41,7 +51,7 @@ pub(crate) struct TemplateError {
     pub(crate) message: String,
 }
 
-fn err(offset: usize, message: impl Into<String>) -> TemplateError {
+pub(crate) fn err(offset: usize, message: impl Into<String>) -> TemplateError {
     TemplateError {
         offset,
         message: message.into(),
@@ -49,22 +59,20 @@ fn err(offset: usize, message: impl Into<String>) -> TemplateError {
 }
 
 impl Template {
-    /// Parses a text template (escapes and placeholders).
-    pub(crate) fn parse_text(text: &str) -> Result<Template, TemplateError> {
-        parse(text, false)
+    /// Parses a text template (escapes and placeholders); `env` answers `{env:NAME}`.
+    pub(crate) fn parse_text(text: &str, env: EnvLookup<'_>) -> Result<Template, TemplateError> {
+        parse(text, false, env)
     }
 
     /// Parses a hex template: pairs of hex digits, whitespace ignored, placeholders allowed.
-    pub(crate) fn parse_hex(text: &str) -> Result<Template, TemplateError> {
-        parse(text, true)
+    pub(crate) fn parse_hex(text: &str, env: EnvLookup<'_>) -> Result<Template, TemplateError> {
+        parse(text, true, env)
     }
 
-    /// Names of the variables the template reads, in order (with repeats).
+    /// Names of the variables the template reads, in order (with repeats), also those inside
+    /// computed values.
     pub(crate) fn vars(&self) -> impl Iterator<Item = &str> {
-        self.pieces.iter().filter_map(|p| match p {
-            Piece::Var(name) => Some(name.as_str()),
-            _ => None,
-        })
+        self.refs.iter().map(|(name, _)| name.as_str())
     }
 
     /// True when every request renders the same bytes: no variable, `{conn}`, `{i}` or
@@ -76,14 +84,13 @@ impl Template {
     }
 
     /// Appends the request to `out`; returns where `{body}` was (counted from the request's
-    /// first byte), if the template has it.
-    pub(crate) fn render<'v>(
-        &self,
-        lookup: &dyn Fn(&str) -> Option<&'v [u8]>,
-        conn: u64,
-        iteration: u64,
-        rng: &mut SplitMix64,
+    /// first byte), if the template has it. A computed value that fails (`unhex` of something
+    /// that is not hex) writes nothing, and the first such failure is left in `failed`.
+    pub(crate) fn render<'s, 'v: 's>(
+        &'s self,
+        scope: &mut Scope<'_, 'v>,
         out: &mut Vec<u8>,
+        failed: &mut Option<String>,
     ) -> Option<usize> {
         let start = out.len();
         let mut body = None;
@@ -91,33 +98,25 @@ impl Template {
             match piece {
                 Piece::Bytes(b) => out.extend_from_slice(b),
                 Piece::Var(name) => {
-                    if let Some(v) = lookup(name) {
+                    if let Some(v) = (scope.lookup)(name) {
                         out.extend_from_slice(v);
                     }
                 }
-                Piece::Conn => push_decimal(conn, out),
-                Piece::Iteration => push_decimal(iteration, out),
-                Piece::Random(n) => random_text(rng, *n, out),
+                Piece::Conn => push_decimal(scope.conn, out),
+                Piece::Iteration => push_decimal(scope.iteration, out),
+                Piece::Random(n) => random_text(scope.sources.rng, *n, out),
                 Piece::Body => body = Some(out.len() - start),
+                Piece::Expr(e) => {
+                    let at = out.len();
+                    if let Err(message) = e.eval_into(scope, out) {
+                        out.truncate(at);
+                        failed.get_or_insert(message);
+                    }
+                }
             }
         }
         body
     }
-}
-
-/// `n` in decimal, without allocating.
-fn push_decimal(mut n: u64, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// Letters and digits only, so random payloads never contain a protocol's terminator.
@@ -152,9 +151,10 @@ fn hex_value(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
-fn parse(text: &str, hex: bool) -> Result<Template, TemplateError> {
+fn parse(text: &str, hex: bool, env: EnvLookup<'_>) -> Result<Template, TemplateError> {
     let bytes = text.as_bytes();
     let mut pieces = Vec::new();
+    let mut refs = Vec::new();
     let mut pos = 0;
     let mut half: Option<(usize, u8)> = None;
     while pos < bytes.len() {
@@ -175,7 +175,28 @@ fn parse(text: &str, hex: bool) -> Result<Template, TemplateError> {
                     "`{` without a closing `}` (write `{{` for a literal brace)",
                 ));
             };
-            pieces.push(placeholder(&text[pos + 1..pos + len], pos)?);
+            let inner = &text[pos + 1..pos + len];
+            if is_computed(inner) {
+                let parsed = expr::parse(text, pos + 1, env)?;
+                parsed.expr.vars(&parsed.var_offsets, &mut refs);
+                match parsed.expr {
+                    Expr::Lit(b) => push_bytes(&mut pieces, &b),
+                    Expr::Var(name) => pieces.push(Piece::Var(name)),
+                    Expr::Conn => pieces.push(Piece::Conn),
+                    Expr::Iteration => pieces.push(Piece::Iteration),
+                    call => pieces.push(Piece::Expr(Box::new(call))),
+                }
+                pos = parsed.end;
+                continue;
+            }
+            let piece = placeholder(inner, pos)?;
+            if let Piece::Var(name) = &piece {
+                refs.push((
+                    name.clone(),
+                    pos + 1 + (inner.len() - inner.trim_start().len()),
+                ));
+            }
+            pieces.push(piece);
             pos += len + 1;
         } else if c == b'}' {
             return Err(err(
@@ -209,10 +230,16 @@ fn parse(text: &str, hex: bool) -> Result<Template, TemplateError> {
     if let Some((at, _)) = half {
         return Err(err(at, "odd number of hex digits"));
     }
-    Ok(Template { pieces })
+    Ok(Template { pieces, refs })
 }
 
-fn escape(bytes: &[u8], pos: usize) -> Result<(u8, usize), TemplateError> {
+/// A placeholder that is more than a name, `random:N` or `body`: a call, a quoted string, an
+/// `env:` read.
+fn is_computed(inner: &str) -> bool {
+    inner.contains(['(', '"', '\'']) || inner.trim_start().starts_with("env:")
+}
+
+pub(crate) fn escape(bytes: &[u8], pos: usize) -> Result<(u8, usize), TemplateError> {
     let Some(&e) = bytes.get(pos + 1) else {
         return Err(err(pos, "`\\` at the end of the template"));
     };
@@ -286,10 +313,36 @@ pub(crate) fn is_identifier(name: &str) -> bool {
 mod tests {
     use super::*;
 
+    use crate::script::functions::Sources;
+
+    pub(crate) fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn parse_text(text: &str) -> Result<Template, TemplateError> {
+        Template::parse_text(text, &no_env)
+    }
+
+    fn parse_hex(text: &str) -> Result<Template, TemplateError> {
+        Template::parse_hex(text, &no_env)
+    }
+
     fn render(t: &Template, seed: u64) -> (Vec<u8>, Option<usize>) {
         let mut out = Vec::new();
         let lookup = |name: &str| (name == "id").then_some(&b"42"[..]);
-        let body = t.render(&lookup, 3, 7, &mut SplitMix64::new(seed), &mut out);
+        let mut rng = SplitMix64::new(seed);
+        let mut scope = Scope {
+            lookup: &lookup,
+            conn: 3,
+            iteration: 7,
+            sources: Sources {
+                rng: &mut rng,
+                clock: None,
+            },
+        };
+        let mut failed = None;
+        let body = t.render(&mut scope, &mut out, &mut failed);
+        assert_eq!(failed, None);
         (out, body)
     }
 
@@ -305,7 +358,7 @@ mod tests {
             ("héllo", "héllo".as_bytes(), None),
         ];
         for (text, want, body) in cases {
-            let t = Template::parse_text(text).unwrap();
+            let t = parse_text(text).unwrap();
             assert_eq!(render(&t, 1), (want.to_vec(), *body), "{text}");
         }
     }
@@ -317,7 +370,7 @@ mod tests {
             push_decimal(n, &mut out);
             assert_eq!(out, format!("x{n}").as_bytes());
         }
-        let fixed = |text: &str| Template::parse_text(text).unwrap().is_fixed();
+        let fixed = |text: &str| parse_text(text).unwrap().is_fixed();
         assert!(fixed("PING\r\n{body}x{{y}}"));
         assert!(!fixed("GET {id}"));
         assert!(!fixed("c{conn}"));
@@ -327,7 +380,7 @@ mod tests {
 
     #[test]
     fn hex_templates() {
-        let t = Template::parse_hex("00 00 00 02 {id} 0d0A").unwrap();
+        let t = parse_hex("00 00 00 02 {id} 0d0A").unwrap();
         assert_eq!(render(&t, 1).0, b"\x00\x00\x00\x0242\r\n");
     }
 
@@ -350,9 +403,9 @@ mod tests {
         ];
         for (text, hex, offset, needle) in cases {
             let e = if *hex {
-                Template::parse_hex(text)
+                parse_hex(text)
             } else {
-                Template::parse_text(text)
+                parse_text(text)
             }
             .unwrap_err();
             assert_eq!(e.offset, *offset, "{text}: {}", e.message);
@@ -362,7 +415,7 @@ mod tests {
 
     #[test]
     fn random_is_seeded_and_printable() {
-        let t = Template::parse_text("{random:100}").unwrap();
+        let t = parse_text("{random:100}").unwrap();
         let (a, _) = render(&t, 9);
         assert_eq!(a.len(), 100);
         assert!(a.iter().all(u8::is_ascii_alphanumeric));

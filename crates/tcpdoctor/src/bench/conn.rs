@@ -201,7 +201,13 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             .wrapping_add(round);
         round += 1;
         let mut conv = Conversation::new(cfg.script.clone(), id, seed);
-        conv.connected(rec.clock.now());
+        let now = rec.clock.now();
+        // `now_unix()` in templates: the wall clock, read here so the core reads none.
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        conv.set_wall_clock(unix, now);
+        conv.connected(now);
         let mut d = Driver {
             cfg: &cfg,
             rec: &rec,

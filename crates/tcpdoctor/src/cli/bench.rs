@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, ValueEnum};
 use tcpdoctor_core::report::render_bench_text;
-use tcpdoctor_core::script::{preset_names, Script};
+use tcpdoctor_core::script::{preset_names, Inputs, Script};
 use tcpdoctor_core::units::{parse_duration, parse_size};
 
 use crate::bench::{BenchConfig, Bound, SplitWrites};
@@ -51,7 +51,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
 
-    /// A preset's parameter, KEY=VALUE (repeatable), e.g. --param path=/ --param size=64.
+    /// A preset's parameter, or a script's `[vars]` entry, KEY=VALUE (repeatable), e.g.
+    /// --param path=/ --param size=64, or --param secret=… for a script's `secret`.
     #[arg(long, value_name = "KEY=VALUE")]
     pub param: Vec<String>,
 
@@ -192,12 +193,16 @@ pub(crate) fn load_script(
     let params = parse_params(param)?;
     match (script, preset) {
         (Some(path), _) => {
-            if !params.is_empty() {
-                bail!("--param applies to --preset only (a script file sets its own values)");
-            }
             let src = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            Script::parse(&src).map_err(|e| anyhow!("{}: {e}", path.display()))
+            // `--param` sets the script's `[vars]`; `{env:NAME}` reads the environment here,
+            // once, so the core stays pure.
+            let env = |name: &str| std::env::var(name).ok();
+            let inputs = Inputs {
+                vars: &params,
+                env: Some(&env),
+            };
+            Script::parse_with(&src, &inputs).map_err(|e| anyhow!("{}: {e}", path.display()))
         }
         (None, Some(name)) => Script::preset(name, &params).map_err(|e| {
             anyhow!(

@@ -72,7 +72,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
 
-    /// A preset's parameter, KEY=VALUE (repeatable).
+    /// A preset's parameter, or a script's `[vars]` entry, KEY=VALUE (repeatable).
     #[arg(long, value_name = "KEY=VALUE")]
     pub param: Vec<String>,
 
@@ -402,7 +402,10 @@ fn digest(source: &str) -> String {
 /// with its parameters.
 fn script_digest(args: &RunArgs) -> Option<String> {
     match (&args.script, &args.preset) {
-        (Some(path), _) => std::fs::read_to_string(path).ok().map(|s| digest(&s)),
+        // `--param` changes a script's `[vars]`: a different value is a different script.
+        (Some(path), _) => std::fs::read_to_string(path)
+            .ok()
+            .map(|s| digest(&args.param.iter().fold(s, |s, p| s + "\n#param " + p))),
         (None, Some(name)) => {
             let params: Vec<(String, String)> = args
                 .param
