@@ -15,6 +15,9 @@ use std::process::Command;
 /// Zino's legacy API port: fixed, on all addresses.
 pub const PORT: u16 = 8001;
 
+/// Written into a venv once zino is installed in it.
+const READY: &str = "tcpdoctor-ready";
+
 fn unavailable(test: &str, why: &str) -> Option<PathBuf> {
     assert!(
         std::env::var("TCPDOCTOR_REQUIRE_ZINO").map_or(true, |v| v != "1"),
@@ -29,11 +32,13 @@ fn unavailable(test: &str, why: &str) -> Option<PathBuf> {
 pub fn venv(version: &str, test: &str) -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("zino");
     let dir = root.join(version);
-    if dir.join("bin/zino").exists() {
+    if dir.join(READY).exists() {
         return Some(dir);
     }
     std::fs::create_dir_all(&root).expect("target dir");
-    // Built aside and renamed into place: a test running at the same time never sees half a venv.
+    // Built aside and renamed into place: a test running at the same time never sees half a
+    // venv. (A venv's entry-point scripts name its old path: zino is started as
+    // `python -m zino.zino`, which a moved venv runs as well.)
     let tmp = root.join(format!("{version}.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let made = Command::new("python3")
@@ -64,6 +69,7 @@ pub fn venv(version: &str, test: &str) -> Option<PathBuf> {
         let last = err.lines().last().unwrap_or("").trim().to_string();
         return unavailable(test, &format!("pip install zino=={version}: {last}"));
     }
+    std::fs::write(tmp.join(READY), version).expect("mark the venv ready");
     if std::fs::rename(&tmp, &dir).is_err() {
         // Another test made it first.
         let _ = std::fs::remove_dir_all(&tmp);
@@ -87,8 +93,9 @@ pub fn fixture(venv: &Path, dir: &Path, cases: u32) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     format!(
-        "cd {} && exec {} --config-file zino.toml --polldevs polldevs.cf --trap-port 0",
+        "cd {} && exec {} -m zino.zino --config-file zino.toml --polldevs polldevs.cf \
+         --trap-port 0",
         dir.display(),
-        venv.join("bin/zino").display()
+        venv.join("bin/python").display()
     )
 }
