@@ -302,6 +302,7 @@ fn run(
     let wall = |t: Timestamp| Timestamp(t.0.wrapping_add(offset));
     let mut due: [Option<Timestamp>; 2] = [None, None];
     let mut drain_until: Option<Timestamp> = None;
+    let mut late = Lateness::default();
     loop {
         let t = now();
         // Rule 4: after stop, what is in flight still arrives (up to DRAIN_NS), so the far
@@ -412,7 +413,11 @@ fn run(
             } else {
                 (&mut *s2c, c2s.from.raw())
             };
-            while let Some((_, mut pkt)) = dir.path.pop_due(t) {
+            while let Some((due_at, mut pkt)) = dir.path.pop_due(t) {
+                // The receiving end's capture stamps the packet as it reaches that end's
+                // kernel: before the write, which runs the receiving stack.
+                let written = now();
+                late.add(written.0.saturating_sub(due_at.0));
                 let hdr = VnetHdr::parse(&pkt).unwrap_or(VnetHdr::PLAIN);
                 if i == 0 && ipv4_addr(&pkt[VNET_HDR_LEN..], Field::Destination) == Some(far_addr) {
                     readdress(
@@ -430,7 +435,7 @@ fn run(
                     bufs.give_back(pkt);
                     continue;
                 }
-                let at = wall(now());
+                let at = wall(written);
                 if let Some((n, f)) = w.as_mut() {
                     let end = if i == 0 { f } else { n };
                     capture(end, at, &hdr, &mut pkt[VNET_HDR_LEN..], &mut st);
@@ -446,7 +451,56 @@ fn run(
     }
     st.c2s = c2s.path.counters();
     st.s2c = s2c.path.counters();
+    if std::env::var_os("TCPDOCTOR_LINE_TIMING").is_some() {
+        eprintln!("{}", late.describe());
+    }
     Ok(st)
+}
+
+/// How late the line delivered packets (write − due), by microsecond up to 2 ms.
+struct Lateness {
+    us: Vec<u64>,
+    max_ns: u64,
+}
+
+impl Default for Lateness {
+    fn default() -> Self {
+        Lateness {
+            us: vec![0; 2001],
+            max_ns: 0,
+        }
+    }
+}
+
+impl Lateness {
+    fn add(&mut self, ns: u64) {
+        let b = ((ns / 1000) as usize).min(self.us.len() - 1);
+        self.us[b] += 1;
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    fn quantile_us(&self, q: f64) -> u64 {
+        let n: u64 = self.us.iter().sum();
+        let want = ((n as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.us.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return i as u64;
+            }
+        }
+        0
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "delay line: {} packets delivered late by p50 {} µs, p99 {} µs, max {} µs (write − due)",
+            self.us.iter().sum::<u64>(),
+            self.quantile_us(0.5),
+            self.quantile_us(0.99),
+            self.max_ns / 1000
+        )
+    }
 }
 
 /// One packet (behind its header) read from direction `i`'s device at `at`: into the sending
