@@ -20,6 +20,8 @@
 //! 4. A packet that is not a super-packet (`gso_type` NONE) is one segment: itself, with its
 //!    checksum completed when the header says it is partial.
 //! 5. Nothing panics on bad input: a header or packet that does not add up is a [`GsoError`].
+//! 6. The other way ([`Merge`]): segments that a super-packet was cut into, and that arrive
+//!    together, are merged back into one for the receiving device, as a NIC's GRO would.
 
 use std::fmt;
 
@@ -361,6 +363,143 @@ impl<'a> Segmenter<'a> {
         seg[th + 16..th + 18].copy_from_slice(&[0, 0]);
         let sum = !add(pseudo_sum(seg, t.v6, 6, l4_len), ones_sum(&seg[th..]));
         seg[th + 16..th + 18].copy_from_slice(&sum.to_be_bytes());
+    }
+}
+
+/// Consecutive TCP segments of one super-packet merged back into one for a device with
+/// offloads: what a receiving NIC's GRO does (rule 6). The merged packet's header asks for GSO
+/// (`gso_size` the first segment's payload) and carries a partial checksum (`NEEDS_CSUM`), as
+/// the kernel's own super-packets do.
+///
+/// Rule 6: a segment continues the merge when it is IPv4 TCP of the same connection with the
+/// same headers (addresses, ports, ack, window, options: segments cut from one super-packet
+/// share them), its sequence number follows, every segment before it filled the first one's
+/// size and carried neither PSH nor FIN, its own flags are ACK with at most PSH and FIN, and
+/// the merged packet stays within 64 KB. Anything else starts a new one.
+pub struct Merge {
+    /// The merged packet behind [`VNET_HDR_LEN`] bytes for its header.
+    buf: Vec<u8>,
+    iphl: usize,
+    hlen: usize,
+    mss: usize,
+    next_seq: u32,
+    /// The payload of the last segment merged, and its flags.
+    last_len: usize,
+    last_flags: u8,
+    segments: usize,
+}
+
+const TCP_ACK: u8 = 0x10;
+const TCP_PSH: u8 = 0x08;
+const TCP_FIN: u8 = 0x01;
+
+/// IPv4 TCP with payload: (IP header length, IP + TCP header length, payload length).
+fn tcp4_layout(seg: &[u8]) -> Option<(usize, usize, usize)> {
+    let i = ip(seg).ok()?;
+    if i.v6 || i.proto != 6 || i.end != seg.len() || seg[6] & 0x3f != 0 || seg[7] != 0 {
+        return None;
+    }
+    let thl = usize::from(*seg.get(i.hlen + 12)? >> 4) * 4;
+    let hlen = i.hlen + thl;
+    (thl >= 20 && hlen < i.end).then_some((i.hlen, hlen, i.end - hlen))
+}
+
+fn seq_of(seg: &[u8], iphl: usize) -> u32 {
+    u32::from_be_bytes([seg[iphl + 4], seg[iphl + 5], seg[iphl + 6], seg[iphl + 7]])
+}
+
+impl Merge {
+    /// Starts a merge in `buf` (its contents dropped) from `seg`; gives `buf` back when `seg`
+    /// cannot start one (not IPv4 TCP with payload).
+    pub fn start(mut buf: Vec<u8>, seg: &[u8]) -> Result<Merge, Vec<u8>> {
+        let Some((iphl, hlen, len)) = tcp4_layout(seg) else {
+            return Err(buf);
+        };
+        // ACK, with nothing beyond PSH, FIN and the ECN flags (no SYN, RST or URG).
+        if seg[iphl + 13] & !(TCP_PSH | TCP_FIN | 0xc0) != TCP_ACK {
+            return Err(buf);
+        }
+        buf.clear();
+        buf.extend_from_slice(&[0; VNET_HDR_LEN]);
+        buf.extend_from_slice(seg);
+        Ok(Merge {
+            buf,
+            iphl,
+            hlen,
+            mss: len,
+            next_seq: seq_of(seg, iphl).wrapping_add(len as u32),
+            last_len: len,
+            last_flags: seg[iphl + 13],
+            segments: 1,
+        })
+    }
+
+    /// Appends `seg` when it continues the merge (rule 6); false, and nothing changed, when not.
+    pub fn push(&mut self, seg: &[u8]) -> bool {
+        let Some((iphl, hlen, len)) = tcp4_layout(seg) else {
+            return false;
+        };
+        let held = &self.buf[VNET_HDR_LEN..];
+        let th = self.iphl;
+        let flags = seg[th + 13];
+        let same = iphl == self.iphl
+            && hlen == self.hlen
+            && held[..2] == seg[..2]
+            && held[6..10] == seg[6..10]
+            && held[12..iphl] == seg[12..iphl]
+            && held[th..th + 4] == seg[th..th + 4]
+            && held[th + 8..th + 12] == seg[th + 8..th + 12]
+            && held[th + 14..th + 16] == seg[th + 14..th + 16]
+            && held[th + 18..hlen] == seg[th + 18..hlen];
+        let fits = self.last_len == self.mss
+            && self.last_flags & (TCP_PSH | TCP_FIN) == 0
+            && flags & !(TCP_PSH | TCP_FIN) == TCP_ACK
+            && len <= self.mss
+            && seq_of(seg, iphl) == self.next_seq
+            && held.len() + len <= 65_535;
+        if !(same && fits) {
+            return false;
+        }
+        self.buf.extend_from_slice(&seg[hlen..]);
+        self.next_seq = self.next_seq.wrapping_add(len as u32);
+        self.last_len = len;
+        self.last_flags = flags;
+        self.segments += 1;
+        true
+    }
+
+    /// How many segments it holds.
+    pub fn segments(&self) -> usize {
+        self.segments
+    }
+
+    /// The packet to write, behind its header: one segment as it came (a plain header), more
+    /// as a super-packet with the first one's IP id, the last one's PSH and FIN, a partial TCP
+    /// checksum and a GSO header.
+    pub fn finish(mut self) -> Vec<u8> {
+        if self.segments == 1 {
+            return self.buf;
+        }
+        let (iphl, hlen) = (self.iphl, self.hlen);
+        let p = &mut self.buf[VNET_HDR_LEN..];
+        let len = p.len();
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[10..12].copy_from_slice(&[0, 0]);
+        let sum = !ones_sum(&p[..iphl]);
+        p[10..12].copy_from_slice(&sum.to_be_bytes());
+        p[iphl + 13] |= self.last_flags & (TCP_PSH | TCP_FIN);
+        let partial = pseudo_sum(p, false, 6, len - iphl);
+        p[iphl + 16..iphl + 18].copy_from_slice(&partial.to_be_bytes());
+        let hdr = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4,
+            hdr_len: hlen as u16,
+            gso_size: self.mss as u16,
+            csum_start: iphl as u16,
+            csum_offset: 16,
+        };
+        self.buf[..VNET_HDR_LEN].copy_from_slice(&hdr.to_bytes());
+        self.buf
     }
 }
 

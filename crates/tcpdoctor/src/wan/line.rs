@@ -47,7 +47,7 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use tcpdoctor_core::impair::{OneWayPath, PathCounters};
 use tcpdoctor_core::time::Timestamp;
-use tcpdoctor_core::wire::gso::{complete_checksum, Segmenter, VnetHdr, VNET_HDR_LEN};
+use tcpdoctor_core::wire::gso::{complete_checksum, Merge, Segmenter, VnetHdr, VNET_HDR_LEN};
 use tcpdoctor_core::wire::readdress::{ipv4_addr, set_ipv4_addr, set_ipv4_addr_partial, Field};
 use tcpdoctor_core::wire::write::LINKTYPE_RAW;
 use tcpdoctor_core::wire::write_pcapng::PcapngWriter;
@@ -303,6 +303,8 @@ fn run(
     let mut due: [Option<Timestamp>; 2] = [None, None];
     let mut drain_until: Option<Timestamp> = None;
     let mut late = Lateness::default();
+    // The packets of one delivery pass (rule 5), reused.
+    let mut batch: Vec<(Timestamp, Vec<u8>)> = Vec::new();
     loop {
         let t = now();
         // Rule 4: after stop, what is in flight still arrives (up to DRAIN_NS), so the far
@@ -427,19 +429,50 @@ fn run(
                         LOCALHOST,
                     );
                 }
+                batch.push((written, pkt));
+            }
+            // Rule 5: segments due together that continue each other go to the device as one
+            // super-packet (a NIC's GRO); each is still captured as the wire carried it.
+            let mut k = 0;
+            while k < batch.len() {
+                let mut end = k + 1;
+                let mut merged = None;
+                if dir.segment {
+                    match Merge::start(bufs.big(), &batch[k].1[VNET_HDR_LEN..]) {
+                        Ok(mut m) => {
+                            while end < batch.len() && m.push(&batch[end].1[VNET_HDR_LEN..]) {
+                                end += 1;
+                            }
+                            let single = m.segments() == 1;
+                            let p = m.finish();
+                            if single {
+                                bufs.give_back(p);
+                            } else {
+                                merged = Some(p);
+                            }
+                        }
+                        Err(b) => bufs.give_back(b),
+                    }
+                }
+                let out = merged.as_deref().unwrap_or(&batch[k].1);
                 // SAFETY: write(2) of one whole packet behind its header.
-                let r = unsafe { libc::write(to, pkt.as_ptr().cast(), pkt.len()) };
+                let r = unsafe { libc::write(to, out.as_ptr().cast(), out.len()) };
+                if let Some(m) = merged {
+                    bufs.give_back(m);
+                }
                 if r < 0 {
                     // Refused by the kernel: counted, and not in the receiving end's capture.
                     st.write_errors += 1;
-                    bufs.give_back(pkt);
-                    continue;
+                } else if let Some((n, f)) = w.as_mut() {
+                    let cap = if i == 0 { f } else { n };
+                    for (written, pkt) in &mut batch[k..end] {
+                        let hdr = VnetHdr::parse(pkt).unwrap_or(VnetHdr::PLAIN);
+                        capture(cap, wall(*written), &hdr, &mut pkt[VNET_HDR_LEN..], &mut st);
+                    }
                 }
-                let at = wall(written);
-                if let Some((n, f)) = w.as_mut() {
-                    let end = if i == 0 { f } else { n };
-                    capture(end, at, &hdr, &mut pkt[VNET_HDR_LEN..], &mut st);
-                }
+                k = end;
+            }
+            for (_, pkt) in batch.drain(..) {
                 bufs.give_back(pkt);
             }
             *slot = dir.path.next_wakeup();

@@ -289,3 +289,83 @@ fn the_header_round_trips_little_endian() {
     assert_eq!(VnetHdr::parse(&b[..9]), None);
     assert!(!VnetHdr::PLAIN.is_gso());
 }
+
+/// Merges `segs` in order; each merge finished when the next segment does not continue it.
+fn merge_all(segs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut m: Option<Merge> = None;
+    for s in segs {
+        if let Some(cur) = m.as_mut() {
+            if cur.push(s) {
+                continue;
+            }
+            out.push(m.take().unwrap().finish());
+        }
+        m = Some(Merge::start(Vec::new(), s).expect("a TCP segment"));
+    }
+    out.extend(m.map(Merge::finish));
+    out
+}
+
+#[test]
+fn segments_merged_back_are_the_super_packet() {
+    let data = payload(3 * MSS + 700);
+    let (hdr, sup) = v4_super(0x1234, 0xffff_f000, ACK | PSH | FIN | CWR, &data);
+    let segs = segments(&Segmenter::new(hdr, &sup).unwrap());
+    let merged = merge_all(&segs);
+    assert_eq!(merged.len(), 1);
+    let back = &merged[0];
+    assert_eq!(VnetHdr::parse(back), Some(hdr), "the kernel's own header");
+    assert_eq!(
+        &back[VNET_HDR_LEN..],
+        &sup[..],
+        "byte for byte, partial checksum included"
+    );
+    // Completed, it verifies.
+    let mut whole = back[VNET_HDR_LEN..].to_vec();
+    complete_checksum(&hdr, &mut whole).unwrap();
+    assert!(verifies_v4(&whole));
+}
+
+#[test]
+fn a_merge_stops_where_the_segments_stop_continuing() {
+    let data = payload(4 * MSS);
+    let (hdr, sup) = v4_super(7, 1000, ACK, &data);
+    let segs = segments(&Segmenter::new(hdr, &sup).unwrap());
+    // A lost segment: the ones on each side of the gap are not merged across it.
+    let gap = [segs[0].clone(), segs[1].clone(), segs[3].clone()];
+    let merged = merge_all(&gap);
+    assert_eq!(merged.len(), 2);
+    assert_eq!(VnetHdr::parse(&merged[1]), Some(VnetHdr::PLAIN));
+    assert_eq!(
+        &merged[1][VNET_HDR_LEN..],
+        &segs[3][..],
+        "a lone segment as it came"
+    );
+    let two = &merged[0][VNET_HDR_LEN..];
+    assert_eq!(two.len(), 52 + 2 * MSS);
+    assert_eq!(VnetHdr::parse(&merged[0]).unwrap().gso_size, MSS as u16);
+    // Nothing after a PSH, nor after a short segment, nor another connection's segment.
+    let pushed = v4_packet(1, &tcp_header(1000, ACK | PSH), &payload(MSS));
+    let next = v4_packet(2, &tcp_header(1000 + MSS as u32, ACK), &payload(MSS));
+    assert_eq!(merge_all(&[pushed, next.clone()]).len(), 2);
+    let short = v4_packet(1, &tcp_header(1000 + MSS as u32 - 10, ACK), &payload(10));
+    let after = v4_packet(2, &tcp_header(1000 + MSS as u32, ACK), &payload(MSS));
+    let full = v4_packet(
+        0,
+        &tcp_header(1000 + MSS as u32 - 10 - MSS as u32, ACK),
+        &payload(MSS),
+    );
+    assert_eq!(merge_all(&[full, short, after]).len(), 2);
+    let mut other = next.clone();
+    other[20] ^= 1; // another source port
+    let first = v4_packet(1, &tcp_header(1000, ACK), &payload(MSS));
+    assert_eq!(merge_all(&[first.clone(), other]).len(), 2);
+    // A bare ACK (no payload) and a SYN never start one.
+    let ack = v4_packet(1, &tcp_header(1000, ACK), &[]);
+    assert!(Merge::start(Vec::new(), &ack).is_err());
+    let syn = v4_packet(1, &tcp_header(1000, 0x02), b"x");
+    let mut m = Merge::start(Vec::new(), &first).unwrap();
+    assert!(!m.push(&syn));
+    assert_eq!(m.segments(), 1);
+}
