@@ -530,11 +530,16 @@ impl Lateness {
     }
 
     fn describe(&self) -> String {
+        let top = self.us.len() as u64 - 1;
+        let q = |p: f64| match self.quantile_us(p) {
+            v if v >= top => format!(">= {top}"),
+            v => v.to_string(),
+        };
         format!(
             "delay line: {} packets delivered late by p50 {} µs, p99 {} µs, max {} µs (write − due)",
             self.us.iter().sum::<u64>(),
-            self.quantile_us(0.5),
-            self.quantile_us(0.99),
+            q(0.5),
+            q(0.99),
             self.max_ns / 1000
         )
     }
