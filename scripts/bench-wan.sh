@@ -181,12 +181,18 @@ echo "   loopback RTT p50 ($dmed µs), per exchange: two traversals; per travers
 echo "   vs line@0: per traversal against the line's own delay-0 RTT p50 ($line_med µs) instead"
 printf '%-22s %6s %10s %9s %9s %9s %10s %10s %16s\n' path rounds "RTT p50" "signed" "2× p50" \
     "2× p99" "1× p50" "1× p99" "vs line@0 1× p50/p99"
+own=
 for d_ms in $DELAYS_MS; do
     d_us=$((d_ms * 1000))
     rounds=$((10000 / (2 * d_ms + 8)))
     [ "$rounds" -ge 40 ] || rounds=40
     rm -f "$U/delay.$d_ms"
-    line echo --delay "${d_ms}ms" -- "$NB" pingpong 198.18.0.1:7000 1 "$rounds" "$U/delay.$d_ms" >/dev/null
+    # The line's own timing (stderr, TCPDOCTOR_LINE_TIMING): how late it wrote each packet.
+    n0=$(cat "$WORK/line.log" 2>/dev/null | wc -l)
+    TCPDOCTOR_LINE_TIMING=1 line echo --delay "${d_ms}ms" -- "$NB" pingpong 198.18.0.1:7000 1 "$rounds" "$U/delay.$d_ms" >/dev/null
+    new=$(tail -n +$((n0 + 1)) "$WORK/line.log" | sed -n "s/^delay line: /   ${d_ms}ms: /p")
+    own="$own${new:+$new
+}"
     rows=(line "$U/delay.$d_ms")
     if [ -n "$WANLINK" ] && [ "$d_ms" = 15 ]; then
         rm -f "$U/wdelay.$d_ms"
@@ -212,6 +218,10 @@ for d_ms in $DELAYS_MS; do
         fi
     done
 done
+echo "   the line's own delivery, per packet (write − due; the rest of the error is the wake-ups"
+echo "   of the line on a packet and of the endpoint on its delivery):"
+printf '%s' "${own:-   (not reported by this binary)
+}"
 
 # 3. Bulk: BYTES one way, then the sink's one-byte answer (netbench bulk prints GB/s).
 echo

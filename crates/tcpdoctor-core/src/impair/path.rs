@@ -15,6 +15,10 @@
 //!    each packet's due time so the shell can measure how late it delivered.
 //! 6. Packets are moved, never copied or split; no stage allocates per packet beyond its
 //!    queues' amortised growth.
+//! 7. A shell may keep device framing in front of each packet (the delay line keeps a TUN
+//!    device's 10-byte `virtio_net_hdr`, so a packet is read and written whole with one call):
+//!    [`OneWayPath::with_framing`]. Those bytes are not on the wire: the MTU check, the
+//!    bottleneck and the counters see the rest.
 
 use super::queue::Bottleneck;
 use super::spec::PathSpec;
@@ -49,6 +53,7 @@ impl PathCounters {
 }
 
 pub struct OneWayPath {
+    framing: usize,
     mtu: Option<usize>,
     loss: Loss,
     bottleneck: Option<Bottleneck>,
@@ -63,6 +68,7 @@ impl OneWayPath {
         let seeds = spec.seeds(dir);
         let delay = Delay::new(d.delay, d.jitter, seeds.jitter);
         OneWayPath {
+            framing: 0,
             mtu: spec.mtu.map(|m| m as usize),
             loss: Loss::new(d.loss, &d.drop, seeds.loss),
             bottleneck: d.rate.map(|r| Bottleneck::new(r.bits_per_sec, r.queue)),
@@ -71,14 +77,23 @@ impl OneWayPath {
         }
     }
 
-    /// Takes one whole IP packet that the sender's device handed the line at `now`.
+    /// Every packet pushed starts with `bytes` of device framing (rule 7).
+    pub fn with_framing(mut self, bytes: usize) -> OneWayPath {
+        self.framing = bytes;
+        self.bottleneck = self.bottleneck.map(|b| b.with_framing(bytes));
+        self
+    }
+
+    /// Takes one whole IP packet that the sender's device handed the line at `now` (after
+    /// the framing, rule 7).
     pub fn push(&mut self, packet: Vec<u8>, now: Timestamp) {
+        let len = packet.len().saturating_sub(self.framing);
         let c = &mut self.counters;
         c.packets_in += 1;
-        c.bytes_in += packet.len() as u64;
+        c.bytes_in += len as u64;
         // Rule 2: every packet takes its number from the loss model, even one dropped for size.
         let lost = self.loss.drops_next();
-        if self.mtu.is_some_and(|mtu| packet.len() > mtu) {
+        if self.mtu.is_some_and(|mtu| len > mtu) {
             c.dropped_mtu += 1;
         } else if lost {
             c.dropped_loss += 1;
@@ -105,7 +120,7 @@ impl OneWayPath {
         self.advance(now);
         let (due, packet) = self.delay.pop_due(now)?;
         self.counters.packets_out += 1;
-        self.counters.bytes_out += packet.len() as u64;
+        self.counters.bytes_out += packet.len().saturating_sub(self.framing) as u64;
         Some((due, packet))
     }
 

@@ -31,6 +31,8 @@ pub fn default_limit(bits_per_sec: u64) -> u64 {
 pub struct Bottleneck {
     bits_per_sec: u64,
     limit: u64,
+    /// Bytes in front of each packet that are not on the wire ([`Bottleneck::with_framing`]).
+    framing: usize,
     queue: VecDeque<(Timestamp, Vec<u8>)>,
     bytes: usize,
     /// When the link finishes the last packet accepted.
@@ -48,6 +50,7 @@ impl Bottleneck {
         Bottleneck {
             bits_per_sec: bits_per_sec.max(1),
             limit: limit.max(1),
+            framing: 0,
             queue: VecDeque::new(),
             bytes: 0,
             busy_until: Timestamp::ZERO,
@@ -55,6 +58,18 @@ impl Bottleneck {
             dropped: 0,
             dropped_bytes: 0,
         }
+    }
+
+    /// Each packet given to this link starts with `bytes` of device framing (a TUN device's
+    /// `virtio_net_hdr`) that the wire does not carry: serialisation and the buffer count the
+    /// rest.
+    pub fn with_framing(mut self, bytes: usize) -> Bottleneck {
+        self.framing = bytes;
+        self
+    }
+
+    fn wire_len(&self, packet: &[u8]) -> usize {
+        packet.len().saturating_sub(self.framing)
     }
 
     /// Bytes the link has yet to send at `now` (rule 3), rounded up.
@@ -65,9 +80,10 @@ impl Bottleneck {
 
     /// Takes a packet that arrived at `now`; `false` if the full buffer dropped it.
     pub fn offer(&mut self, packet: Vec<u8>, now: Timestamp) -> bool {
-        if self.backlog(now) + packet.len() as u64 > self.limit {
+        let len = self.wire_len(&packet);
+        if self.backlog(now) + len as u64 > self.limit {
             self.dropped += 1;
-            self.dropped_bytes += packet.len() as u64;
+            self.dropped_bytes += len as u64;
             return false;
         }
         let start = if self.busy_until > now {
@@ -76,11 +92,11 @@ impl Bottleneck {
             self.carry = 0;
             now
         };
-        let work = packet.len() as u128 * 8_000_000_000 + self.carry;
+        let work = len as u128 * 8_000_000_000 + self.carry;
         let rate = u128::from(self.bits_per_sec);
         self.carry = work % rate;
         self.busy_until = start.plus(std::time::Duration::from_nanos((work / rate) as u64));
-        self.bytes += packet.len();
+        self.bytes += len;
         self.queue.push_back((self.busy_until, packet));
         true
     }
@@ -90,7 +106,7 @@ impl Bottleneck {
         match self.queue.front() {
             Some((left, _)) if *left <= now => {
                 let (left, packet) = self.queue.pop_front()?;
-                self.bytes -= packet.len();
+                self.bytes -= self.wire_len(&packet);
                 Some((left, packet))
             }
             _ => None,

@@ -9,6 +9,7 @@
 //! stopped making sense.
 
 pub mod capture_point;
+pub mod gso;
 mod ip;
 mod link;
 mod pcap;

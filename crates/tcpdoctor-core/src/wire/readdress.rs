@@ -10,6 +10,11 @@
 //!    not stays wrong by the same amount. A UDP checksum of 0 (none) stays 0.
 //! 3. A transport header cut short (a truncated packet) keeps its bytes; only the IP header
 //!    changes.
+//! 4. A packet whose transport checksum is *partial* (from a TUN device with offloads, its
+//!    `virtio_net_hdr` saying `NEEDS_CSUM`: the field holds the pseudo-header sum, not its
+//!    complement, and the receiver's kernel completes nothing) is rewritten with
+//!    [`set_ipv4_addr_partial`]: the field is updated as a sum (`F' = F + ~m + m'`), so the
+//!    checksum completed later is the one over the new pseudo-header.
 
 /// Which address to rewrite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +31,15 @@ pub fn ipv4_addr(pkt: &[u8], field: Field) -> Option<[u8; 4]> {
 
 /// Sets `field` to `new`, fixing the checksums (rule 2). Returns whether the packet changed.
 pub fn set_ipv4_addr(pkt: &mut [u8], field: Field, new: [u8; 4]) -> bool {
+    set(pkt, field, new, false)
+}
+
+/// [`set_ipv4_addr`] for a packet whose transport checksum is partial (rule 4).
+pub fn set_ipv4_addr_partial(pkt: &mut [u8], field: Field, new: [u8; 4]) -> bool {
+    set(pkt, field, new, true)
+}
+
+fn set(pkt: &mut [u8], field: Field, new: [u8; 4], partial: bool) -> bool {
     let Some(at) = offset(pkt, field) else {
         return false;
     };
@@ -47,6 +61,10 @@ pub fn set_ipv4_addr(pkt: &mut [u8], field: Field, new: [u8; 4]) -> bool {
             _ => None,
         };
         if let Some(s) = sum_at.filter(|s| s + 2 <= pkt.len()) {
+            if partial {
+                adjust_sum(pkt, s, &old, &new);
+                return true;
+            }
             let udp_none = pkt[9] == 17 && pkt[s] == 0 && pkt[s + 1] == 0;
             if !udp_none {
                 adjust(pkt, s, &old, &new);
@@ -83,6 +101,19 @@ fn adjust(pkt: &mut [u8], at: usize, old: &[u8; 4], new: &[u8; 4]) {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     pkt[at..at + 2].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// Rule 4: the field at `at` is a folded sum; add `~m + m'` to it.
+fn adjust_sum(pkt: &mut [u8], at: usize, old: &[u8; 4], new: &[u8; 4]) {
+    let mut sum = u32::from(u16::from_be_bytes([pkt[at], pkt[at + 1]]));
+    for i in [0, 2] {
+        sum += u32::from(!u16::from_be_bytes([old[i], old[i + 1]]));
+        sum += u32::from(u16::from_be_bytes([new[i], new[i + 1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    pkt[at..at + 2].copy_from_slice(&(sum as u16).to_be_bytes());
 }
 
 #[cfg(test)]
@@ -149,6 +180,47 @@ mod tests {
         set_ipv4_addr(&mut p, Field::Destination, [198, 18, 0, 1]);
         set_ipv4_addr(&mut p, Field::Source, [198, 18, 0, 2]);
         assert_eq!(p, tcp_packet());
+    }
+
+    #[test]
+    fn a_partial_checksum_is_updated_as_a_sum() {
+        use crate::wire::gso::{complete_checksum, VnetHdr, F_NEEDS_CSUM};
+        // The packet as a device with offloads hands it over: the TCP field holds the
+        // pseudo-header sum (26 bytes of TCP).
+        let partial = |p: &mut Vec<u8>| {
+            let mut pseudo = p[12..20].to_vec();
+            pseudo.extend_from_slice(&[0, 6, 0, 26]);
+            let s = !checksum(&pseudo);
+            p[36..38].copy_from_slice(&s.to_be_bytes());
+        };
+        let hdr = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            csum_start: 20,
+            csum_offset: 16,
+            ..VnetHdr::PLAIN
+        };
+        let mut p = tcp_packet();
+        partial(&mut p);
+        assert!(set_ipv4_addr_partial(
+            &mut p,
+            Field::Destination,
+            [127, 0, 0, 1]
+        ));
+        assert_eq!(checksum(&p[..20]), 0, "IP header checksum");
+        let mut want = tcp_packet();
+        set_ipv4_addr(&mut want, Field::Destination, [127, 0, 0, 1]);
+        let mut want_partial = want.clone();
+        partial(&mut want_partial);
+        assert_eq!(p, want_partial, "the partial sum over the new addresses");
+        complete_checksum(&hdr, &mut p).unwrap();
+        assert!(transport_ok(&p));
+        assert_eq!(p, want);
+        // The plain update would have broken it.
+        let mut wrong = tcp_packet();
+        partial(&mut wrong);
+        set_ipv4_addr(&mut wrong, Field::Destination, [127, 0, 0, 1]);
+        complete_checksum(&hdr, &mut wrong).unwrap();
+        assert!(!transport_ok(&wrong));
     }
 
     #[test]

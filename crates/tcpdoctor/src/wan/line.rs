@@ -16,10 +16,27 @@
 //!    leave ([`tcpdoctor_core::wire::readdress`], checksums updated).
 //! 3. The near capture holds each packet as the client's end saw it (client → server when it
 //!    was read from near, server → client when it was written to near); the far capture as
-//!    the server's end saw it. Raw IP, pcapng, nanosecond timestamps of the host clock.
+//!    the server's end saw it. Raw IP, pcapng, nanosecond timestamps of the host clock. A
+//!    packet is recorded as the line carried it: a GSO super-packet as one record (what
+//!    `tcpdump` shows on an interface with TSO or GRO), segments as segments (rule 5). Its
+//!    transport checksum is recorded whole: a partial one (`NEEDS_CSUM`) is completed for the
+//!    record only, the device gets it as the kernel gave it.
 //! 4. Nothing is dropped here that the pipeline did not drop: a write the kernel refuses is
 //!    counted and reported, and when the line is stopped it first delivers what is still in
 //!    flight (at most [`DRAIN_NS`]).
+//! 5. Offloads ([`super::tun`]): each packet moves with the `virtio_net_hdr` the device put in
+//!    front of it. With delay only (the path's `needs_per_packet` false) a GSO super-packet
+//!    (up to 64 KB) goes through the path whole and is written to the other device with the
+//!    same header: the receiving kernel takes it as one (GRO-like), and the line's cost is per
+//!    super-packet, not per wire packet. When the path does more (loss, rate, MTU, jitter,
+//!    drop lists, reordering) a super-packet, or a packet with a partial checksum, is cut into
+//!    the packets the wire would carry ([`tcpdoctor_core::wire::gso`]: MSS-sized, checksums
+//!    whole) and each goes through the path and is written with a plain header, so loss,
+//!    the queue, the MTU and packet numbers act on real wire packets.
+//! 6. No allocation per packet: buffers come from two free lists (64 KB ones for reads and
+//!    super-packets, MTU-sized ones for small packets and segments) and go back after the
+//!    write; every readable device is read until it is empty (at most [`READ_BATCH`] packets at
+//!    a time, so a flood one way never holds up deliveries) before the line polls again.
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -31,7 +48,8 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use tcpdoctor_core::impair::{OneWayPath, PathCounters};
 use tcpdoctor_core::time::Timestamp;
-use tcpdoctor_core::wire::readdress::{ipv4_addr, set_ipv4_addr, Field};
+use tcpdoctor_core::wire::gso::{complete_checksum, Merge, Segmenter, VnetHdr, VNET_HDR_LEN};
+use tcpdoctor_core::wire::readdress::{ipv4_addr, set_ipv4_addr, set_ipv4_addr_partial, Field};
 use tcpdoctor_core::wire::write::LINKTYPE_RAW;
 use tcpdoctor_core::wire::write_pcapng::PcapngWriter;
 
@@ -52,6 +70,9 @@ pub struct LineStats {
     pub s2c_bytes: u64,
     /// Writes into a device that the kernel refused (rule 4).
     pub write_errors: u64,
+    /// Packets the line had to cut into the wire's packets (rule 5) and could not: they went
+    /// through the path whole.
+    pub unsegmented: u64,
     /// The first capture write that failed: forwarding goes on, the captures are incomplete.
     pub capture_error: Option<String>,
     /// What each direction's impairments did (drops by loss, queue and MTU).
@@ -90,6 +111,12 @@ impl LineStats {
             self.s2c_bytes,
             dropped(&self.s2c)
         );
+        if self.unsegmented > 0 {
+            s.push_str(&format!(
+                "; {} packets could not be segmented and went whole",
+                self.unsegmented
+            ));
+        }
         if self.write_errors > 0 {
             s.push_str(&format!(
                 "; {} writes refused by the kernel",
@@ -100,6 +127,18 @@ impl LineStats {
     }
 }
 
+/// What the line needs to know of the path beyond its two directions.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// The devices' MTU: the largest packet the wire carries.
+    pub mtu: u32,
+    /// Whether the path does more than delay ([`PathSpec::needs_per_packet`]): then the line
+    /// cuts super-packets into the wire's packets first (rule 5).
+    ///
+    /// [`PathSpec::needs_per_packet`]: tcpdoctor_core::impair::PathSpec::needs_per_packet
+    pub per_packet: bool,
+}
+
 pub struct Line {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<anyhow::Result<LineStats>>>,
@@ -108,6 +147,8 @@ pub struct Line {
 struct Dir {
     from: Tun,
     path: OneWayPath,
+    /// Rule 5: cut super-packets into the packets the wire carries before the path.
+    segment: bool,
 }
 
 type Writer = PcapngWriter<io::BufWriter<std::fs::File>>;
@@ -120,6 +161,7 @@ impl Line {
         far_addr: Ipv4Addr,
         c2s: OneWayPath,
         s2c: OneWayPath,
+        shape: Shape,
         captures: Option<Captures>,
     ) -> anyhow::Result<Line> {
         let writers = match &captures {
@@ -135,14 +177,17 @@ impl Line {
                 unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
                 let mut c2s = Dir {
                     from: near,
-                    path: c2s,
+                    path: c2s.with_framing(VNET_HDR_LEN),
+                    segment: shape.per_packet,
                 };
                 let mut s2c = Dir {
                     from: far,
-                    path: s2c,
+                    path: s2c.with_framing(VNET_HDR_LEN),
+                    segment: shape.per_packet,
                 };
                 let mut w = writers;
-                let r = run(&mut c2s, &mut s2c, far_addr.octets(), &mut w, &flag);
+                let small = VNET_HDR_LEN + (shape.mtu as usize).max(1500);
+                let r = run(&mut c2s, &mut s2c, far_addr.octets(), &mut w, &flag, small);
                 if let Some((n, f)) = w {
                     let end = Timestamp(wall_ns());
                     n.finish(end, 0, 0).context("finishing the near capture")?;
@@ -201,10 +246,45 @@ fn wall_ns() -> u64 {
 const LOCALHOST: [u8; 4] = [127, 0, 0, 1];
 /// How long before a packet is due the thread stops sleeping and polls without a timeout.
 const SPIN_NS: u64 = 150_000;
+/// At most this many packets are read from one device before the line delivers what is due
+/// (a device still readable is read again at once, after the delivery).
+const READ_BATCH: usize = 64;
 /// How long the line keeps delivering what is in flight after it is told to stop.
 const DRAIN_NS: u64 = 2_000_000_000;
 /// The longest the thread sleeps without looking at the stop flag.
 const STOP_CHECK_NS: u64 = 20_000_000;
+
+/// Bytes a read may need: the header and the largest IP packet (a 64 KB super-packet).
+const BIG: usize = VNET_HDR_LEN + 65_535;
+
+/// The line's buffers, reused (rule 6): big ones for reads and the super-packets in flight,
+/// small ones (a header and one device-MTU packet) for small packets and segments in flight.
+struct Buffers {
+    small_len: usize,
+    big: Vec<Vec<u8>>,
+    small: Vec<Vec<u8>>,
+}
+
+impl Buffers {
+    fn big(&mut self) -> Vec<u8> {
+        self.big.pop().unwrap_or_else(|| Vec::with_capacity(BIG))
+    }
+
+    fn small(&mut self) -> Vec<u8> {
+        self.small
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.small_len))
+    }
+
+    fn give_back(&mut self, mut v: Vec<u8>) {
+        v.clear();
+        if v.capacity() >= BIG {
+            self.big.push(v);
+        } else if v.capacity() >= self.small_len {
+            self.small.push(v);
+        }
+    }
+}
 
 fn run(
     c2s: &mut Dir,
@@ -212,14 +292,23 @@ fn run(
     far_addr: [u8; 4],
     w: &mut Option<(Writer, Writer)>,
     stop: &AtomicBool,
+    small_len: usize,
 ) -> anyhow::Result<LineStats> {
     let mut st = LineStats::default();
-    let mut buf = vec![0u8; 65536];
+    let mut bufs = Buffers {
+        small_len,
+        big: Vec::new(),
+        small: Vec::new(),
+    };
+    let mut buf = bufs.big();
     // Wall clock of the captures = monotonic + this offset, fixed at the start.
     let offset = wall_ns().wrapping_sub(clock(libc::CLOCK_MONOTONIC));
     let wall = |t: Timestamp| Timestamp(t.0.wrapping_add(offset));
     let mut due: [Option<Timestamp>; 2] = [None, None];
     let mut drain_until: Option<Timestamp> = None;
+    let mut late = Lateness::default();
+    // The packets of one delivery pass (rule 5), reused.
+    let mut batch: Vec<(Timestamp, Vec<u8>)> = Vec::new();
     loop {
         let t = now();
         // Rule 4: after stop, what is in flight still arrives (up to DRAIN_NS), so the far
@@ -274,9 +363,12 @@ fn run(
             if fds[i].revents == 0 {
                 continue;
             }
-            loop {
-                // SAFETY: read(2) into our buffer.
-                let got = unsafe { libc::read(dir.from.raw(), buf.as_mut_ptr().cast(), buf.len()) };
+            for _ in 0..READ_BATCH {
+                buf.clear();
+                // SAFETY: read(2) into the buffer's spare capacity, then its length set to
+                // what the kernel wrote.
+                let got =
+                    unsafe { libc::read(dir.from.raw(), buf.as_mut_ptr().cast(), buf.capacity()) };
                 if got < 0 {
                     let e = io::Error::last_os_error();
                     match e.kind() {
@@ -285,28 +377,38 @@ fn run(
                         _ => return Err(e).context("reading a packet from a TUN device"),
                     }
                 }
-                if got == 0 {
+                if (got as usize) <= VNET_HDR_LEN {
                     break;
                 }
+                // SAFETY: the kernel initialised `got` bytes, within the capacity.
+                unsafe { buf.set_len(got as usize) };
                 let at = now();
-                let mut pkt = buf[..got as usize].to_vec();
-                if i == 1 {
-                    // Rule 3: the far capture sees the server's packet as it sent it.
-                    if let Some((_, f)) = w.as_mut() {
-                        record(f.write_packet(wall(at), &pkt, pkt.len() as u32), &mut st);
+                let hdr = VnetHdr::parse(&buf).unwrap_or(VnetHdr::PLAIN);
+                if dir.segment && (hdr.is_gso() || hdr.needs_csum()) {
+                    // Rule 5: the packets the wire would carry, one by one.
+                    match Segmenter::new(hdr, &buf[VNET_HDR_LEN..]) {
+                        Ok(seg) => {
+                            for k in 0..seg.count() {
+                                let mut pkt = bufs.small();
+                                pkt.extend_from_slice(&VnetHdr::PLAIN.to_bytes());
+                                seg.write(k, &mut pkt);
+                                take(i, dir, pkt, at, far_addr, w, &wall, &mut st);
+                            }
+                            continue;
+                        }
+                        Err(_) => st.unsegmented += 1,
                     }
-                    let src = far_addr_if_local(&pkt, far_addr);
-                    set_ipv4_addr(&mut pkt, Field::Source, src);
-                    st.s2c_packets += 1;
-                    st.s2c_bytes += pkt.len() as u64;
-                } else {
-                    if let Some((n, _)) = w.as_mut() {
-                        record(n.write_packet(wall(at), &pkt, pkt.len() as u32), &mut st);
-                    }
-                    st.c2s_packets += 1;
-                    st.c2s_bytes += pkt.len() as u64;
                 }
-                dir.path.push(pkt, at);
+                // One packet as it came: a small one copied into a small buffer, a large one
+                // moved (and a fresh buffer taken for the next read).
+                let pkt = if buf.len() <= small_len {
+                    let mut p = bufs.small();
+                    p.extend_from_slice(&buf);
+                    p
+                } else {
+                    std::mem::replace(&mut buf, bufs.big())
+                };
+                take(i, dir, pkt, at, far_addr, w, &wall, &mut st);
             }
         }
         // Deliver what is due.
@@ -317,22 +419,65 @@ fn run(
             } else {
                 (&mut *s2c, c2s.from.raw())
             };
-            while let Some((_, mut pkt)) = dir.path.pop_due(t) {
-                if i == 0 && ipv4_addr(&pkt, Field::Destination) == Some(far_addr) {
-                    set_ipv4_addr(&mut pkt, Field::Destination, LOCALHOST);
+            while let Some((due_at, mut pkt)) = dir.path.pop_due(t) {
+                // The receiving end's capture stamps the packet as it reaches that end's
+                // kernel: before the write, which runs the receiving stack.
+                let written = now();
+                late.add(written.0.saturating_sub(due_at.0));
+                let hdr = VnetHdr::parse(&pkt).unwrap_or(VnetHdr::PLAIN);
+                if i == 0 && ipv4_addr(&pkt[VNET_HDR_LEN..], Field::Destination) == Some(far_addr) {
+                    readdress(
+                        &hdr,
+                        &mut pkt[VNET_HDR_LEN..],
+                        Field::Destination,
+                        LOCALHOST,
+                    );
                 }
-                // SAFETY: write(2) of one whole packet.
-                let r = unsafe { libc::write(to, pkt.as_ptr().cast(), pkt.len()) };
+                batch.push((written, pkt));
+            }
+            // Rule 5: segments due together that continue each other go to the device as one
+            // super-packet (a NIC's GRO); each is still captured as the wire carried it.
+            let mut k = 0;
+            while k < batch.len() {
+                let mut end = k + 1;
+                let mut merged = None;
+                if dir.segment {
+                    match Merge::start(bufs.big(), &batch[k].1[VNET_HDR_LEN..]) {
+                        Ok(mut m) => {
+                            while end < batch.len() && m.push(&batch[end].1[VNET_HDR_LEN..]) {
+                                end += 1;
+                            }
+                            let single = m.segments() == 1;
+                            let p = m.finish();
+                            if single {
+                                bufs.give_back(p);
+                            } else {
+                                merged = Some(p);
+                            }
+                        }
+                        Err(b) => bufs.give_back(b),
+                    }
+                }
+                let out = merged.as_deref().unwrap_or(&batch[k].1);
+                // SAFETY: write(2) of one whole packet behind its header.
+                let r = unsafe { libc::write(to, out.as_ptr().cast(), out.len()) };
+                if let Some(m) = merged {
+                    bufs.give_back(m);
+                }
                 if r < 0 {
                     // Refused by the kernel: counted, and not in the receiving end's capture.
                     st.write_errors += 1;
-                    continue;
+                } else if let Some((n, f)) = w.as_mut() {
+                    let cap = if i == 0 { f } else { n };
+                    for (written, pkt) in &mut batch[k..end] {
+                        let hdr = VnetHdr::parse(pkt).unwrap_or(VnetHdr::PLAIN);
+                        capture(cap, wall(*written), &hdr, &mut pkt[VNET_HDR_LEN..], &mut st);
+                    }
                 }
-                let at = wall(now());
-                if let Some((n, f)) = w.as_mut() {
-                    let end = if i == 0 { f } else { n };
-                    record(end.write_packet(at, &pkt, pkt.len() as u32), &mut st);
-                }
+                k = end;
+            }
+            for (_, pkt) in batch.drain(..) {
+                bufs.give_back(pkt);
             }
             *slot = dir.path.next_wakeup();
         }
@@ -343,7 +488,124 @@ fn run(
     }
     st.c2s = c2s.path.counters();
     st.s2c = s2c.path.counters();
+    if std::env::var_os("TCPDOCTOR_LINE_TIMING").is_some() {
+        eprintln!("{}", late.describe());
+    }
     Ok(st)
+}
+
+/// How late the line delivered packets (write − due), by microsecond up to 2 ms.
+struct Lateness {
+    us: Vec<u64>,
+    max_ns: u64,
+}
+
+impl Default for Lateness {
+    fn default() -> Self {
+        Lateness {
+            us: vec![0; 2001],
+            max_ns: 0,
+        }
+    }
+}
+
+impl Lateness {
+    fn add(&mut self, ns: u64) {
+        let b = ((ns / 1000) as usize).min(self.us.len() - 1);
+        self.us[b] += 1;
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    fn quantile_us(&self, q: f64) -> u64 {
+        let n: u64 = self.us.iter().sum();
+        let want = ((n as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.us.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return i as u64;
+            }
+        }
+        0
+    }
+
+    fn describe(&self) -> String {
+        let top = self.us.len() as u64 - 1;
+        let q = |p: f64| match self.quantile_us(p) {
+            v if v >= top => format!(">= {top}"),
+            v => v.to_string(),
+        };
+        format!(
+            "delay line: {} packets delivered late by p50 {} µs, p99 {} µs, max {} µs (write − due)",
+            self.us.iter().sum::<u64>(),
+            q(0.5),
+            q(0.99),
+            self.max_ns / 1000
+        )
+    }
+}
+
+/// One packet (behind its header) read from direction `i`'s device at `at`: into the sending
+/// end's capture, readdressed (rule 2), counted, and pushed into the path.
+#[allow(clippy::too_many_arguments)]
+fn take(
+    i: usize,
+    dir: &mut Dir,
+    mut pkt: Vec<u8>,
+    at: Timestamp,
+    far_addr: [u8; 4],
+    w: &mut Option<(Writer, Writer)>,
+    wall: &impl Fn(Timestamp) -> Timestamp,
+    st: &mut LineStats,
+) {
+    let hdr = VnetHdr::parse(&pkt).unwrap_or(VnetHdr::PLAIN);
+    let ip = &mut pkt[VNET_HDR_LEN..];
+    let len = ip.len() as u64;
+    if i == 1 {
+        // Rule 3: the far capture sees the server's packet as it sent it.
+        if let Some((_, f)) = w.as_mut() {
+            capture(f, wall(at), &hdr, ip, st);
+        }
+        let src = far_addr_if_local(ip, far_addr);
+        readdress(&hdr, ip, Field::Source, src);
+        st.s2c_packets += 1;
+        st.s2c_bytes += len;
+    } else {
+        if let Some((n, _)) = w.as_mut() {
+            capture(n, wall(at), &hdr, ip, st);
+        }
+        st.c2s_packets += 1;
+        st.c2s_bytes += len;
+    }
+    dir.path.push(pkt, at);
+}
+
+/// Rule 2, for a packet whose transport checksum may be partial.
+fn readdress(hdr: &VnetHdr, ip: &mut [u8], field: Field, to: [u8; 4]) {
+    if hdr.needs_csum() {
+        set_ipv4_addr_partial(ip, field, to);
+    } else {
+        set_ipv4_addr(ip, field, to);
+    }
+}
+
+/// Writes `ip` into a capture with its transport checksum whole (rule 3): a partial one is
+/// completed for the record and put back as it was for the device.
+fn capture(w: &mut Writer, at: Timestamp, hdr: &VnetHdr, ip: &mut [u8], st: &mut LineStats) {
+    let at_sum = usize::from(hdr.csum_start) + usize::from(hdr.csum_offset);
+    let partial = hdr.needs_csum() && at_sum + 2 <= ip.len();
+    let kept = if partial {
+        [ip[at_sum], ip[at_sum + 1]]
+    } else {
+        [0, 0]
+    };
+    if partial {
+        let _ = complete_checksum(hdr, ip);
+    }
+    record(w.write_packet(at, ip, ip.len() as u32), st);
+    if partial {
+        ip[at_sum..at_sum + 2].copy_from_slice(&kept);
+    }
 }
 
 /// The source address a server's packet leaves the line with: the far address when the

@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 use tcpdoctor_core::flow::Direction;
 use tcpdoctor_core::impair::{OneWayPath, PathSpec};
 
-pub use line::{Captures, Line, LineStats};
+pub use line::{Captures, Line, LineStats, Shape};
 pub use netns::Namespaces;
 use tun::Tun;
 
@@ -49,6 +49,10 @@ impl WanPath {
             FAR_ADDR,
             OneWayPath::new(spec, Direction::ClientToServer),
             OneWayPath::new(spec, Direction::ServerToClient),
+            Shape {
+                mtu,
+                per_packet: spec.needs_per_packet(),
+            },
             captures,
         )?;
         Ok(WanPath { ns, line })

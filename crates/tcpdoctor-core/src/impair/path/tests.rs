@@ -200,3 +200,25 @@ fn as_a_stage_it_waits_forward_and_goes_idle() {
     assert_eq!(Stage::poll(&mut p, us(3_000)), Poll::Emit(packet(1, 1_000)));
     assert_eq!(Stage::poll(&mut p, us(3_000)), Poll::Idle);
 }
+
+#[test]
+fn device_framing_is_not_on_the_wire() {
+    // 10 bytes of virtio_net_hdr in front of a 1500-byte packet: it fits a 1500-byte MTU, it
+    // takes the airtime of 1500 bytes (1.5 ms at 8 Mbit/s) and the counters count 1500; one of
+    // 1501 is over the MTU.
+    let mut p = path("wan:2ms,rate=8mbit,mtu=1500").with_framing(10);
+    p.push(packet(1, 1_510), us(0));
+    p.push(packet(2, 1_511), us(0));
+    assert_eq!(p.next_wakeup(), Some(us(1_500)));
+    assert_eq!(p.pop_due(us(3_499)), None);
+    assert_eq!(p.pop_due(us(3_500)), Some((us(3_500), packet(1, 1_510))));
+    let c = p.counters();
+    assert_eq!(
+        (c.bytes_in, c.bytes_out, c.dropped_mtu),
+        (1_500 + 1_501, 1_500, 1)
+    );
+    // Without the framing the same packet is over the MTU.
+    let mut q = path("wan:2ms,rate=8mbit,mtu=1500");
+    q.push(packet(1, 1_510), us(0));
+    assert_eq!(q.counters().dropped_mtu, 1);
+}
