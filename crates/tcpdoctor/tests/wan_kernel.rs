@@ -243,6 +243,27 @@ fn seeded_random_loss_recovers_fast_is_not_called_a_stall_and_replays() {
         ),
     }
 
+    // The two ends read together place every drop on the path, as the line counted them
+    // (c2s/s2c above come from comparing the captures with tshark-independent code here).
+    let (near, far) = (a.dir.path("l.pcapng"), a.dir.path("l.server.pcapng"));
+    let out = common::tcpdoctor(&[
+        "analyze",
+        "--format",
+        "json",
+        "--ends",
+        near.to_str().expect("utf-8"),
+        far.to_str().expect("utf-8"),
+    ]);
+    let ends: serde_json::Value = serde_json::from_slice(&out.stdout).expect("analyze --ends");
+    let e = &ends["ends"];
+    assert_eq!(e["client_to_server"]["lost"], c2s.len(), "{e}");
+    assert_eq!(e["server_to_client"]["lost"], s2c.len(), "{e}");
+    assert_eq!(
+        e["client_to_server"]["retransmitted"],
+        serde_json::json!(retx),
+        "{e}"
+    );
+
     let Some(b) = lossy_upload(7, test) else {
         panic!("the path was available a moment ago");
     };
