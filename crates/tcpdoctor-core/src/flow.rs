@@ -238,6 +238,9 @@ pub struct Flow {
     /// [`Flow::on_segment`] whenever the handshake or a data → ACK sample changes (the only
     /// places either changes): detectors ask for it several times per segment.
     rtt_samples: [Option<(Duration, [u64; 2])>; 2],
+    /// [`Flow::full_segment`] per direction, recomputed by [`Flow::on_segment`] whenever a
+    /// SYN, the largest payload or the timestamp option changes it.
+    full: [u32; 2],
 }
 
 impl Flow {
@@ -266,7 +269,21 @@ impl Flow {
             state: FlowState::Open,
             reset: false,
             rtt_samples: [None, None],
+            full: [0; 2],
         }
+        .with_full_segments()
+    }
+
+    fn with_full_segments(mut self) -> Flow {
+        self.remeasure_full_segments();
+        self
+    }
+
+    fn remeasure_full_segments(&mut self) {
+        self.full = [
+            self.measure_full_segment(Direction::ClientToServer),
+            self.measure_full_segment(Direction::ServerToClient),
+        ];
     }
 
     pub fn direction_of(&self, seg: &TcpSegment) -> Direction {
@@ -363,7 +380,13 @@ impl Flow {
     /// RFC 9293's default), less the option bytes this sender carries on
     /// every segment (12 for timestamps). Without an announced MSS: the largest payload seen,
     /// at least 536, or 1460 before any. A segment is *small* only below this.
+    #[inline]
     pub fn full_segment(&self, dir: Direction) -> u32 {
+        self.full[dir.index()]
+    }
+
+    /// Computes [`Flow::full_segment`] from the SYNs and the payloads seen.
+    fn measure_full_segment(&self, dir: Direction) -> u32 {
         // The receiver's SYN bounds what the sender may send (RFC 9293's default when it
         // carries no option); the sender's own option, when present, reflects its MTU. A
         // sender's SYN without the option says nothing about what it can send.
@@ -397,6 +420,7 @@ impl Flow {
     }
 
     /// Whether a payload of `len` bytes sent in `dir` fills a segment.
+    #[inline]
     pub fn is_full(&self, dir: Direction, len: u32) -> bool {
         len >= self.full_segment(dir)
     }
@@ -412,8 +436,10 @@ impl Flow {
         let seq = SeqNum(seg.seq);
         let ack = SeqNum(seg.ack);
 
-        // Whether an input of the RTT samples changed (the handshake, a data → ACK sample).
+        // Whether an input of the RTT samples changed (the handshake, a data → ACK sample),
+        // and of the full segment sizes (a SYN, the largest payload, the timestamp option).
         let mut rtt_changed = false;
+        let mut full_changed = flags.syn();
 
         // Handshake bookkeeping.
         if flags.syn() {
@@ -539,8 +565,10 @@ impl Flow {
             let h = &mut self.half[d];
             let start = seq;
             let end = seq.plus(len);
+            let timestamps = h.timestamps || seg.options.timestamp.is_some();
+            full_changed |= len > h.max_payload || timestamps != h.timestamps;
             h.max_payload = h.max_payload.max(len);
-            h.timestamps |= seg.options.timestamp.is_some();
+            h.timestamps = timestamps;
             match h.next_seq {
                 None => {
                     h.next_seq = Some(end);
@@ -623,6 +651,9 @@ impl Flow {
                 h.next_seq = Some(fin_end);
             }
             h.fin_seen = true;
+        }
+        if full_changed {
+            self.remeasure_full_segments();
         }
         if rtt_changed {
             self.rtt_samples = [
@@ -861,6 +892,37 @@ mod tests {
         }
         assert!(seen.contains(&Some((Duration::from_micros(50), [9, 10]))));
         assert!(seen.contains(&Some((Duration::from_micros(200), [7, 8]))));
+    }
+
+    /// The memoised full segment sizes equal a fresh computation after every segment: before
+    /// any SYN (largest payload seen), after each SYN's MSS, once timestamps appear.
+    #[test]
+    fn full_segments_follow_syns_payloads_and_timestamps() {
+        let with = |mut s: TcpSegment, mss: Option<u16>, ts: bool| {
+            s.options.mss = mss;
+            s.options.timestamp = ts.then_some((1, 2));
+            s
+        };
+        let steps = [
+            with(seg(40000, 80, 1, 1, A | P, 700), None, false),
+            with(seg(40000, 80, 701, 1, A | P, 900), None, false),
+            with(seg(40000, 80, 5000, 0, S, 0), Some(1460), true),
+            with(seg(80, 40000, 9000, 5001, S | A, 0), Some(1400), true),
+            with(seg(40000, 80, 5001, 9001, A | P, 100), None, true),
+            with(seg(80, 40000, 9001, 5101, A | P, 1388), None, true),
+        ];
+        let mut f = Flow::new(1, &steps[0], at(1, 0));
+        let mut seen = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            f.on_segment(s, at(i as u64 + 1, 10 * i as u64));
+            for dir in [Direction::ClientToServer, Direction::ServerToClient] {
+                let fresh = f.measure_full_segment(dir);
+                assert_eq!(f.full_segment(dir), fresh, "after step {i}");
+                seen.push(fresh);
+            }
+        }
+        assert_eq!(&seen[..4], &[700, 1460, 900, 1460]);
+        assert_eq!(&seen[seen.len() - 2..], &[1388, 1388]);
     }
 
     #[test]
