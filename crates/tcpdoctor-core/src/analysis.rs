@@ -39,6 +39,8 @@ struct Entry {
     group: GroupId,
     first_data: Option<Timestamp>,
     leg: LegRecord,
+    /// The detectors' per-flow slot while the flow is open ([`FlowView::slot`]).
+    slot: usize,
 }
 
 /// Per-server totals for the capture summary.
@@ -119,12 +121,17 @@ fn new_entry(
         sinks.groups.len() - 1
     });
     sinks.groups[group].flows += 1;
+    let slot = sinks.free_slots.pop().unwrap_or_else(|| {
+        sinks.slots += 1;
+        sinks.slots - 1
+    });
     Box::new(Entry {
         flow,
         turns: TurnTracker::default(),
         group,
         first_data: None,
         leg: LegRecord::default(),
+        slot,
     })
 }
 
@@ -140,6 +147,9 @@ struct Sinks {
     exchanges: u64,
     /// Flows long enough to be one leg of a hop (see [`crate::hops`]).
     legs: Vec<Leg>,
+    /// Detector slots handed out so far, and those free again (their flows ended).
+    slots: usize,
+    free_slots: Vec<usize>,
 }
 
 impl Sinks {
@@ -147,6 +157,7 @@ impl Sinks {
         FlowView {
             flow: &entry.flow,
             group: entry.group,
+            slot: entry.slot,
             exchanges: entry.turns.exchanges(),
             first_data: entry.first_data,
         }
@@ -217,6 +228,7 @@ impl Sinks {
         for d in self.detectors.iter_mut() {
             d.on_flow_end(&view);
         }
+        self.free_slots.push(entry.slot);
         entry.flow.state = FlowState::Ended;
         entry.flow.forget_history();
         entry.turns = TurnTracker::default();
@@ -269,6 +281,8 @@ impl Analyzer {
                 detectors,
                 exchanges: 0,
                 legs: Vec::new(),
+                slots: 0,
+                free_slots: Vec::new(),
             },
             frames: 0,
             tcp_segments: 0,
@@ -358,7 +372,9 @@ impl Analyzer {
 
     /// Ends idle flows and forgets long-ended ones.
     fn sweep(&mut self, now: Timestamp) {
-        let stale: Vec<FlowKey> = self
+        // Ended in the order the flows began, not in the table's (hash) order: detectors that
+        // keep the first example they see must not depend on the hash function.
+        let mut stale: Vec<(u64, FlowKey)> = self
             .flows
             .iter()
             .filter(|(_, e)| match e.flow.state {
@@ -368,9 +384,10 @@ impl Analyzer {
                 }
                 FlowState::Open => now.since(e.flow.last_ts) > IDLE_FLOW_TIMEOUT,
             })
-            .map(|(k, _)| *k)
+            .map(|(k, e)| (e.flow.id, *k))
             .collect();
-        for key in stale {
+        stale.sort_unstable_by_key(|&(id, _)| id);
+        for (_, key) in stale {
             if let Some(mut entry) = self.flows.remove(&key) {
                 self.sinks.end_flow(&mut entry);
             }

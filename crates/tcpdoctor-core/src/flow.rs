@@ -35,6 +35,8 @@
 //!    preceded it, so detectors can tell fast retransmit, tail-loss probes and timeouts apart.
 
 use std::collections::VecDeque;
+use std::hash::Hash;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::seq::SeqNum;
@@ -232,6 +234,13 @@ pub struct Flow {
     pub packets: u64,
     pub state: FlowState,
     pub reset: bool,
+    /// [`Flow::rtt_sample_towards_receiver`] per direction, recomputed by
+    /// [`Flow::on_segment`] whenever the handshake or a data → ACK sample changes (the only
+    /// places either changes): detectors ask for it several times per segment.
+    rtt_samples: [Option<(Duration, [u64; 2])>; 2],
+    /// [`Flow::full_segment`] per direction, recomputed by [`Flow::on_segment`] whenever a
+    /// SYN, the largest payload or the timestamp option changes it.
+    full: [u32; 2],
 }
 
 impl Flow {
@@ -259,7 +268,22 @@ impl Flow {
             packets: 0,
             state: FlowState::Open,
             reset: false,
+            rtt_samples: [None, None],
+            full: [0; 2],
         }
+        .with_full_segments()
+    }
+
+    fn with_full_segments(mut self) -> Flow {
+        self.remeasure_full_segments();
+        self
+    }
+
+    fn remeasure_full_segments(&mut self) {
+        self.full = [
+            self.measure_full_segment(Direction::ClientToServer),
+            self.measure_full_segment(Direction::ServerToClient),
+        ];
     }
 
     pub fn direction_of(&self, seg: &TcpSegment) -> Direction {
@@ -276,13 +300,21 @@ impl Flow {
 
     /// Round trip at the capture point towards the side that *receives* in `dir`
     /// (from this side's data passing the capture point to the peer's answer passing it).
+    #[inline]
     pub fn rtt_towards_receiver(&self, dir: Direction) -> Option<Duration> {
         self.rtt_sample_towards_receiver(dir).map(|(rtt, _)| rtt)
     }
 
     /// [`Flow::rtt_towards_receiver`] and the two frames it was measured between (the sent
     /// segment and the answer), so that a claim built on it can be re-checked.
+    #[inline]
     pub fn rtt_sample_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
+        self.rtt_samples[dir.index()]
+    }
+
+    /// Computes [`Flow::rtt_sample_towards_receiver`] from the handshake and the data → ACK
+    /// samples.
+    fn measure_rtt_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let from_hs = self.handshake_rtt_towards(dir);
         let h = self.half(dir);
         let from_data = h.min_ack_rtt.zip(h.min_ack_rtt_frames);
@@ -331,6 +363,7 @@ impl Flow {
     }
 
     /// The full round-trip time of the path, as far as the capture shows it.
+    #[inline]
     pub fn rtt(&self) -> Option<Duration> {
         match (
             self.rtt_towards_receiver(Direction::ClientToServer),
@@ -347,7 +380,13 @@ impl Flow {
     /// RFC 9293's default), less the option bytes this sender carries on
     /// every segment (12 for timestamps). Without an announced MSS: the largest payload seen,
     /// at least 536, or 1460 before any. A segment is *small* only below this.
+    #[inline]
     pub fn full_segment(&self, dir: Direction) -> u32 {
+        self.full[dir.index()]
+    }
+
+    /// Computes [`Flow::full_segment`] from the SYNs and the payloads seen.
+    fn measure_full_segment(&self, dir: Direction) -> u32 {
         // The receiver's SYN bounds what the sender may send (RFC 9293's default when it
         // carries no option); the sender's own option, when present, reflects its MTU. A
         // sender's SYN without the option says nothing about what it can send.
@@ -381,6 +420,7 @@ impl Flow {
     }
 
     /// Whether a payload of `len` bytes sent in `dir` fills a segment.
+    #[inline]
     pub fn is_full(&self, dir: Direction, len: u32) -> bool {
         len >= self.full_segment(dir)
     }
@@ -396,8 +436,14 @@ impl Flow {
         let seq = SeqNum(seg.seq);
         let ack = SeqNum(seg.ack);
 
+        // Whether an input of the RTT samples changed (the handshake, a data → ACK sample),
+        // and of the full segment sizes (a SYN, the largest payload, the timestamp option).
+        let mut rtt_changed = false;
+        let mut full_changed = flags.syn();
+
         // Handshake bookkeeping.
         if flags.syn() {
+            rtt_changed = true;
             let h = &mut self.half[d];
             h.isn = Some(seq);
             if h.next_seq.is_none_or(|n| seq.plus(1) > n) {
@@ -421,6 +467,7 @@ impl Flow {
             && self.half[p].isn.is_some_and(|isn| ack >= isn.plus(1))
         {
             self.handshake.ack = Some(pkt);
+            rtt_changed = true;
         }
 
         // The scale only applies when both SYNs carried it.
@@ -469,6 +516,7 @@ impl Flow {
                     if peer.min_ack_rtt.is_none_or(|m| s < m) {
                         peer.min_ack_rtt = Some(s);
                         peer.min_ack_rtt_frames = Some([sent, pkt.frame]);
+                        rtt_changed = true;
                     }
                 }
             } else if seg.payload_len == 0
@@ -502,6 +550,7 @@ impl Flow {
             {
                 // Refused: the flow stays open for a retry of the same SYN.
                 self.handshake.on_refusal(pkt);
+                rtt_changed = true;
             } else {
                 self.reset = true;
             }
@@ -516,8 +565,10 @@ impl Flow {
             let h = &mut self.half[d];
             let start = seq;
             let end = seq.plus(len);
+            let timestamps = h.timestamps || seg.options.timestamp.is_some();
+            full_changed |= len > h.max_payload || timestamps != h.timestamps;
             h.max_payload = h.max_payload.max(len);
-            h.timestamps |= seg.options.timestamp.is_some();
+            h.timestamps = timestamps;
             match h.next_seq {
                 None => {
                     h.next_seq = Some(end);
@@ -600,6 +651,15 @@ impl Flow {
                 h.next_seq = Some(fin_end);
             }
             h.fin_seen = true;
+        }
+        if full_changed {
+            self.remeasure_full_segments();
+        }
+        if rtt_changed {
+            self.rtt_samples = [
+                self.measure_rtt_towards_receiver(Direction::ClientToServer),
+                self.measure_rtt_towards_receiver(Direction::ServerToClient),
+            ];
         }
 
         SegmentEvent {
@@ -705,16 +765,42 @@ fn is_server_port(candidate: u16, other: u16) -> bool {
 }
 
 /// The key of a flow: its two endpoints in a canonical order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowKey(pub Endpoint, pub Endpoint);
 
 impl FlowKey {
+    /// The lower endpoint (address, then port) first. Looked up once per packet, so IPv4, the
+    /// common case, compares and hashes as plain integers.
+    #[inline]
     pub fn of(seg: &TcpSegment) -> FlowKey {
-        if (seg.src.ip, seg.src.port) <= (seg.dst.ip, seg.dst.port) {
+        let src_first = match (seg.src.ip, seg.dst.ip) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                (a.to_bits(), seg.src.port) <= (b.to_bits(), seg.dst.port)
+            }
+            _ => (seg.src.ip, seg.src.port) <= (seg.dst.ip, seg.dst.port),
+        };
+        if src_first {
             FlowKey(seg.src, seg.dst)
         } else {
             FlowKey(seg.dst, seg.src)
         }
+    }
+}
+
+impl std::hash::Hash for FlowKey {
+    /// Consistent with the derived `Eq`: equal keys write the same words.
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match (self.0.ip, self.1.ip) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                h.write_u64(u64::from(a.to_bits()) << 32 | u64::from(b.to_bits()))
+            }
+            (a, b) => {
+                a.hash(h);
+                b.hash(h);
+            }
+        }
+        h.write_u32(u32::from(self.0.port) << 16 | u32::from(self.1.port));
     }
 }
 
@@ -774,6 +860,101 @@ mod tests {
             Some(Duration::from_micros(100))
         );
         assert_eq!(f.rtt(), Some(Duration::from_micros(400)));
+    }
+
+    /// The memoised RTT samples equal a fresh measurement after every segment, through a
+    /// handshake, data → ACK samples (a faster one replacing a slower one), a SYN retry and an
+    /// RST: every place that changes an input recomputes them.
+    #[test]
+    fn rtt_samples_follow_every_change_of_their_inputs() {
+        let steps = [
+            (seg(40000, 80, 1000, 0, S, 0), 0),
+            (seg(40000, 80, 1000, 0, S, 0), 1_000_000), // the SYN again: Karn
+            (seg(80, 40000, 5000, 1001, S | A, 0), 1_000_300),
+            (seg(40000, 80, 1001, 5001, A, 0), 1_000_400),
+            (seg(40000, 80, 1001, 5001, A | P, 10), 1_001_000),
+            (seg(80, 40000, 5001, 1011, A, 0), 1_041_000),
+            (seg(40000, 80, 1011, 5001, A | P, 10), 1_050_000),
+            (seg(80, 40000, 5001, 1021, A, 0), 1_050_200),
+            (seg(80, 40000, 5001, 1021, A | P, 20), 1_060_000),
+            (seg(40000, 80, 1021, 5021, A, 0), 1_060_050),
+            (seg(80, 40000, 5021, 1021, TcpFlags::RST, 0), 1_070_000),
+        ];
+        let mut f = Flow::new(1, &steps[0].0, at(1, 0));
+        let mut seen = Vec::new();
+        for (i, (s, us)) in steps.iter().enumerate() {
+            f.on_segment(s, at(i as u64 + 1, *us));
+            for dir in [Direction::ClientToServer, Direction::ServerToClient] {
+                let fresh = f.measure_rtt_towards_receiver(dir);
+                assert_eq!(f.rtt_sample_towards_receiver(dir), fresh, "after step {i}");
+                seen.push(fresh);
+            }
+        }
+        assert!(seen.contains(&Some((Duration::from_micros(50), [9, 10]))));
+        assert!(seen.contains(&Some((Duration::from_micros(200), [7, 8]))));
+    }
+
+    /// The memoised full segment sizes equal a fresh computation after every segment: before
+    /// any SYN (largest payload seen), after each SYN's MSS, once timestamps appear.
+    #[test]
+    fn full_segments_follow_syns_payloads_and_timestamps() {
+        let with = |mut s: TcpSegment, mss: Option<u16>, ts: bool| {
+            s.options.mss = mss;
+            s.options.timestamp = ts.then_some((1, 2));
+            s
+        };
+        let steps = [
+            with(seg(40000, 80, 1, 1, A | P, 700), None, false),
+            with(seg(40000, 80, 701, 1, A | P, 900), None, false),
+            with(seg(40000, 80, 5000, 0, S, 0), Some(1460), true),
+            with(seg(80, 40000, 9000, 5001, S | A, 0), Some(1400), true),
+            with(seg(40000, 80, 5001, 9001, A | P, 100), None, true),
+            with(seg(80, 40000, 9001, 5101, A | P, 1388), None, true),
+        ];
+        let mut f = Flow::new(1, &steps[0], at(1, 0));
+        let mut seen = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            f.on_segment(s, at(i as u64 + 1, 10 * i as u64));
+            for dir in [Direction::ClientToServer, Direction::ServerToClient] {
+                let fresh = f.measure_full_segment(dir);
+                assert_eq!(f.full_segment(dir), fresh, "after step {i}");
+                seen.push(fresh);
+            }
+        }
+        assert_eq!(&seen[..4], &[700, 1460, 900, 1460]);
+        assert_eq!(&seen[seen.len() - 2..], &[1388, 1388]);
+    }
+
+    #[test]
+    fn flow_keys_are_the_same_both_ways_and_hash_alike() {
+        use std::hash::BuildHasher;
+        let hasher = std::hash::BuildHasherDefault::<crate::fxhash::FxHasher>::default();
+        let v6 = |port| Endpoint {
+            ip: "2001:db8::1".parse().expect("v6"),
+            port,
+        };
+        let pairs = [
+            (ep(40000), ep(80)),
+            (ep(80), ep(80)),
+            (
+                Endpoint {
+                    ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+                    port: 1,
+                },
+                ep(2),
+            ),
+            (v6(40000), v6(80)),
+        ];
+        for (a, b) in pairs {
+            let mut s = seg(0, 0, 1, 1, A, 0);
+            (s.src, s.dst) = (a, b);
+            let k1 = FlowKey::of(&s);
+            (s.src, s.dst) = (b, a);
+            let k2 = FlowKey::of(&s);
+            assert_eq!(k1, k2);
+            assert!((k1.0.ip, k1.0.port) <= (k1.1.ip, k1.1.port), "{k1:?}");
+            assert_eq!(hasher.hash_one(k1), hasher.hash_one(k2));
+        }
     }
 
     #[test]

@@ -92,7 +92,9 @@ impl LegRecord {
         let s = &mut self.shape[turn.dir.index()];
         s.messages += 1;
         s.segments += u64::from(turn.segments);
-        s.whole += u64::from(u64::from(turn.segments) <= turn.bytes.div_ceil(full).max(1));
+        // segments ≤ max(1, ⌈bytes / full⌉), without a division: (segments − 1) × full < bytes.
+        let whole = turn.segments <= 1 || u64::from(turn.segments - 1) * full < turn.bytes;
+        s.whole += u64::from(whole);
     }
 }
 

@@ -124,6 +124,29 @@ impl Turn {
         }
     }
 
+    /// Makes this (ended) turn a new one, as [`Turn::start`] would, in place: the sizes are
+    /// not rewritten and the pauses keep their allocation.
+    fn restart(
+        &mut self,
+        dir: Direction,
+        index: u32,
+        ev: &SegmentEvent,
+        previous: Option<TurnBrief>,
+    ) {
+        self.dir = dir;
+        self.index = index;
+        self.first = ev.pkt;
+        self.last = ev.pkt;
+        self.bytes = 0;
+        self.segments = 0;
+        self.retransmissions = 0;
+        self.sizes.len = 0;
+        self.max_segment = 0;
+        self.pauses.clear();
+        self.pauses_dropped = 0;
+        self.previous = previous;
+    }
+
     pub fn brief(&self) -> TurnBrief {
         TurnBrief {
             first: self.first,
@@ -134,8 +157,9 @@ impl Turn {
     }
 }
 
-/// The first payload sizes of a turn, kept inline (no allocation per turn).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The first payload sizes of a turn, kept inline (no allocation per turn). Only the first
+/// `len` are meaningful (a restarted turn leaves older ones behind): equality compares those.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Sizes {
     buf: [u32; SIZES_KEPT],
     len: u8,
@@ -150,6 +174,14 @@ impl Sizes {
         }
     }
 }
+
+impl PartialEq for Sizes {
+    fn eq(&self, other: &Sizes) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Sizes {}
 
 impl std::ops::Deref for Sizes {
     type Target = [u32];
@@ -308,7 +340,10 @@ impl TurnTracker {
                     }
                     Direction::ServerToClient => 2,
                 };
-                self.slot[i] = Some(Turn::start(ev.dir, self.turns, ev, self.previous));
+                match &mut self.slot[i] {
+                    Some(turn) => turn.restart(ev.dir, self.turns, ev, self.previous),
+                    empty => *empty = Some(Turn::start(ev.dir, self.turns, ev, self.previous)),
+                }
                 self.turns += 1;
                 self.active = Some(i);
                 i

@@ -72,6 +72,11 @@ struct Fragmented {
 /// Whether a turn was written in pieces (rules 1–3).
 fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
     let full = u64::from(flow.flow.full_segment(turn.dir).max(1));
+    // No segment more than ⌈bytes / full⌉ (most turns), told without a division:
+    // segments ≤ ⌈b / f⌉ ⇔ (segments − 1) × f < b.
+    if u64::from(turn.segments.saturating_sub(1)) * full < turn.bytes {
+        return None;
+    }
     let needed = turn.bytes.div_ceil(full);
     let extra = u64::from(turn.segments).saturating_sub(needed);
     if extra == 0 {

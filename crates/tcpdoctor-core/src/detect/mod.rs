@@ -34,6 +34,9 @@ pub type GroupId = usize;
 pub struct FlowView<'a> {
     pub flow: &'a Flow,
     pub group: GroupId,
+    /// This open flow's index in every detector's [`Slots`]: unique among open flows, reused
+    /// once the flow has ended (after every detector's [`Detector::on_flow_end`]).
+    pub slot: usize,
     pub exchanges: u32,
     /// When the first data byte of the flow was seen.
     pub first_data: Option<Timestamp>,
@@ -132,6 +135,71 @@ impl<T: Default> PerGroup<T> {
                 .into_iter()
                 .chain(b.map(|s| (g, Direction::ServerToClient, s)))
         })
+    }
+}
+
+/// Per-open-flow state, indexed by [`FlowView::slot`]: a vector index rather than a hash
+/// lookup per segment. Each state remembers its flow's id (0: none; ids start at 1), so a
+/// slot reused by a later flow never hands it the state of an earlier one.
+#[derive(Debug)]
+pub(crate) struct Slots<T> {
+    slots: Vec<(u64, T)>,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots { slots: Vec::new() }
+    }
+}
+
+impl<T: Default> Slots<T> {
+    /// The flow's state, if it has one.
+    #[inline]
+    pub fn get(&self, flow: &FlowView) -> Option<&T> {
+        self.get_at(flow.slot, flow.flow.id)
+    }
+
+    /// The state of flow `id` in `slot`, if it has one.
+    #[inline]
+    pub fn get_at(&self, slot: usize, id: u64) -> Option<&T> {
+        match self.slots.get(slot) {
+            Some((owner, t)) if *owner == id => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The flow's state, if it has one.
+    #[inline]
+    pub fn get_mut(&mut self, flow: &FlowView) -> Option<&mut T> {
+        match self.slots.get_mut(flow.slot) {
+            Some((id, t)) if *id == flow.flow.id => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The flow's state, created (default) on first use.
+    #[inline]
+    pub fn get_or_default(&mut self, flow: &FlowView) -> &mut T {
+        if self.slots.len() <= flow.slot {
+            self.slots.resize_with(flow.slot + 1, || (0, T::default()));
+        }
+        let (id, t) = &mut self.slots[flow.slot];
+        if *id != flow.flow.id {
+            *id = flow.flow.id;
+            *t = T::default();
+        }
+        t
+    }
+
+    /// Takes the flow's state out.
+    pub fn remove(&mut self, flow: &FlowView) -> Option<T> {
+        match self.slots.get_mut(flow.slot) {
+            Some((id, t)) if *id == flow.flow.id => {
+                *id = 0;
+                Some(std::mem::take(t))
+            }
+            _ => None,
+        }
     }
 }
 

@@ -67,12 +67,13 @@ impl Detector for NagleRoundTrip {
     fn on_turn(&mut self, flow: &FlowView, turn: &Turn) {
         let st = self.state.get(flow.group, turn.dir);
         st.turns += 1;
+        // Most turns have no pause at all: the hold, which needs one, is looked for first.
+        let Some(r) = round_trip_hold(flow.flow, turn) else {
+            return;
+        };
         // The hold was judged on the handshake's RTT: report that one, and only on paths
         // where a round trip costs something.
         let Some(rtt) = flow.flow.handshake_rtt().filter(|r| *r >= MIN_RTT) else {
-            return;
-        };
-        let Some(r) = round_trip_hold(flow.flow, turn) else {
             return;
         };
         st.holds += 1;

@@ -36,7 +36,7 @@ use crate::fxhash::FxHashMap as HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::{Detector, FindingHead, FlowView, GroupId, Groups, PerGroup};
+use super::{Detector, FindingHead, FlowView, GroupId, Groups, PerGroup, Slots};
 use crate::flow::Direction;
 use crate::flow::PacketRef;
 use crate::report::{
@@ -93,7 +93,8 @@ struct Example {
 /// [`FlowState`]) and the spans of the last [`PEERS_KEPT`] that ended.
 #[derive(Default)]
 struct Peers {
-    open: Vec<u64>,
+    /// Open flows: (id, detector slot).
+    open: Vec<(u64, usize)>,
     ended: std::collections::VecDeque<(Timestamp, Timestamp)>,
 }
 
@@ -168,7 +169,7 @@ fn merge(spans: &mut Vec<(Timestamp, Timestamp)>) {
 
 #[derive(Default)]
 pub struct RttBound {
-    open: HashMap<u64, FlowState>,
+    open: Slots<FlowState>,
     /// Flows with exchanges per client address and server, to tell parallel connections.
     clients: HashMap<(GroupId, IpAddr), Peers>,
     state: PerGroup<State>,
@@ -186,8 +187,8 @@ impl RttBound {
         let open = peers
             .open
             .iter()
-            .filter(|&&id| id != flow.flow.id)
-            .filter_map(|id| self.open.get(id))
+            .filter(|&&(id, _)| id != flow.flow.id)
+            .filter_map(|&(id, slot)| self.open.get_at(slot, id))
             .filter_map(|fs| Some((fs.first?, fs.last)));
         let overlaps = open
             .chain(peers.ended.iter().copied())
@@ -202,7 +203,7 @@ impl RttBound {
         let Some(peers) = self.clients.get_mut(&key) else {
             return;
         };
-        peers.open.retain(|&id| id != flow.flow.id);
+        peers.open.retain(|&(id, _)| id != flow.flow.id);
         if let Some(span) = span {
             if peers.ended.len() == PEERS_KEPT {
                 peers.ended.pop_front();
@@ -224,17 +225,14 @@ impl Detector for RttBound {
     fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange<'_>) {
         let to_server = flow.flow.rtt_towards_receiver(Direction::ClientToServer);
         let to_client = flow.flow.rtt_towards_receiver(Direction::ServerToClient);
-        let fs = match self.open.entry(flow.flow.id) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                self.clients
-                    .entry((flow.group, flow.flow.client.ip))
-                    .or_default()
-                    .open
-                    .push(flow.flow.id);
-                v.insert(FlowState::default())
-            }
-        };
+        if self.open.get(flow).is_none() {
+            self.clients
+                .entry((flow.group, flow.flow.client.ip))
+                .or_default()
+                .open
+                .push((flow.flow.id, flow.slot));
+        }
+        let fs = self.open.get_or_default(flow);
         fs.exchanges += 1;
         fs.first.get_or_insert(ex.start());
         fs.last = ex.response.last.ts;
@@ -275,15 +273,15 @@ impl Detector for RttBound {
     fn on_flow_end(&mut self, flow: &FlowView) {
         let Some(peak) = self
             .open
-            .get(&flow.flow.id)
+            .get(flow)
             .and_then(|fs| Some((fs.first?, fs.last)))
             .map(|(first, last)| self.overlapping(flow, first, last) + 1)
         else {
-            self.open.remove(&flow.flow.id);
+            self.open.remove(flow);
             self.forget_peer(flow, None);
             return;
         };
-        let Some(fs) = self.open.remove(&flow.flow.id) else {
+        let Some(fs) = self.open.remove(flow) else {
             return;
         };
         self.forget_peer(flow, fs.first.map(|f| (f, fs.last)));

@@ -502,3 +502,42 @@ fn overlapping_timeout_stalls_cost_the_time_they_span() {
     assert_eq!(r.evidence.counts["stalls"], 2);
     assert!((r.time_lost_ms - 2300.1).abs() < 1.0, "{}", r.time_lost_ms);
 }
+
+/// A slot freed by an ended flow and handed to the next one never gives that flow the state
+/// of the earlier one, even if a detector forgot to take it out.
+#[test]
+fn a_reused_slot_starts_empty() {
+    use super::{FlowView, Slots};
+    use crate::flow::Flow;
+    let syn = TcpSegment {
+        src: ep(40000),
+        dst: ep(7000),
+        seq: 1,
+        ack: 0,
+        flags: TcpFlags(TcpFlags::SYN),
+        window: 1000,
+        payload_len: 0,
+        options: TcpOptions::default(),
+    };
+    let pkt = PacketRef {
+        frame: 1,
+        ts: Timestamp(0),
+    };
+    let (f1, f2) = (Flow::new(1, &syn, pkt), Flow::new(2, &syn, pkt));
+    let view = |flow| FlowView {
+        flow,
+        group: 0,
+        slot: 3,
+        exchanges: 0,
+        first_data: None,
+    };
+    let mut slots: Slots<u32> = Slots::default();
+    assert_eq!(slots.get(&view(&f1)), None);
+    *slots.get_or_default(&view(&f1)) = 7;
+    assert_eq!(slots.get_mut(&view(&f1)).copied(), Some(7));
+    assert_eq!(slots.get(&view(&f2)), None, "flow 2 in flow 1's slot");
+    assert_eq!(*slots.get_or_default(&view(&f2)), 0);
+    assert_eq!(slots.remove(&view(&f1)), None);
+    assert_eq!(slots.remove(&view(&f2)), Some(0));
+    assert_eq!(slots.get(&view(&f2)), None);
+}

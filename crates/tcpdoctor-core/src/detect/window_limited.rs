@@ -28,10 +28,9 @@
 //!    their steady time (what one doubling of the buffer saves while the path has room).
 //!    Critical from [`CRITICAL_STEADY`] of capped transfer time.
 
-use crate::fxhash::FxHashMap as HashMap;
 use std::time::Duration;
 
-use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
+use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
 use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::{round3, Histogram};
@@ -128,7 +127,7 @@ struct State {
 
 #[derive(Default)]
 pub struct WindowLimited {
-    open: HashMap<u64, [DirState; 2]>,
+    open: Slots<[DirState; 2]>,
     state: PerGroup<State>,
     marks: FlowMarks,
 }
@@ -161,8 +160,7 @@ impl Detector for WindowLimited {
         if ev.syn || ev.rst {
             return;
         }
-        let id = flow.flow.id;
-        let dirs = self.open.entry(id).or_default();
+        let dirs = self.open.get_or_default(flow);
         if ev.has_ack {
             // This segment advertises the window for data flowing the other way.
             let d = &mut dirs[ev.dir.reverse().index()];
@@ -189,7 +187,7 @@ impl Detector for WindowLimited {
         let dirs = match ended {
             Some(t) => {
                 self.close(flow, ev.dir.reverse(), t);
-                self.open.entry(id).or_default()
+                self.open.get_or_default(flow)
             }
             None => dirs,
         };
@@ -241,7 +239,7 @@ impl Detector for WindowLimited {
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
-        if let Some(dirs) = self.open.remove(&flow.flow.id) {
+        if let Some(dirs) = self.open.remove(flow) {
             for (i, d) in dirs.into_iter().enumerate() {
                 let dir = if i == 0 {
                     Direction::ClientToServer

@@ -8,10 +8,9 @@
 //! 3. Report when the episodes of at least [`MIN_EPISODE`] add up to [`MIN_TOTAL`] or more.
 //!    Critical from [`CRITICAL_TOTAL`].
 
-use crate::fxhash::FxHashMap as HashMap;
 use std::time::Duration;
 
-use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
+use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
 use crate::flow::{Direction, PacketRef, SegmentEvent};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::Histogram;
@@ -39,7 +38,7 @@ struct State {
 
 #[derive(Default)]
 pub struct ZeroWindow {
-    open: HashMap<u64, FlowState>,
+    open: Slots<FlowState>,
     state: PerGroup<State>,
     marks: FlowMarks,
 }
@@ -78,9 +77,9 @@ impl Detector for ZeroWindow {
         }
         let i = ev.dir.index();
         if ev.window == 0 {
-            let fs = self.open.entry(flow.flow.id).or_default();
+            let fs = self.open.get_or_default(flow);
             fs.open[i].get_or_insert(ev.pkt);
-        } else if let Some(fs) = self.open.get_mut(&flow.flow.id) {
+        } else if let Some(fs) = self.open.get_mut(flow) {
             if let Some(start) = fs.open[i].take() {
                 self.close(flow, ev.dir, start, ev.pkt);
             }
@@ -88,7 +87,7 @@ impl Detector for ZeroWindow {
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
-        if let Some(fs) = self.open.remove(&flow.flow.id) {
+        if let Some(fs) = self.open.remove(flow) {
             for dir in [Direction::ClientToServer, Direction::ServerToClient] {
                 if let Some(start) = fs.open[dir.index()] {
                     let end = PacketRef {

@@ -125,11 +125,27 @@ impl PcapState {
                 available: avail as u64,
             });
         }
-        let h = buf.bytes();
-        let sec = u32_at(h, 0, self.big) as u64;
-        let frac = u32_at(h, 4, self.big) as u64;
-        let caplen = u32_at(h, 8, self.big);
-        let orig_len = u32_at(h, 12, self.big);
+        // One bounds check for the four fields (`avail` ≥ the header's size).
+        let Some(h) = buf.bytes().first_chunk::<RECORD_HEADER>() else {
+            return Err(CaptureError::Truncated {
+                what: "pcap record header",
+                offset,
+                needed: RECORD_HEADER as u64,
+                available: avail as u64,
+            });
+        };
+        let field = |at: usize| {
+            let b = [h[at], h[at + 1], h[at + 2], h[at + 3]];
+            if self.big {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let sec = u64::from(field(0));
+        let frac = u64::from(field(4));
+        let caplen = field(8);
+        let orig_len = field(12);
         if caplen as usize > MAX_RECORD {
             return Err(CaptureError::Malformed {
                 what: "pcap record header",

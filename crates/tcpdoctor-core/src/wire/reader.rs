@@ -62,10 +62,17 @@ impl<R: Read> Buf<R> {
     ///
     /// The buffer grows (doubling) only while data keeps arriving, so a header claiming a
     /// huge record in a tiny file costs at most twice the file, not the claimed size.
+    #[inline(always)]
     pub(super) fn fill(&mut self, n: usize) -> Result<usize, CaptureError> {
         if self.end - self.pos >= n {
             return Ok(self.end - self.pos);
         }
+        self.refill(n)
+    }
+
+    /// [`Buf::fill`] when the buffered bytes are too few: compacts, grows, reads.
+    #[inline(never)]
+    fn refill(&mut self, n: usize) -> Result<usize, CaptureError> {
         if self.pos + n > self.buf.len() && self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.base += self.pos as u64;

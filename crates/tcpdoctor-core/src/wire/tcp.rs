@@ -153,6 +153,16 @@ const OPT_TIMESTAMP: u8 = 8;
 /// or where the captured bytes end.
 #[inline(always)]
 fn options(mut o: &[u8]) -> TcpOptions {
+    // What nearly every segment of a Linux or BSD sender carries: NOP, NOP, timestamps.
+    if let [OPT_NOP, OPT_NOP, OPT_TIMESTAMP, 10, a, b, c, d, e, f, g, h] = *o {
+        return TcpOptions {
+            timestamp: Some((
+                u32::from_be_bytes([a, b, c, d]),
+                u32::from_be_bytes([e, f, g, h]),
+            )),
+            ..TcpOptions::default()
+        };
+    }
     let mut out = TcpOptions::default();
     while let Some(&kind) = o.first() {
         match kind {
