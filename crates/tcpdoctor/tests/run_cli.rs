@@ -342,14 +342,33 @@ fn demo_reproduces_and_fixes_every_pathology() {
         verdicts.iter().map(|v| v.0.as_str()).collect::<Vec<_>>(),
         expected
     );
+    // What each scenario measured (server CPU, stalls, latency), for a failure to show.
+    let measured: Vec<String> = r["scenarios"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .map(|s| {
+                    format!(
+                        "{}: server_cpu {} p50 {} stalls {} findings {}",
+                        s["name"],
+                        s["server_cpu"],
+                        s["figures"]["p50_ms"],
+                        s["figures"]["stalls"],
+                        s["findings"].as_array().map_or(0, |f| f.len())
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     for (c, v) in cases.iter().zip(&verdicts) {
         assert!(
             v.1 && v.2,
-            "{}: reproduced {} fixed {}: {}",
+            "{}: reproduced {} fixed {}: {}\n{}",
             c["title"],
             v.1,
             v.2,
-            c["diagnosis"]
+            c["diagnosis"],
+            measured.join("\n")
         );
     }
     assert_eq!(code, 0, "{err}");
