@@ -31,6 +31,11 @@ use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, Ste
 use crate::impair::SplitMix64;
 use crate::Timestamp;
 
+/// How many bytes of a response a failed `expect` or capture quotes: enough for the text of a
+/// refusal behind a binary header (PostgreSQL's ErrorResponse puts its message after ~27 bytes
+/// of severity and code fields).
+const ANSWER_QUOTE: usize = 160;
+
 /// Keep at most this much consumed input before compacting the buffer.
 const COMPACT_AT: usize = 64 * 1024;
 
@@ -522,7 +527,7 @@ impl Conversation {
                     "{}: expected `{}`, received \"{}\"",
                     step.name,
                     re.as_str(),
-                    escape_bytes(response, 48)
+                    escape_bytes(response, ANSWER_QUOTE)
                 ));
             }
         }
@@ -536,7 +541,7 @@ impl Conversation {
                             step.name,
                             cap.name,
                             cap.pattern.as_str(),
-                            escape_bytes(response, 48)
+                            escape_bytes(response, ANSWER_QUOTE)
                         )
                     });
                     Value::Text(Vec::new())

@@ -289,6 +289,8 @@ pub(crate) fn escape_bytes(bytes: &[u8], limit: usize) -> String {
 #[cfg(test)]
 mod functions_tests;
 #[cfg(test)]
+mod postgres_tests;
+#[cfg(test)]
 mod reuse_tests;
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,8 @@ pub(crate) struct Step {
     pub(crate) send: Option<Template>,
     /// A length field written in front of the rendered request.
     pub(crate) send_prefix: Option<LengthPrefix>,
+    /// A message type byte written before the length field (PostgreSQL's `Q`, `p`).
+    pub(crate) send_type: Option<u8>,
     pub(crate) read: Framing,
     pub(crate) max_response: usize,
     pub(crate) expect: Option<Regex>,
@@ -41,6 +43,10 @@ impl Step {
         out: &mut Vec<u8>,
         failed: &mut Option<String>,
     ) -> Option<usize> {
+        if let Some(t) = self.send_type {
+            out.push(t);
+        }
+        let typed = usize::from(self.send_type.is_some());
         let start = out.len();
         let width = self.send_prefix.map_or(0, |p| p.width);
         out.resize(start + width, 0);
@@ -52,7 +58,7 @@ impl Step {
             Some(prefix) => {
                 let body = (out.len() - start - width) as u64;
                 prefix.encode_into(body.min(prefix.max_body()), &mut out[start..start + width]);
-                Some(width + mark.unwrap_or(0))
+                Some(typed + width + mark.unwrap_or(0))
             }
             None => mark,
         }

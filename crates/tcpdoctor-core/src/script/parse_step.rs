@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use super::framing::{Framing, LengthPrefix};
+use super::framing::{Framing, LengthPrefix, TypedMessages};
 use super::functions::Func;
 use super::model::{Capture, CaptureKind, Step};
 use super::parse::{kind, Def, Parser, Span, Val, MAX_SIZE};
@@ -17,6 +17,7 @@ const STEP_KEYS: &[&str] = &[
     "send_hex",
     "send_prefix",
     "send_prefix_counts_itself",
+    "send_type",
     "read",
     "max_response",
     "expect",
@@ -30,6 +31,8 @@ const READ_KEYS: &[&str] = &[
     "length_prefix",
     "idle",
     "counts_itself",
+    "type_byte",
+    "until_type",
     "single_line_if",
 ];
 const FRAMING_KEYS: &[&str] = &["until", "until_line", "length", "length_prefix", "idle"];
@@ -97,6 +100,15 @@ impl Parser<'_> {
                 None
             }
         };
+        let send_type =
+            match get(table, "send_type") {
+                Some(v) if send_prefix.is_some() => Some(self.type_byte(v, "send_type")?),
+                Some(v) => return Err(self.err(
+                    &v.span(),
+                    "`send_type` needs `send_prefix` (the type byte goes before the length field)",
+                )),
+                None => None,
+            };
         let Some(read) = get(table, "read") else {
             return Err(self.err(span, format!("{place} needs `read`: how its response ends (e.g. read = {{ until = \"\\r\\n\" }})")));
         };
@@ -114,6 +126,7 @@ impl Parser<'_> {
             name,
             send,
             send_prefix,
+            send_type,
             read,
             max_response,
             expect,
@@ -250,6 +263,29 @@ impl Parser<'_> {
         })
     }
 
+    /// One message type byte: a one-character ASCII string (`"Q"`).
+    fn type_byte(&self, v: &Val<'_>, key: &str) -> Result<u8, ScriptError> {
+        match self.string(v, key)?.as_bytes() {
+            [b] if b.is_ascii() => Ok(*b),
+            _ => Err(self.err(
+                &v.span(),
+                format!("`{key}` is one ASCII character, the message type (like \"Q\")"),
+            )),
+        }
+    }
+
+    /// The message types that end a response: ASCII characters, at least one (`"ZE"`).
+    fn type_bytes(&self, v: &Val<'_>) -> Result<Vec<u8>, ScriptError> {
+        let s = self.string(v, "until_type")?;
+        if s.is_empty() || !s.is_ascii() {
+            return Err(self.err(
+                &v.span(),
+                "`until_type` is one or more ASCII characters, the message types that end a response (like \"Z\")",
+            ));
+        }
+        Ok(s.as_bytes().to_vec())
+    }
+
     fn read(&self, v: &Val<'_>, max_response: usize) -> Result<Framing, ScriptError> {
         let table = match v.get_ref() {
             DeValue::String(s) => {
@@ -308,6 +344,21 @@ impl Parser<'_> {
             Some(c) => return Err(self.err(&c.span(), "`counts_itself` goes with `length_prefix`")),
             None => false,
         };
+        let type_byte = match get(table, "type_byte") {
+            Some(c) if key == "length_prefix" => self.boolean(c, "type_byte")?,
+            Some(c) => return Err(self.err(&c.span(), "`type_byte` goes with `length_prefix`")),
+            None => false,
+        };
+        let until_type = match get(table, "until_type") {
+            Some(c) if type_byte => Some(self.type_bytes(c)?),
+            Some(c) => {
+                return Err(self.err(
+                    &c.span(),
+                    "`until_type` needs `length_prefix` with `type_byte = true`",
+                ))
+            }
+            None => None,
+        };
         Ok(match key {
             "until" => {
                 let text = self.string(value, "until")?;
@@ -344,6 +395,10 @@ impl Parser<'_> {
             "length" => {
                 Framing::Length(self.size(value, "length", 1, max_response as u64)? as usize)
             }
+            "length_prefix" if type_byte => Framing::Typed(TypedMessages {
+                prefix: self.prefix(value, "length_prefix", counts_itself)?,
+                until_type: until_type.unwrap_or_default(),
+            }),
             "length_prefix" => {
                 Framing::LengthPrefix(self.prefix(value, "length_prefix", counts_itself)?)
             }

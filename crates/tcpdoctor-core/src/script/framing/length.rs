@@ -82,29 +82,8 @@ impl LengthPrefix {
     }
 
     pub(crate) fn poll(&self, buf: &[u8], max: usize) -> Result<Poll, String> {
-        let Some(field) = buf.get(..self.width) else {
+        let Some(total) = self.total(buf)? else {
             return Ok(Poll::Need);
-        };
-        let mut value: u64 = 0;
-        for i in 0..self.width {
-            let b = if self.big_endian {
-                field[i]
-            } else {
-                field[self.width - 1 - i]
-            };
-            value = value << 8 | u64::from(b);
-        }
-        let total = if self.includes_prefix {
-            if value < self.width as u64 {
-                return Err(format!(
-                    "{} length {value} is smaller than the {}-byte field it includes",
-                    self.name(),
-                    self.width
-                ));
-            }
-            value
-        } else {
-            value + self.width as u64
         };
         if total > max as u64 {
             return Err(too_large(total.min(usize::MAX as u64) as usize, max));
@@ -115,5 +94,33 @@ impl LengthPrefix {
         } else {
             Poll::Need
         })
+    }
+
+    /// The size of the field and its body, once the field has arrived.
+    pub(crate) fn total(&self, buf: &[u8]) -> Result<Option<u64>, String> {
+        let Some(field) = buf.get(..self.width) else {
+            return Ok(None);
+        };
+        let mut value: u64 = 0;
+        for i in 0..self.width {
+            let b = if self.big_endian {
+                field[i]
+            } else {
+                field[self.width - 1 - i]
+            };
+            value = value << 8 | u64::from(b);
+        }
+        Ok(Some(if self.includes_prefix {
+            if value < self.width as u64 {
+                return Err(format!(
+                    "{} length {value} is smaller than the {}-byte field it includes",
+                    self.name(),
+                    self.width
+                ));
+            }
+            value
+        } else {
+            value + self.width as u64
+        }))
     }
 }

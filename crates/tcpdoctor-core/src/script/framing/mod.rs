@@ -12,12 +12,14 @@ mod http;
 mod length;
 mod resp;
 mod terminator;
+mod typed;
 
 use std::time::Duration;
 
 use regex::bytes::Regex;
 
 pub(crate) use length::LengthPrefix;
+pub(crate) use typed::TypedMessages;
 
 /// The default largest response: beyond it the connection is counted as an error.
 pub const DEFAULT_MAX_RESPONSE: usize = 64 * 1024 * 1024;
@@ -39,6 +41,8 @@ pub(crate) enum Framing {
     Length(usize),
     /// A length field, then that many bytes.
     LengthPrefix(LengthPrefix),
+    /// Messages of a type byte, a length field and a body, until one of the given types.
+    Typed(TypedMessages),
     /// One RESP2/RESP3 value.
     Resp,
     /// One HTTP/1.1 response (keep-alive assumed).
@@ -67,6 +71,7 @@ pub(crate) enum Reader {
     UntilLine(terminator::LineState),
     Length,
     LengthPrefix,
+    Typed(typed::TypedState),
     Resp(resp::RespState),
     Http(http::HttpState),
     Idle,
@@ -82,6 +87,7 @@ impl Framing {
             Framing::UntilLine { .. } => Reader::UntilLine(Default::default()),
             Framing::Length(_) => Reader::Length,
             Framing::LengthPrefix(_) => Reader::LengthPrefix,
+            Framing::Typed(_) => Reader::Typed(Default::default()),
             Framing::Resp => Reader::Resp(Default::default()),
             Framing::Http => Reader::Http(http::HttpState::new(request.starts_with(b"HEAD "))),
             Framing::Idle(_) => Reader::Idle,
@@ -95,7 +101,7 @@ impl Framing {
             Framing::Until { .. } => "until",
             Framing::UntilLine { .. } => "until_line",
             Framing::Length(_) => "length",
-            Framing::LengthPrefix(_) => "length_prefix",
+            Framing::LengthPrefix(_) | Framing::Typed(_) => "length_prefix",
             Framing::Resp => "resp",
             Framing::Http => "http",
             Framing::Idle(_) => "idle",
@@ -136,6 +142,7 @@ impl Reader {
             ) => st.poll(buf, pattern, single_line_if.as_ref()),
             (Reader::Length, Framing::Length(n)) => length::poll_fixed(buf, *n, max)?,
             (Reader::LengthPrefix, Framing::LengthPrefix(p)) => p.poll(buf, max)?,
+            (Reader::Typed(st), Framing::Typed(t)) => st.poll(buf, t, max)?,
             (Reader::Resp(st), Framing::Resp) => st.poll(buf, max)?,
             (Reader::Http(st), Framing::Http) => st.poll(buf, max)?,
             (Reader::Idle, Framing::Idle(_)) | (Reader::Close, Framing::Close) => Poll::UntilClose,

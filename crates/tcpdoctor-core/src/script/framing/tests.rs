@@ -29,6 +29,21 @@ fn prefix(name: &str, counts_itself: bool) -> Framing {
     Framing::LengthPrefix(LengthPrefix::from_name(name, counts_itself).unwrap())
 }
 
+/// PostgreSQL's backend messages: a type byte, a u32be length that counts itself, a body.
+fn postgres(until_type: &str) -> Framing {
+    Framing::Typed(TypedMessages {
+        prefix: LengthPrefix::from_name("u32be", true).unwrap(),
+        until_type: until_type.as_bytes().to_vec(),
+    })
+}
+
+/// `SELECT 1` answered by a real PostgreSQL 15: RowDescription, DataRow, CommandComplete,
+/// ReadyForQuery (idle).
+const SELECT_1: &[u8] = b"T\x00\x00\x00\x21\x00\x01?column?\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x17\x00\x04\xff\xff\xff\xff\x00\x00\
+D\x00\x00\x00\x0b\x00\x01\x00\x00\x00\x011\
+C\x00\x00\x00\x0dSELECT 1\x00\
+Z\x00\x00\x00\x05I";
+
 /// Feeds `pieces` one after another into a fresh reader; the first non-Need result, with the
 /// number of pieces it took.
 fn feed(framing: &Framing, request: &[u8], pieces: &[&[u8]], max: usize) -> Result<Poll, String> {
@@ -280,6 +295,47 @@ fn cases() -> Vec<Case> {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc",
             Err("not followed by"),
         ),
+        (postgres("Z"), "", SELECT_1, Ok(Some(SELECT_1.len()))),
+        (postgres("Z"), "", &SELECT_1[..SELECT_1.len() - 1], Ok(None)),
+        // A response ends at its first Z: the next one's bytes are not taken.
+        (
+            postgres("Z"),
+            "",
+            b"Z\x00\x00\x00\x05IZ\x00\x00\x00\x05I",
+            Ok(Some(6)),
+        ),
+        // Without until_type, one message: AuthenticationSASLContinue alone.
+        (
+            postgres(""),
+            "",
+            b"R\x00\x00\x00\x0c\x00\x00\x00\x0br=abS\x00",
+            Ok(Some(13)),
+        ),
+        // A refused login ends with E (ErrorResponse) and no Z.
+        (
+            postgres("ZE"),
+            "",
+            b"R\x00\x00\x00\x08\x00\x00\x00\x00E\x00\x00\x00\x09SFATAL",
+            Ok(Some(19)),
+        ),
+        (
+            postgres("Z"),
+            "",
+            b"N\x00\x00\x00\x03",
+            Err("message `N` at byte 0: u32be length 3 is smaller"),
+        ),
+        (
+            postgres("Z"),
+            "",
+            b"Z\x00\x00\x00\x05ID\x00\x01\x00\x00",
+            Ok(Some(6)),
+        ),
+        (
+            postgres("Z"),
+            "",
+            b"C\x00\x00\x00\x05xD\x00\x00\x10\x00",
+            Err("exceeds max_response"),
+        ),
         (
             Framing::Http,
             "GET / HTTP/1.1\r\n\r\n",
@@ -334,6 +390,7 @@ fn unterminated_input_is_bounded() {
         zino(),
         Framing::Resp,
         Framing::Http,
+        postgres("Z"),
         Framing::Idle(Duration::from_millis(5)),
         Framing::Close,
     ];
@@ -383,6 +440,8 @@ fn no_framing_panics_on_random_or_mutated_bytes() {
         Framing::Length(10),
         prefix("u16le", true),
         prefix("u8", false),
+        postgres("Z"),
+        postgres(""),
         Framing::Resp,
         Framing::Http,
     ];
