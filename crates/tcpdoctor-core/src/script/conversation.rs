@@ -27,7 +27,7 @@ use super::expr::Scope;
 use super::framing::{Framing, Poll, Reader};
 use super::functions::{Sources, WallClock};
 use super::model::{Step, Value};
-use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, StepId};
+use super::{Completed, Issued, Request, ResponseError, Script, StepId};
 use crate::impair::SplitMix64;
 use crate::Timestamp;
 
@@ -313,7 +313,7 @@ impl Conversation {
                     return Err(ResponseError {
                         step: step.name.clone(),
                         message,
-                        excerpt: escape_bytes(view, 48),
+                        excerpt: self.script.secrets.excerpt(view, 48),
                     });
                 }
             }
@@ -384,7 +384,7 @@ impl Conversation {
                     self.pending.len(),
                     step.read.kind()
                 ),
-                excerpt: escape_bytes(&self.buf[self.consumed..], 48),
+                excerpt: self.script.secrets.excerpt(&self.buf[self.consumed..], 48),
             });
         }
         self.compact();
@@ -522,7 +522,7 @@ impl Conversation {
                     "{}: expected `{}`, received \"{}\"",
                     step.name,
                     re.as_str(),
-                    escape_bytes(response, 48)
+                    self.script.secrets.excerpt(response, 48)
                 ));
             }
         }
@@ -536,7 +536,7 @@ impl Conversation {
                             step.name,
                             cap.name,
                             cap.pattern.as_str(),
-                            escape_bytes(response, 48)
+                            self.script.secrets.excerpt(response, 48)
                         )
                     });
                     Value::Text(Vec::new())
@@ -549,6 +549,10 @@ impl Conversation {
                     self.vars.insert(cap.name.clone(), value);
                 }
             }
+        }
+        if failed.is_some() && !self.script.secrets.is_empty() {
+            // A regex or a computed value's message may quote a secret too.
+            failed = failed.map(|m| self.script.secrets.mask_text(&m));
         }
         self.consumed += n;
         Some(Completed {
@@ -581,7 +585,7 @@ impl Conversation {
                 "{} byte(s) arrived with no response outstanding",
                 data.len()
             ),
-            excerpt: escape_bytes(data, 48),
+            excerpt: self.script.secrets.excerpt(data, 48),
         }
     }
 }
