@@ -67,7 +67,7 @@ pub use secrets::MASK;
 use crate::Timestamp;
 
 /// A validated, immutable conversation script. Share it between connections with an `Arc`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Script {
     name: String,
     steps: Vec<model::Step>,
@@ -81,6 +81,19 @@ pub struct Script {
     secret_vars: Vec<String>,
     secrets: secrets::Secrets,
     execs: Vec<ExecStep>,
+}
+
+impl fmt::Debug for Script {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Values may be secrets: show only the variables' names.
+        let vars: Vec<&str> = self.vars.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Script")
+            .field("name", &self.name)
+            .field("steps", &self.step_names)
+            .field("vars", &vars)
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Script {
@@ -351,5 +364,7 @@ pub(crate) fn escape_bytes(bytes: &[u8], limit: usize) -> String {
 mod functions_tests;
 #[cfg(test)]
 mod reuse_tests;
+#[cfg(test)]
+mod secrets_tests;
 #[cfg(test)]
 mod tests;

@@ -26,8 +26,14 @@ pub const MASK: &str = "***";
 
 /// The secrets of a script, longest first (so a secret inside another is masked by the
 /// longer one first), without empties or repeats.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct Secrets(Vec<Vec<u8>>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} masked)", self.0.len())
+    }
+}
 
 impl Secrets {
     pub(crate) fn add(&mut self, value: &[u8]) {

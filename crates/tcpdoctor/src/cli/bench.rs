@@ -194,6 +194,8 @@ fn parse_params(params: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .iter()
         .map(|p| match p.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            // The value may be a secret: not repeated.
+            Some(_) => bail!("--param =…: expected KEY=VALUE (the KEY is empty)"),
             _ => bail!("--param {p}: expected KEY=VALUE"),
         })
         .collect()
