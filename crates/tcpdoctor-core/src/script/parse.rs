@@ -98,7 +98,30 @@ pub(crate) fn parse(src: &str, inputs: &Inputs<'_>) -> Result<Script, ScriptErro
     for v in read_env.borrow().iter() {
         script.secrets.add(v.as_bytes());
     }
+    mask_step_names(&mut script);
     Ok(script)
+}
+
+/// A step named after its request's first word (`send = "{env:TOKEN} GET"`) would show a
+/// secret in every report: masked, and kept unique.
+fn mask_step_names(script: &mut Script) {
+    if script.secrets.is_empty() {
+        return;
+    }
+    for i in 0..script.steps.len() {
+        let masked = script.secrets.mask_text(&script.steps[i].name);
+        if masked == script.steps[i].name {
+            continue;
+        }
+        let mut name = masked.clone();
+        let mut n = 2;
+        while script.steps.iter().any(|s| s.name == name) {
+            name = format!("{masked}#{n}");
+            n += 1;
+        }
+        script.steps[i].name = name.clone();
+        script.step_names[i] = name;
+    }
 }
 
 /// 1-based line and column (in characters) of a byte offset.

@@ -300,3 +300,10 @@ read = { until = "\n" }
     assert_eq!(d.requests[1].shown, r"\x00\rGET first ***\n");
     assert!(d.requests[1].exact);
 }
+
+#[test]
+fn a_step_named_after_a_secret_is_masked() {
+    let src = "[[steps]]\nsend = \"{env:TOKEN} GET\\n\"\nread = { until = \"\\n\" }\n";
+    let script = parse(src, &[]).expect("valid");
+    assert_eq!(script.step_names(), ["***"]);
+}
