@@ -37,6 +37,10 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 /// was measured is printed, marked INTERRUPTED); 2 bad usage, a server that never got ready
 /// or exited, an unreachable target.
 ///
+/// --dry-run prints the script's first conversation as it would be sent (secrets masked)
+/// and exits 0 without starting or contacting anything; a script with an `exec` (a value
+/// from an outside command) runs only with --allow-exec.
+///
 /// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
 /// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
 ///
