@@ -377,6 +377,24 @@ fn exec_output_is_used_in_requests_and_never_shown() {
     // The output, trimmed, with the argument rendered from [vars].
     assert_eq!(lines[0], "GET tok-bench-77 0");
     assert!(!stdout.contains("tok-bench-77") && !stderr.contains("tok-bench-77"));
+    // A server that echoes it in an error: the output is a secret, masked in the report.
+    let (addr, _) = line_server(echo_error, None);
+    let out = tcpdoctor(&[
+        "bench",
+        "--target",
+        &addr.to_string(),
+        "--script",
+        script.to_str().expect("utf-8"),
+        "--allow-exec",
+        "--requests",
+        "10",
+    ]);
+    let (stdout, stderr, _) = text(&out);
+    assert!(stdout.contains("GET *** 0"), "{stdout}");
+    assert!(
+        !stdout.contains("tok-bench-77") && !stderr.contains("tok-bench-77"),
+        "{stdout}"
+    );
 }
 
 #[test]

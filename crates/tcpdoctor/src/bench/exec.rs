@@ -14,6 +14,7 @@
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
@@ -67,20 +68,8 @@ fn run_one(argv: &[Vec<u8>], timeout: Duration) -> Result<Vec<u8>, String> {
         .spawn()
         .map_err(|e| format!("cannot start it: {e}"))?;
     let pid = child.id() as i32;
-    let stdout = child.stdout.take().map(|s| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = s.take(MAX_OUTPUT + 1).read_to_end(&mut v);
-            v
-        })
-    });
-    let stderr = child.stderr.take().map(|s| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = s.take(64 * 1024).read_to_end(&mut v);
-            v
-        })
-    });
+    let stdout = child.stdout.take().map(|s| reader(s, MAX_OUTPUT + 1));
+    let stderr = child.stderr.take().map(|s| reader(s, 64 * 1024));
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
@@ -101,8 +90,17 @@ fn run_one(argv: &[Vec<u8>], timeout: Duration) -> Result<Vec<u8>, String> {
     // The group may have children left holding the pipes: end them before reading to EOF.
     // SAFETY: as above; the group is ours.
     unsafe { libc::kill(-pid, libc::SIGKILL) };
-    let out = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
-    let err = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    // A process that left the group (a daemon) may still hold a pipe: wait for EOF only
+    // until the timeout, then take what was read.
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100));
+    let out = stdout
+        .and_then(|r| r.recv_timeout(left).ok())
+        .unwrap_or_default();
+    let err = stderr
+        .and_then(|r| r.recv_timeout(left).ok())
+        .unwrap_or_default();
     let first_err = String::from_utf8_lossy(&err)
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -123,6 +121,17 @@ fn run_one(argv: &[Vec<u8>], timeout: Duration) -> Result<Vec<u8>, String> {
         return Err(format!("printed nothing on its standard output{first_err}"));
     }
     Ok(value)
+}
+
+/// Reads `pipe` to its end (at most `limit` bytes) on a thread; the bytes come on the channel.
+fn reader(pipe: impl Read + Send + 'static, limit: u64) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = pipe.take(limit).read_to_end(&mut v);
+        let _ = tx.send(v);
+    });
+    rx
 }
 
 fn humanize(d: Duration) -> String {
