@@ -27,7 +27,7 @@ use super::expr::Scope;
 use super::framing::{Framing, Poll, Reader};
 use super::functions::{Sources, WallClock};
 use super::model::{Step, Value};
-use super::{escape_bytes, Completed, Issued, Request, ResponseError, Script, StepId};
+use super::{Completed, Issued, Request, ResponseError, Script, StepId};
 use crate::impair::SplitMix64;
 use crate::Timestamp;
 
@@ -318,7 +318,7 @@ impl Conversation {
                     return Err(ResponseError {
                         step: step.name.clone(),
                         message,
-                        excerpt: escape_bytes(view, 48),
+                        excerpt: self.script.secrets.excerpt(view, 48),
                     });
                 }
             }
@@ -389,7 +389,7 @@ impl Conversation {
                     self.pending.len(),
                     step.read.kind()
                 ),
-                excerpt: escape_bytes(&self.buf[self.consumed..], 48),
+                excerpt: self.script.secrets.excerpt(&self.buf[self.consumed..], 48),
             });
         }
         self.compact();
@@ -527,7 +527,7 @@ impl Conversation {
                     "{}: expected `{}`, received \"{}\"",
                     step.name,
                     re.as_str(),
-                    escape_bytes(response, ANSWER_QUOTE)
+                    self.script.secrets.excerpt(response, ANSWER_QUOTE)
                 ));
             }
         }
@@ -541,7 +541,7 @@ impl Conversation {
                             step.name,
                             cap.name,
                             cap.pattern.as_str(),
-                            escape_bytes(response, ANSWER_QUOTE)
+                            self.script.secrets.excerpt(response, ANSWER_QUOTE)
                         )
                     });
                     Value::Text(Vec::new())
@@ -554,6 +554,10 @@ impl Conversation {
                     self.vars.insert(cap.name.clone(), value);
                 }
             }
+        }
+        if failed.is_some() && !self.script.secrets.is_empty() {
+            // A regex or a computed value's message may quote a secret too.
+            failed = failed.map(|m| self.script.secrets.mask_text(&m));
         }
         self.consumed += n;
         Some(Completed {
@@ -586,7 +590,7 @@ impl Conversation {
                 "{} byte(s) arrived with no response outstanding",
                 data.len()
             ),
-            excerpt: escape_bytes(data, 48),
+            excerpt: self.script.secrets.excerpt(data, 48),
         }
     }
 }

@@ -22,6 +22,9 @@
 //! - `conversation`: [`Conversation`], requests out, bytes in, exchanges completed.
 //! - `cursor`: which step makes the next request (setup, steps, iterations, `for_each`).
 //! - `presets`: the built-in scripts, written as TOML and parsed like any other.
+//! - `secrets`: values tcpdoctor's own text masks (`secret = true` vars, `{env:…}`, `exec`).
+//! - `exec`: a `[[setup]]` value from an outside command, modelled here, run by the shell.
+//! - `dry_run`: the first conversation's requests as they would be sent, without a server.
 //!
 //! # Additions to the contract (`bench-api.md`)
 //! - [`Conversation::connected`] sets when the greeting's wait began; without it the `intended`
@@ -40,6 +43,8 @@
 
 mod conversation;
 mod cursor;
+mod dry_run;
+mod exec;
 mod expr;
 mod framing;
 mod functions;
@@ -47,18 +52,22 @@ mod model;
 mod parse;
 mod parse_step;
 mod presets;
+mod secrets;
 mod template;
 
 use std::fmt;
 
 pub use conversation::Conversation;
+pub use dry_run::{DryRequest, DryRun, Unknown};
+pub use exec::ExecStep;
 pub use framing::DEFAULT_MAX_RESPONSE;
 pub use presets::preset_names;
+pub use secrets::MASK;
 
 use crate::Timestamp;
 
 /// A validated, immutable conversation script. Share it between connections with an `Arc`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Script {
     name: String,
     steps: Vec<model::Step>,
@@ -68,6 +77,23 @@ pub struct Script {
     body: Vec<model::Item>,
     iterations: Option<u64>,
     vars: Vec<(String, model::Value)>,
+    /// `[vars]` entries marked `secret = true`.
+    secret_vars: Vec<String>,
+    secrets: secrets::Secrets,
+    execs: Vec<ExecStep>,
+}
+
+impl fmt::Debug for Script {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Values may be secrets: show only the variables' names.
+        let vars: Vec<&str> = self.vars.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Script")
+            .field("name", &self.name)
+            .field("steps", &self.step_names)
+            .field("vars", &vars)
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Script {
@@ -133,6 +159,54 @@ impl Script {
     /// driver stops asking, or `iterations` times.
     pub fn repeats(&self) -> bool {
         !self.body.is_empty()
+    }
+
+    /// `text` with every secret of the script (a `secret = true` var, an `{env:…}` value, an
+    /// `exec` output) replaced by `***`, raw or escaped. For the shell's own messages; the
+    /// conversation masks the texts it makes itself.
+    pub fn mask(&self, text: &str) -> String {
+        self.secrets.mask_text(text)
+    }
+
+    /// Whether `[vars]` entry `name` is marked `secret = true`.
+    pub fn is_secret(&self, name: &str) -> bool {
+        self.secret_vars.iter().any(|n| n == name)
+    }
+
+    /// The `exec` entries of `[[setup]]`, in script order: the shell runs them (with
+    /// `--allow-exec`) before the first connection and passes each output to
+    /// [`Script::set_exec_value`].
+    pub fn execs(&self) -> &[ExecStep] {
+        &self.execs
+    }
+
+    /// The program and arguments of exec `index`, rendered over the variables as they stand
+    /// (the outputs of earlier execs included).
+    pub fn exec_command(&self, index: usize) -> Vec<Vec<u8>> {
+        let lookup = |name: &str| -> Option<&[u8]> {
+            match self.vars.iter().find(|(n, _)| n == name) {
+                Some((_, model::Value::Text(t))) => Some(t),
+                _ => None,
+            }
+        };
+        self.execs
+            .get(index)
+            .map_or_else(Vec::new, |e| e.render(&lookup))
+    }
+
+    /// The output of exec `index` (trimmed by the shell): the value of its variable from now
+    /// on; a secret unless the exec says `secret = false`.
+    pub fn set_exec_value(&mut self, index: usize, value: Vec<u8>) {
+        let Some(exec) = self.execs.get_mut(index) else {
+            return;
+        };
+        exec.done = true;
+        if exec.secret {
+            self.secrets.add(&value);
+        }
+        if let Some((_, v)) = self.vars.iter_mut().find(|(n, _)| *n == exec.name) {
+            *v = model::Value::Text(value);
+        }
     }
 }
 
@@ -292,5 +366,7 @@ mod functions_tests;
 mod postgres_tests;
 #[cfg(test)]
 mod reuse_tests;
+#[cfg(test)]
+mod secrets_tests;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,10 @@
 //!    made by an earlier step; `for_each` walks a list (an array in `[vars]` or a list capture).
 //! 4. Inputs from the shell: each `--param KEY=VALUE` names a `[vars]` entry (and replaces its
 //!    value); each `{env:NAME}` is set in the environment the shell passed.
+//! 5. Secrets: a `[vars]` entry `{ value = "…", secret = true }`, every `{env:NAME}` read and
+//!    every `exec` output are noted (see `secrets`); `exec` only in `[[setup]]` (see `exec`).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -15,9 +18,11 @@ use regex::bytes::{Regex, RegexBuilder};
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use super::exec::ExecStep;
 use super::expr::EnvLookup;
 use super::framing::DEFAULT_MAX_RESPONSE;
 use super::model::{Item, Step, Value};
+use super::secrets::Secrets;
 use super::template::{is_identifier, RESERVED};
 use super::{Inputs, Script, ScriptError};
 
@@ -47,6 +52,11 @@ pub(crate) struct Parser<'s> {
     pub(crate) env: EnvLookup<'s>,
     /// `--param KEY=VALUE` for `[vars]`.
     overrides: &'s [(String, String)],
+    /// `[vars]` marked `secret = true`.
+    secret_vars: Vec<String>,
+    /// `[vars]` and `exec` names: what an `exec` argument may read.
+    outside: Vec<String>,
+    execs: Vec<ExecStep>,
 }
 
 fn no_env(_: &str) -> Option<String> {
@@ -62,16 +72,56 @@ pub(crate) fn parse(src: &str, inputs: &Inputs<'_>) -> Result<Script, ScriptErro
         let message = e.message().trim().replace('\n', "; ");
         ScriptError::new(line, column, format!("TOML syntax: {message}"))
     })?;
+    // Every value read from the environment is a secret (rule 5).
+    let read_env: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let env = inputs.env.unwrap_or(&no_env);
+    let recording = |name: &str| {
+        let value = env(name);
+        if let Some(v) = &value {
+            read_env.borrow_mut().push(v.clone());
+        }
+        value
+    };
     let mut p = Parser {
         src,
         steps: Vec::new(),
         max_response: DEFAULT_MAX_RESPONSE,
         defined: HashMap::new(),
         captured_anywhere: HashMap::new(),
-        env: inputs.env.unwrap_or(&no_env),
+        env: &recording,
         overrides: inputs.vars,
+        secret_vars: Vec::new(),
+        outside: Vec::new(),
+        execs: Vec::new(),
     };
-    p.document(doc.get_ref())
+    let mut script = p.document(doc.get_ref())?;
+    for v in read_env.borrow().iter() {
+        script.secrets.add(v.as_bytes());
+    }
+    mask_step_names(&mut script);
+    Ok(script)
+}
+
+/// A step named after its request's first word (`send = "{env:TOKEN} GET"`) would show a
+/// secret in every report: masked, and kept unique.
+fn mask_step_names(script: &mut Script) {
+    if script.secrets.is_empty() {
+        return;
+    }
+    for i in 0..script.steps.len() {
+        let masked = script.secrets.mask_text(&script.steps[i].name);
+        if masked == script.steps[i].name {
+            continue;
+        }
+        let mut name = masked.clone();
+        let mut n = 2;
+        while script.steps.iter().any(|s| s.name == name) {
+            name = format!("{masked}#{n}");
+            n += 1;
+        }
+        script.steps[i].name = name.clone();
+        script.step_names[i] = name;
+    }
 }
 
 /// 1-based line and column (in characters) of a byte offset.
@@ -369,6 +419,17 @@ impl<'s> Parser<'s> {
             ));
         }
         let step_names = self.steps.iter().map(|s| s.name.clone()).collect();
+        let mut secrets = Secrets::default();
+        for (name, value) in &vars {
+            if let (true, Value::Text(t)) = (self.secret_vars.contains(name), value) {
+                secrets.add(t);
+            }
+        }
+        let execs = std::mem::take(&mut self.execs);
+        for e in &execs {
+            // A placeholder until the shell passes the output in.
+            vars.push((e.name.clone(), Value::Text(Vec::new())));
+        }
         Ok(Script {
             name,
             steps: std::mem::take(&mut self.steps),
@@ -378,10 +439,13 @@ impl<'s> Parser<'s> {
             body,
             iterations,
             vars,
+            secret_vars: std::mem::take(&mut self.secret_vars),
+            secrets,
+            execs,
         })
     }
 
-    fn var_name(&self, name: &str, span: &Span, what: &str) -> Result<(), ScriptError> {
+    pub(crate) fn var_name(&self, name: &str, span: &Span, what: &str) -> Result<(), ScriptError> {
         if !is_identifier(name) {
             return Err(self.err(
                 span,
@@ -407,6 +471,13 @@ impl<'s> Parser<'s> {
                     other => Err(p.err(&v.span(), format!("variable `{name}` must be a string, an integer or an array of them, not {}", kind(other)))),
                 }
             };
+            let (value, secret) = match value.get_ref() {
+                DeValue::Table(t) => self.var_table(&name, value, t)?,
+                _ => (value, false),
+            };
+            if secret {
+                self.secret_vars.push(name.clone());
+            }
             let val = match value.get_ref() {
                 DeValue::Array(items) => Value::List(
                     items
@@ -424,9 +495,36 @@ impl<'s> Parser<'s> {
                     origin,
                 },
             );
+            self.outside.push(name.clone());
             out.push((name, val));
         }
         Ok(out)
+    }
+
+    /// `name = { value = "…", secret = true }`: the value, and whether it is a secret.
+    fn var_table<'v, 'i>(
+        &self,
+        name: &str,
+        v: &'v Val<'i>,
+        t: &'v DeTable<'i>,
+    ) -> Result<(&'v Val<'i>, bool), ScriptError> {
+        self.check_keys(t, &["value", "secret"], &format!("variable `{name}`"))?;
+        let Some((_, value)) = t.iter().find(|(k, _)| k.get_ref() == "value") else {
+            return Err(self.err(
+                &v.span(),
+                format!(
+                    "variable `{name}` needs `value` (e.g. {{ value = \"…\", secret = true }})"
+                ),
+            ));
+        };
+        if matches!(value.get_ref(), DeValue::Table(_)) {
+            return Err(self.err(&value.span(), format!("the `value` of `{name}` must be a string, an integer or an array of them, not a table")));
+        }
+        let secret = match t.iter().find(|(k, _)| k.get_ref() == "secret") {
+            Some((_, s)) => self.boolean(s, "secret")?,
+            None => false,
+        };
+        Ok((value, secret))
     }
 
     /// `--param KEY=VALUE`: KEY must be a single-value `[vars]` entry; VALUE replaces it.
@@ -511,6 +609,16 @@ impl<'s> Parser<'s> {
         for entry in array.iter() {
             let place = format!("[[{section}]]");
             let table = self.table(entry, section)?;
+            if let Some((k, _)) = table.iter().find(|(k, _)| k.get_ref() == "exec") {
+                if section != "setup" {
+                    return Err(self.exec_refused(&k.span(), &place));
+                }
+                let outside = self.outside.clone();
+                let exec = self.exec(table, &entry.span(), &outside)?;
+                self.outside.push(exec.name.clone());
+                self.execs.push(exec);
+                continue;
+            }
             let for_each = table.iter().find(|(k, _)| k.get_ref() == "for_each");
             match for_each {
                 None => items.push(Item::Step(self.step(
@@ -579,6 +687,9 @@ impl<'s> Parser<'s> {
         let mut ids = Vec::new();
         for entry in array.iter() {
             let t = self.table(entry, "do")?;
+            if let Some((k, _)) = t.iter().find(|(k, _)| k.get_ref() == "exec") {
+                return Err(self.exec_refused(&k.span(), &format!("[[{section}.do]]")));
+            }
             if t.iter().any(|(k, _)| k.get_ref() == "for_each") {
                 return Err(self.err(
                     &entry.span(),
@@ -592,6 +703,14 @@ impl<'s> Parser<'s> {
             list: list.to_string(),
             steps: ids,
         })
+    }
+
+    /// `exec` where requests repeat: refused (`exec` rule 1).
+    fn exec_refused(&self, span: &Span, place: &str) -> ScriptError {
+        self.err(
+            span,
+            format!("`exec` is not allowed in {place}: an outside command per exchange would measure the command, not the server; put it in [[setup]] (it runs once, before the first connection)"),
+        )
     }
 
     /// The error for a name that is not defined at this point of the script.

@@ -42,6 +42,10 @@ pub(crate) struct Template {
     /// Every variable read, also inside expressions, with its byte offset in the template
     /// text (for errors that point at it).
     pub(crate) refs: Vec<(String, usize)>,
+    /// The template's text and, per piece, where it was written in it (a `--dry-run` shows
+    /// a piece it cannot compute as written).
+    pub(crate) source: String,
+    pub(crate) spans: Vec<std::ops::Range<usize>>,
 }
 
 /// A template error: the byte offset inside the template text, and what is wrong.
@@ -147,6 +151,13 @@ fn push_bytes(pieces: &mut Vec<Piece>, bs: &[u8]) {
     }
 }
 
+/// Gives every piece pushed since the last call the span `span`.
+fn mark(spans: &mut Vec<std::ops::Range<usize>>, pieces: &[Piece], span: std::ops::Range<usize>) {
+    while spans.len() < pieces.len() {
+        spans.push(span.clone());
+    }
+}
+
 fn hex_value(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
@@ -157,7 +168,10 @@ fn parse(text: &str, hex: bool, env: EnvLookup<'_>) -> Result<Template, Template
     let mut refs = Vec::new();
     let mut pos = 0;
     let mut half: Option<(usize, u8)> = None;
+    let mut spans = Vec::new();
     while pos < bytes.len() {
+        let from = pos;
+        mark(&mut spans, &pieces, from..from);
         let c = bytes[pos];
         if c == b'{' && bytes.get(pos + 1) == Some(&b'{') {
             push_byte(&mut pieces, b'{');
@@ -187,6 +201,7 @@ fn parse(text: &str, hex: bool, env: EnvLookup<'_>) -> Result<Template, Template
                     call => pieces.push(Piece::Expr(Box::new(call))),
                 }
                 pos = parsed.end;
+                mark(&mut spans, &pieces, from..pos);
                 continue;
             }
             let piece = placeholder(inner, pos)?;
@@ -198,6 +213,7 @@ fn parse(text: &str, hex: bool, env: EnvLookup<'_>) -> Result<Template, Template
             }
             pieces.push(piece);
             pos += len + 1;
+            mark(&mut spans, &pieces, from..pos);
         } else if c == b'}' {
             return Err(err(
                 pos,
@@ -230,7 +246,13 @@ fn parse(text: &str, hex: bool, env: EnvLookup<'_>) -> Result<Template, Template
     if let Some((at, _)) = half {
         return Err(err(at, "odd number of hex digits"));
     }
-    Ok(Template { pieces, refs })
+    mark(&mut spans, &pieces, pos..pos);
+    Ok(Template {
+        pieces,
+        refs,
+        source: text.to_string(),
+        spans,
+    })
 }
 
 /// A placeholder that is more than a name, `random:N` or `body`: a call, a quoted string, an

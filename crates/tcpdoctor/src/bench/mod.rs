@@ -17,6 +17,7 @@
 
 mod conn;
 pub(crate) mod cpu;
+pub(crate) mod exec;
 mod progress;
 mod recorder;
 mod run;

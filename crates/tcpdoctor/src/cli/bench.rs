@@ -33,6 +33,10 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 /// The stall view counts exchanges near the 40 ms and 200 ms TCP timers and names the likely
 /// cause; confirm it with a capture and `tcpdoctor analyze`.
 ///
+/// --dry-run prints the first conversation's requests as they would be sent (secrets
+/// masked) and connects to nothing. A script with an `exec` (a value from an outside
+/// command) runs only with --allow-exec.
+///
 /// Exit status: 0 when every run completed, 1 when a run hung (no progress for --hang-after),
 /// measured nothing or was interrupted (Ctrl-C prints what was measured), 2 on a usage error,
 /// a bad script or an unreachable target.
@@ -120,6 +124,17 @@ pub struct BenchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+
+    /// Print the first conversation's requests as they would be sent (escaped, secrets shown
+    /// as ***; a value only a response can give shown as its placeholder) and exit 0 without
+    /// connecting. --target is not contacted; no `exec` is run.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Let the script's `[[setup]]` run its `exec` commands (once, before the first
+    /// connection, each under its timeout). Without it such a script is refused.
+    #[arg(long)]
+    pub allow_exec: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -179,6 +194,8 @@ fn parse_params(params: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .iter()
         .map(|p| match p.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            // The value may be a secret: not repeated.
+            Some(_) => bail!("--param =…: expected KEY=VALUE (the KEY is empty)"),
             _ => bail!("--param {p}: expected KEY=VALUE"),
         })
         .collect()
@@ -218,9 +235,32 @@ pub(crate) fn load_script(
     }
 }
 
+/// How errors name a script: its file, or `--preset NAME`.
+pub(crate) fn script_source(script: Option<&std::path::Path>, preset: Option<&str>) -> String {
+    match (script, preset) {
+        (Some(p), _) => p.display().to_string(),
+        (None, Some(n)) => format!("--preset {n}"),
+        (None, None) => "the script".into(),
+    }
+}
+
+/// `--dry-run`: the first conversation's requests, printed; no connection, no `exec`.
+pub(crate) fn dry_run(script: &Script, seed: u64) -> anyhow::Result<u8> {
+    let unix_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs());
+    output::print(&script.dry_run(seed, unix_secs).render_text())?;
+    Ok(EXIT_CLEAN)
+}
+
 impl BenchArgs {
     fn load_script(&self) -> anyhow::Result<Script> {
         load_script(self.script.as_deref(), self.preset.as_deref(), &self.param)
+    }
+
+    fn script_source(&self) -> String {
+        script_source(self.script.as_deref(), self.preset.as_deref())
     }
 
     /// Raw flags → a validated config; no I/O except reading the script and name resolution.
@@ -250,6 +290,7 @@ impl BenchArgs {
             None => cores.min(self.connections.min(256) as usize),
         };
         let mut script = self.load_script()?;
+        crate::bench::exec::run_execs(&mut script, self.allow_exec, &self.script_source())?;
         if let Some(m) = &self.max_response {
             let bytes = parse_size(m).map_err(|e| anyhow!("--max-response {m}: {e}"))?;
             if bytes == 0 {
@@ -279,6 +320,15 @@ impl BenchArgs {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
+    if args.dry_run {
+        return match args.load_script() {
+            Ok(script) => dry_run(&script, args.seed),
+            Err(e) => {
+                eprintln!("tcpdoctor: error: {e:#}");
+                Ok(EXIT_ERROR)
+            }
+        };
+    }
     let cfg = match args.config() {
         Ok(c) => c,
         Err(e) => {

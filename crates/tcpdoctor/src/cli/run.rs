@@ -37,6 +37,10 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 /// was measured is printed, marked INTERRUPTED); 2 bad usage, a server that never got ready
 /// or exited, an unreachable target.
 ///
+/// --dry-run prints the script's first conversation as it would be sent (secrets masked)
+/// and exits 0 without starting or contacting anything; a script with an `exec` (a value
+/// from an outside command) runs only with --allow-exec.
+///
 /// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
 /// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
 ///
@@ -133,6 +137,16 @@ pub struct RunArgs {
     /// measured (no exchange; stalls without a capture) cannot be evaluated: the check fails.
     #[arg(long, value_name = "EXPR")]
     pub check: Vec<String>,
+
+    /// Print the first conversation's requests as they would be sent (escaped, secrets shown
+    /// as ***) and exit 0: no server is started, nothing is connected, no `exec` is run.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Let the script's `[[setup]]` run its `exec` commands (once, before the run, each
+    /// under its timeout). Without it such a script is refused.
+    #[arg(long)]
+    pub allow_exec: bool,
 
     /// Exit 1 when any of these finding kinds is found (comma-separated, or `any`).
     #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_fail_on)]
@@ -400,12 +414,19 @@ fn digest(source: &str) -> String {
 
 /// The digest of the source the script was built from: the file's text, or the preset's
 /// with its parameters.
-fn script_digest(args: &RunArgs) -> Option<String> {
+fn script_digest(args: &RunArgs, script: &tcpdoctor_core::script::Script) -> Option<String> {
     match (&args.script, &args.preset) {
-        // `--param` changes a script's `[vars]`: a different value is a different script.
-        (Some(path), _) => std::fs::read_to_string(path)
-            .ok()
-            .map(|s| digest(&args.param.iter().fold(s, |s, p| s + "\n#param " + p))),
+        // `--param` changes a script's `[vars]`: a different value is a different script. A
+        // secret's value is left out (a digest of it could be tried against guesses).
+        (Some(path), _) => std::fs::read_to_string(path).ok().map(|s| {
+            digest(&args.param.iter().fold(s, |s, p| {
+                let shown = match p.split_once('=') {
+                    Some((k, _)) if script.is_secret(k.trim()) => format!("{}=***", k.trim()),
+                    _ => p.clone(),
+                };
+                s + "\n#param " + &shown
+            }))
+        }),
         (None, Some(name)) => {
             let params: Vec<(String, String)> = args
                 .param
@@ -489,6 +510,11 @@ fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
 }
 
 pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
+    if args.dry_run {
+        let script =
+            super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
+        return super::bench::dry_run(&script, 1);
+    }
     let target = parse_target(&args.target)?;
     let listed = args.scenarios.take().unwrap_or_else(|| {
         if args.server.is_some() && matches!(target, Addr::Tcp(_)) {
@@ -522,8 +548,13 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let script =
+    let mut script =
         super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
+    crate::bench::exec::run_execs(
+        &mut script,
+        args.allow_exec,
+        &super::bench::script_source(args.script.as_deref(), args.preset.as_deref()),
+    )?;
     let checks = args
         .check
         .iter()
@@ -551,7 +582,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
         command: "run".into(),
         target: target.to_string(),
         script: script.name().to_string(),
-        script_digest: script_digest(&args),
+        script_digest: script_digest(&args, &script),
         server: args.server.clone(),
         scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
         requests: args.requests,
