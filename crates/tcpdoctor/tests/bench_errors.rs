@@ -303,3 +303,46 @@ fn a_login_refused_a_few_times_is_retried_and_the_run_goes_on() {
     assert_eq!(run["connections_opened"], 3, "{run}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_server_that_hangs_up_on_the_login_stops_the_run_too() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = std::env::temp_dir().join(format!("tcpdoctor-hangup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // Greets, reads the login line, and closes without a word: no assertion can fail.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let logins = std::sync::Arc::new(AtomicU64::new(0));
+    let seen = logins.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let mut out = s.try_clone().expect("clone");
+            let _ = out.write_all(b"200 hello\r\n");
+            let mut line = String::new();
+            let _ = BufReader::new(s).read_line(&mut line);
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let script = login_script(&dir, "wrong");
+    let out = tcpdoctor(&[
+        "bench",
+        "--target",
+        &addr.to_string(),
+        "--script",
+        &script,
+        "--requests",
+        "5000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("setup failed 5 times in a row")
+            && err.contains("LOGIN")
+            && err.contains("before the setup was done"),
+        "{err}"
+    );
+    let n = logins.load(Ordering::SeqCst);
+    assert!((5..=6).contains(&n), "{n} logins");
+    let _ = std::fs::remove_dir_all(&dir);
+}

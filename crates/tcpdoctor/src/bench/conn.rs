@@ -22,11 +22,13 @@
 //!    not an error; requests pipelined behind the closing response are re-sent on the new
 //!    connection with their intended times (their budget was already taken).
 //! 6. An assertion of the greeting or a `[[setup]]` step that fails (a login refused) ends the
-//!    connection: nothing after it can succeed there. It is retried on a new connection after
-//!    a back-off (100 ms, doubling, at most 2 s); after [`MAX_SETUP_FAILURES`] such failures in
-//!    a row over all connections the run stops and the command exits 2 with the server's
-//!    answer — never thousands of failed logins. One setup that succeeds starts the count
-//!    again.
+//!    connection: nothing after it can succeed there. So does a connection closed, reset,
+//!    timed out or answered with bytes the framing rejects before its setup was done (a server
+//!    that hangs up on a bad password). It is retried on a new connection after a back-off of
+//!    its own (100 ms, doubling per failure in a row of that connection, at most 2 s); after
+//!    [`MAX_SETUP_FAILURES`] such failures in a row over all connections the run stops and
+//!    the command exits 2 with the server's answer. A connection that gets through its setup
+//!    starts both counts again.
 
 use std::collections::VecDeque;
 use std::io;
@@ -152,6 +154,13 @@ struct Io {
     setup_steps: Vec<bool>,
     /// The failed setup assertion of the current connection (rule 6).
     setup_failed: Option<String>,
+    /// The current connection got through its setup (a non-setup exchange completed).
+    setup_done: bool,
+    /// Why the current connection ended with an error (a close, reset, timeout or bad
+    /// response): before its setup was done, that is a setup failure too (rule 6).
+    ended_badly: Option<String>,
+    /// This task's setups that failed in a row: its back-off.
+    setup_fails: u64,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -169,7 +178,11 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             .map(|i| cfg.script.is_setup(tcpdoctor_core::script::StepId(i)))
             .collect(),
         setup_failed: None,
+        setup_done: false,
+        ended_badly: None,
+        setup_fails: 0,
     };
+    let has_setup = io.setup_steps.iter().any(|&s| s);
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
     // Without a timerfd (fd limit reached), tokio's millisecond timer still wakes the slots.
     let timer = cfg.rate.and_then(|_| Timer::new().ok());
@@ -200,6 +213,8 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             .wrapping_add(id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
             .wrapping_add(round);
         round += 1;
+        io.setup_done = false;
+        io.ended_badly = None;
         let mut conv = Conversation::new(cfg.script.clone(), id, seed);
         let now = rec.clock.now();
         // `now_unix()` in templates: the wall clock, read here so the core reads none.
@@ -221,9 +236,12 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             Stream::Tcp(s) => d.drive(s).await,
             Stream::Unix(s) => d.drive(s).await,
         };
-        let end = match io.setup_failed.take() {
-            Some(answer) => End::SetupFailed(answer),
-            None => end,
+        let end = match (io.setup_failed.take(), io.ended_badly.take()) {
+            (Some(answer), _) => End::SetupFailed(answer),
+            (None, Some(why)) if has_setup && !io.setup_done => {
+                End::SetupFailed(format!("{why}, before the setup was done"))
+            }
+            _ => end,
         };
         match end {
             End::Finished | End::Reconnect => {
@@ -232,11 +250,12 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
                 }
             }
             End::SetupFailed(answer) => {
-                let n = rec.setup_failed(&answer);
+                rec.setup_failed(&answer);
                 if rec.is_stopped() {
                     return;
                 }
-                tokio::time::sleep(setup_backoff(n)).await;
+                io.setup_fails += 1;
+                tokio::time::sleep(setup_backoff(io.setup_fails)).await;
                 if cfg.rate.is_none() {
                     io.resume_at.get_or_insert(rec.clock.now());
                 }
@@ -368,6 +387,10 @@ impl Driver<'_> {
                     } else if timeout_at.is_some_and(|t| now >= t) {
                         let n = (self.conv.outstanding() as u64).max(1);
                         self.rec.errors().timeouts += n;
+                        self.io.ended_badly = Some(format!(
+                            "no answer within {}",
+                            tcpdoctor_core::units::fmt_duration(self.cfg.timeout)
+                        ));
                         return End::Reconnect;
                     }
                 }
@@ -490,7 +513,9 @@ impl Driver<'_> {
                 continue;
             }
             if c.request_bytes > 0 {
-                if !setup {
+                if !setup && !self.io.setup_done {
+                    self.io.setup_done = true;
+                    self.io.setup_fails = 0;
                     self.rec.setup_succeeded();
                 }
                 self.local.exchange(c.step.0, c.intended, c.finished);
@@ -514,11 +539,11 @@ impl Driver<'_> {
         }
         let lost = self.conv.outstanding() as u64;
         if lost > 0 {
+            let why = format!("the server closed the connection with {lost} request(s) unanswered");
             let mut e = self.rec.errors();
             e.closed += lost;
-            e.add_example(format!(
-                "the server closed the connection with {lost} request(s) unanswered"
-            ));
+            e.add_example(why.clone());
+            self.io.ended_badly = Some(why);
         }
         if self.conv.is_finished() {
             End::Finished
@@ -555,14 +580,17 @@ impl Driver<'_> {
         let mut e = self.rec.errors();
         e.response += 1;
         e.add_example(msg.to_string());
+        self.io.ended_badly = Some(msg.to_string());
         End::Reconnect
     }
 
     fn lost(&mut self, msg: &str) -> End {
         let lost = (self.conv.outstanding() as u64).max(1);
+        let why = format!("connection lost: {msg}");
         let mut e = self.rec.errors();
         e.closed += lost;
-        e.add_example(format!("connection lost: {msg}"));
+        e.add_example(why.clone());
+        self.io.ended_badly = Some(why);
         End::Reconnect
     }
 }
