@@ -6,7 +6,8 @@
 //! Rules:
 //! 1. **Connections.** A connection is the same at both ends when its ports and its client's
 //!    initial sequence number match; addresses are not compared (a NAT, or the sandbox's
-//!    readdressing, changes them). Its client sent the SYN; without one in the capture, the
+//!    readdressing, changes them); within one file a connection is its two endpoints,
+//!    addresses included (two clients may pick the same port). Its client sent the SYN; without one in the capture, the
 //!    endpoint with the higher port is taken as the client and the ISN is unknown, and such a
 //!    connection pairs only if its port pair is unique in both files.
 //! 2. **Packets.** A packet is the same at both ends when its TCP header says the same:
@@ -22,15 +23,20 @@
 //! 4. **Lost on the path**: a packet the sender's end shows and the receiver's end never
 //!    does, unless it was sent within one typical one-way delay of the receiver's capture
 //!    ending (still in flight) or before that capture began.
-//! 5. **A retransmission** (data at or below the highest sequence number already sent)
+//! 5. **Packets must be cut alike at both ends.** A capture taken above an offload (TSO/GSO at
+//!    the sender, GRO at the receiver) holds packets the wire never carried, and then the two
+//!    files do not pair packet for packet. When the largest packet of a direction differs
+//!    between the files and more than a tenth of its packets find no partner, the report says
+//!    so instead of presenting them as losses.
+//! 6. **A retransmission** (data at or below the highest sequence number already sent)
 //!    *replaced a lost packet* when the latest earlier copy of its first byte never arrived,
 //!    and *was sent although the first copy arrived* otherwise: then it was the
 //!    acknowledgement that was lost or late, or the sender gave up too early.
-//! 6. **Clocks.** One-way delays subtract one file's timestamps from the other's: they are
+//! 7. **Clocks.** One-way delays subtract one file's timestamps from the other's: they are
 //!    true only when both captures used one clock (one host, as the sandbox does). A negative
 //!    delay proves the clocks differ; the round trip (the sum of the two directions' medians)
 //!    does not depend on their offset.
-//! 7. Memory is bounded: at most [`MAX_PACKETS`] TCP packets per file are compared; the report
+//! 8. Memory is bounded: at most [`MAX_PACKETS`] TCP packets per file are compared; the report
 //!    says when a file had more.
 
 mod render;
@@ -42,7 +48,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::time::Timestamp;
-use crate::wire::{TcpFlags, TcpSegment};
+use crate::wire::{Endpoint, TcpFlags, TcpSegment};
 
 pub use render::{one_line, render_ends};
 
@@ -82,6 +88,8 @@ struct Connection {
     key: Option<ConnKey>,
     /// Ports of the two endpoints, lower first: the key before the client is known.
     ports: (u16, u16),
+    /// The client's endpoint as this file shows it (rule 1).
+    client: Option<Endpoint>,
     syn: Option<Timestamp>,
     syn_ack: Option<Timestamp>,
     packets: Vec<Packet>,
@@ -92,8 +100,9 @@ struct Connection {
 pub struct EndCapture {
     name: String,
     conns: Vec<Connection>,
-    /// Port pair (lower first) → the connection it currently belongs to.
-    current: HashMap<(u16, u16), usize>,
+    /// The two endpoints (lower first) → the connection they currently belong to. Within one
+    /// file the addresses count: two clients may use the same port.
+    current: HashMap<(Endpoint, Endpoint), usize>,
     packets: usize,
     first: Option<Timestamp>,
     last: Option<Timestamp>,
@@ -120,8 +129,9 @@ impl EndCapture {
         self.last = Some(self.last.map_or(ts, |l| l.max(ts)));
         let (a, b) = (seg.src.port, seg.dst.port);
         let ports = (a.min(b), a.max(b));
+        let ends = (seg.src.min(seg.dst), seg.src.max(seg.dst));
         let is_syn = seg.flags.syn() && !seg.flags.ack();
-        let idx = match self.current.get(&ports) {
+        let idx = match self.current.get(&ends) {
             // A SYN with a new ISN on a known port pair is a new connection (PHYSICS: flows are
             // identified by the 4-tuple and the ISN); the same ISN again is its retransmission.
             Some(&i) if !is_syn || self.conns[i].key.and_then(|k| k.isn) == Some(seg.seq) => i,
@@ -131,12 +141,21 @@ impl EndCapture {
                     ..Connection::default()
                 });
                 let i = self.conns.len() - 1;
-                self.current.insert(ports, i);
+                self.current.insert(ends, i);
                 i
             }
         };
         let conn = &mut self.conns[idx];
         if conn.key.is_none() {
+            conn.client = Some(if is_syn {
+                seg.src
+            } else if seg.flags.syn() {
+                seg.dst
+            } else if a >= b {
+                seg.src
+            } else {
+                seg.dst
+            });
             conn.key = Some(if is_syn {
                 ConnKey {
                     client_port: a,
@@ -163,11 +182,10 @@ impl EndCapture {
         } else if seg.flags.syn() {
             conn.syn_ack.get_or_insert(ts);
         }
-        let key = conn.key.expect("set above");
         conn.packets.push(Packet {
             frame,
             ts,
-            c2s: seg.src.port == key.client_port && seg.dst.port == key.server_port,
+            c2s: conn.client == Some(seg.src),
             fp: Fingerprint {
                 seq: seg.seq,
                 ack: seg.ack,
@@ -218,9 +236,9 @@ pub struct OneWay {
     pub unaccounted: u64,
     /// Seen at the receiver's end with no matching packet at the sender's end.
     pub only_at_receiver: u64,
-    /// One-way delay of the packets that arrived (rule 6).
+    /// One-way delay of the packets that arrived (rule 7).
     pub delay_ms: Option<Spread>,
-    /// Data packets sent again (rule 5).
+    /// Data packets sent again (rule 6).
     pub retransmitted: u64,
     /// Retransmissions whose earlier copy never arrived.
     pub replaced_lost: u64,
@@ -228,6 +246,10 @@ pub struct OneWay {
     pub needless: u64,
     /// The first of those, with the frames that show the earlier copy arriving.
     pub needless_frames: Vec<Needless>,
+    /// The largest payload of one packet at the sender's end and at the receiver's end: two
+    /// captures of the same packets agree (rule 5).
+    pub largest_at_sender: u32,
+    pub largest_at_receiver: u32,
 }
 
 /// Which file is each paired connection's client end, and how that was decided.
@@ -258,10 +280,13 @@ pub struct EndsReport {
     /// independent of the two clocks' offset.
     pub round_trip_ms: Option<f64>,
     /// A one-way delay came out negative: the files were not taken on one clock, and the
-    /// one-way figures include the clocks' offset (rule 6).
+    /// one-way figures include the clocks' offset (rule 7).
     pub clocks_differ: bool,
     /// TCP packets not compared because a file had more than [`MAX_PACKETS`] (first, second).
     pub skipped: [u64; 2],
+    /// The two files cut the data into packets differently (rule 5): the per-packet figures
+    /// (losses, packets seen at one end only) do not apply.
+    pub segmentation_differs: bool,
 }
 
 /// Pairs the connections of two ends' captures and compares them packet by packet.
@@ -277,7 +302,8 @@ pub fn compare(first: EndCapture, second: EndCapture) -> EndsReport {
         (first.conns.len() - pairs.len()) as u64,
         (second.conns.len() - pairs.len()) as u64,
     ];
-    let mut delays = [Vec::new(), Vec::new()];
+    // Pass 1: whose end is whose, and the unambiguous matches of each direction.
+    let mut ways = Vec::with_capacity(pairs.len() * 2);
     for &(i, j) in &pairs {
         let (a, b) = (&first.conns[i], &second.conns[j]);
         let first_is_client = match (a.syn.zip(a.syn_ack), b.syn.zip(b.syn_ack)) {
@@ -297,22 +323,31 @@ pub fn compare(first: EndCapture, second: EndCapture) -> EndsReport {
         } else {
             (b, a, &second, &first)
         };
-        one_way(
-            client_end,
-            server_end,
-            true,
-            server_cap,
-            &mut report.client_to_server,
-            &mut delays[0],
-        );
-        one_way(
-            server_end,
-            client_end,
-            false,
-            client_cap,
-            &mut report.server_to_client,
-            &mut delays[1],
-        );
+        ways.push((Way::new(client_end, server_end, true), server_cap));
+        ways.push((Way::new(server_end, client_end, false), client_cap));
+    }
+    // Rule 2: what the unambiguous packets of each direction show, over every connection.
+    let mut sure = [Vec::new(), Vec::new()];
+    for (w, _) in &ways {
+        sure[usize::from(!w.c2s)].extend_from_slice(&w.sure);
+    }
+    let hint = sure.map(|mut d| {
+        d.sort_unstable();
+        Hint {
+            typical: d.get(d.len() / 2).copied(),
+            negative_ok: d.first().is_some_and(|&m| m < 0),
+        }
+    });
+    // Pass 2: the ambiguous copies, then the tallies.
+    let mut delays = [Vec::new(), Vec::new()];
+    for (w, to_cap) in ways {
+        let k = usize::from(!w.c2s);
+        let out = if w.c2s {
+            &mut report.client_to_server
+        } else {
+            &mut report.server_to_client
+        };
+        w.finish(hint[k], to_cap, out, &mut delays[k]);
     }
     let [c2s_ns, s2c_ns] = &mut delays;
     report.client_to_server.delay_ms = spread(c2s_ns);
@@ -322,6 +357,12 @@ pub fn compare(first: EndCapture, second: EndCapture) -> EndsReport {
         report.server_to_client.delay_ms,
     );
     report.clocks_differ = [c2s, s2c].iter().flatten().any(|s| s.min < 0.0);
+    report.segmentation_differs = [&report.client_to_server, &report.server_to_client]
+        .iter()
+        .any(|d| {
+            let unmatched = d.lost + d.only_at_receiver;
+            d.largest_at_sender != d.largest_at_receiver && unmatched * 10 > d.sent.max(1)
+        });
     report.round_trip_ms = c2s.zip(s2c).map(|(a, b)| a.p50 + b.p50);
     report
 }
@@ -362,102 +403,158 @@ fn pair_connections(first: &EndCapture, second: &EndCapture) -> Vec<(usize, usiz
     pairs
 }
 
-/// Matches one direction of one connection: `from` is the sender's end, `to` the receiver's.
-fn one_way(
-    from: &Connection,
-    to: &Connection,
+/// The whole-capture view of one direction that settles ambiguous copies (rule 2).
+#[derive(Clone, Copy, Debug)]
+struct Hint {
+    /// The median delay of the direction's unambiguous packets over every connection.
+    typical: Option<i64>,
+    /// Some unambiguous packet arrived before it was sent: the clocks differ (rule 7).
+    negative_ok: bool,
+}
+
+/// One direction of one connection: `sent` at the sender's end, `arrived` at the receiver's.
+struct Way<'a> {
     c2s: bool,
-    to_cap: &EndCapture,
-    out: &mut OneWay,
-    delays_ns: &mut Vec<i64>,
-) {
-    let sent: Vec<&Packet> = from.packets.iter().filter(|p| p.c2s == c2s).collect();
-    let arrived: Vec<&Packet> = to.packets.iter().filter(|p| p.c2s == c2s).collect();
-    let mut by_fp: HashMap<Fingerprint, Vec<usize>> = HashMap::new();
-    for (i, p) in sent.iter().enumerate() {
-        by_fp.entry(p.fp).or_default().push(i);
-    }
-    let delay = |s: &Packet, r: &Packet| r.ts.0 as i64 - s.ts.0 as i64;
-    // Rule 2: unambiguous packets first, and the median delay they show.
-    let mut matched: Vec<Option<usize>> = vec![None; sent.len()];
-    let mut ambiguous = Vec::new();
-    let mut sure = Vec::new();
-    let mut arrivals: HashMap<Fingerprint, u32> = HashMap::new();
-    for r in &arrived {
-        *arrivals.entry(r.fp).or_default() += 1;
-    }
-    for (j, r) in arrived.iter().enumerate() {
-        match by_fp.get(&r.fp) {
-            // Sent once and arrived once: no doubt (a duplicate delivery is ambiguous).
-            Some(c) if c.len() == 1 && arrivals[&r.fp] == 1 => {
-                matched[c[0]] = Some(j);
-                sure.push(delay(sent[c[0]], r));
-            }
-            Some(_) => ambiguous.push(j),
-            None => out.only_at_receiver += 1,
+    sent: Vec<&'a Packet>,
+    arrived: Vec<&'a Packet>,
+    by_fp: HashMap<Fingerprint, Vec<usize>>,
+    /// Per sent packet, the arrival it was matched with.
+    matched: Vec<Option<usize>>,
+    /// Arrivals whose fingerprint more than one packet carries.
+    ambiguous: Vec<usize>,
+    only_at_receiver: u64,
+    /// Delays of the unambiguous matches, ns.
+    sure: Vec<i64>,
+}
+
+fn delay(s: &Packet, r: &Packet) -> i64 {
+    r.ts.0 as i64 - s.ts.0 as i64
+}
+
+impl<'a> Way<'a> {
+    /// The unambiguous matches (rule 2): sent once and arrived once.
+    fn new(from: &'a Connection, to: &'a Connection, c2s: bool) -> Way<'a> {
+        let sent: Vec<&Packet> = from.packets.iter().filter(|p| p.c2s == c2s).collect();
+        let arrived: Vec<&Packet> = to.packets.iter().filter(|p| p.c2s == c2s).collect();
+        let mut by_fp: HashMap<Fingerprint, Vec<usize>> = HashMap::new();
+        for (i, p) in sent.iter().enumerate() {
+            by_fp.entry(p.fp).or_default().push(i);
         }
-    }
-    sure.sort_unstable();
-    let typical = sure.get(sure.len() / 2).copied();
-    for j in ambiguous {
-        let r = arrived[j];
-        let want = typical.unwrap_or(0);
-        let best = by_fp[&r.fp]
-            .iter()
-            .copied()
-            .filter(|&i| matched[i].is_none())
-            .min_by_key(|&i| (delay(sent[i], r) - want).unsigned_abs());
-        match best {
-            Some(i) => matched[i] = Some(j),
-            None => out.only_at_receiver += 1,
+        let mut arrivals: HashMap<Fingerprint, u32> = HashMap::new();
+        for r in &arrived {
+            *arrivals.entry(r.fp).or_default() += 1;
         }
-    }
-    let window = (to_cap.first, to_cap.last);
-    let mut highest: Option<u32> = None;
-    // Data sent so far: (first byte, end), the index of the send, most recent last.
-    let mut copies: Vec<(u32, u32, usize)> = Vec::new();
-    for (i, s) in sent.iter().enumerate() {
-        out.sent += 1;
-        match matched[i] {
-            Some(j) => {
-                out.arrived += 1;
-                delays_ns.push(delay(s, arrived[j]));
-            }
-            None if in_flight(s.ts, typical, window) => out.unaccounted += 1,
-            None => {
-                out.lost += 1;
-                if out.lost_frames.len() < MAX_LISTED {
-                    out.lost_frames.push(s.frame);
+        let mut w = Way {
+            c2s,
+            matched: vec![None; sent.len()],
+            ambiguous: Vec::new(),
+            only_at_receiver: 0,
+            sure: Vec::new(),
+            sent,
+            arrived,
+            by_fp,
+        };
+        for (j, r) in w.arrived.iter().enumerate() {
+            match w.by_fp.get(&r.fp) {
+                // A duplicate delivery is ambiguous too.
+                Some(c) if c.len() == 1 && arrivals[&r.fp] == 1 => {
+                    w.matched[c[0]] = Some(j);
+                    w.sure.push(delay(w.sent[c[0]], r));
                 }
+                Some(_) => w.ambiguous.push(j),
+                None => w.only_at_receiver += 1,
             }
         }
-        let span = s.fp.len + u32::from(s.fp.flags & (TcpFlags::SYN | TcpFlags::FIN) != 0);
-        if span == 0 {
-            continue;
+        w
+    }
+
+    /// Settles the ambiguous copies and adds this direction's counts to `out`.
+    fn finish(
+        mut self,
+        hint: Hint,
+        to_cap: &EndCapture,
+        out: &mut OneWay,
+        delays_ns: &mut Vec<i64>,
+    ) {
+        self.sure.sort_unstable();
+        let typical = self.sure.get(self.sure.len() / 2).copied().or(hint.typical);
+        let want = typical.unwrap_or(0);
+        for j in std::mem::take(&mut self.ambiguous) {
+            let r = self.arrived[j];
+            let free: Vec<usize> = self.by_fp[&r.fp]
+                .iter()
+                .copied()
+                .filter(|&i| self.matched[i].is_none())
+                .collect();
+            // On one clock nothing arrives before it was sent: a copy sent after this
+            // arrival cannot be the one that arrived.
+            let causal: Vec<usize> = free
+                .iter()
+                .copied()
+                .filter(|&i| hint.negative_ok || delay(self.sent[i], r) >= 0)
+                .collect();
+            let pool = if causal.is_empty() { &free } else { &causal };
+            let best = pool
+                .iter()
+                .copied()
+                .min_by_key(|&i| (delay(self.sent[i], r) - want).unsigned_abs());
+            match best {
+                Some(i) => self.matched[i] = Some(j),
+                None => self.only_at_receiver += 1,
+            }
         }
-        let end = s.fp.seq.wrapping_add(span);
-        let resent = highest.is_some_and(|h| (s.fp.seq.wrapping_sub(h) as i32) < 0);
-        if resent {
-            out.retransmitted += 1;
-            let earlier = copies.iter().rev().take(4096).find(|&&(a, e, _)| {
-                (s.fp.seq.wrapping_sub(a) as i32) >= 0 && (e.wrapping_sub(s.fp.seq) as i32) > 0
-            });
-            match earlier.and_then(|&(_, _, k)| matched[k]) {
+        out.only_at_receiver += self.only_at_receiver;
+        let largest = |v: &[&Packet]| v.iter().map(|p| p.fp.len).max().unwrap_or(0);
+        out.largest_at_sender = out.largest_at_sender.max(largest(&self.sent));
+        out.largest_at_receiver = out.largest_at_receiver.max(largest(&self.arrived));
+        let (sent, arrived, matched) = (&self.sent, &self.arrived, &self.matched);
+        let window = (to_cap.first, to_cap.last);
+        let mut highest: Option<u32> = None;
+        // Data sent so far: (first byte, end), the index of the send, most recent last.
+        let mut copies: Vec<(u32, u32, usize)> = Vec::new();
+        for (i, s) in sent.iter().enumerate() {
+            out.sent += 1;
+            match matched[i] {
                 Some(j) => {
-                    out.needless += 1;
-                    if out.needless_frames.len() < MAX_LISTED {
-                        out.needless_frames.push(Needless {
-                            resent_frame: s.frame,
-                            arrived_frame: arrived[j].frame,
-                        });
+                    out.arrived += 1;
+                    delays_ns.push(delay(s, arrived[j]));
+                }
+                None if in_flight(s.ts, typical, window) => out.unaccounted += 1,
+                None => {
+                    out.lost += 1;
+                    if out.lost_frames.len() < MAX_LISTED {
+                        out.lost_frames.push(s.frame);
                     }
                 }
-                None => out.replaced_lost += 1,
             }
-        }
-        copies.push((s.fp.seq, end, i));
-        if highest.is_none_or(|h| (end.wrapping_sub(h) as i32) > 0) {
-            highest = Some(end);
+            let span = s.fp.len + u32::from(s.fp.flags & (TcpFlags::SYN | TcpFlags::FIN) != 0);
+            if span == 0 {
+                continue;
+            }
+            let end = s.fp.seq.wrapping_add(span);
+            let resent = highest.is_some_and(|h| (s.fp.seq.wrapping_sub(h) as i32) < 0);
+            if resent {
+                out.retransmitted += 1;
+                let earlier = copies.iter().rev().take(4096).find(|&&(a, e, _)| {
+                    (s.fp.seq.wrapping_sub(a) as i32) >= 0 && (e.wrapping_sub(s.fp.seq) as i32) > 0
+                });
+                match earlier.and_then(|&(_, _, k)| matched[k]) {
+                    Some(j) => {
+                        out.needless += 1;
+                        if out.needless_frames.len() < MAX_LISTED {
+                            out.needless_frames.push(Needless {
+                                resent_frame: s.frame,
+                                arrived_frame: arrived[j].frame,
+                            });
+                        }
+                    }
+                    None => out.replaced_lost += 1,
+                }
+            }
+            copies.push((s.fp.seq, end, i));
+            if highest.is_none_or(|h| (end.wrapping_sub(h) as i32) > 0) {
+                highest = Some(end);
+            }
         }
     }
 }

@@ -73,6 +73,22 @@ pub fn render_ends(r: &EndsReport) -> String {
             dur_ms(rtt)
         );
     }
+    if r.segmentation_differs {
+        let d = if r.client_to_server.largest_at_sender != r.client_to_server.largest_at_receiver {
+            ("client → server", &r.client_to_server)
+        } else {
+            ("server → client", &r.server_to_client)
+        };
+        let _ = writeln!(
+            out,
+            "  The two files cut the data into packets differently ({}: largest packet {} bytes at \
+             the sender's end, {} at the receiver's): one end was captured above an offload \
+             (TSO/GSO or GRO), so packets do not pair one for one and the unpaired ones above \
+             are not losses. Capture both ends with the offloads off (ethtool -K IFACE tso off \
+             gso off gro off) or below them.",
+            d.0, d.1.largest_at_sender, d.1.largest_at_receiver
+        );
+    }
     if r.clocks_differ {
         let _ = writeln!(
             out,

@@ -238,3 +238,88 @@ fn captures_of_other_traffic_pair_nothing_and_say_so() {
     assert_eq!(r.paired, 0);
     assert!(render_ends(&r).contains("No connection appears in both files"));
 }
+
+#[test]
+fn identical_copies_never_match_a_copy_sent_after_the_arrival() {
+    // No handshake, no timestamps: a request and its needless retransmission, sent at 0 and
+    // 16 ms over 15 ms. Nothing unambiguous tells the typical delay; on one clock the arrival
+    // at 15 can only be the copy sent at 0.
+    let packets = [
+        (0, p(true, 1, 1, PA, 10, 0)),
+        (16, p(true, 1, 1, PA, 10, 0)),
+    ];
+    let (near, far) = path(&packets, 15, &[]);
+    let r = compare(near, far);
+    let c2s = &r.client_to_server;
+    assert_eq!((c2s.lost, c2s.retransmitted, c2s.needless), (0, 1, 1));
+    assert_eq!(c2s.delay_ms.unwrap().min, 15.0);
+    assert!(!r.clocks_differ);
+}
+
+#[test]
+fn two_clients_on_the_same_port_stay_two_connections() {
+    // The server's end sees two clients that picked the same port; the client's end of the
+    // first sees only its own. Grouping by ports alone would file the second client's packets
+    // under the first and call them lost.
+    let (near, _) = path(&lossy_exchange(), 15, &[]);
+    let mut far = EndCapture::new("far.pcapng");
+    let mut n = 0;
+    let mut add = |cap: &mut EndCapture, t: u64, pk: P, client: [u8; 4]| {
+        n += 1;
+        cap.on_segment(n, Timestamp(t * MS), &seg(pk, client, [127, 0, 0, 1]));
+    };
+    for (t, pk) in lossy_exchange() {
+        let at = if pk.c2s { t + 15 } else { t };
+        add(&mut far, at, pk, [198, 18, 0, 2]);
+        // Another client, another address, the same port, its own ISN.
+        let other = P {
+            seq: pk.seq.wrapping_add(if pk.c2s { 77_000 } else { 0 }),
+            ack: pk.ack.wrapping_add(if pk.c2s { 0 } else { 77_000 }),
+            ..pk
+        };
+        add(&mut far, at, other, [198, 18, 0, 9]);
+    }
+    let r = compare(near, far);
+    assert_eq!(r.paired, 1);
+    assert_eq!(r.unpaired, [0, 1]);
+    assert_eq!(r.client_to_server.lost, 0);
+    assert_eq!(r.server_to_client.only_at_receiver, 0);
+    assert_eq!(r.client_to_server.only_at_receiver, 0);
+}
+
+#[test]
+fn packets_cut_differently_at_the_two_ends_are_not_called_losses() {
+    // The client's end captured above TSO (one 2896-byte super-packet), the server's end
+    // below it (two wire packets): nothing pairs, and the report says why.
+    let mut near = EndCapture::new("near.pcapng");
+    let mut far = EndCapture::new("far.pcapng");
+    let (c, sv) = ([198, 18, 0, 2], [198, 18, 0, 1]);
+    for k in 0..20u32 {
+        let t = u64::from(k) * 10;
+        near.on_segment(
+            u64::from(k) + 1,
+            Timestamp(t * MS),
+            &seg(p(true, 1 + k * 2896, 1, PA, 2896, k), c, sv),
+        );
+        for half in 0..2u32 {
+            far.on_segment(
+                u64::from(k * 2 + half) + 1,
+                Timestamp((t + 15) * MS),
+                &seg(p(true, 1 + k * 2896 + half * 1448, 1, PA, 1448, k), c, sv),
+            );
+        }
+    }
+    let r = compare(near, far);
+    assert_eq!(r.paired, 1);
+    assert!(r.segmentation_differs, "{r:?}");
+    let text = render_ends(&r);
+    assert!(
+        text.contains("cut the data into packets differently"),
+        "{text}"
+    );
+    assert!(text.contains("largest packet 2896 bytes"), "{text}");
+
+    // The same packets at both ends: no such note.
+    let (near, far) = path(&lossy_exchange(), 15, &[4]);
+    assert!(!compare(near, far).segmentation_differs);
+}
