@@ -302,6 +302,18 @@ fn dry_run_of_presets_is_the_exact_request_and_secrets_are_masked() {
         assert!(stdout.contains(want), "{flags:?}: {stdout}");
         assert!(!stdout.contains("not exact"), "{flags:?}: {stdout}");
     }
+    // A dry run needs no target (bench and run); without --dry-run the target is required.
+    for cmd in ["bench", "run"] {
+        let (stdout, stderr, code) = text(&tcpdoctor(&[cmd, "--dry-run", "--preset", "resp"]));
+        assert_eq!(code, 0, "{cmd}: {stderr}");
+        assert!(
+            stdout.contains(r#""*1\r\n$4\r\nPING\r\n""#),
+            "{cmd}: {stdout}"
+        );
+        let (_, stderr, code) = text(&tcpdoctor(&[cmd, "--preset", "resp"]));
+        assert_eq!(code, 2, "{cmd}: {stderr}");
+        assert!(stderr.contains("--target"), "{cmd}: {stderr}");
+    }
     let script = scratch(
         "dry.toml",
         r#"[vars]

@@ -43,9 +43,9 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct BenchArgs {
-    /// The server: HOST:PORT, or unix:/path/to.sock.
-    #[arg(long, value_name = "ADDR")]
-    pub target: String,
+    /// The server: HOST:PORT, or unix:/path/to.sock (not needed with --dry-run).
+    #[arg(long, value_name = "ADDR", required_unless_present = "dry_run")]
+    pub target: Option<String>,
 
     /// A conversation script (TOML). Give it, or a --preset.
     #[arg(long, value_name = "FILE", conflicts_with = "preset")]
@@ -127,7 +127,7 @@ pub struct BenchArgs {
 
     /// Print the first conversation's requests as they would be sent (escaped, secrets shown
     /// as ***; a value only a response can give shown as its placeholder) and exit 0 without
-    /// connecting. --target is not contacted; no `exec` is run.
+    /// connecting. --target is not needed (nor contacted); no `exec` is run.
     #[arg(long)]
     pub dry_run: bool,
 
@@ -265,7 +265,7 @@ impl BenchArgs {
 
     /// Raw flags → a validated config; no I/O except reading the script and name resolution.
     pub fn config(&self) -> anyhow::Result<BenchConfig> {
-        let target = parse_addr("target", &self.target)?;
+        let target = parse_addr("target", self.target.as_deref().unwrap_or_default())?;
         let nagle = match self.nagle.trim() {
             "on" => true,
             "off" => false,

@@ -65,8 +65,8 @@ pub struct RunArgs {
 
     /// The address the server listens on: IP:PORT, or unix:PATH (a Unix socket; its
     /// directory must exist, and with --server, ready means PATH accepts a connection).
-    #[arg(long, value_name = "ADDR")]
-    pub target: String,
+    #[arg(long, value_name = "ADDR", required_unless_present = "dry_run")]
+    pub target: Option<String>,
 
     /// A conversation script (TOML; see docs/scripts.md).
     #[arg(long, value_name = "FILE", conflicts_with = "preset")]
@@ -515,7 +515,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
             super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
         return super::bench::dry_run(&script, 1);
     }
-    let target = parse_target(&args.target)?;
+    let target = parse_target(args.target.as_deref().unwrap_or_default())?;
     let listed = args.scenarios.take().unwrap_or_else(|| {
         if args.server.is_some() && matches!(target, Addr::Tcp(_)) {
             "direct,proxy,proxy-nagle,wan:15ms".into()
