@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use tcpdoctor_core::analysis::Analyzer;
+use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::report::{render_text, FindingKind, Report, Truncation};
-use tcpdoctor_core::wire::{CaptureError, CaptureReader};
+use tcpdoctor_core::wire::{decode_tcp, CaptureError, CaptureReader};
 
 use crate::capture_file::Input;
 use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
@@ -103,8 +104,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
         }
         if let Some(f) = args.files.iter().find(|f| !f.is_file()) {
             eprintln!(
-                "tcpdoctor: error: --ends reads each file twice, and {} is not a regular file \
-                 (a pipe?): save it to a file first",
+                "tcpdoctor: error: {} is not a regular file (a pipe?): with --ends the \
+                 evidence audit must re-read both files' cited frames, so save it to a file first",
                 f.display()
             );
             return Ok(EXIT_ERROR);
@@ -113,11 +114,17 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let mut captures = Vec::new();
     let mut findings = Vec::new();
     let mut unreadable = 0;
+    // With --ends, each file's TCP packets are kept for the comparison in the same pass.
+    let mut ends: Vec<EndCapture> = Vec::new();
     for path in &args.files {
-        match analyze_file(path) {
+        let mut end = args
+            .ends
+            .then(|| EndCapture::new(&path.display().to_string()));
+        match analyze_file(path, end.as_mut()) {
             Ok((summary, found)) => {
                 captures.push(summary);
                 findings.extend(found);
+                ends.extend(end);
             }
             // One file alone: its error is the whole answer. Among several, a bad file must
             // not hide the findings in the others: say so, go on, and exit 2 at the end.
@@ -132,11 +139,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
         bail!("none of the {} captures could be read", args.files.len());
     }
     let mut report = Report::new(captures, findings);
-    if args.ends && unreadable == 0 {
-        report.ends = Some(super::ends_pass::compare_ends(
-            &args.files[0],
-            &args.files[1],
-        )?);
+    let mut ends = ends.into_iter();
+    if let (Some(first), Some(second), 0) = (ends.next(), ends.next(), unreadable) {
+        report.ends = Some(compare(first, second));
     }
     let code = emit(&report, args.format, &args.fail_on)?;
     Ok(if unreadable > 0 { EXIT_ERROR } else { code })
@@ -161,9 +166,11 @@ pub(crate) fn emit(report: &Report, format: Format, fail_on: &[FailOn]) -> anyho
     Ok(if failed { EXIT_FOUND } else { EXIT_CLEAN })
 }
 
-/// Streams one capture through the analyzer.
+/// Streams one capture through the analyzer, also handing each TCP packet to `end` when given
+/// (two ends of one path are compared from what this one pass keeps: no second read).
 pub(crate) fn analyze_file(
     path: &PathBuf,
+    mut end: Option<&mut EndCapture>,
 ) -> anyhow::Result<(
     tcpdoctor_core::report::CaptureSummary,
     Vec<tcpdoctor_core::report::Finding>,
@@ -194,6 +201,11 @@ pub(crate) fn analyze_file(
             }
             Err(e) => return Err(e).with_context(reading),
         };
+        if let Some(end) = end.as_deref_mut() {
+            if let Some(seg) = decode_tcp(frame.link, frame.data, frame.orig_len).tcp() {
+                end.on_segment(frame.number, frame.ts, seg);
+            }
+        }
         analyzer.on_frame(
             frame.number,
             frame.ts,

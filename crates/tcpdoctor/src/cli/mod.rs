@@ -5,7 +5,6 @@ mod audit_pass;
 pub mod bench;
 pub mod capture;
 pub mod demo;
-pub(crate) mod ends_pass;
 pub mod proxy;
 pub mod run;
 pub mod sandbox;

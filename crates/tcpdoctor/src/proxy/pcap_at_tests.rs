@@ -83,7 +83,7 @@ async fn capture(
     let proxy = Proxy::start(cfg).await;
     client(proxy.addr, pipelined).await;
     proxy.stop().await;
-    crate::cli::analyze::analyze_file(&pcap).unwrap()
+    crate::cli::analyze::analyze_file(&pcap, None).unwrap()
 }
 
 fn rtt_ms(summary: &CaptureSummary) -> f64 {

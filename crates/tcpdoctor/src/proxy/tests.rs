@@ -625,7 +625,7 @@ async fn per_line_through(cfg: Option<ProxyConfig>) -> (Vec<Duration>, Option<Su
 }
 
 fn findings(pcap: &std::path::Path) -> Vec<String> {
-    let (_, found) = crate::cli::analyze::analyze_file(&pcap.to_path_buf()).unwrap();
+    let (_, found) = crate::cli::analyze::analyze_file(&pcap.to_path_buf(), None).unwrap();
     found.iter().map(|f| f.kind.as_str().to_string()).collect()
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::impair::ChunkMode;
 use tcpdoctor_core::report::{Bucket, Finding};
 use tcpdoctor_core::run::{
@@ -283,8 +284,14 @@ pub async fn run(
     };
     let mut findings: Vec<Finding> = Vec::new();
     let mut capture_info = None;
+    // Over a real path the two ends are also compared packet by packet: each end's packets
+    // are kept during its analysis (one read per file).
+    let mut near_end = match (&capture_file, &far_end_file) {
+        (Some(near), Some(_)) => Some(EndCapture::new(&near.display().to_string())),
+        _ => None,
+    };
     if let Some(file) = capture_file {
-        match crate::cli::analyze::analyze_file(&file) {
+        match crate::cli::analyze::analyze_file(&file, near_end.as_mut()) {
             Ok((summary, found)) => {
                 // A refuted finding is not a finding (and no gate counts it), but the run says
                 // so rather than dropping it silently.
@@ -312,6 +319,7 @@ pub async fn run(
                 });
             }
             Err(e) => {
+                near_end = None;
                 eprintln!(
                     "tcpdoctor: {}: cannot analyse {}: {e:#}",
                     path.name,
@@ -322,25 +330,24 @@ pub async fn run(
     }
     // Over a real path, the server's end too: what its kernel saw.
     let server_end = match &far_end_file {
-        Some(file) => match crate::cli::analyze::analyze_file(file) {
-            Ok((_, found)) => Some(tcpdoctor_core::run::ServerEnd {
-                file: file.display().to_string(),
-                findings: found,
-                path: capture_info.as_ref().and_then(|near| {
-                    crate::cli::ends_pass::compare_ends(near.file.as_ref(), file)
-                        .map_err(|e| eprintln!("tcpdoctor: {}: {e:#}", path.name))
-                        .ok()
+        Some(file) => {
+            let mut far_end = EndCapture::new(&file.display().to_string());
+            match crate::cli::analyze::analyze_file(file, Some(&mut far_end)) {
+                Ok((_, found)) => Some(tcpdoctor_core::run::ServerEnd {
+                    file: file.display().to_string(),
+                    findings: found,
+                    path: near_end.take().map(|near| compare(near, far_end)),
                 }),
-            }),
-            Err(e) => {
-                eprintln!(
-                    "tcpdoctor: {}: cannot analyse {}: {e:#}",
-                    path.name,
-                    file.display()
-                );
-                None
+                Err(e) => {
+                    eprintln!(
+                        "tcpdoctor: {}: cannot analyse {}: {e:#}",
+                        path.name,
+                        file.display()
+                    );
+                    None
+                }
             }
-        },
+        }
         None => None,
     };
     let chunks = summary.as_ref().map(chunk_view);
