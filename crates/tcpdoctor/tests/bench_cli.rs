@@ -141,11 +141,11 @@ fn redis_server_with_the_resp_preset() {
     // A machine with only the Rust toolchain skips this; CI installs redis-server and sets
     // TCPDOCTOR_REQUIRE_TOOLS, so there it must run.
     let Some(redis) = servers::Redis::start() else {
-        assert!(
-            std::env::var_os("TCPDOCTOR_REQUIRE_TOOLS").is_none(),
-            "TCPDOCTOR_REQUIRE_TOOLS is set but redis-server was not found"
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            "redis_server_with_the_resp_preset",
+            "redis-server is not installed",
         );
-        eprintln!("SKIPPED redis_server_with_the_resp_preset: redis-server is not installed");
         return;
     };
     let target = redis.target();
@@ -569,11 +569,11 @@ fn a_server_that_closes_after_each_response_is_reconnected_without_errors() {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     std::fs::write(dir.join("index.html"), "hello\n").expect("index.html");
     let Some((mut child, addr)) = servers::python_http_server(&dir) else {
-        assert!(
-            std::env::var_os("TCPDOCTOR_REQUIRE_TOOLS").is_none(),
-            "TCPDOCTOR_REQUIRE_TOOLS is set but python3 -m http.server did not start"
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            "http1 against python's http.server",
+            "python3 -m http.server did not start",
         );
-        eprintln!("skipped: python3 -m http.server did not start");
         return;
     };
     let addr = addr.to_string();
@@ -667,11 +667,11 @@ fn nginx_binary() -> Option<std::path::PathBuf> {
 #[test]
 fn nginx_keepalive_limit_is_a_reconnect_not_an_error() {
     let Some(nginx) = nginx_binary() else {
-        assert!(
-            std::env::var_os("TCPDOCTOR_REQUIRE_TOOLS").is_none(),
-            "TCPDOCTOR_REQUIRE_TOOLS is set but nginx was not found"
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            "nginx_keepalive_limit_is_a_reconnect_not_an_error",
+            "nginx is not installed",
         );
-        eprintln!("skipped: nginx not installed");
         return;
     };
     let dir = std::env::temp_dir().join(format!("tcpdoctor-nginx-{}", std::process::id()));

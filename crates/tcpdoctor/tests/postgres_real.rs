@@ -25,11 +25,7 @@ const PASSWORD: &str = "pg-test-secret";
 const SCRIPT: &str = "examples/postgres.toml";
 
 fn skip(test: &str, why: &str) {
-    assert!(
-        std::env::var_os("TCPDOCTOR_REQUIRE_TOOLS").is_none(),
-        "{test}: TCPDOCTOR_REQUIRE_TOOLS is set but {why}"
-    );
-    eprintln!("SKIPPED {test}: {why}");
+    common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, why);
 }
 
 /// The directory holding `initdb` and `postgres`: on PATH, else Debian's newest

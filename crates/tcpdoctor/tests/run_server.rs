@@ -89,11 +89,11 @@ fn a_daemonizing_redis_server_is_stopped() {
         .output()
         .is_err()
     {
-        assert!(
-            std::env::var_os("TCPDOCTOR_REQUIRE_TOOLS").is_none(),
-            "TCPDOCTOR_REQUIRE_TOOLS is set but redis-server was not found"
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            "a_daemonizing_redis_server_is_stopped",
+            "redis-server is not installed",
         );
-        eprintln!("SKIPPED a_daemonizing_redis_server_is_stopped: redis-server is not installed");
         return;
     }
     let dir = scratch("server-redis");

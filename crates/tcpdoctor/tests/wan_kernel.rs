@@ -377,11 +377,11 @@ fn congestion_control(cc: &str, test: &str) -> bool {
         .split_whitespace()
         .any(|c| c == cc);
     if !have {
-        assert!(
-            std::env::var_os("TCPDOCTOR_REQUIRE_TOOLS").is_none(),
-            "{test}: TCPDOCTOR_REQUIRE_TOOLS is set but this kernel has no {cc} (modprobe tcp_{cc})"
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            test,
+            &format!("this kernel has no {cc} congestion control (modprobe tcp_{cc})"),
         );
-        live::skip(test, &format!("this kernel has no {cc} congestion control"));
     }
     have
 }

@@ -24,7 +24,8 @@ use toml::de::{DeTable, DeValue};
 
 use super::expr::Scope;
 use super::functions::Sources;
-use super::parse::{kind, Def, Parser, Span, Val};
+use super::parse::{kind, Def, Parser, Span};
+use super::parse_step::get;
 use super::template::Template;
 use super::ScriptError;
 use crate::impair::SplitMix64;
@@ -86,13 +87,6 @@ impl ExecStep {
             })
             .collect()
     }
-}
-
-fn get<'t, 'i>(table: &'t DeTable<'i>, key: &str) -> Option<&'t Val<'i>> {
-    table
-        .iter()
-        .find(|(k, _)| k.get_ref() == key)
-        .map(|(_, v)| v)
 }
 
 impl Parser<'_> {

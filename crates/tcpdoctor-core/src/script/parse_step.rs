@@ -40,7 +40,8 @@ const FRAMING_KEYS: &[&str] = &["until", "until_line", "length", "length_prefix"
 /// The longest `idle` a script may wait for.
 const MAX_IDLE: Duration = Duration::from_secs(60);
 
-fn get<'t, 'i>(table: &'t DeTable<'i>, key: &str) -> Option<&'t Val<'i>> {
+/// The value of `key` in `table`, if present.
+pub(super) fn get<'t, 'i>(table: &'t DeTable<'i>, key: &str) -> Option<&'t Val<'i>> {
     table
         .iter()
         .find(|(k, _)| k.get_ref() == key)

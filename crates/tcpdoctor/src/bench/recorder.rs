@@ -119,9 +119,9 @@ impl Recorder {
         }
     }
 
-    /// A connection's setup failed with `answer`: returns how many have failed in a row; at
-    /// [`MAX_SETUP_FAILURES`] the run stops and [`Recorder::refused`] says why.
-    pub fn setup_failed(&self, answer: &str) -> u64 {
+    /// A connection's setup failed with `answer`; at [`MAX_SETUP_FAILURES`] in a row the run
+    /// stops and [`Recorder::refused`] says why.
+    pub fn setup_failed(&self, answer: &str) {
         let n = self.setup_failures.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= MAX_SETUP_FAILURES {
             let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
@@ -132,7 +132,6 @@ impl Recorder {
             });
             self.stop();
         }
-        n
     }
 
     /// A connection got through its setup: the failures in a row start again from zero.

@@ -91,6 +91,16 @@ pub fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no step {name} in {}", run["steps"]))
 }
 
+/// Says `test` is skipped because `why`, unless the environment variable `flag` (e.g.
+/// `TCPDOCTOR_REQUIRE_TOOLS`) is set and not `0` — then what is missing fails the test: CI
+/// (`.ci/run`) sets each flag for what it installs.
+#[allow(dead_code)]
+pub fn skip_unless_required(flag: &str, test: &str, why: &str) {
+    let required = std::env::var(flag).is_ok_and(|v| v != "0");
+    assert!(!required, "{test}: {flag} is set but {why}");
+    eprintln!("SKIPPED {test}: {why}");
+}
+
 /// Whether `text` (stderr, or a report's reasons) says this machine cannot build a WAN path
 /// for this user: user namespaces off or restricted, no TUN device or not open to the user.
 /// A test that needs the path skips then, unless `TCPDOCTOR_REQUIRE_WAN=1` (CI), where it fails.
@@ -105,11 +115,11 @@ pub fn wan_unavailable(test: &str, text: &str) -> bool {
     .iter()
     .any(|m| text.contains(m));
     if unavailable {
-        assert!(
-            std::env::var("TCPDOCTOR_REQUIRE_WAN").map_or(true, |v| v != "1"),
-            "{test}: the WAN path is required here (TCPDOCTOR_REQUIRE_WAN=1): {text}"
+        skip_unless_required(
+            "TCPDOCTOR_REQUIRE_WAN",
+            test,
+            &format!("no WAN path here: {text}"),
         );
-        eprintln!("SKIPPED {test}: no WAN path here: {text}");
     }
     unavailable
 }

@@ -19,11 +19,11 @@ pub const PORT: u16 = 8001;
 const READY: &str = "tcpdoctor-ready";
 
 fn unavailable(test: &str, why: &str) -> Option<PathBuf> {
-    assert!(
-        std::env::var("TCPDOCTOR_REQUIRE_ZINO").map_or(true, |v| v != "1"),
-        "{test}: real Zino is required here (TCPDOCTOR_REQUIRE_ZINO=1): {why}"
+    super::skip_unless_required(
+        "TCPDOCTOR_REQUIRE_ZINO",
+        test,
+        &format!("no real Zino here: {why}"),
     );
-    eprintln!("SKIPPED {test}: no real Zino here: {why}");
     None
 }
 
