@@ -4,7 +4,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 
@@ -90,7 +90,8 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
             .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
     })();
     if let Some(mut s) = server {
-        stop_group(&mut s);
+        let pgid = s.id() as libc::pid_t;
+        crate::run::server::stop_group(&mut s, pgid);
         // And whatever it left in the far namespace (a daemon outside its process group).
         path.ns.stop_far_processes(Duration::from_secs(2));
     }
@@ -132,21 +133,4 @@ fn wait_ready(
             tcpdoctor_core::units::fmt_duration(limit)
         ),
     }
-}
-
-/// SIGTERM to the server's group, SIGKILL after 2 s.
-fn stop_group(s: &mut Child) {
-    let pgid = s.id() as libc::pid_t;
-    // SAFETY: signals our own child's process group.
-    unsafe { libc::kill(-pgid, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = s.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // SAFETY: as above.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    let _ = s.wait();
 }

@@ -274,20 +274,7 @@ impl Server {
     /// line, then the same for every process it left (daemons that left the group).
     pub fn stop(&mut self) {
         self.stopped = true;
-        kill_group(self.pgid, libc::SIGTERM);
-        let start = Instant::now();
-        let mut done = false;
-        while start.elapsed() < Duration::from_secs(2) {
-            if !matches!(self.child.try_wait(), Ok(None)) && group_cpu(self.pgid).processes == 0 {
-                done = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if !done {
-            kill_group(self.pgid, libc::SIGKILL);
-            let _ = self.child.wait();
-        }
+        stop_group(&mut self.child, self.pgid);
         if self.adopts {
             super::reaper::stop_descendants(self.child.id() as libc::pid_t, Duration::from_secs(2));
         }
@@ -306,6 +293,21 @@ impl Drop for Server {
             self.stop();
         }
     }
+}
+
+/// Stops the process group `pgid` led by `child`: SIGTERM, up to 2 s for the leader to exit
+/// and the group to empty, then SIGKILL and reap the leader.
+pub fn stop_group(child: &mut Child, pgid: libc::pid_t) {
+    kill_group(pgid, libc::SIGTERM);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        if !matches!(child.try_wait(), Ok(None)) && group_cpu(pgid).processes == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill_group(pgid, libc::SIGKILL);
+    let _ = child.wait();
 }
 
 fn kill_group(pgid: libc::pid_t, sig: libc::c_int) {
