@@ -102,7 +102,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
             );
             return Ok(EXIT_ERROR);
         }
-        if let Some(f) = args.files.iter().find(|f| !f.is_file()) {
+        // A missing file is reported as any unreadable one is, below.
+        let not_a_file = |f: &&PathBuf| std::fs::metadata(f).is_ok_and(|m| !m.is_file());
+        if let Some(f) = args.files.iter().find(not_a_file) {
             eprintln!(
                 "tcpdoctor: error: {} is not a regular file (a pipe?): with --ends the \
                  evidence audit must re-read both files' cited frames, so save it to a file first",

@@ -221,12 +221,10 @@ pub(crate) fn load_script(
             };
             Script::parse_with(&src, &inputs).map_err(|e| anyhow!("{}: {e}", path.display()))
         }
-        (None, Some(name)) => Script::preset(name, &params).map_err(|e| {
-            anyhow!(
-                "--preset {name}: {e} (presets: {})",
-                preset_names().join(", ")
-            )
-        }),
+        // The core's error names the presets when the name is unknown.
+        (None, Some(name)) => {
+            Script::preset(name, &params).map_err(|e| anyhow!("--preset {name}: {e}"))
+        }
         (None, None) => bail!(
             "no script: give --script FILE (a TOML conversation, see docs/scripts.md) or \
              --preset NAME (built in: {})",
