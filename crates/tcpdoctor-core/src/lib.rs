@@ -24,6 +24,8 @@
 //!   aggregates.
 //! - [`script`]: conversation scripts for `bench` — TOML validated into a [`script::Script`],
 //!   presets, response framings, and [`script::Conversation`], one connection's sans-IO run.
+//! - [`inspect`]: a live process's sockets as the kernel sees them (`tcp_info`, options read
+//!   from the live socket, process counters) and the findings they support.
 //! - [`units`]: parsing and printing durations and sizes (`40ms`, `1.5s`, `64KiB`).
 //! - [`numfmt`]: how every report prints a figure, a count and its noun (`39`, `0.082`,
 //!   `1 exchange`).
@@ -37,6 +39,7 @@ pub mod flow;
 pub(crate) mod fxhash;
 pub mod hops;
 pub mod impair;
+pub mod inspect;
 pub mod numfmt;
 pub mod report;
 pub mod run;

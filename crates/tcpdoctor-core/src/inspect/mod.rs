@@ -1,0 +1,200 @@
+//! `inspect`: a live process's TCP sockets as the kernel sees them, and the findings that
+//! evidence supports.
+//!
+//! The shell reads the kernel (the process's descriptors in `/proc/PID/fd`, socket diagnostics
+//! over netlink for `tcp_info`, the options of each socket through a duplicate of its
+//! descriptor, the process's CPU and syscall counters) and hands this module an
+//! [`Observation`]: plain data, with time as data. [`diagnose`] turns it into an
+//! [`InspectReport`] whose findings use the same [`Finding`] model as `analyze`.
+//!
+//! Nothing here guesses: an option the kernel would not give is `None`, and the process says
+//! why in [`ProcessObservation::options_refused`].
+
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+use crate::report::{Finding, ToolInfo, SCHEMA_VERSION};
+
+/// Everything one `inspect` run read.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Observation {
+    /// When sampling began and ended, nanoseconds of the shell's monotonic clock.
+    pub started_ns: u64,
+    pub ended_ns: u64,
+    /// The interval the sampler aimed for between two samples.
+    pub interval_ns: u64,
+    pub processes: Vec<ProcessObservation>,
+}
+
+/// One process and its TCP sockets.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessObservation {
+    pub pid: u32,
+    /// `/proc/PID/comm`, and the command line when readable.
+    pub comm: String,
+    pub cmdline: String,
+    /// Inode of the process's network namespace (`/proc/PID/ns/net`), when readable.
+    pub netns: Option<u64>,
+    /// The process's counters at the first and the last sample (absent when unreadable).
+    pub first: Option<ProcessCounters>,
+    pub last: Option<ProcessCounters>,
+    /// Why socket options could not be read, naming the setting that refused them
+    /// ("kernel.yama.ptrace_scope = 1", "another user's process: pidfd_getfd needs
+    /// CAP_SYS_PTRACE"); `None` when they were read.
+    pub options_refused: Option<String>,
+    /// The process exited before sampling ended.
+    pub exited: bool,
+    pub sockets: Vec<SocketObservation>,
+}
+
+/// A process's own accounting at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ProcessCounters {
+    /// Nanoseconds of the shell's monotonic clock.
+    pub at_ns: u64,
+    /// CPU time of all threads, nanoseconds (`/proc/PID/task/*/schedstat`).
+    pub cpu_ns: u64,
+    pub voluntary_ctxt_switches: u64,
+    pub nonvoluntary_ctxt_switches: u64,
+    /// Read and write syscalls (`/proc/PID/io` `syscr`/`syscw`; ioctl and epoll calls are not
+    /// counted there); `None` when `io` was not readable.
+    pub syscr: Option<u64>,
+    pub syscw: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SocketRole {
+    Listener,
+    /// Returned by `accept` (its local port is one the process listens on).
+    Accepted,
+    /// Opened by `connect`.
+    Connected,
+}
+
+/// One TCP socket of the process.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SocketObservation {
+    pub inode: u64,
+    /// The descriptor it was found at (the lowest, when several point to it).
+    pub fd: i32,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub role: SocketRole,
+    /// Congestion control (`cubic`, `bbr`), when the kernel said.
+    pub congestion: Option<String>,
+    pub options: SocketOptions,
+    /// `tcp_info` over time, oldest first; the first and last give the deltas.
+    pub samples: Vec<TcpSample>,
+    /// The socket was gone before sampling ended (closed by the process).
+    pub closed: bool,
+}
+
+/// How a buffer size came to be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "setting", rename_all = "snake_case")]
+pub enum BufferSetting {
+    /// Set by the application (`SO_SNDBUF`/`SO_RCVBUF`), which turns autotuning off.
+    Fixed {
+        evidence: String,
+    },
+    /// Left to the kernel.
+    Autotuned {
+        evidence: String,
+    },
+    Unknown {
+        why: String,
+    },
+}
+
+/// Options read from the live socket; `None` where they could not be read.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SocketOptions {
+    pub nodelay: Option<bool>,
+    pub cork: Option<bool>,
+    /// What `getsockopt` returns (the kernel doubles what was set).
+    pub sndbuf_bytes: Option<u64>,
+    pub rcvbuf_bytes: Option<u64>,
+    pub sndbuf: BufferSetting,
+    pub rcvbuf: BufferSetting,
+    pub notsent_lowat_bytes: Option<u64>,
+    pub keepalive: Option<bool>,
+}
+
+/// The kernel's `tcp_info` (and socket memory) for one socket at one instant. Counters are
+/// cumulative since the socket was created; times are microseconds as the kernel keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TcpSample {
+    /// Nanoseconds of the shell's monotonic clock.
+    pub at_ns: u64,
+    /// `TCP_ESTABLISHED` = 1 … as in the kernel's `tcp_states`.
+    pub state: u8,
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub min_rtt_us: u32,
+    /// Delayed-ACK timeout (`ato`), microseconds.
+    pub ato_us: u32,
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub snd_cwnd: u32,
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
+    /// Bytes written by the application and not yet sent.
+    pub notsent_bytes: u32,
+    pub total_retrans: u32,
+    pub segs_out: u32,
+    pub segs_in: u32,
+    pub data_segs_out: u32,
+    pub data_segs_in: u32,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    pub bytes_retrans: u64,
+    pub delivery_rate_bps: u64,
+    pub pacing_rate_bps: u64,
+    /// The kernel's limit counters (`tcpi_busy_time`, `tcpi_rwnd_limited`,
+    /// `tcpi_sndbuf_limited`), microseconds.
+    pub busy_us: u64,
+    pub rwnd_limited_us: u64,
+    pub sndbuf_limited_us: u64,
+    /// The peer's advertised window as last seen, bytes.
+    pub snd_wnd_bytes: u32,
+}
+
+/// The result of [`diagnose`]: what was read, and the findings.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InspectReport {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    pub observation: Observation,
+    /// Most costly first, the same model as `analyze`'s findings.
+    pub findings: Vec<Finding>,
+}
+
+/// Turns what was read into findings. (The rules live in this module's children.)
+pub fn diagnose(observation: Observation) -> InspectReport {
+    InspectReport {
+        schema_version: SCHEMA_VERSION,
+        tool: ToolInfo::current(),
+        observation,
+        findings: Vec::new(),
+    }
+}
+
+/// The text report a person reads. (A placeholder layout until the full renderer lands.)
+pub fn render_text(report: &InspectReport) -> String {
+    let mut out = String::new();
+    for p in &report.observation.processes {
+        out.push_str(&format!(
+            "pid {} ({}): {} TCP sockets\n",
+            p.pid,
+            p.comm,
+            p.sockets.len()
+        ));
+    }
+    for f in &report.findings {
+        out.push_str(&format!("{}: {}\n", f.kind, f.verdict));
+    }
+    out
+}
