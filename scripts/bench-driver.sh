@@ -11,10 +11,13 @@
 # On a shared machine single runs swing by 2x or more: the rounds alternate the tools and the
 # table reports medians; CPU per request (the child's getrusage) is the steadier figure.
 #
-# Modes: 50 connections (redis-benchmark -t ping -c 50 vs --preset resp --connections 50),
+# Modes: 50 connections (redis-benchmark -t ping_mbulk -c 50 vs --preset resp --connections 50),
 # 50 connections pipelined 16 deep (-P 16 vs --pipeline 16), one connection (-c 1 vs
 # --connections 1), and one connection against a bare echo server (netbench pingpong, a plain
 # std::net loop, vs --preset echo): the transaction rate netperf's TCP_RR would measure.
+# The one-connection modes run in three placements (PLACEMENTS, default "free same split"):
+# unpinned; client and server on one CPU; server on CPU 0 and client on CPU 1 (taskset). On a
+# 2-vCPU VM placement alone moves the rate 3-5x, so only the pinned ratios compare drivers.
 # netperf itself is used when installed; it is not in Debian's main archive, so it is usually
 # skipped with a message.
 #
@@ -60,7 +63,8 @@ cc -O2 -pthread -o "$REF" scripts/openloop-ref.c
 # Runs a command; prints "WALL_S CPU_S" of it (the child's own user + system time) on fd 3 and
 # its stdout to $WORK/out.
 measure() {
-    python3 - "$@" 3>&1 >"$WORK/out" <<'EOF'
+    # shellcheck disable=SC2086
+    python3 - ${CLIENT_CPU:+taskset -c $CLIENT_CPU} "$@" 3>&1 >"$WORK/out" <<'EOF'
 import os, resource, subprocess, sys, time
 t = time.monotonic()
 r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -85,7 +89,26 @@ ECHO=$(free_port)
 fifo=$WORK/ready; mkfifo "$fifo"
 "$NB" echo "127.0.0.1:$ECHO" >"$fifo" &
 PIDS+=($!)
+ECHO_PID=$!
 read -r -t 10 line <"$fifo"; [ "$line" = ready ]
+REDIS_PID=$(redis-cli -p "$REDIS" info server | tr -d '\r' | sed -n 's/^process_id://p')
+
+# Where the scheduler puts a one-connection client decides its rate more than the client does:
+# on a 2-vCPU VM the same redis PING loop runs ~50,000/s with client and server on one CPU (each
+# wake-up is a switch on that CPU) and ~10,000-17,000/s on two (each wake-up crosses CPUs), and
+# an unpinned run moves between the two as the scheduler pleases. The one-connection modes are
+# therefore measured three ways: unpinned (what a user gets, a lottery), "same" (both servers
+# and the client on CPU 0) and "split" (servers on CPU 0, client on CPU 1) - the last two put
+# both tools in the same place, so their ratio is the drivers' own.
+NCPU=$(nproc)
+if [ "$NCPU" -ge 2 ] && command -v taskset >/dev/null; then
+    PLACEMENTS=${PLACEMENTS:-free same split}
+else
+    PLACEMENTS=free
+fi
+place_servers() {  # place_servers CPU-LIST
+    for pid in "$REDIS_PID" "$ECHO_PID"; do taskset -a -pc "$1" "$pid" >/dev/null; done
+}
 
 RESULTS=$WORK/results
 : >"$RESULTS"
@@ -194,10 +217,18 @@ for round in $(seq "$ROUNDS"); do
     tcpdoctor_bench c50 "127.0.0.1:$REDIS" --preset resp --connections 50 --requests "$N50"
     redis_benchmark c50-P16 "$NPIPE" -c 50 -P 16
     tcpdoctor_bench c50-P16 "127.0.0.1:$REDIS" --preset resp --connections 50 --pipeline 16 --requests "$NPIPE"
-    redis_benchmark c1 "$N1" -c 1
-    tcpdoctor_bench c1 "127.0.0.1:$REDIS" --preset resp --connections 1 --requests "$N1"
-    pingpong c1-echo "$N1"
-    tcpdoctor_bench c1-echo "127.0.0.1:$ECHO" --preset echo --param size=1 --requests "$N1"
+    for place in $PLACEMENTS; do
+        case $place in
+            free) place_servers "0-$((NCPU - 1))"; CLIENT_CPU= ; sfx= ;;
+            same) place_servers 0; CLIENT_CPU=0; sfx=-same ;;
+            split) place_servers 0; CLIENT_CPU=1; sfx=-split ;;
+        esac
+        redis_benchmark "c1$sfx" "$N1" -c 1
+        tcpdoctor_bench "c1$sfx" "127.0.0.1:$REDIS" --preset resp --connections 1 --requests "$N1"
+        pingpong "c1-echo$sfx" "$N1"
+        tcpdoctor_bench "c1-echo$sfx" "127.0.0.1:$ECHO" --preset echo --param size=1 --requests "$N1"
+    done
+    place_servers "0-$((NCPU - 1))"; CLIENT_CPU=
 done
 
 if command -v netperf >/dev/null && command -v netserver >/dev/null; then
@@ -212,13 +243,17 @@ rows = collections.defaultdict(lambda: collections.defaultdict(list))
 for line in open(sys.argv[1]):
     f = line.split()
     rows[f[0]][f[1]].append((float(f[2]), float(f[3])))
-print(f"{'mode':<10} {'tool':<18} {'req/s (median)':>15} {'CPU µs/req':>11} {'tcpdoctor/peer':>15}")
-for mode in ["c50", "c50-P16", "c1", "c1-echo"]:
-    tools = rows[mode]
+print(f"{'mode':<14} {'tool':<18} {'req/s (median)':>15} {'CPU µs/req':>11} {'tcpdoctor/peer':>15}")
+for mode in ["c50", "c50-P16", "c1", "c1-same", "c1-split", "c1-echo", "c1-echo-same", "c1-echo-split"]:
+    tools = rows.get(mode)
+    if not tools:
+        continue
     td = statistics.median(r for r, _ in tools["tcpdoctor"])
     for tool, vals in tools.items():
         rps = statistics.median(r for r, _ in vals)
         cpu = statistics.median(c for _, c in vals)
         ratio = "" if tool == "tcpdoctor" else f"{td / rps:.2f}"
-        print(f"{mode:<10} {tool:<18} {rps:>15.0f} {cpu:>11.2f} {ratio:>15}")
+        print(f"{mode:<14} {tool:<18} {rps:>15.0f} {cpu:>11.2f} {ratio:>15}")
+print("c1*: one connection; -same: client and server pinned to CPU 0; -split: server on CPU 0, client on CPU 1;")
+print("no suffix: unpinned, where the scheduler's placement (not the client) decides the rate.")
 EOF

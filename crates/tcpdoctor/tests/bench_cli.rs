@@ -613,6 +613,51 @@ fn a_server_that_closes_after_each_response_is_reconnected_without_errors() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 12: a keep-alive connection the server drops without a word (its idle timeout firing
+/// just as the next request leaves) costs that request its answer: the driver sees a close or a
+/// reset and not one byte. As curl does, the requests are re-sent once on a new connection — a
+/// counted reconnect, not an error — so `--requests` exchanges are measured (before: every drop
+/// was a "connection closed" error). Pipelined too: what was queued behind is re-sent.
+#[test]
+fn a_keep_alive_connection_dropped_silently_is_retried_not_an_error() {
+    let addr = servers::http_silent_close(3).to_string();
+    for (pipeline, connections) in [("1", "1"), ("4", "2")] {
+        let (r, code, err) = bench_json(&[
+            "--target",
+            &addr,
+            "--preset",
+            "http1",
+            "--requests",
+            "300",
+            "--pipeline",
+            pipeline,
+            "--connections",
+            connections,
+        ]);
+        let run = run0(&r);
+        assert_eq!(code, 0, "pipeline {pipeline}: {err}");
+        assert_eq!(
+            run["exchanges"], 300,
+            "pipeline {pipeline}: {}",
+            run["errors"]
+        );
+        let e = &run["errors"];
+        for kind in ["connect", "response", "assertion", "closed", "timeouts"] {
+            assert_eq!(e[kind], 0, "pipeline {pipeline}: {e}");
+        }
+        // Three answers per connection: 300 exchanges need at least 100 connections.
+        let opened = run["connections_opened"]
+            .as_u64()
+            .expect("connections_opened");
+        let reconnects = run["reconnects"].as_u64().expect("reconnects");
+        assert!(opened >= 100, "pipeline {pipeline}: {opened} connections");
+        assert!(
+            reconnects >= 99,
+            "pipeline {pipeline}: every drop a reconnect, {reconnects}"
+        );
+    }
+}
+
 /// Issue 12: a reconnect is charged to the exchange that waited for it. The server makes each
 /// new connection wait 25 ms for its greeting and closes after one answer, so every exchange
 /// after the first waited ≥ 25 ms for its connection: the median must show it (before, the

@@ -397,6 +397,21 @@ impl Conversation {
         Ok(done)
     }
 
+    /// The peer closed (or reset) the connection before a single byte of any awaited response
+    /// arrived, every awaited response is a request's (no greeting), and none of them is one
+    /// that ends at the close: what a server's silent close of an idle keep-alive connection
+    /// leaves to a client that sent on it at the same moment. A client that reused the
+    /// connection re-sends those requests on a new one, as curl does.
+    pub fn closed_before_any_answer(&self) -> bool {
+        !self.pending.is_empty()
+            && !self.server_closes
+            && self.consumed == self.buf.len()
+            && self
+                .pending
+                .iter()
+                .all(|p| p.request_bytes > 0 && !ends_by_silence(&self.script.steps[p.step]))
+    }
+
     /// A response said the server closes the connection after it (rule 6): nothing more is
     /// sent here, and [`Conversation::unanswered`] will not be answered on this connection.
     pub fn server_closes(&self) -> bool {

@@ -20,7 +20,12 @@
 //! 5. A server that closes after a complete response (HTTP `Connection: close`, a keep-alive
 //!    limit, a close-delimited body) is reopened as curl and wrk do: a reconnect, counted,
 //!    not an error; requests pipelined behind the closing response are re-sent on the new
-//!    connection with their intended times (their budget was already taken).
+//!    connection with their intended times (their budget was already taken). So is a
+//!    connection that answered before and is then closed or reset with requests outstanding
+//!    and not one byte of their answers received (a keep-alive connection the server closed
+//!    while idle, as nginx's `keepalive_timeout` does, just as a request left): those requests
+//!    are re-sent once on a new connection, as curl does; a fresh connection that fails the
+//!    same way is an error.
 //! 6. An assertion of the greeting or a `[[setup]]` step that fails (a login refused) ends the
 //!    connection: nothing after it can succeed there. So does a connection closed, reset,
 //!    timed out or answered with bytes the framing rejects before its setup was done (a server
@@ -161,6 +166,9 @@ struct Io {
     ended_badly: Option<String>,
     /// This task's setups that failed in a row: its back-off.
     setup_fails: u64,
+    /// Responses completed on the current connection: a connection that answered before is
+    /// a reused one (rule 5).
+    answered_here: u64,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -181,6 +189,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         setup_done: false,
         ended_badly: None,
         setup_fails: 0,
+        answered_here: 0,
     };
     let has_setup = io.setup_steps.iter().any(|&s| s);
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
@@ -215,6 +224,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         round += 1;
         io.setup_done = false;
         io.ended_badly = None;
+        io.answered_here = 0;
         let mut conv = Conversation::new(cfg.script.clone(), id, seed);
         let now = rec.clock.now();
         // `now_unix()` in templates: the wall clock, read here so the core reads none.
@@ -311,7 +321,7 @@ impl Driver<'_> {
             let sent_before = self.io.sent_at.len();
             let (slot, blocked) = match self.issue(&mut s, now, room_at).await {
                 Ok(x) => x,
-                Err(e) => return self.lost(&reason(&e)),
+                Err(e) => return self.lost(&reason(&e), e.kind()),
             };
             if self.io.sent_at.len() != sent_before {
                 last_io = now;
@@ -368,7 +378,7 @@ impl Driver<'_> {
                                 return self.server_closed(now);
                             }
                         }
-                        Err(e) => return self.lost(&reason(&e)),
+                        Err(e) => return self.lost(&reason(&e), e.kind()),
                     }
                 }
                 r = slot_wait(self.timer, precise_slot.map(|t| clock.std_instant(t))),
@@ -496,6 +506,7 @@ impl Driver<'_> {
         self.rec
             .completed
             .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.io.answered_here += done.len() as u64;
         for c in done.drain(..) {
             if c.request_bytes > 0 {
                 self.io.sent_at.pop_front();
@@ -533,6 +544,9 @@ impl Driver<'_> {
     }
 
     fn eof(&mut self, now: Timestamp) -> End {
+        if self.silently_closed() {
+            return self.server_closed(now);
+        }
         match self.conv.on_eof(now) {
             Ok(mut v) => self.completed(&mut v),
             Err(e) => return self.bad_response(&e.to_string()),
@@ -584,7 +598,22 @@ impl Driver<'_> {
         End::Reconnect
     }
 
-    fn lost(&mut self, msg: &str) -> End {
+    /// Rule 5's silent close: a reused connection closed or reset before any byte of the
+    /// answers to what was sent on it.
+    fn silently_closed(&self) -> bool {
+        self.io.answered_here > 0 && self.conv.closed_before_any_answer()
+    }
+
+    fn lost(&mut self, msg: &str, kind: io::ErrorKind) -> End {
+        let reset = matches!(
+            kind,
+            io::ErrorKind::ConnectionReset
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::ConnectionAborted
+        );
+        if reset && self.silently_closed() {
+            return self.server_closed(self.rec.clock.now());
+        }
         let lost = (self.conv.outstanding() as u64).max(1);
         let why = format!("connection lost: {msg}");
         let mut e = self.rec.errors();

@@ -209,6 +209,34 @@ pub fn http_close() -> SocketAddr {
     })
 }
 
+/// An HTTP/1.1 keep-alive server that answers `answers` requests on a connection (with a
+/// length, no `Connection: close`) and then drops it without a word, whatever the client sent
+/// meanwhile — what a keep-alive timeout does to a client that sends just as the server gives
+/// up on the connection (the client sees a FIN or a reset, and no answer).
+pub fn http_silent_close(answers: usize) -> SocketAddr {
+    serve(move |s| {
+        let Ok(mut out) = s.try_clone() else { return };
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        for _ in 0..answers {
+            loop {
+                line.clear();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) if line == "\r\n" => break,
+                    Ok(_) => {}
+                }
+            }
+            if out
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+                .is_err()
+            {
+                return;
+            }
+        }
+    })
+}
+
 /// A line echo server on a Unix socket at a fresh path under the system temp directory.
 pub fn unix_echo(name: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("tcpdoctor-{name}-{}.sock", std::process::id()));
