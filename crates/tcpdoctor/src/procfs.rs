@@ -22,11 +22,30 @@ pub fn process_gone(pid: i32) -> bool {
     stat(pid).is_none_or(|s| matches!(s.state, 'Z' | 'X'))
 }
 
-/// Nanoseconds process `pid`'s live threads have run on a CPU: the first field of each
-/// /proc/PID/task/TID/schedstat (the scheduler's `sum_exec_runtime`, exact to the ns, where
-/// /proc/PID/stat counts 10 ms ticks). None when it cannot be read (the process is gone, or a
-/// kernel without schedstats). Threads that already exited are not in it.
+/// Time on CPU of process `pid` (all its threads), in nanoseconds: the kernel's process CPU
+/// clock (`clock_getcpuclockid` + `clock_gettime`), which is exact at the instant of the read —
+/// it includes the slice a running thread is in and the threads that already exited, and needs
+/// no permission. Where that clock cannot be read, the sum of /proc/PID/task/TID/schedstat
+/// (the scheduler's `sum_exec_runtime`: without exited threads, and behind by up to one
+/// scheduler tick for a thread on a CPU). None when neither can be read (the process is gone).
 pub fn cpu_ns(pid: i32) -> Option<u64> {
+    process_clock_ns(pid).or_else(|| schedstat_ns(pid))
+}
+
+fn process_clock_ns(pid: i32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: clock_getcpuclockid writes the clock id; clock_gettime writes the timespec.
+    if unsafe { libc::clock_getcpuclockid(pid, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+fn schedstat_ns(pid: i32) -> Option<u64> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut total = None;
     for t in tasks.flatten() {
@@ -64,7 +83,9 @@ fn parse_stat(stat: &str) -> Option<Stat> {
 
 #[cfg(test)]
 mod tests {
-    use super::{cpu_ns, parse_schedstat, parse_stat, process_gone};
+    use super::{
+        cpu_ns, parse_schedstat, parse_stat, process_clock_ns, process_gone, schedstat_ns,
+    };
 
     #[test]
     fn schedstat_counts_nanoseconds() {
@@ -92,6 +113,35 @@ mod tests {
         let _ = exit_tx.send(());
         spinner.join().expect("spinner");
         assert!(after > before, "3 ms of spinning shows, below a 10 ms tick");
+    }
+
+    /// The process clock counts a thread that already exited (schedstat forgets it: a
+    /// thread-per-connection server would lose each connection's time when it closes).
+    #[test]
+    fn the_process_clock_keeps_exited_threads() {
+        let me = std::process::id() as i32;
+        let clock_before = process_clock_ns(me).expect("our own process clock");
+        std::thread::spawn(|| {
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < std::time::Duration::from_millis(20) {
+                x = x.wrapping_mul(31).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+        })
+        .join()
+        .expect("spinner");
+        let clock_after = process_clock_ns(me).expect("our own process clock");
+        assert!(
+            clock_after - clock_before >= 15_000_000,
+            "20 ms spun by an exited thread: {} ns",
+            clock_after - clock_before
+        );
+        assert!(schedstat_ns(me).is_some(), "the fallback reads too");
+        let mut gone = std::process::Command::new("true").spawn().expect("spawn true");
+        let pid = gone.id() as i32;
+        gone.wait().expect("reaped");
+        assert!(process_clock_ns(pid).is_none(), "a reaped process has no clock");
     }
 
     #[test]

@@ -258,7 +258,7 @@ fn method(rows: &[ComparisonRow], runs_before: usize, runs_after: usize) -> Stri
     let by_resolution = names(Basis::Resolution);
     if !by_resolution.is_empty() {
         parts.push(format!(
-            "{by_resolution}: beyond ± two ticks of the CPU clock and beyond ×{EXCHANGES_FLOOR}"
+            "{by_resolution}: beyond what the CPU accounting resolves and beyond ×{EXCHANGES_FLOOR}"
         ));
     }
     let unmeasured = names(Basis::Unmeasured);

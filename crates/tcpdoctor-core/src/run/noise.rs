@@ -19,9 +19,11 @@
 //!    [`TAIL_FLOOR`] for p99, which a burst of load decides). Figures
 //!    with no recorded noise (chunks per exchange, a baseline saved before noise was
 //!    recorded) need [`UNMEASURED_FLOOR`].
-//! 3. Server CPU per request is read from a clock with ticks (10 ms for /proc's utime): its
-//!    interval is ± two ticks over the scenario's exchanges (*resolution*), and a change must
-//!    put the intervals apart and be beyond [`EXCHANGES_FLOOR`].
+//! 3. Server CPU per request is read from the processes' CPU clocks: its interval is ± what
+//!    the accounting cannot resolve over the scenario's exchanges (*resolution*: the CPU the
+//!    server could have used while its clocks were read, or two 10 ms ticks per process where
+//!    only /proc's ticks could be read), and a change must put the intervals apart and be
+//!    beyond [`EXCHANGES_FLOOR`].
 
 use serde::{Deserialize, Serialize};
 
@@ -155,13 +157,13 @@ impl Noise {
 }
 
 impl Noise {
-    /// Records the resolution of the server's CPU figure: `per_request_us` measured with a
-    /// clock of `resolution_s` over `exchanges`.
-    pub fn set_cpu(&mut self, per_request_us: f64, resolution_s: f64, exchanges: u64) {
+    /// Records the resolution of the server's CPU figure: `per_request_us` measured over
+    /// `exchanges`, its total known to ± `uncertainty_s`.
+    pub fn set_cpu(&mut self, per_request_us: f64, uncertainty_s: f64, exchanges: u64) {
         if exchanges == 0 {
             return;
         }
-        let half = 2.0 * resolution_s * 1e6 / exchanges as f64;
+        let half = uncertainty_s * 1e6 / exchanges as f64;
         self.server_cpu_per_request_us = Some(Interval {
             lo: round3((per_request_us - half).max(0.0)),
             hi: round3(per_request_us + half),

@@ -370,11 +370,9 @@ pub async fn run(
     if let Some(cpu) = &server_cpu {
         figures.server_cpu_per_request_us = Some(cpu.per_request_us);
         if let Some(n) = figures.noise.as_mut() {
-            n.set_cpu(
-                cpu.per_request_us,
-                crate::run::server::cpu_resolution_s(),
-                bench.exchanges,
-            );
+            if let (Some(b), Some(a)) = (cpu_before, cpu_after) {
+                n.set_cpu(cpu.per_request_us, a.uncertainty_s(&b), bench.exchanges);
+            }
         }
         let file = capture_info
             .as_ref()

@@ -6,13 +6,15 @@
 //! CPU accounting:
 //! 1. The tree is the server's process group and every descendant of its first process (a
 //!    child that moved to a group of its own is still counted).
-//! 2. Each process's time on CPU is the sum of its threads' /proc/PID/task/*/schedstat, in
-//!    nanoseconds (the 10 ms ticks of /proc/PID/stat made a 200-request scenario read 0 or
-//!    125% of a core); the ticks split that total into user and system. A thread that exits
-//!    takes its schedstat with it (a thread-per-connection server loses every connection's
-//!    time when it closes), but not its ticks: when the ticks grew by more than their rounding
-//!    (two ticks per process) beyond the nanoseconds, the difference is such threads' time,
-//!    and the ticks are the figure.
+//! 2. Each process's time on CPU is its process CPU clock, in nanoseconds, exact at the read
+//!    and including threads that exited (`procfs::cpu_ns`; the 10 ms ticks of /proc/PID/stat
+//!    made a 200-request scenario read 0 or 125% of a core); the ticks split that total into
+//!    user and system. Where the clock cannot be read, the sum of the threads' schedstat is
+//!    used, which loses a thread's time when it exits (a thread-per-connection server loses
+//!    every connection's time when it closes) but not its ticks: when the ticks grew by more
+//!    than their rounding (two ticks per process) beyond the nanoseconds, the difference is
+//!    such threads' time, and the ticks are the figure. The figure's uncertainty is what the
+//!    tree could have used while its clocks were read ([`TreeCpu::uncertainty_s`]).
 //! 3. Ready is not idle: a server may listen before it has finished loading. After its port
 //!    accepts, `run` waits (up to [`SETTLE_LIMIT`]) until the tree has used less than 5% of a
 //!    core for [`QUIET_WINDOWS`] windows of [`SETTLE_WINDOW`] in a row, so start-up work is not
@@ -55,6 +57,8 @@ pub struct TreeCpu {
     pub user_ticks: u64,
     pub system_ticks: u64,
     pub processes: u64,
+    /// How long reading the processes' clocks took: the read is an instant somewhere in it.
+    pub read_ns: u64,
 }
 
 impl TreeCpu {
@@ -79,12 +83,24 @@ impl TreeCpu {
             (total * u / (u + s), total * s / (u + s))
         }
     }
-}
 
-/// The smallest CPU time [`TreeCpu`] tells apart: one clock tick.
-pub fn cpu_resolution_s() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    1.0 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64)
+    /// What [`TreeCpu::seconds_since`] cannot resolve, seconds: when the ticks are the figure,
+    /// their rounding (two ticks per process); otherwise the CPU the tree could have used
+    /// while its clocks were read, at each end (every CPU of the machine, for the time the
+    /// reads took) — the measured interval's edges are known only that closely.
+    pub fn uncertainty_s(&self, earlier: &TreeCpu) -> f64 {
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let u = self.user_ticks.saturating_sub(earlier.user_ticks) as f64;
+        let s = self.system_ticks.saturating_sub(earlier.system_ticks) as f64;
+        let precise = self.ns.saturating_sub(earlier.ns) as f64 / 1e9;
+        let rounding = 2.0 * self.processes.max(earlier.processes).max(1) as f64 / hz;
+        if (u + s) / hz > precise + rounding {
+            return rounding;
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        (self.read_ns + earlier.read_ns) as f64 / 1e9 * cpus
+    }
 }
 
 impl Server {
@@ -386,15 +402,20 @@ pub fn tree_cpu(pgid: libc::pid_t, root: i32) -> TreeCpu {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let mut t = TreeCpu::default();
-    for (pid, s) in &all {
-        if s.pgrp == i64::from(pgid) || descends(*pid) {
-            t.ns +=
-                crate::procfs::cpu_ns(*pid).unwrap_or((s.utime + s.stime) * (1_000_000_000 / hz));
-            t.user_ticks += s.utime;
-            t.system_ticks += s.stime;
-            t.processes += 1;
-        }
+    let members: Vec<_> = all
+        .iter()
+        .filter(|(pid, s)| s.pgrp == i64::from(pgid) || descends(*pid))
+        .collect();
+    // The clocks are read together, after the scan of /proc, so the instant they stand for
+    // is known to the microseconds the reads take, not the milliseconds of the scan.
+    let start = Instant::now();
+    for (pid, s) in &members {
+        t.ns += crate::procfs::cpu_ns(*pid).unwrap_or((s.utime + s.stime) * (1_000_000_000 / hz));
+        t.user_ticks += s.utime;
+        t.system_ticks += s.stime;
+        t.processes += 1;
     }
+    t.read_ns = start.elapsed().as_nanos() as u64;
     t
 }
 
@@ -424,6 +445,7 @@ mod tests {
             user_ticks: 3,
             system_ticks: 1,
             processes: 1,
+            read_ns: 0,
         };
         let (u, s) = b.seconds_since(&a);
         assert!(
@@ -454,7 +476,29 @@ mod tests {
             user_ticks: 50,
             system_ticks: 50,
             processes: 1,
+            read_ns: 0,
         };
+        assert!(
+            (exited.uncertainty_s(&a) - 2.0 / hz).abs() < 1e-12,
+            "the ticks are the figure: their rounding is the uncertainty"
+        );
+        let read = TreeCpu {
+            ns: 41_000_000,
+            user_ticks: 4,
+            processes: 1,
+            read_ns: 30_000,
+            ..a
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(
+            (read.uncertainty_s(&TreeCpu {
+                read_ns: 10_000,
+                ..a
+            }) - 40e-6 * cpus)
+                .abs()
+                < 1e-12,
+            "the clocks are the figure: the reads' time on every CPU"
+        );
         let (u, s) = exited.seconds_since(&a);
         assert!(
             (u + s - 100.0 / hz).abs() < 1e-9,
