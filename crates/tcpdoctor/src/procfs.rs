@@ -138,10 +138,15 @@ mod tests {
             clock_after - clock_before
         );
         assert!(schedstat_ns(me).is_some(), "the fallback reads too");
-        let mut gone = std::process::Command::new("true").spawn().expect("spawn true");
+        let mut gone = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
         let pid = gone.id() as i32;
         gone.wait().expect("reaped");
-        assert!(process_clock_ns(pid).is_none(), "a reaped process has no clock");
+        assert!(
+            process_clock_ns(pid).is_none(),
+            "a reaped process has no clock"
+        );
     }
 
     #[test]

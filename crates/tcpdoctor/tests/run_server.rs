@@ -76,8 +76,23 @@ fn a_server_that_daemonizes_out_of_its_group_is_stopped() {
     let (r, code, err) = run_server(&dir, &server, port, SPECIMEN_LINE);
     assert_eq!(code, 0, "{err}");
     assert_eq!(r["scenarios"][0]["figures"]["exchanges"], 10, "{err}");
+    assert_daemon_counted(&r);
     assert_stopped(port, &format!("127.0.0.1:{port}"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The daemon's CPU is the server's: it is in the accounted tree (before, a daemon out of the
+/// command's group and parentage counted 0 processes and 0 µs per request).
+fn assert_daemon_counted(r: &Value) {
+    let cpu = &r["scenarios"][0]["server_cpu"];
+    assert!(
+        cpu["processes"].as_u64() >= Some(1),
+        "the daemon is counted: {cpu}"
+    );
+    assert!(
+        cpu["per_request_us"].as_f64() > Some(0.0),
+        "answering costs the daemon some CPU: {cpu}"
+    );
 }
 
 /// `redis-server --daemonize yes`: the real daemon, stopped after run (it removes its pid
@@ -106,6 +121,7 @@ fn a_daemonizing_redis_server_is_stopped() {
     let (r, code, err) = run_server(&dir, &server, port, &["--preset", "resp"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(r["scenarios"][0]["figures"]["exchanges"], 10, "{err}");
+    assert_daemon_counted(&r);
     assert_stopped(port, &format!(":{port}"));
     assert!(
         !dir.join("redis.pid").exists(),

@@ -5,7 +5,10 @@
 //!
 //! CPU accounting:
 //! 1. The tree is the server's process group and every descendant of its first process (a
-//!    child that moved to a group of its own is still counted).
+//!    child that moved to a group of its own is still counted) — and, once that process exited
+//!    leaving daemons (re-parented to `run`, its subreaper), every descendant of those: the
+//!    processes new under `run` since the command started, taken when it exits (a server's
+//!    start-up, before any other scenario's server starts).
 //! 2. Each process's time on CPU is its process CPU clock, in nanoseconds, exact at the read
 //!    and including threads that exited (`procfs::cpu_ns`; the 10 ms ticks of /proc/PID/stat
 //!    made a 200-request scenario read 0 or 125% of a core); the ticks split that total into
@@ -41,6 +44,12 @@ pub struct Server {
     /// A user's command line: `run` is its subreaper, and a daemon it forked (out of the
     /// process group) counts as the server running and is stopped with it.
     adopts: bool,
+    /// `run`'s descendants before the command started: what is new among them once the
+    /// command exited is what it left running (rule 1).
+    before: Vec<libc::pid_t>,
+    /// The daemons the command left when it exited (re-parented to `run`): counted with
+    /// their descendants, as the server (rule 1).
+    daemons: Vec<libc::pid_t>,
 }
 
 /// How long `wait_ready` waits at most for a server's start-up work to end (rule 3).
@@ -140,6 +149,8 @@ impl Server {
     }
 
     fn spawn(mut cmd: Command, command: String, log: &Path) -> anyhow::Result<Server> {
+        // SAFETY: getpid has no preconditions.
+        let before = super::reaper::descendants(unsafe { libc::getpid() });
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
         let child = cmd
@@ -156,6 +167,8 @@ impl Server {
             command,
             stopped: false,
             adopts: false,
+            before,
+            daemons: Vec::new(),
         })
     }
 
@@ -220,6 +233,10 @@ impl Server {
                 Addr::Unix(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
             };
             if ok {
+                // A command that daemonized may have exited only now: note what it left.
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    self.daemons_running();
+                }
                 let settle = limit.saturating_sub(start.elapsed()).min(SETTLE_LIMIT);
                 if !self.wait_settled(settle) {
                     eprintln!(
@@ -272,18 +289,28 @@ impl Server {
 
     /// Processes this command started that still run outside its own child (a daemon
     /// re-parented to us). Only for a command line `run` adopts.
-    fn daemons_running(&self) -> bool {
+    fn daemons_running(&mut self) -> bool {
         if !self.adopts {
             return false;
         }
         super::reaper::reap_orphans(self.child.id() as libc::pid_t);
         // SAFETY: getpid has no preconditions.
-        !super::reaper::descendants(unsafe { libc::getpid() }).is_empty()
+        let now = super::reaper::descendants(unsafe { libc::getpid() });
+        if self.daemons.is_empty() {
+            self.daemons = now
+                .iter()
+                .copied()
+                .filter(|p| !self.before.contains(p))
+                .collect();
+        }
+        !now.is_empty()
     }
 
     /// CPU time of the server's tree (rule 1).
     pub fn cpu(&self) -> TreeCpu {
-        tree_cpu(self.pgid, self.child.id() as i32)
+        let mut roots = vec![self.child.id() as libc::pid_t];
+        roots.extend_from_slice(&self.daemons);
+        tree_cpu(self.pgid, &roots)
     }
 
     /// SIGTERM to the group, SIGKILL after a grace period; reaps the child. For a command
@@ -379,9 +406,9 @@ pub const CPU_COUNTERS: &str = "time on CPU in nanoseconds from /proc/PID/task/*
     into user and system by /proc/PID/stat's ticks), read when the scenario's measured \
     interval starts and ends";
 
-/// Rules 1 and 2: the processes of group `pgid` and the descendants of `root`, their time on
-/// CPU in ns (ticks × 10 ms for a process whose schedstat cannot be read).
-pub fn tree_cpu(pgid: libc::pid_t, root: i32) -> TreeCpu {
+/// Rules 1 and 2: the processes of group `pgid`, `roots` and their descendants, their time
+/// on CPU in ns (ticks × 10 ms for a process whose clock cannot be read).
+pub fn tree_cpu(pgid: libc::pid_t, roots: &[libc::pid_t]) -> TreeCpu {
     let all = processes();
     let parent: std::collections::HashMap<i32, i32> =
         all.iter().map(|(p, s)| (*p, s.ppid as i32)).collect();
@@ -389,7 +416,7 @@ pub fn tree_cpu(pgid: libc::pid_t, root: i32) -> TreeCpu {
         // Bounded: a parent chain is short, and a cycle cannot occur in /proc, but a racing
         // read could show one.
         for _ in 0..64 {
-            if pid == root {
+            if roots.contains(&pid) {
                 return true;
             }
             match parent.get(&pid) {
@@ -433,7 +460,7 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(group_cpu(me).processes >= 1);
-        let tree = tree_cpu(me, std::process::id() as i32);
+        let tree = tree_cpu(me, &[std::process::id() as i32]);
         assert!(tree.processes >= 1 && tree.ns > 0, "{tree:?}");
     }
 
