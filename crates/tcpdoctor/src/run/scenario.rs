@@ -409,6 +409,7 @@ pub async fn run(
         server_end,
         chunks,
         server_cpu,
+        server_sockets: None,
         findings,
     })
 }
