@@ -25,7 +25,6 @@ mod html;
 mod noise;
 mod repeat;
 mod scenario;
-mod server_sockets;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -47,7 +46,6 @@ pub use html::render_html;
 pub use noise::{Interval, Noise, RunPoint, StepNoise};
 pub use repeat::{Pooled, RepeatRun, ScenarioRepeat};
 pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};
-pub use server_sockets::ServerSockets;
 pub use text::render_run_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
@@ -181,10 +179,6 @@ pub struct ScenarioResult {
     pub chunks: Option<ChunkView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<ServerCpu>,
-    /// The server's accepted sockets as read from the live process during the scenario
-    /// (when `run` started the server and could read them).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_sockets: Option<ServerSockets>,
     pub findings: Vec<Finding>,
 }
 

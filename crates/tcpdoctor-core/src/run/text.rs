@@ -345,9 +345,6 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
             num(cpu.per_request_us)
         );
     }
-    if let Some(k) = &s.server_sockets {
-        let _ = writeln!(out, "   {}", k.summary);
-    }
     if let Some(c) = &s.chunks {
         let sizes: Vec<String> = c
             .s2c_sizes

@@ -409,7 +409,6 @@ pub async fn run(
         server_end,
         chunks,
         server_cpu,
-        server_sockets: None,
         findings,
     })
 }
