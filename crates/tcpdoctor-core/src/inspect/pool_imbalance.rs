@@ -182,10 +182,10 @@ fn finding(
         verdict: format!(
             "Uneven pool: this process holds {n} connections to {peer} and the busiest carries \
              {:.0}% of their traffic ({:.0}% would be even): requests queue on the busiest while \
-             {} of them carry less than an even share",
+             {} less than an even share",
             s.busiest_share * 100.0,
             even * 100.0,
-            s.below_even
+            crate::numfmt::count_of(s.below_even, "connection carries", "connections carry")
         ),
         time_lost_ms: 0.0,
         evidence,

@@ -61,7 +61,7 @@ fn process(out: &mut String, p: &ProcessObservation, s: &ProcessSummary) {
             count(c.data_segs_out, "data segment")
         );
         if let Some(ns) = c.cpu_ns_per_data_seg_in {
-            let _ = write!(out, ", {} ns of CPU per data segment in", num(ns));
+            let _ = write!(out, ", {} of CPU per data segment in", dur_ms(ns / 1e6));
         }
         out.push('\n');
         if c.syscr_per_data_seg_in.is_some() || c.syscw_per_data_seg_out.is_some() {
