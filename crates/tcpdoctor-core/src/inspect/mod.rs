@@ -18,11 +18,14 @@
 //! - [`summary`]: the per-process context the renderers print (CPU against traffic, socket
 //!   deltas, connections per peer, what could not be read).
 //! - [`text`]: the text report.
+//! - [`server_sockets`]: what a `run` scenario's server had on its accepted sockets, added to
+//!   the packet findings about its replies.
 
 pub mod busy_poll;
 pub mod interval;
 pub mod nagle;
 pub mod pool_imbalance;
+pub mod server_sockets;
 pub mod summary;
 #[cfg(test)]
 mod tests;

@@ -7,4 +7,5 @@ mod nagle;
 mod pool_imbalance;
 mod report;
 mod schema_check;
+mod server_sockets;
 mod window_limited;
