@@ -6,7 +6,10 @@
 //! 2. The kernel's segment counters are 32-bit and wrap: deltas are taken modulo 2³². Byte
 //!    and time counters are 64-bit; a counter that went backwards (a different socket reusing
 //!    the inode) gives 0, never a huge number.
-//! 3. A socket is named `local -> remote (fd N, inode I)`: what `ls -l /proc/PID/fd` and
+//! 3. A socket sampled once (`inspect` without `--duration`, or a socket seen only at the last
+//!    sample) has no interval: its lifetime counters stand in for the deltas, and every
+//!    sentence built on them says "since the socket opened" ([`SocketInterval::over`]).
+//! 4. A socket is named `local -> remote (fd N, inode I)`: what `ls -l /proc/PID/fd` and
 //!    `ss -tnpe` show, so a person can find it again.
 
 use crate::flow::Direction;
@@ -26,6 +29,8 @@ pub struct SocketInterval<'a> {
     pub first: &'a TcpSample,
     pub last: &'a TcpSample,
     pub span_ns: u64,
+    /// One sample: the deltas are the counters since the socket was created.
+    pub lifetime: bool,
     pub data_segs_out: u64,
     pub data_segs_in: u64,
     pub segs_out: u64,
@@ -46,13 +51,23 @@ fn wrap32(first: u32, last: u32) -> u64 {
 impl<'a> SocketInterval<'a> {
     /// `None` for a socket the kernel gave no sample of.
     pub fn of(sock: &'a SocketObservation) -> Option<SocketInterval<'a>> {
-        let first = sock.samples.first()?;
         let last = sock.samples.last()?;
+        let lifetime = sock.samples.len() == 1;
+        let first = if lifetime {
+            &LIFETIME_START
+        } else {
+            sock.samples.first()?
+        };
         Some(SocketInterval {
             sock,
             first,
             last,
-            span_ns: last.at_ns.saturating_sub(first.at_ns),
+            span_ns: if lifetime {
+                0
+            } else {
+                last.at_ns.saturating_sub(first.at_ns)
+            },
+            lifetime,
             data_segs_out: wrap32(first.data_segs_out, last.data_segs_out),
             data_segs_in: wrap32(first.data_segs_in, last.data_segs_in),
             segs_out: wrap32(first.segs_out, last.segs_out),
@@ -87,7 +102,46 @@ impl<'a> SocketInterval<'a> {
     pub fn span_ms(&self) -> f64 {
         self.span_ns as f64 / 1e6
     }
+
+    /// Over what the deltas were counted: `in 3 s`, or `since the socket opened`.
+    pub fn over(&self) -> String {
+        if self.lifetime {
+            "since the socket opened (one sample: its lifetime counters)".to_string()
+        } else {
+            format!("in {}", crate::numfmt::dur_ms(self.span_ms()))
+        }
+    }
 }
+
+/// Where a socket's counters start: zero, when it was created.
+static LIFETIME_START: TcpSample = TcpSample {
+    at_ns: 0,
+    state: 0,
+    rtt_us: 0,
+    rttvar_us: 0,
+    min_rtt_us: 0,
+    ato_us: 0,
+    snd_mss: 0,
+    rcv_mss: 0,
+    snd_cwnd: 0,
+    unacked: 0,
+    notsent_bytes: 0,
+    total_retrans: 0,
+    segs_out: 0,
+    segs_in: 0,
+    data_segs_out: 0,
+    data_segs_in: 0,
+    bytes_acked: 0,
+    bytes_received: 0,
+    bytes_sent: 0,
+    bytes_retrans: 0,
+    delivery_rate_bps: 0,
+    pacing_rate_bps: 0,
+    busy_us: 0,
+    rwnd_limited_us: 0,
+    sndbuf_limited_us: 0,
+    snd_wnd_bytes: 0,
+};
 
 /// A write held by Nagle, caught in the act (PHYSICS §1 and §9, the kernel's
 /// `tcp_nagle_check`): data in flight and not yet acknowledged (`unacked > 0`), fewer bytes

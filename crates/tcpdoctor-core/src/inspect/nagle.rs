@@ -18,11 +18,16 @@
 //!    `unacked < snd_cwnd` ([`held_by_nagle`](super::interval::held_by_nagle)): a sub-MSS
 //!    write waiting while earlier data is unacknowledged and the congestion window has room —
 //!    exactly `tcp_nagle_check`'s condition; a bulk sender held by its window is not it.
+//!
 //! 5. One finding per process, role and server endpoint. **Warning** when a write was caught
 //!    held; **critical** when at least [`CRITICAL_HELD_SHARE`] of the samples of those sockets
-//!    caught one (a held write is then the rule, not the exception); **info** when Nagle is on
+//!    caught one (a held write is then the rule, not the exception) out of at least
+//!    [`MIN_SAMPLES_CRITICAL`] samples (a share of fewer says nothing); **info** when Nagle is on
 //!    with small writes but no sample caught a hold: a risk (it stalls behind any hop or real
 //!    RTT), not a measured stall.
+//!
+//! A socket sampled once (no `--duration`) is judged on its lifetime counters (rules 1 and 2)
+//! and that one sample (rule 4).
 //!
 //! `time_lost_ms` is an estimate: per socket, the share of samples that caught a held write ×
 //! the time it was sampled. Samples taken at instants unrelated to the holds see a hold with
@@ -43,6 +48,7 @@ use crate::stats::round3;
 pub const MIN_DATA_SEGS: u64 = 2;
 pub const SMALL_WRITE_SHARE: f64 = 0.5;
 pub const CRITICAL_HELD_SHARE: f64 = 0.1;
+pub const MIN_SAMPLES_CRITICAL: u64 = 10;
 
 /// A socket rules 1 and 2 hold for.
 fn small_request_response(iv: &SocketInterval) -> bool {
@@ -134,7 +140,7 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
         .sum();
     let severity = if held == 0 {
         Severity::Info
-    } else if held_share >= CRITICAL_HELD_SHARE {
+    } else if held_share >= CRITICAL_HELD_SHARE && samples >= MIN_SAMPLES_CRITICAL {
         Severity::Critical
     } else {
         Severity::Warning
@@ -200,12 +206,12 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
         )),
     }
     facts.push(format!(
-        "{} sent, {} B each on average (MSS {mss} B), and {} received in {}: request/response \
+        "{} sent, {} B each on average (MSS {mss} B), and {} received {}: request/response \
          with small writes",
         count(ex.data_segs_out, "data segment"),
         num(mean),
         count(ex.data_segs_in, "data segment"),
-        dur_ms(ex.span_ms())
+        ex.over()
     ));
     facts.push(format!(
         "this socket's own delayed-ACK timeout (ato) is {}; a Linux peer delays its ACK 40 to \

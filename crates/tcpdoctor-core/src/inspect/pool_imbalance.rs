@@ -118,11 +118,11 @@ fn finding(
         Severity::Info
     };
     let mut facts = vec![format!(
-        "{} to {peer} carried {} in {}; the busiest carried {:.0}% where an even spread gives \
+        "{} to {peer} carried {} {}; the busiest carried {:.0}% where an even spread gives \
          each {:.0}%; {} carried less than an even share{}",
         count(n, "connection"),
         count(s.total, "data segment"),
-        crate::numfmt::dur_ms(busiest.span_ms()),
+        busiest.over(),
         s.busiest_share * 100.0,
         even * 100.0,
         s.below_even,

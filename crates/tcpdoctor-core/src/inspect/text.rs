@@ -194,8 +194,10 @@ fn buffer(size: Option<u64>, setting: &BufferSetting) -> String {
 fn options_row(sock: &SocketObservation, sum: &SocketSummary) -> Vec<String> {
     let o = &sock.options;
     let mut traffic = format!(
-        "{} in / {} out data segments",
-        sum.data_segs_in, sum.data_segs_out
+        "{}{} in / {} out data segments",
+        if sum.lifetime { "since open: " } else { "" },
+        sum.data_segs_in,
+        sum.data_segs_out
     );
     if let Some(m) = sum.mean_write_bytes {
         let _ = write!(traffic, ", {} B per segment sent", num(m));

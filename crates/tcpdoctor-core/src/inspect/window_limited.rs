@@ -162,10 +162,11 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
         ex.share * 100.0
     );
     let mut facts = vec![format!(
-        "{}: {counter} grew by {} while tcpi_busy_time grew by {} ({})",
+        "{}: {counter} counted {} of {} of tcpi_busy_time {} ({})",
         socket_label(s),
         dur_ms(ex.limited_us as f64 / 1e3),
         dur_ms(ex.busy_us as f64 / 1e3),
+        iv.over(),
         sampled(s.samples.len(), iv.span_ns)
     )];
     facts.push(match (ex.limiter, current) {

@@ -194,3 +194,32 @@ fn sockets_of_one_server_make_one_finding() {
     assert_eq!(f[0].evidence.counts["sockets_caught_holding"], 1);
     assert_eq!(f[0].severity, Severity::Warning, "60 of 602 samples");
 }
+
+#[test]
+fn one_sample_is_judged_on_the_sockets_lifetime_counters() {
+    // `inspect` without --duration: one sample, cumulative counters since the socket opened.
+    let mut s = sample(0);
+    s.data_segs_out = 500;
+    s.bytes_sent = 500 * 14;
+    s.data_segs_in = 500;
+    s.unacked = 1;
+    s.notsent_bytes = 136;
+    let mut sock = SocketBuilder::accepted(5, 40000).build();
+    sock.samples.push(s);
+    let r = diagnose(observation(vec![process(vec![sock])]));
+    let f: Vec<&Finding> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::NagleDelayedAck)
+        .collect();
+    assert_eq!(f.len(), 1, "{:#?}", r.findings);
+    // Caught in the one sample, but one sample is no share: a warning, not critical.
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].evidence.facts[2].contains("since the socket opened"),
+        "{}",
+        f[0].evidence.facts[2]
+    );
+    assert!(r.processes[0].sockets[0].lifetime);
+    assert_eq!(r.processes[0].sockets[0].data_segs_out, 500);
+}

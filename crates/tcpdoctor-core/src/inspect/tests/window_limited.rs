@@ -49,7 +49,12 @@ fn a_fixed_send_buffer_that_limits_the_flow_is_named() {
         "{:?}",
         f.evidence.facts
     );
-    assert!(f.evidence.facts[0].contains("tcpi_sndbuf_limited grew by 1.8 s"));
+    assert!(
+        f.evidence.facts[0]
+            .contains("tcpi_sndbuf_limited counted 1.8 s of 3 s of tcpi_busy_time in 3 s"),
+        "{}",
+        f.evidence.facts[0]
+    );
     assert_eq!(f.evidence.values["sndbuf_bytes"], 16384.0);
     // 4 MB/s × 15 ms = 60 kB per round trip, more than twice the buffer.
     assert_eq!(f.evidence.values["delivered_per_rtt_bytes"], 60000.0);
@@ -99,4 +104,28 @@ fn without_delivery_rate_the_size_says_why_it_is_not_computable() {
         .iter()
         .any(|x| x.contains("not computable")));
     assert_eq!(f[0].evidence.values["size_to_set_bytes"], 32768.0);
+}
+
+#[test]
+fn one_sample_is_judged_on_the_sockets_lifetime_counters() {
+    let mut s = sample(0);
+    s.busy_us = 2_000_000;
+    s.rwnd_limited_us = 1_500_000;
+    s.snd_wnd_bytes = 65536;
+    let mut sock = SocketBuilder::connected(9, 50000, "192.0.2.1:443").build();
+    sock.samples.push(s);
+    let f = window_findings(vec![sock]);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(f[0].direction, Direction::ClientToServer);
+    assert!(
+        f[0].verdict.contains("server's receive window"),
+        "{}",
+        f[0].verdict
+    );
+    assert!(
+        f[0].evidence.facts[0].contains("since the socket opened"),
+        "{}",
+        f[0].evidence.facts[0]
+    );
 }
