@@ -15,7 +15,8 @@
 //!    generous, and 10× it — 1 ms of CPU per data segment — is more than any request/response
 //!    server spends on protocol work. A process that computes that much per message (image
 //!    rendering, compression of large bodies) is named too: the facts say how much per
-//!    segment, so a person can tell.
+//!    segment, so a person can tell. A loop spinning less than 1 ms per segment is not named:
+//!    without a driver, that much CPU cannot be told from real work.
 //! 3. **Mostly runnable**: at least [`MIN_CPU_PER_SLEEP_NS`] of CPU per voluntary context
 //!    switch. A process that waits for its sockets sleeps in `epoll_wait`/`read` once per
 //!    batch of work and runs tens of µs per wake-up; a spinning loop hardly ever sleeps.

@@ -165,7 +165,7 @@ fn finding(
         .counts
         .insert("connections_below_even_share".into(), s.below_even);
     evidence.counts.insert("connections_idle".into(), idle);
-    evidence.values.insert("cv".into(), round3(s.cv));
+    evidence.values.insert("cv_ratio".into(), round3(s.cv));
     evidence
         .values
         .insert("busiest_share".into(), round3(s.busiest_share));

@@ -50,7 +50,7 @@ fn a_two_connection_pool_split_80_20_is_info() {
     let f = imbalance(pool(&[400, 100]));
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].severity, Severity::Info);
-    assert_eq!(f[0].evidence.values["cv"], 0.6);
+    assert_eq!(f[0].evidence.values["cv_ratio"], 0.6);
 }
 
 #[test]
