@@ -47,7 +47,7 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
         return None;
     }
     let segments = cpu.data_segs_in + cpu.data_segs_out;
-    let budget_ns = (segments * BUDGET_PER_SEGMENT_NS) as f64;
+    let budget_ns = segments as f64 * BUDGET_PER_SEGMENT_NS as f64;
     if cpu_ns < FACTOR * budget_ns {
         return None;
     }

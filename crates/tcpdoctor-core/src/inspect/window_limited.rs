@@ -124,7 +124,7 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
         .expect("a group with a limited socket");
     let iv = ex.iv;
     let s = iv.sock;
-    let limited_us: u64 = ls.iter().map(|l| l.limited_us).sum();
+    let limited_us = ls.iter().fold(0u64, |a, l| a.saturating_add(l.limited_us));
     let worst_share = ls.iter().map(|l| l.share).fold(0.0, f64::max);
     let severity = if worst_share >= CRITICAL_SHARE {
         Severity::Critical
@@ -213,7 +213,7 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
         ));
     }
     facts.retain(|f| !f.is_empty());
-    let size = current.map(|c| 2 * c).max(bdp).unwrap_or(0);
+    let size = current.map(|c| c.saturating_mul(2)).max(bdp).unwrap_or(0);
     let rtt_for_example = min_rtt_ms.max(1.0);
     let gbit_bdp = (1e9 / 8.0 * rtt_for_example / 1e3) as u64;
     let fix = match ex.limiter {

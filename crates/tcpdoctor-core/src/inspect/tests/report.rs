@@ -174,3 +174,53 @@ fn a_process_without_sockets_or_findings_says_so() {
     assert!(t.contains("exited before sampling ended"), "{t}");
     assert!(t.contains("No findings"), "{t}");
 }
+
+/// What the kernel or a racing reader can hand over: counters that wrap or go backwards, time
+/// that goes backwards, zeros where a divisor is expected, a socket without samples.
+#[test]
+fn hostile_observations_never_panic_and_stay_valid_json() {
+    let schema: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../../schema/inspect-report.schema.json"
+    ))
+    .unwrap();
+    let extreme = |fd: i32| {
+        SocketBuilder::connected(fd, 50000 + fd as u16, "127.0.0.1:6379")
+            .traffic(3, 10, 1, 14, 1, |i, s| {
+                if i == 1 {
+                    s.data_segs_out = u32::MAX;
+                    s.total_retrans = u32::MAX;
+                    s.bytes_sent = u64::MAX;
+                    s.busy_us = u64::MAX;
+                    s.sndbuf_limited_us = u64::MAX;
+                    s.rwnd_limited_us = u64::MAX;
+                    s.delivery_rate_bps = u64::MAX;
+                    s.min_rtt_us = u32::MAX;
+                    s.at_ns = 0;
+                }
+                if i == 2 {
+                    s.snd_mss = 0;
+                    s.snd_cwnd = 0;
+                    s.unacked = u32::MAX;
+                    s.notsent_bytes = u32::MAX;
+                    s.busy_us = u64::MAX;
+                    s.sndbuf_limited_us = u64::MAX;
+                }
+            })
+            .options(|o| o.sndbuf_bytes = Some(u64::MAX))
+            .build()
+    };
+    let mut empty = SocketBuilder::accepted(7, 40000).build();
+    empty.samples.clear();
+    let mut p = process(vec![extreme(5), extreme(6), empty]);
+    p.first = Some(counters(3000, u64::MAX / MS, u64::MAX));
+    p.last = Some(counters(1000, 0, 0));
+    let mut q = process(vec![extreme(8), extreme(9)]);
+    q.first = Some(counters(0, 0, 0));
+    q.last = Some(counters(1, u64::MAX / MS, 0));
+    let r = diagnose(observation(vec![p, q]));
+    let _ = render_text(&r);
+    let v = serde_json::to_value(&r).unwrap();
+    let mut errors = Vec::new();
+    super::schema_check::check(&schema, &schema, &v, "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+}
