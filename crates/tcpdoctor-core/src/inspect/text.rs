@@ -11,6 +11,7 @@ use super::{
     SocketRole, SocketSummary,
 };
 use crate::numfmt::{count, dur_ms, num};
+use crate::report::Finding;
 
 /// Renders the report for a terminal.
 pub fn render_text(report: &InspectReport) -> String {
@@ -33,9 +34,47 @@ pub fn render_text(report: &InspectReport) -> String {
     );
     let several = report.observation.processes.len() > 1;
     for f in &report.findings {
-        crate::report::text::finding(&mut out, f, several);
+        finding(&mut out, f, several);
     }
     out
+}
+
+/// A finding in `analyze`'s layout, with sockets where `analyze` has flows and the example
+/// socket named by its descriptor.
+fn finding(out: &mut String, f: &Finding, name_process: bool) {
+    let sockets = if f.flows_total == 0 {
+        "from process accounting".to_string()
+    } else {
+        format!("{} of {}", f.flows_affected, count(f.flows_total, "socket"))
+    };
+    let _ = writeln!(
+        out,
+        "\n[{}] {}  {}  server {}  ({sockets})",
+        f.severity.as_str().to_uppercase(),
+        f.kind,
+        f.direction.arrow(),
+        f.server,
+    );
+    if name_process {
+        let _ = writeln!(out, "  in {}", f.file);
+    }
+    let _ = writeln!(out, "  {}", f.verdict);
+    let _ = writeln!(out, "  evidence:");
+    for fact in &f.evidence.facts {
+        let _ = writeln!(out, "    - {fact}");
+    }
+    for source in &f.evidence.rests_on {
+        let _ = writeln!(out, "    rests on: {source}");
+    }
+    let e = &f.example_flow;
+    if !e.server.is_empty() && e.server != f.file {
+        let _ = writeln!(
+            out,
+            "  example: socket fd {} ({} → {})",
+            e.id, e.client, e.server
+        );
+    }
+    let _ = writeln!(out, "  fix: {}", f.fix);
 }
 
 fn process(out: &mut String, p: &ProcessObservation, s: &ProcessSummary) {
