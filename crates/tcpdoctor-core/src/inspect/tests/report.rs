@@ -162,6 +162,12 @@ fn the_text_report_lays_out_sockets_options_and_findings() {
         t.contains("rests on: TCP_NODELAY and TCP_CORK read with getsockopt"),
         "{t}"
     );
+    assert!(t.contains("server 127.0.0.1:7000  (2 of 2 sockets)"), "{t}");
+    assert!(
+        t.contains("example: socket fd 5 (127.0.0.1:40000 → 127.0.0.1:7000)"),
+        "{t}"
+    );
+    assert!(t.contains("(from process accounting)"), "{t}");
 }
 
 #[test]
