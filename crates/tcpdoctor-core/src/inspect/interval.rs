@@ -259,15 +259,15 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-/// A rate in bytes per second as a person reads it: `12.5 MB/s`.
-pub fn rate(bytes_per_s: f64) -> String {
-    if bytes_per_s >= 1e9 {
-        format!("{} GB/s", crate::numfmt::num(bytes_per_s / 1e9))
-    } else if bytes_per_s >= 1e6 {
-        format!("{} MB/s", crate::numfmt::num(bytes_per_s / 1e6))
-    } else if bytes_per_s >= 1e3 {
-        format!("{} kB/s", crate::numfmt::num(bytes_per_s / 1e3))
+/// A rate in bits per second as `ss` prints it and a person reads it: `12.5 Mbit/s`.
+pub fn bit_rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{} Gbit/s", crate::numfmt::num(bps / 1e9))
+    } else if bps >= 1e6 {
+        format!("{} Mbit/s", crate::numfmt::num(bps / 1e6))
+    } else if bps >= 1e3 {
+        format!("{} kbit/s", crate::numfmt::num(bps / 1e3))
     } else {
-        format!("{} B/s", crate::numfmt::num(bytes_per_s))
+        format!("{} bit/s", crate::numfmt::num(bps))
     }
 }

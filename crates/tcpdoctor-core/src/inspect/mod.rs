@@ -176,8 +176,8 @@ pub struct TcpSample {
     pub bytes_received: u64,
     pub bytes_sent: u64,
     pub bytes_retrans: u64,
-    /// `tcpi_delivery_rate` and `tcpi_pacing_rate`: bytes per second, as the kernel keeps them
-    /// (`ss` prints them × 8, in bits per second).
+    /// `tcpi_delivery_rate` and `tcpi_pacing_rate` in bits per second (the project's `_bps`):
+    /// the kernel's bytes per second × 8, as `ss` prints them.
     pub delivery_rate_bps: u64,
     pub pacing_rate_bps: u64,
     /// The kernel's limit counters (`tcpi_busy_time`, `tcpi_rwnd_limited`,

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::interval::{bytes, rate, role_name};
+use super::interval::{bit_rate, bytes, role_name};
 use super::{
     BufferSetting, InspectReport, ProcessObservation, ProcessSummary, SocketObservation,
     SocketRole, SocketSummary,
@@ -200,7 +200,7 @@ fn state_row(sock: &SocketObservation, sum: &SocketSummary) -> Vec<String> {
             t.notsent_bytes.to_string(),
             format!("+{}", sum.retrans),
             if t.delivery_rate_bps > 0 {
-                rate(t.delivery_rate_bps as f64)
+                bit_rate(t.delivery_rate_bps as f64)
             } else {
                 "–".into()
             },

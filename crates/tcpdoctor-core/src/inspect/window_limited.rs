@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 
 use super::interval::{
-    bytes, flow_ref, process_name, rate, role_name, sampled, sending_direction, server_of,
+    bit_rate, bytes, flow_ref, process_name, role_name, sampled, sending_direction, server_of,
     socket_label, SocketInterval,
 };
 use super::{BufferSetting, ProcessObservation, SocketRole};
@@ -136,7 +136,8 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
         _ => "server",
     };
     let min_rtt_ms = f64::from(iv.last.min_rtt_us) / 1e3;
-    let delivery = iv.last.delivery_rate_bps as f64;
+    let delivery_bps = iv.last.delivery_rate_bps as f64;
+    let delivery = delivery_bps / 8.0;
     let per_rtt = (delivery * min_rtt_ms / 1e3).round() as u64;
     let (limiter, counter, current, fixed) = match ex.limiter {
         Limiter::SendBuffer => (
@@ -192,7 +193,7 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
         facts.push(format!(
             "delivered {} at a min RTT of {}: {} per round trip — what the limited flow \
              achieved, so the path may carry more",
-            rate(delivery),
+            bit_rate(delivery_bps),
             dur_ms(min_rtt_ms),
             bytes(per_rtt)
         ));

@@ -21,7 +21,7 @@ fn bulk(fd: i32, sndbuf_ms: u64, rwnd_ms: u64) -> crate::inspect::SocketObservat
             s.unacked = 10;
             s.snd_wnd_bytes = 65536;
             s.min_rtt_us = 15_000;
-            s.delivery_rate_bps = 4_000_000;
+            s.delivery_rate_bps = 32_000_000;
         })
         .build()
 }
@@ -56,8 +56,17 @@ fn a_fixed_send_buffer_that_limits_the_flow_is_named() {
         f.evidence.facts[0]
     );
     assert_eq!(f.evidence.values["sndbuf_bytes"], 16384.0);
-    // 4 MB/s × 15 ms = 60 kB per round trip, more than twice the buffer.
+    // 32 Mbit/s (4 MB/s) × 15 ms = 60 kB per round trip, more than twice the buffer.
     assert_eq!(f.evidence.values["delivered_per_rtt_bytes"], 60000.0);
+    assert_eq!(f.evidence.values["delivery_rate_bytes_per_s"], 4e6);
+    assert!(
+        f.evidence
+            .facts
+            .iter()
+            .any(|x| x.contains("delivered 32 Mbit/s at a min RTT of 15 ms")),
+        "{:?}",
+        f.evidence.facts
+    );
     assert_eq!(f.evidence.values["size_to_set_bytes"], 60000.0);
     assert!(f.fix.contains("SO_SNDBUF"), "{}", f.fix);
     assert_eq!(f.time_lost_ms, 900.0);
