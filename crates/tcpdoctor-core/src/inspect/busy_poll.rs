@@ -120,9 +120,11 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
              last sample"
                 .to_string(),
             "context switches: voluntary_ctxt_switches in /proc/PID/status".to_string(),
-            "traffic: data segments in and out of the process's TCP sockets, tcp_info over \
-             netlink sock_diag"
-                .to_string(),
+            format!(
+                "traffic: data segments in and out of the process's TCP sockets, {}; {}",
+                super::interval::tcp_info_source(p),
+                super::interval::sockets_source(p)
+            ),
         ],
         ..Evidence::default()
     };

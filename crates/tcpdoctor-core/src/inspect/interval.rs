@@ -157,6 +157,22 @@ pub fn held_by_nagle(s: &TcpSample) -> bool {
         && s.unacked < s.snd_cwnd
 }
 
+/// What a finding's `rests_on` says about where `tcp_info` came from.
+pub fn tcp_info_source(p: &ProcessObservation) -> String {
+    match &p.tcp_info_via {
+        Some(via) => format!("tcp_info by {via}"),
+        None => "tcp_info over netlink sock_diag".to_string(),
+    }
+}
+
+/// What a finding's `rests_on` says about how the sockets were found to be the process's.
+pub fn sockets_source(p: &ProcessObservation) -> String {
+    match &p.sockets_via {
+        Some(via) => format!("sockets attributed to the process as {via}"),
+        None => "sockets matched to the process through /proc/PID/fd socket inodes".to_string(),
+    }
+}
+
 /// How a finding names the process: `pid 4242 (redis-server)`.
 pub fn process_name(p: &ProcessObservation) -> String {
     format!("pid {} ({})", p.pid, p.comm)

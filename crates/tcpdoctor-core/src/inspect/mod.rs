@@ -70,6 +70,14 @@ pub struct ProcessObservation {
     pub options_refused: Option<String>,
     /// The process exited before sampling ended.
     pub exited: bool,
+    /// How `tcp_info` was read when not over netlink `sock_diag` in the process's network
+    /// namespace (`None`, the usual way): e.g. "getsockopt(TCP_INFO) on pidfd_getfd duplicates
+    /// (the process's network namespace could not be entered)". Evidence quotes it.
+    pub tcp_info_via: Option<String>,
+    /// How the sockets were attributed to the process when not through its descriptors in
+    /// `/proc/PID/fd` (`None`, the usual way): e.g. "every socket of uid 1001 in its network
+    /// namespace (its descriptors were refused)". Evidence and the notes quote it.
+    pub sockets_via: Option<String>,
     pub sockets: Vec<SocketObservation>,
 }
 

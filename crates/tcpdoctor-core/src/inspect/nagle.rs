@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 use super::interval::{
     flow_ref, process_name, role_name, sampled, sending_direction, server_of, socket_label,
-    SocketInterval,
+    sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{ProcessObservation, SocketRole};
 use crate::numfmt::{count, dur_ms, num};
@@ -236,10 +236,12 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
                 ex.sock.fd
             ),
             format!(
-                "tcp_info over netlink sock_diag: unacked, notsent, snd_mss, snd_cwnd, ato and \
-                 data segment and byte counters, {}",
+                "{}: unacked, notsent, snd_mss, snd_cwnd, ato and data segment and byte \
+                 counters, {}",
+                tcp_info_source(p),
                 sampled(ex.sock.samples.len(), ex.span_ns)
             ),
+            sockets_source(p),
         ],
         ..Evidence::default()
     };

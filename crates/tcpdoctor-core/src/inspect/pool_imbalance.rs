@@ -23,7 +23,9 @@
 
 use std::collections::BTreeMap;
 
-use super::interval::{flow_ref, process_name, socket_label, SocketInterval};
+use super::interval::{
+    flow_ref, process_name, socket_label, sockets_source, tcp_info_source, SocketInterval,
+};
 use super::{ProcessObservation, SocketRole};
 use crate::flow::Direction;
 use crate::numfmt::{count, num};
@@ -152,10 +154,11 @@ fn finding(
     let mut evidence = Evidence {
         facts,
         rests_on: vec![
-            "tcp_info over netlink sock_diag: data segments in and out per connection, first \
-             and last sample"
-                .to_string(),
-            "connections matched to the process through /proc/PID/fd socket inodes".to_string(),
+            format!(
+                "{}: data segments in and out per connection, first and last sample",
+                tcp_info_source(p)
+            ),
+            sockets_source(p),
         ],
         ..Evidence::default()
     };

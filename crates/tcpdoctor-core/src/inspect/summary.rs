@@ -214,6 +214,14 @@ pub fn process(p: &ProcessObservation) -> ProcessSummary {
     if let Some(why) = &p.options_refused {
         notes.push(format!("socket options unknown: {why}"));
     }
+    if let Some(via) = &p.sockets_via {
+        notes.push(format!(
+            "sockets attributed to the process as {via}: some may belong to another process"
+        ));
+    }
+    if let Some(via) = &p.tcp_info_via {
+        notes.push(format!("tcp_info read by {via}"));
+    }
     if p.first.is_none() || p.last.is_none() {
         notes.push(
             "CPU and context switches unknown: the process's counters were not read at both \

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use super::interval::{
     bit_rate, bytes, flow_ref, process_name, role_name, sampled, sending_direction, server_of,
-    socket_label, SocketInterval,
+    socket_label, sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{BufferSetting, ProcessObservation, SocketRole};
 use crate::numfmt::dur_ms;
@@ -242,14 +242,17 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
     let mut evidence = Evidence {
         facts,
         rests_on: vec![
-            "tcp_info over netlink sock_diag: tcpi_busy_time, tcpi_rwnd_limited, \
-             tcpi_sndbuf_limited, tcpi_delivery_rate, tcpi_min_rtt, the peer's window"
-                .to_string(),
+            format!(
+                "{}: tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited, \
+                 tcpi_delivery_rate, tcpi_min_rtt, the peer's window",
+                tcp_info_source(p)
+            ),
             format!(
                 "SO_SNDBUF read with getsockopt on a pidfd_getfd duplicate of fd {} (closed at \
                  once)",
                 s.fd
             ),
+            sockets_source(p),
         ],
         ..Evidence::default()
     };

@@ -172,6 +172,8 @@ pub fn process(sockets: Vec<SocketObservation>) -> ProcessObservation {
         last: Some(counters(3000, 30, 600)),
         options_refused: None,
         exited: false,
+        tcp_info_via: None,
+        sockets_via: None,
         sockets,
     }
 }

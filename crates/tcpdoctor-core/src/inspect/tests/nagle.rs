@@ -223,3 +223,34 @@ fn one_sample_is_judged_on_the_sockets_lifetime_counters() {
     assert!(r.processes[0].sockets[0].lifetime);
     assert_eq!(r.processes[0].sockets[0].data_segs_out, 500);
 }
+
+#[test]
+fn evidence_says_how_the_sockets_and_tcp_info_were_read() {
+    let mut p = process(vec![per_line_server(5, 40000, 5).build()]);
+    let r = diagnose(observation(vec![p.clone()]));
+    let rests = &r.findings[0].evidence.rests_on;
+    assert!(
+        rests[1].starts_with("tcp_info over netlink sock_diag"),
+        "{rests:?}"
+    );
+    assert!(rests[2].contains("/proc/PID/fd"), "{rests:?}");
+    p.tcp_info_via = Some(
+        "getsockopt(TCP_INFO) on pidfd_getfd duplicates (its network namespace could not be \
+         entered)"
+            .into(),
+    );
+    p.sockets_via = Some("every socket of uid 1001 in its network namespace".into());
+    let r = diagnose(observation(vec![p]));
+    let rests = &r.findings[0].evidence.rests_on;
+    assert!(
+        rests[1].starts_with("tcp_info by getsockopt(TCP_INFO) on pidfd_getfd duplicates"),
+        "{rests:?}"
+    );
+    assert!(rests[2].contains("every socket of uid 1001"), "{rests:?}");
+    let notes = &r.processes[0].notes;
+    assert!(
+        notes.iter().any(|n| n.contains("every socket of uid 1001")
+            && n.contains("some may belong to another process")),
+        "{notes:?}"
+    );
+}
