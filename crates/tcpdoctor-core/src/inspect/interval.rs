@@ -165,6 +165,17 @@ pub fn tcp_info_source(p: &ProcessObservation) -> String {
     }
 }
 
+/// What a finding's `rests_on` says about how `options` of the socket at `fd` were read.
+pub fn options_source(options: &str, fd: i32) -> String {
+    if fd >= 0 {
+        format!(
+            "{options} read with getsockopt on a pidfd_getfd duplicate of fd {fd} (closed at once)"
+        )
+    } else {
+        format!("{options} as the reader gave them: no descriptor of the process is known for this socket")
+    }
+}
+
 /// What a finding's `rests_on` says about how the sockets were found to be the process's.
 pub fn sockets_source(p: &ProcessObservation) -> String {
     match &p.sockets_via {
@@ -178,12 +189,24 @@ pub fn process_name(p: &ProcessObservation) -> String {
     format!("pid {} ({})", p.pid, p.comm)
 }
 
-/// `local -> remote (fd N, inode I)`.
+/// `local -> remote (fd N, inode I)`, or `(no descriptor known, inode I)`.
 pub fn socket_label(s: &SocketObservation) -> String {
     format!(
-        "{} -> {} (fd {}, inode {})",
-        s.local, s.remote, s.fd, s.inode
+        "{} -> {} ({}, inode {})",
+        s.local,
+        s.remote,
+        fd_name(s.fd),
+        s.inode
     )
+}
+
+/// `fd 7`, or `no descriptor known` for a socket attributed without one (fd -1).
+pub fn fd_name(fd: i32) -> String {
+    if fd >= 0 {
+        format!("fd {fd}")
+    } else {
+        "no descriptor known".to_string()
+    }
 }
 
 /// The server end of the socket's connection: the local endpoint of a listener or an accepted
@@ -213,7 +236,8 @@ pub fn sending_direction(s: &SocketObservation) -> Direction {
     }
 }
 
-/// The socket as a finding's `example_flow`: its `id` is the file descriptor number.
+/// The socket as a finding's `example_flow`: its `id` is the file descriptor number (0 when
+/// none is known).
 pub fn flow_ref(s: &SocketObservation) -> FlowRef {
     FlowRef {
         id: u64::try_from(s.fd).unwrap_or(0),

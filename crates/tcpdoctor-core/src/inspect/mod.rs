@@ -110,7 +110,9 @@ pub enum SocketRole {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SocketObservation {
     pub inode: u64,
-    /// The descriptor it was found at (the lowest, when several point to it).
+    /// The descriptor it was found at (the lowest, when several point to it); -1 for a
+    /// socket attributed to the process without one (see
+    /// [`ProcessObservation::sockets_via`]).
     pub fd: i32,
     pub local: SocketAddr,
     pub remote: SocketAddr,

@@ -37,8 +37,8 @@
 use std::collections::BTreeMap;
 
 use super::interval::{
-    flow_ref, process_name, role_name, sampled, sending_direction, server_of, socket_label,
-    sockets_source, tcp_info_source, SocketInterval,
+    flow_ref, options_source, process_name, role_name, sampled, sending_direction, server_of,
+    socket_label, sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{ProcessObservation, SocketRole};
 use crate::numfmt::{count, dur_ms, num};
@@ -230,11 +230,7 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
     let mut evidence = Evidence {
         facts,
         rests_on: vec![
-            format!(
-                "TCP_NODELAY and TCP_CORK read with getsockopt on a pidfd_getfd duplicate of fd \
-                 {} (closed at once)",
-                ex.sock.fd
-            ),
+            options_source("TCP_NODELAY and TCP_CORK", ex.sock.fd),
             format!(
                 "{}: unacked, notsent, snd_mss, snd_cwnd, ato and data segment and byte \
                  counters, {}",

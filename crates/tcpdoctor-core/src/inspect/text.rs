@@ -70,8 +70,15 @@ fn finding(out: &mut String, f: &Finding, name_process: bool) {
     if !e.server.is_empty() && e.server != f.file {
         let _ = writeln!(
             out,
-            "  example: socket fd {} ({} → {})",
-            e.id, e.client, e.server
+            "  example: socket {} ({} → {})",
+            // 0 is also "no descriptor known"; the facts name the socket in full either way.
+            if e.id > 0 {
+                format!("fd {}", e.id)
+            } else {
+                "(no descriptor known)".to_string()
+            },
+            e.client,
+            e.server
         );
     }
     let _ = writeln!(out, "  fix: {}", f.fix);
@@ -175,7 +182,7 @@ fn row(cells: &[&str]) -> Vec<String> {
 
 fn state_row(sock: &SocketObservation, sum: &SocketSummary) -> Vec<String> {
     let mut r = vec![
-        sock.fd.to_string(),
+        fd_cell(sock.fd),
         sock.local.to_string(),
         sock.remote.to_string(),
         sum.state.clone(),
@@ -208,6 +215,14 @@ fn state_row(sock: &SocketObservation, sum: &SocketSummary) -> Vec<String> {
         None => r.extend(std::iter::repeat_n("–".to_string(), 8)),
     }
     r
+}
+
+fn fd_cell(fd: i32) -> String {
+    if fd >= 0 {
+        fd.to_string()
+    } else {
+        "–".to_string()
+    }
 }
 
 fn on_off(v: Option<bool>) -> String {
@@ -249,7 +264,7 @@ fn options_row(sock: &SocketObservation, sum: &SocketSummary) -> Vec<String> {
         );
     }
     vec![
-        sock.fd.to_string(),
+        fd_cell(sock.fd),
         on_off(o.nodelay),
         on_off(o.cork),
         buffer(o.sndbuf_bytes, &o.sndbuf),

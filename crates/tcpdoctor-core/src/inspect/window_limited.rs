@@ -30,8 +30,8 @@
 use std::collections::BTreeMap;
 
 use super::interval::{
-    bit_rate, bytes, flow_ref, process_name, role_name, sampled, sending_direction, server_of,
-    socket_label, sockets_source, tcp_info_source, SocketInterval,
+    bit_rate, bytes, flow_ref, options_source, process_name, role_name, sampled, sending_direction,
+    server_of, socket_label, sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{BufferSetting, ProcessObservation, SocketRole};
 use crate::numfmt::dur_ms;
@@ -247,11 +247,7 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
                  tcpi_delivery_rate, tcpi_min_rtt, the peer's window",
                 tcp_info_source(p)
             ),
-            format!(
-                "SO_SNDBUF read with getsockopt on a pidfd_getfd duplicate of fd {} (closed at \
-                 once)",
-                s.fd
-            ),
+            options_source("SO_SNDBUF", s.fd),
             sockets_source(p),
         ],
         ..Evidence::default()

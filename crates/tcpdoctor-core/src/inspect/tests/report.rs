@@ -230,3 +230,40 @@ fn hostile_observations_never_panic_and_stay_valid_json() {
     super::schema_check::check(&schema, &schema, &v, "$", &mut errors);
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+#[test]
+fn a_socket_attributed_without_a_descriptor_is_named_by_its_inode() {
+    let mut sock = SocketBuilder::accepted(5, 40000)
+        .traffic(301, 10, 1, 14, 1, |i, s| {
+            if i % 5 == 4 {
+                s.unacked = 1;
+                s.notsent_bytes = 136;
+            }
+        })
+        .build();
+    sock.fd = -1;
+    let mut p = process(vec![sock]);
+    p.sockets_via = Some("every socket of uid 1001 in its network namespace".into());
+    let r = diagnose(observation(vec![p]));
+    let f = &r.findings[0];
+    assert_eq!(f.example_flow.id, 0);
+    assert!(
+        f.evidence.facts[0].contains("(no descriptor known, inode 10005)"),
+        "{}",
+        f.evidence.facts[0]
+    );
+    let t = render_text(&r);
+    assert!(
+        t.contains("example: socket (no descriptor known) (127.0.0.1:40000"),
+        "{t}"
+    );
+    assert!(!t.contains("-1"), "{t}");
+    let schema: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../../schema/inspect-report.schema.json"
+    ))
+    .unwrap();
+    let mut errors = Vec::new();
+    let v = serde_json::to_value(&r).unwrap();
+    super::schema_check::check(&schema, &schema, &v, "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+}
