@@ -9,12 +9,37 @@
 //!
 //! Nothing here guesses: an option the kernel would not give is `None`, and the process says
 //! why in [`ProcessObservation::options_refused`].
+//!
+//! # Layout
+//! - [`interval`]: what changed per socket between its first and last sample, how a socket is
+//!   named in evidence, and the "held by Nagle" test on one sample.
+//! - One rule per file, each with its thresholds and their reasons in its module doc:
+//!   [`nagle`] (`nagle_delayed_ack`), [`window_limited`], [`busy_poll`], [`pool_imbalance`].
+//! - [`summary`]: the per-process context the renderers print (CPU against traffic, socket
+//!   deltas, connections per peer, what could not be read).
+//! - [`text`]: the text report.
+//! - [`server_sockets`]: what a `run` scenario's server had on its accepted sockets, added to
+//!   the packet findings about its replies.
+
+pub mod busy_poll;
+pub mod interval;
+pub mod nagle;
+pub mod pool_imbalance;
+pub mod server_sockets;
+pub mod summary;
+#[cfg(test)]
+mod tests;
+mod text;
+pub mod window_limited;
 
 use std::net::SocketAddr;
 
 use serde::Serialize;
 
 use crate::report::{Finding, ToolInfo, SCHEMA_VERSION};
+
+pub use summary::{CpuSummary, PeerSummary, ProcessSummary, SocketSummary};
+pub use text::render_text;
 
 /// Everything one `inspect` run read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -45,6 +70,14 @@ pub struct ProcessObservation {
     pub options_refused: Option<String>,
     /// The process exited before sampling ended.
     pub exited: bool,
+    /// How `tcp_info` was read when not over netlink `sock_diag` in the process's network
+    /// namespace (`None`, the usual way): e.g. "getsockopt(TCP_INFO) on pidfd_getfd duplicates
+    /// (the process's network namespace could not be entered)". Evidence quotes it.
+    pub tcp_info_via: Option<String>,
+    /// How the sockets were attributed to the process when not through its descriptors in
+    /// `/proc/PID/fd` (`None`, the usual way): e.g. "every socket of uid 1001 in its network
+    /// namespace (its descriptors were refused)". Evidence and the notes quote it.
+    pub sockets_via: Option<String>,
     pub sockets: Vec<SocketObservation>,
 }
 
@@ -77,7 +110,9 @@ pub enum SocketRole {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SocketObservation {
     pub inode: u64,
-    /// The descriptor it was found at (the lowest, when several point to it).
+    /// The descriptor it was found at (the lowest, when several point to it); -1 for a
+    /// socket attributed to the process without one (see
+    /// [`ProcessObservation::sockets_via`]).
     pub fd: i32,
     pub local: SocketAddr,
     pub remote: SocketAddr,
@@ -151,6 +186,8 @@ pub struct TcpSample {
     pub bytes_received: u64,
     pub bytes_sent: u64,
     pub bytes_retrans: u64,
+    /// `tcpi_delivery_rate` and `tcpi_pacing_rate` in bits per second (the project's `_bps`):
+    /// the kernel's bytes per second × 8, as `ss` prints them.
     pub delivery_rate_bps: u64,
     pub pacing_rate_bps: u64,
     /// The kernel's limit counters (`tcpi_busy_time`, `tcpi_rwnd_limited`,
@@ -168,33 +205,43 @@ pub struct InspectReport {
     pub schema_version: u32,
     pub tool: ToolInfo,
     pub observation: Observation,
+    /// What the renderers print next to the findings, one per process of `observation`, in the
+    /// same order.
+    pub processes: Vec<ProcessSummary>,
     /// Most costly first, the same model as `analyze`'s findings.
     pub findings: Vec<Finding>,
 }
 
-/// Turns what was read into findings. (The rules live in this module's children.)
+/// Turns what was read into findings: every rule on every process, then the findings sorted
+/// as `analyze` sorts them (severity, then time lost).
 pub fn diagnose(observation: Observation) -> InspectReport {
+    let mut processes = Vec::new();
+    let mut findings = Vec::new();
+    for p in &observation.processes {
+        let mut summary = summary::process(p);
+        let (nagle, notes) = nagle::nagle(p);
+        findings.extend(nagle);
+        summary.notes.extend(notes);
+        findings.extend(window_limited::window_limited(p));
+        if let Some(cpu) = &summary.cpu {
+            findings.extend(busy_poll::busy_poll(p, cpu));
+        }
+        findings.extend(pool_imbalance::pool_imbalance(p));
+        processes.push(summary);
+    }
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(b.time_lost_ms.total_cmp(&a.time_lost_ms))
+            .then(a.kind.cmp(&b.kind))
+            .then(a.file.cmp(&b.file))
+            .then(a.server.cmp(&b.server))
+    });
     InspectReport {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo::current(),
         observation,
-        findings: Vec::new(),
+        processes,
+        findings,
     }
-}
-
-/// The text report a person reads. (A placeholder layout until the full renderer lands.)
-pub fn render_text(report: &InspectReport) -> String {
-    let mut out = String::new();
-    for p in &report.observation.processes {
-        out.push_str(&format!(
-            "pid {} ({}): {} TCP sockets\n",
-            p.pid,
-            p.comm,
-            p.sockets.len()
-        ));
-    }
-    for f in &report.findings {
-        out.push_str(&format!("{}: {}\n", f.kind, f.verdict));
-    }
-    out
 }

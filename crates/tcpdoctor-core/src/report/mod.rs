@@ -36,10 +36,11 @@ pub enum FindingKind {
     BusyPoll,
     WindowLimited,
     NagleRoundTrip,
+    PoolImbalance,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 9] = [
+    pub const ALL: [FindingKind; 10] = [
         FindingKind::NagleDelayedAck,
         FindingKind::FragmentedWrites,
         FindingKind::RttBound,
@@ -49,6 +50,7 @@ impl FindingKind {
         FindingKind::BusyPoll,
         FindingKind::WindowLimited,
         FindingKind::NagleRoundTrip,
+        FindingKind::PoolImbalance,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,6 +64,7 @@ impl FindingKind {
             FindingKind::BusyPoll => "busy_poll",
             FindingKind::WindowLimited => "window_limited",
             FindingKind::NagleRoundTrip => "nagle_round_trip",
+            FindingKind::PoolImbalance => "pool_imbalance",
         }
     }
 

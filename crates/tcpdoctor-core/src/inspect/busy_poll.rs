@@ -1,0 +1,163 @@
+//! `busy_poll` from a live process: it burns CPU far above what its TCP traffic needs, and it
+//! rarely sleeps — a loop polling its sockets instead of waiting for them (PHYSICS §6).
+//!
+//! `run`'s rule ([`crate::run::busy_poll`]) compares with a driver doing the same exchanges.
+//! `inspect` has no driver, so the floor comes from the traffic itself:
+//!
+//! 1. **Enough to judge**: at least [`MIN_CPU_NS`] of CPU over the interval
+//!    (`/proc/PID/task/*/schedstat`, nanoseconds) and at least [`MIN_CPU_SHARE`] of one core:
+//!    below that the waste is not worth a finding.
+//! 2. **Far above the traffic's need**: the process's CPU is at least [`FACTOR`] × the
+//!    traffic's budget, [`BUDGET_PER_SEGMENT_NS`] per data segment its TCP sockets received or
+//!    sent in the interval. The kernel's TCP send or receive path and one read or write
+//!    syscall cost a few µs per segment; an interpreted handler (Python asyncio serves tens of
+//!    thousands of small requests per second per core) a few tens of µs. 100 µs per segment is
+//!    generous, and 10× it — 1 ms of CPU per data segment — is more than any request/response
+//!    server spends on protocol work. A process that computes that much per message (image
+//!    rendering, compression of large bodies) is named too: the facts say how much per
+//!    segment, so a person can tell. A loop spinning less than 1 ms per segment is not named:
+//!    without a driver, that much CPU cannot be told from real work.
+//! 3. **Mostly runnable**: at least [`MIN_CPU_PER_SLEEP_NS`] of CPU per voluntary context
+//!    switch. A process that waits for its sockets sleeps in `epoll_wait`/`read` once per
+//!    batch of work and runs tens of µs per wake-up; a spinning loop hardly ever sleeps.
+//! 4. **Critical** when the process kept at least [`CRITICAL_SHARE`] of a core busy.
+//!
+//! Only TCP traffic of the sockets read is counted: a process that also serves UDP or Unix
+//! sockets has work `inspect` does not see (the finding says so). `time_lost_ms` is CPU time,
+//! not latency: the process's CPU above the budget.
+
+use super::interval::{flow_ref, process_name, server_of};
+use super::summary::CpuSummary;
+use super::{ProcessObservation, SocketRole};
+use crate::flow::Direction;
+use crate::numfmt::{count, dur_ms, num};
+use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity};
+use crate::stats::round3;
+
+pub const MIN_CPU_NS: u64 = 50_000_000;
+pub const MIN_CPU_SHARE: f64 = 0.25;
+pub const BUDGET_PER_SEGMENT_NS: u64 = 100_000;
+pub const FACTOR: f64 = 10.0;
+pub const MIN_CPU_PER_SLEEP_NS: u64 = 1_000_000;
+pub const CRITICAL_SHARE: f64 = 0.5;
+
+pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
+    let cpu_ns = cpu.cpu_ms * 1e6;
+    if cpu_ns < MIN_CPU_NS as f64 || cpu.cpu_share < MIN_CPU_SHARE {
+        return None;
+    }
+    let segments = cpu.data_segs_in + cpu.data_segs_out;
+    let budget_ns = segments as f64 * BUDGET_PER_SEGMENT_NS as f64;
+    if cpu_ns < FACTOR * budget_ns {
+        return None;
+    }
+    let per_sleep_ns = cpu_ns / cpu.voluntary_ctxt_switches.max(1) as f64;
+    if per_sleep_ns < MIN_CPU_PER_SLEEP_NS as f64 {
+        return None;
+    }
+    let severity = if cpu.cpu_share >= CRITICAL_SHARE {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let listener = p.sockets.iter().find(|s| s.role == SocketRole::Listener);
+    let (server, example_flow) = match listener.or(p.sockets.first()) {
+        Some(s) => (server_of(s), flow_ref(s)),
+        None => (
+            process_name(p),
+            FlowRef {
+                id: 0,
+                client: String::new(),
+                server: process_name(p),
+            },
+        ),
+    };
+    let per_segment = if segments > 0 {
+        format!(
+            "{} of CPU per data segment, {}× the budget of {} per segment",
+            dur_ms(cpu_ns / segments as f64 / 1e6),
+            num(cpu_ns / budget_ns),
+            dur_ms(BUDGET_PER_SEGMENT_NS as f64 / 1e6)
+        )
+    } else {
+        "no data segment at all: its TCP sockets sat idle".to_string()
+    };
+    let mut facts = vec![
+        format!(
+            "{} of CPU in {} ({:.0}% of one core) for {} in and {} out over {}: {per_segment}",
+            dur_ms(cpu.cpu_ms),
+            dur_ms(cpu.interval_ms),
+            cpu.cpu_share * 100.0,
+            count(cpu.data_segs_in, "data segment"),
+            count(cpu.data_segs_out, "data segment"),
+            count(p.sockets.len() as u64, "TCP socket")
+        ),
+        format!(
+            "it slept {} (voluntary context switches, {} per second): {} of CPU per sleep — a \
+             process waiting for its sockets sleeps once per batch of work",
+            count(cpu.voluntary_ctxt_switches, "time"),
+            num(cpu.voluntary_ctxt_switches_per_s),
+            dur_ms(per_sleep_ns / 1e6)
+        ),
+    ];
+    if let (Some(r), Some(w)) = (cpu.syscr, cpu.syscw) {
+        facts.push(format!(
+            "{} read and {} write syscalls in the interval (ioctl and epoll calls, what a \
+             polling loop mostly makes, are not counted in /proc/PID/io)",
+            crate::units::fmt_count(r),
+            crate::units::fmt_count(w)
+        ));
+    }
+    facts.push(
+        "only TCP traffic is counted: work on UDP or Unix sockets, or pure computation, is not \
+         seen here"
+            .to_string(),
+    );
+    let mut evidence = Evidence {
+        facts,
+        rests_on: vec![
+            "process CPU: /proc/PID/task/*/schedstat (run time of every thread, ns), first and \
+             last sample"
+                .to_string(),
+            "context switches: voluntary_ctxt_switches in /proc/PID/status".to_string(),
+            format!(
+                "traffic: data segments in and out of the process's TCP sockets, {}; {}",
+                super::interval::tcp_info_source(p),
+                super::interval::sockets_source(p)
+            ),
+        ],
+        ..Evidence::default()
+    };
+    evidence.counts.insert("data_segments".into(), segments);
+    evidence.counts.insert(
+        "voluntary_ctxt_switches".into(),
+        cpu.voluntary_ctxt_switches,
+    );
+    let v = &mut evidence.values;
+    v.insert("cpu_ms".into(), round3(cpu.cpu_ms));
+    v.insert("cpu_share".into(), round3(cpu.cpu_share));
+    v.insert("budget_ms".into(), round3(budget_ns / 1e6));
+    v.insert("cpu_per_sleep_ms".into(), round3(per_sleep_ns / 1e6));
+    Some(Finding {
+        kind: FindingKind::BusyPoll,
+        severity,
+        file: process_name(p),
+        server,
+        direction: Direction::ServerToClient,
+        flows_affected: 0,
+        flows_total: 0,
+        example_flow,
+        verdict: format!(
+            "the process burns {:.0}% of a core while its TCP traffic needs a tenth of that at \
+             most and it hardly ever sleeps: a loop is polling instead of waiting",
+            cpu.cpu_share * 100.0
+        ),
+        time_lost_ms: round3(((cpu_ns - budget_ns) / 1e6).max(0.0)),
+        evidence,
+        fix: "wait for the socket instead of polling it: block in epoll/poll/select for \
+              readability or writability (EPOLLOUT) when the send buffer is full, `await \
+              writer.drain()` in asyncio, never spin on SIOCOUTQ or a non-blocking call that \
+              returns EAGAIN; give event loops a timeout instead of 0"
+            .to_string(),
+    })
+}
