@@ -24,7 +24,9 @@
 //!    caught one (a held write is then the rule, not the exception) out of at least
 //!    [`MIN_SAMPLES_CRITICAL`] samples (a share of fewer says nothing); **info** when Nagle is on
 //!    with small writes but no sample caught a hold: a risk (it stalls behind any hop or real
-//!    RTT), not a measured stall.
+//!    RTT), not a measured stall — and only when the socket's writes leave in pieces (at least
+//!    [`PIECES_RATIO`] data segments sent per data segment received): a server that answers
+//!    each small request with one segment gives Nagle nothing to hold, and is not named.
 //!
 //! A socket sampled once (no `--duration`) is judged on its lifetime counters (rules 1 and 2)
 //! and that one sample (rule 4).
@@ -49,6 +51,7 @@ pub const MIN_DATA_SEGS: u64 = 2;
 pub const SMALL_WRITE_SHARE: f64 = 0.5;
 pub const CRITICAL_HELD_SHARE: f64 = 0.1;
 pub const MIN_SAMPLES_CRITICAL: u64 = 10;
+pub const PIECES_RATIO: f64 = 1.5;
 
 /// A socket rules 1 and 2 hold for.
 fn small_request_response(iv: &SocketInterval) -> bool {
@@ -60,6 +63,14 @@ fn small_request_response(iv: &SocketInterval) -> bool {
         && iv
             .mean_write_bytes()
             .is_some_and(|m| m < SMALL_WRITE_SHARE * mss)
+}
+
+/// Rule 5's evidence for a risk never caught: the socket sent at least [`PIECES_RATIO`] data
+/// segments per data segment it received — its replies (or requests) leave in pieces, the
+/// writes Nagle can hold. A socket answering each small request with one segment (one write
+/// per reply, the fixed twin) gives Nagle nothing to hold: no finding.
+fn in_pieces(iv: &SocketInterval) -> bool {
+    iv.data_segs_out as f64 >= PIECES_RATIO * iv.data_segs_in.max(1) as f64
 }
 
 struct Group<'a> {
@@ -93,7 +104,12 @@ pub fn nagle(p: &ProcessObservation) -> (Vec<Finding>, Vec<String>) {
         }
         let o = &iv.sock.options;
         match o.nodelay {
-            Some(false) if o.cork != Some(true) => g.nagle_on.push((iv, iv.held_samples())),
+            Some(false) if o.cork != Some(true) => {
+                let held = iv.held_samples();
+                if held > 0 || in_pieces(&iv) {
+                    g.nagle_on.push((iv, held));
+                }
+            }
             Some(_) => {}
             None => unchecked += 1,
         }

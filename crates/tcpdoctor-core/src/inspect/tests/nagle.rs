@@ -69,7 +69,9 @@ fn a_hold_caught_now_and_then_is_a_warning() {
 
 #[test]
 fn nagle_on_with_small_writes_never_caught_is_a_risk() {
-    let f = nagle_findings(vec![per_line_server(5, 40000, 0).build()]);
+    // Two segments out per request in: the replies leave in pieces.
+    let pieces = SocketBuilder::accepted(5, 40000).traffic(301, 10, 2, 14, 1, |_, _| {});
+    let f = nagle_findings(vec![pieces.build()]);
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].severity, Severity::Info);
     assert_eq!(f[0].time_lost_ms, 0.0);
@@ -78,6 +80,15 @@ fn nagle_on_with_small_writes_never_caught_is_a_risk() {
         "{}",
         f[0].verdict
     );
+}
+
+/// The fixed twin with Nagle left on: one segment per request, never caught holding. Nagle
+/// has nothing to hold there; naming it would fail a `--fail-on nagle_delayed_ack` gate for a
+/// server that does not stall.
+#[test]
+fn nagle_on_with_one_segment_per_reply_and_no_hold_is_not_named() {
+    let f = nagle_findings(vec![per_line_server(5, 40000, 0).build()]);
+    assert!(f.is_empty(), "{f:#?}");
 }
 
 #[test]
@@ -183,7 +194,10 @@ fn sockets_of_one_server_make_one_finding() {
     let f = nagle_findings(vec![
         listener(3),
         per_line_server(5, 40000, 5).build(),
-        per_line_server(6, 40001, 0).build(),
+        // Never caught, but its replies leave in pieces (two segments per request).
+        SocketBuilder::accepted(6, 40001)
+            .traffic(301, 10, 2, 14, 1, |_, _| {})
+            .build(),
         per_line_server(7, 40002, 0)
             .options(|o| o.nodelay = Some(true))
             .build(),

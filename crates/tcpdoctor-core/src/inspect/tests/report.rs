@@ -6,7 +6,7 @@ use crate::report::FindingKind;
 /// backend used unevenly, and a socket closed during sampling.
 fn report() -> InspectReport {
     let mut closed = SocketBuilder::accepted(8, 40008)
-        .traffic(50, 10, 1, 14, 1, |_, _| {})
+        .traffic(50, 10, 2, 14, 1, |_, _| {})
         .build();
     closed.closed = true;
     let mut p = process(vec![
