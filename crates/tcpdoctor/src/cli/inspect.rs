@@ -109,27 +109,28 @@ pub fn run(args: InspectArgs) -> anyhow::Result<u8> {
     if pids.is_empty() {
         bail!("no process to inspect: give --pid or --port");
     }
+    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+    let announce = (!args.duration.is_zero()).then(|| {
+        format!(
+            "tcpdoctor inspect: sampling pid {} every {} for {} (Ctrl-C ends early)",
+            list.join(","),
+            fmt_duration(args.interval),
+            fmt_duration(args.duration)
+        )
+    });
     let cfg = Config {
         pids,
         duration: args.duration,
         interval: args.interval,
+        announce,
     };
     crate::capture::stop::install();
-    if !cfg.duration.is_zero() {
-        let list: Vec<String> = cfg.pids.iter().map(u32::to_string).collect();
-        eprintln!(
-            "tcpdoctor inspect: sampling pid {} every {} for {} (Ctrl-C ends early)",
-            list.join(","),
-            fmt_duration(cfg.interval),
-            fmt_duration(cfg.duration)
-        );
-    }
     let outcome = inspect::observe(&cfg, &crate::capture::stop::requested)?;
     for note in &outcome.notes {
-        eprintln!("tcpdoctor inspect: {note}");
+        inspect::say(&format!("tcpdoctor inspect: {note}"));
     }
     if std::io::stderr().is_terminal() && !cfg.duration.is_zero() {
-        eprintln!("tcpdoctor inspect: done");
+        inspect::say("tcpdoctor inspect: done");
     }
     let report = diagnose(outcome.observation);
     emit(&report, args.format, &args.fail_on, args.out.as_ref())

@@ -20,4 +20,4 @@ mod proc;
 mod sampler;
 mod tcp_info;
 
-pub use sampler::{find_by_port, observe, Config};
+pub use sampler::{find_by_port, observe, say, Config};

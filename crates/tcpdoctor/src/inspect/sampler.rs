@@ -33,6 +33,9 @@ pub struct Config {
     /// Zero: one snapshot.
     pub duration: Duration,
     pub interval: Duration,
+    /// Printed on stderr once the first sample is taken (a user, or a test, then knows the
+    /// sockets are being watched).
+    pub announce: Option<String>,
 }
 
 /// What was read, and what the user should be told about it on stderr.
@@ -168,6 +171,8 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
     if targets.is_empty() {
         anyhow::bail!("{}", notes.join("; "));
     }
+    let mut announce = cfg.announce.clone();
+    let mut last_round = false;
     let start = Instant::now();
     let started_ns = proc::monotonic_ns();
     let mut ended_ns;
@@ -214,11 +219,19 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
                 t.counters_at = Some(Instant::now());
             }
         }
-        if targets.iter().all(|t| t.exited)
+        if let Some(a) = announce.take() {
+            say(&a);
+        }
+        if last_round
+            || targets.iter().all(|t| t.exited)
             || start.elapsed() + cfg.interval / 2 >= cfg.duration
-            || stop()
         {
             break;
+        }
+        if stop() {
+            // One more sample, at once: what the sockets were when the user stopped.
+            last_round = true;
+            continue;
         }
         let next = tick + cfg.interval;
         let now = Instant::now();
@@ -250,6 +263,12 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
         processes,
     };
     Ok(Outcome { observation, notes })
+}
+
+/// A line on stderr; a closed stderr is no reason to stop (nor to panic, as eprintln! would).
+pub fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 fn open_target(
