@@ -427,7 +427,7 @@ fn a_spinning_server_burns_far_more_cpu_per_request_than_its_twin() {
             .as_array()
             .expect("processes")
             .iter()
-            .find(|p| p["pid"].to_string() == pid)
+            .find(|p| p["pid"].as_u64().is_some_and(|v| v.to_string() == pid))
             .expect("process");
         let cpu = n(&p["last"]["cpu_ns"]) - n(&p["first"]["cpu_ns"]);
         let segs: u64 = p["sockets"]
