@@ -449,3 +449,91 @@ fn a_spinning_server_burns_far_more_cpu_per_request_than_its_twin() {
         "spinning: {hot} ns of CPU per request, its twin: {cold} ns"
     );
 }
+
+#[test]
+fn port_finds_the_process_listening_on_it() {
+    let server = specimen(&[]);
+    let mut c = connect(server.port);
+    exchange(&mut c).expect("exchange");
+    let port = server.port.to_string();
+    let (r, code, err) = inspect(&["--port", &port, "--duration", "0"]);
+    assert_eq!(code, 0, "{err}");
+    let pids: Vec<u64> = r["observation"]["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .map(|p| n(&p["pid"]))
+        .collect();
+    // The test's own client socket has the port as its remote, not local, port: not us.
+    assert_eq!(pids, vec![u64::from(server.child.id())]);
+}
+
+#[test]
+fn bad_input_is_a_clear_error_with_status_2() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = unused.local_addr().expect("addr").port();
+    drop(unused);
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--port", &port.to_string()],
+            "no TCP socket has local port",
+        ),
+        (&["--pid", "1", "--interval", "0"], "interval"),
+        (&["--pid", "abc"], "invalid value"),
+        (&["--pid", "1", "--port", "80"], "cannot be used with"),
+    ];
+    for (args, says) in cases {
+        let (r, code, err) = inspect(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(r.is_null());
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_namespace_we_may_not_enter_is_read_through_duplicates() {
+    let test = "a_namespace_we_may_not_enter_is_read_through_duplicates";
+    if !common::live::is_root() {
+        common::live::skip(
+            test,
+            "needs root, to make a network namespace for nobody's server",
+        );
+        return;
+    }
+    let dir = common::live::OpenDir::new("inspect-netns");
+    let bin = dir.install(&common::live::tcpdoctor_bin());
+    // nobody's specimen in a network namespace of its own (created by root): nobody may read
+    // its descriptors but not enter its namespace.
+    let script = format!(
+        "ip link set lo up && exec setpriv --reuid={u} --regid={u} --clear-groups {} specimen \
+         --idle-timeout 60s",
+        bin.display(),
+        u = common::live::NOBODY
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "sh", "-c", &script]);
+    let server = start(cmd);
+    let out = common::live::unprivileged(&bin)
+        .args(["inspect", "--format", "json", "--duration", "0"])
+        .args(["--pid", &server.pid()])
+        .output()
+        .expect("run inspect as nobody");
+    let (r, code, err) = parse(out);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("entering its network namespace was refused"),
+        "{err}"
+    );
+    let listener = sockets(&r, "listener")
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("the listener, read through a duplicate: {r:#}"));
+    assert_eq!(listener["options"]["nodelay"], false, "{listener:#}");
+    assert_eq!(
+        n(&listener["samples"][0]["state"]),
+        10,
+        "tcp_info of a listener"
+    );
+    assert!(process(&r)["options_refused"].is_null());
+}

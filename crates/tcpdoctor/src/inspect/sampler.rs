@@ -328,7 +328,12 @@ fn open_target(
     let pidfd = match Pidfd::open(pid) {
         Ok(p) => Some(p),
         Err(e) => {
-            options_refused.get_or_insert_with(|| format!("pidfd_open: {e}"));
+            options_refused.get_or_insert_with(|| match e.raw_os_error() {
+                Some(libc::ENOSYS) => "this kernel has no pidfd_open (Linux 5.3 or later reads \
+                                       another process's socket options)"
+                    .to_owned(),
+                _ => format!("pidfd_open: {e}"),
+            });
             None
         }
     };
@@ -437,6 +442,14 @@ fn read_options(t: &mut Target, fd: i32) -> Option<RawOptions> {
         Ok(o) => Some(o),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             t.options_refused = Some(options::refusal_here(t.pid));
+            None
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            t.options_refused = Some(
+                "this kernel has no pidfd_getfd (Linux 5.6 or later reads another process's \
+                 socket options)"
+                    .to_owned(),
+            );
             None
         }
         // The descriptor was closed in between: nothing to say about it.
