@@ -180,7 +180,8 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
         let tick = Instant::now();
         let at_ns = proc::monotonic_ns();
         ended_ns = at_ns;
-        let mut dumps: HashMap<u64, Vec<DiagSocket>> = HashMap::new();
+        // A failed dump is None: that round is skipped (its sockets are not "closed").
+        let mut dumps: HashMap<u64, Option<Vec<DiagSocket>>> = HashMap::new();
         for t in targets.iter_mut().filter(|t| !t.exited) {
             if !proc::alive(t.pid) {
                 t.exited = true;
@@ -199,17 +200,19 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
                         .get_mut(&key)
                         .map(|r| r.diag.dump(at_ns))
                         .unwrap_or_else(|| Err(io::Error::other("no reader")));
-                    d.unwrap_or_else(|e| {
+                    d.map_err(|e| {
                         let note = format!("socket diagnostics failed: {e}");
                         if !notes.contains(&note) {
                             notes.push(note);
                         }
-                        Vec::new()
                     })
+                    .ok()
                 }),
-                Source::Dups => &mut Vec::new(),
+                Source::Dups => &mut Some(Vec::new()),
             };
-            sample_target(t, dump, at_ns);
+            if let Some(dump) = dump {
+                sample_target(t, dump, at_ns);
+            }
             let due = t.counters_at.is_none_or(|c| c.elapsed() >= COUNTERS_EVERY);
             if due {
                 if let Some(c) = proc::counters(t.pid, at_ns) {
