@@ -22,6 +22,9 @@ const NLM_F_DUMP: u16 = 0x300;
 const INET_DIAG_INFO: u16 = 2;
 const INET_DIAG_CONG: u16 = 4;
 const INET_DIAG_SKMEMINFO: u16 = 7;
+const INET_DIAG_REQ_BYTECODE: u16 = 1;
+const INET_DIAG_BC_JMP: u8 = 1;
+const INET_DIAG_BC_S_EQ: u8 = 11;
 /// `SK_MEMINFO_RCVBUF` and `SK_MEMINFO_SNDBUF`: indexes of the u32 array.
 const SKMEM_RCVBUF: usize = 1;
 const SKMEM_SNDBUF: usize = 3;
@@ -77,16 +80,30 @@ impl Diag {
 
     /// Every TCP socket of the namespace (IPv4, then IPv6), sampled at `at_ns`.
     pub fn dump(&mut self, at_ns: u64) -> io::Result<Vec<DiagSocket>> {
+        self.dump_ports(at_ns, &[])
+    }
+
+    /// The TCP sockets whose local port is one of `ports` (all of them when `ports` is
+    /// empty): the kernel filters, so a sample costs what the process's sockets cost, not
+    /// what the whole namespace's do.
+    pub fn dump_ports(&mut self, at_ns: u64, ports: &[u16]) -> io::Result<Vec<DiagSocket>> {
         let mut out = Vec::new();
+        let filter = local_ports_filter(ports);
         for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
-            self.dump_family(family, at_ns, &mut out)?;
+            self.dump_family(family, at_ns, &filter, &mut out)?;
         }
         Ok(out)
     }
 
-    fn dump_family(&mut self, family: u8, at_ns: u64, out: &mut Vec<DiagSocket>) -> io::Result<()> {
+    fn dump_family(
+        &mut self,
+        family: u8,
+        at_ns: u64,
+        filter: &[u8],
+        out: &mut Vec<DiagSocket>,
+    ) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
-        let req = request(family, self.seq);
+        let req = request(family, self.seq, filter);
         // SAFETY: sends our buffer to the kernel (a zeroed sockaddr_nl is the kernel).
         let sent = unsafe {
             let mut to: libc::sockaddr_nl = std::mem::zeroed();
@@ -127,13 +144,18 @@ impl Diag {
     }
 }
 
-fn request(family: u8, seq: u32) -> Vec<u8> {
+fn request(family: u8, seq: u32, filter: &[u8]) -> Vec<u8> {
     let ext: u8 = (1 << (INET_DIAG_INFO - 1))
         | (1 << (INET_DIAG_CONG - 1))
         | (1 << (INET_DIAG_SKMEMINFO - 1));
-    let len: u32 = 16 + 56;
-    let mut r = Vec::with_capacity(len as usize);
-    r.extend_from_slice(&len.to_ne_bytes());
+    let attr = if filter.is_empty() {
+        0
+    } else {
+        4 + filter.len()
+    };
+    let len = 16 + 56 + attr;
+    let mut r = Vec::with_capacity(len);
+    r.extend_from_slice(&(len as u32).to_ne_bytes());
     r.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
     r.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
     r.extend_from_slice(&seq.to_ne_bytes());
@@ -141,8 +163,44 @@ fn request(family: u8, seq: u32) -> Vec<u8> {
     // inet_diag_req_v2: family, protocol, ext, pad, states, then a zeroed inet_diag_sockid.
     r.extend_from_slice(&[family, libc::IPPROTO_TCP as u8, ext, 0]);
     r.extend_from_slice(&STATES.to_ne_bytes());
-    r.resize(len as usize, 0);
+    r.resize(16 + 56, 0);
+    if attr > 0 {
+        r.extend_from_slice(&(attr as u16).to_ne_bytes());
+        r.extend_from_slice(&INET_DIAG_REQ_BYTECODE.to_ne_bytes());
+        r.extend_from_slice(filter);
+    }
     r
+}
+
+/// Ports past this many are not filtered in the kernel (the program runs for every socket of
+/// the namespace, one test per port): the dump is then whole.
+pub const MAX_FILTER_PORTS: usize = 64;
+
+/// An `inet_diag` bytecode program accepting the sockets whose local port is one of `ports`
+/// (empty, or too many: no program, every socket), laid out as `ss` lays out `a or b`:
+/// `[S_EQ a][JMP][S_EQ b][JMP]…[S_EQ z]`. A test that matches goes on to its JMP, which
+/// jumps to the end (accept); a miss skips the JMP to the next test; the last test's miss
+/// jumps 4 bytes past the end (reject). The kernel audits the program along its `yes` path,
+/// which this layout keeps on every op.
+pub fn local_ports_filter(ports: &[u16]) -> Vec<u8> {
+    if ports.is_empty() || ports.len() > MAX_FILTER_PORTS {
+        return Vec::new();
+    }
+    let total = 12 * ports.len() - 4;
+    let mut bc = Vec::with_capacity(total);
+    for (i, &port) in ports.iter().enumerate() {
+        // inet_diag_bc_op { code: u8, yes: u8, no: u16 }, then the port in a second op's `no`.
+        bc.extend_from_slice(&[INET_DIAG_BC_S_EQ, 8]);
+        bc.extend_from_slice(&12u16.to_ne_bytes());
+        bc.extend_from_slice(&[0, 0]);
+        bc.extend_from_slice(&port.to_ne_bytes());
+        if i + 1 < ports.len() {
+            let to_end = (total - bc.len() - 4) as u16 + 4;
+            bc.extend_from_slice(&[INET_DIAG_BC_JMP, 4]);
+            bc.extend_from_slice(&to_end.to_ne_bytes());
+        }
+    }
+    bc
 }
 
 fn u16_ne(b: &[u8], at: usize) -> Option<u16> {
@@ -293,6 +351,38 @@ mod tests {
             let v6 = find(inode_of(&l6)).expect("IPv6 listener in the dump");
             assert!(v6.local.is_ipv6());
         }
+    }
+
+    #[test]
+    fn the_kernel_filters_by_local_port() {
+        let a = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let b = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let _in_a = TcpStream::connect(a.local_addr().expect("addr")).expect("connect");
+        let (accepted, _) = a.accept().expect("accept");
+        let port = |l: &TcpListener| l.local_addr().expect("addr").port();
+        let mut diag = Diag::open().expect("NETLINK_SOCK_DIAG");
+        let got = diag
+            .dump_ports(0, &[port(&a), port(&c)])
+            .expect("filtered dump");
+        let inodes: Vec<u64> = got.iter().map(|s| s.inode).collect();
+        for wanted in [inode_of(&a), inode_of(&accepted), inode_of(&c)] {
+            assert!(inodes.contains(&wanted), "{got:?}");
+        }
+        assert!(!inodes.contains(&inode_of(&b)));
+        assert!(got
+            .iter()
+            .all(|s| s.local.port() == port(&a) || s.local.port() == port(&c)));
+        // Past the limit, the whole namespace.
+        let many: Vec<u16> = (1..=super::MAX_FILTER_PORTS as u16 + 1).collect();
+        let all = diag.dump_ports(0, &many).expect("whole dump");
+        assert!(all.iter().any(|s| s.inode == inode_of(&b)));
+        let most: Vec<u16> = (1..super::MAX_FILTER_PORTS as u16)
+            .chain([port(&b)])
+            .collect();
+        let just_b = diag.dump_ports(0, &most).expect("longest filter");
+        assert!(just_b.iter().any(|s| s.inode == inode_of(&b)));
+        assert!(!just_b.iter().any(|s| s.inode == inode_of(&a)));
     }
 
     #[test]

@@ -26,6 +26,11 @@ use super::proc;
 /// Samples kept per socket; past it only the latest replaces the last one.
 const MAX_SAMPLES: usize = 20_000;
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
+/// How often the whole namespace is dumped, to find sockets on new local ports (a new
+/// outgoing connection); in between, the kernel returns only the sockets on the local ports
+/// the processes already use (their listeners' ports included, so new accepted connections
+/// are seen at once).
+const DISCOVER_EVERY: Duration = Duration::from_millis(200);
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -173,6 +178,9 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
     }
     let mut announce = cfg.announce.clone();
     let mut last_round = false;
+    let mut last_full: Option<Instant> = None;
+    // Cleared if this kernel refuses the port filter (older than 4.16: no INET_DIAG_BC_S_EQ).
+    let mut filters_work = true;
     let start = Instant::now();
     let started_ns = proc::monotonic_ns();
     let mut ended_ns;
@@ -182,6 +190,22 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
         ended_ns = at_ns;
         // A failed dump is None: that round is skipped (its sockets are not "closed").
         let mut dumps: HashMap<u64, Option<Vec<DiagSocket>>> = HashMap::new();
+        let full = !filters_work || last_full.is_none_or(|t| t.elapsed() >= DISCOVER_EVERY);
+        if full {
+            last_full = Some(tick);
+        }
+        let mut ports: HashMap<u64, BTreeSet<u16>> = HashMap::new();
+        for t in targets.iter().filter(|t| !t.exited) {
+            if let Source::Ns(key) = t.source {
+                let set = ports.entry(key).or_default();
+                set.extend(
+                    t.sockets
+                        .values()
+                        .filter(|s| !s.closed)
+                        .map(|s| s.local.port()),
+                );
+            }
+        }
         for t in targets.iter_mut().filter(|t| !t.exited) {
             if !proc::alive(t.pid) {
                 t.exited = true;
@@ -198,7 +222,25 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
                 Source::Ns(key) => dumps.entry(key).or_insert_with(|| {
                     let d = readers
                         .get_mut(&key)
-                        .map(|r| r.diag.dump(at_ns))
+                        .map(|r| {
+                            let wanted: Vec<u16> = match full {
+                                true => Vec::new(),
+                                false => ports
+                                    .get(&key)
+                                    .map(|p| p.iter().copied().collect())
+                                    .unwrap_or_default(),
+                            };
+                            match r.diag.dump_ports(at_ns, &wanted) {
+                                Err(e)
+                                    if !wanted.is_empty()
+                                        && e.raw_os_error() == Some(libc::EINVAL) =>
+                                {
+                                    filters_work = false;
+                                    r.diag.dump(at_ns)
+                                }
+                                d => d,
+                            }
+                        })
                         .unwrap_or_else(|| Err(io::Error::other("no reader")));
                     d.map_err(|e| {
                         let note = format!("socket diagnostics failed: {e}");
