@@ -48,6 +48,33 @@ pub struct DiagSocket {
     pub rcvbuf: Option<u32>,
 }
 
+/// Which address families a dump covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Families {
+    Both,
+    V4,
+    V6,
+}
+
+impl Families {
+    /// The families of these local addresses (`Both` for none or a mix).
+    pub fn of(addrs: impl Iterator<Item = SocketAddr>) -> Families {
+        let (mut v4, mut v6) = (false, false);
+        for a in addrs {
+            if a.is_ipv4() {
+                v4 = true;
+            } else {
+                v6 = true;
+            }
+        }
+        match (v4, v6) {
+            (true, false) => Families::V4,
+            (false, true) => Families::V6,
+            _ => Families::Both,
+        }
+    }
+}
+
 /// A NETLINK_SOCK_DIAG socket; it answers for the network namespace it was opened in.
 pub struct Diag {
     fd: OwnedFd,
@@ -80,16 +107,27 @@ impl Diag {
 
     /// Every TCP socket of the namespace (IPv4, then IPv6), sampled at `at_ns`.
     pub fn dump(&mut self, at_ns: u64) -> io::Result<Vec<DiagSocket>> {
-        self.dump_ports(at_ns, &[])
+        self.dump_ports(at_ns, &[], Families::Both)
     }
 
-    /// The TCP sockets whose local port is one of `ports` (all of them when `ports` is
-    /// empty): the kernel filters, so a sample costs what the process's sockets cost, not
-    /// what the whole namespace's do.
-    pub fn dump_ports(&mut self, at_ns: u64, ports: &[u16]) -> io::Result<Vec<DiagSocket>> {
+    /// The TCP sockets of `families` whose local port is one of `ports` (all of them when
+    /// `ports` is empty). The kernel filters; what it cannot spare is the walk over its whole
+    /// connection table, once per family dumped — most of a sample's cost, so a process with
+    /// sockets of one family only costs one walk.
+    pub fn dump_ports(
+        &mut self,
+        at_ns: u64,
+        ports: &[u16],
+        families: Families,
+    ) -> io::Result<Vec<DiagSocket>> {
         let mut out = Vec::new();
         let filter = local_ports_filter(ports);
-        for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
+        let list: &[u8] = match families {
+            Families::Both => &[libc::AF_INET as u8, libc::AF_INET6 as u8],
+            Families::V4 => &[libc::AF_INET as u8],
+            Families::V6 => &[libc::AF_INET6 as u8],
+        };
+        for &family in list {
             self.dump_family(family, at_ns, &filter, &mut out)?;
         }
         Ok(out)
@@ -317,7 +355,7 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::os::unix::fs::MetadataExt;
 
-    use super::{parse_messages, Diag, TCP_LISTEN};
+    use super::{parse_messages, Diag, Families, TCP_LISTEN};
 
     fn inode_of(fd: &impl std::os::fd::AsRawFd) -> u64 {
         let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("fd");
@@ -363,7 +401,7 @@ mod tests {
         let port = |l: &TcpListener| l.local_addr().expect("addr").port();
         let mut diag = Diag::open().expect("NETLINK_SOCK_DIAG");
         let got = diag
-            .dump_ports(0, &[port(&a), port(&c)])
+            .dump_ports(0, &[port(&a), port(&c)], Families::V4)
             .expect("filtered dump");
         let inodes: Vec<u64> = got.iter().map(|s| s.inode).collect();
         for wanted in [inode_of(&a), inode_of(&accepted), inode_of(&c)] {
@@ -375,12 +413,16 @@ mod tests {
             .all(|s| s.local.port() == port(&a) || s.local.port() == port(&c)));
         // Past the limit, the whole namespace.
         let many: Vec<u16> = (1..=super::MAX_FILTER_PORTS as u16 + 1).collect();
-        let all = diag.dump_ports(0, &many).expect("whole dump");
+        let all = diag
+            .dump_ports(0, &many, Families::Both)
+            .expect("whole dump");
         assert!(all.iter().any(|s| s.inode == inode_of(&b)));
         let most: Vec<u16> = (1..super::MAX_FILTER_PORTS as u16)
             .chain([port(&b)])
             .collect();
-        let just_b = diag.dump_ports(0, &most).expect("longest filter");
+        let just_b = diag
+            .dump_ports(0, &most, Families::V4)
+            .expect("longest filter");
         assert!(just_b.iter().any(|s| s.inode == inode_of(&b)));
         assert!(!just_b.iter().any(|s| s.inode == inode_of(&a)));
     }
