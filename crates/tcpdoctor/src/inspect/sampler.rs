@@ -636,3 +636,103 @@ fn finish(
         sockets,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    use std::net::SocketAddr;
+
+    use tcpdoctor_core::inspect::{SocketRole, TcpSample};
+
+    use super::{finish, sample_target, Attribution, DiagSocket, Source, Target, TCP_LISTEN};
+
+    /// A process whose sockets are attributed by uid (no /proc reads, no duplicates).
+    fn target() -> Target {
+        Target {
+            pid: 1,
+            comm: "srv".into(),
+            cmdline: String::new(),
+            netns: None,
+            uid: Some(7),
+            source: Source::Ns(0),
+            attribution: Attribution::Uid(7),
+            pidfd: None,
+            options_refused: Some("another user's process".into()),
+            first: None,
+            last: None,
+            counters_at: None,
+            exited: false,
+            sockets: BTreeMap::new(),
+            foreign: BTreeSet::new(),
+        }
+    }
+
+    /// A dumped socket; `segs` is its one changing counter, `at` when it was dumped.
+    fn socket(
+        inode: u64,
+        uid: u32,
+        ends: (&str, &str),
+        state: u8,
+        segs: u32,
+        at: u64,
+    ) -> DiagSocket {
+        let addr = |a: &str| a.parse::<SocketAddr>().expect("addr");
+        DiagSocket {
+            inode,
+            uid,
+            state,
+            local: addr(ends.0),
+            remote: addr(ends.1),
+            sample: Some(TcpSample {
+                at_ns: at,
+                state,
+                segs_in: segs,
+                ..TcpSample::default()
+            }),
+            congestion: Some("cubic".into()),
+            sndbuf: Some(16384),
+            rcvbuf: Some(131_072),
+        }
+    }
+
+    #[test]
+    fn sockets_come_and_go_and_idle_samples_are_not_stored_twice() {
+        let mut t = target();
+        let listener = |at| socket(10, 7, ("127.0.0.1:80", "0.0.0.0:0"), TCP_LISTEN, 0, at);
+        let conn = |segs, at| socket(11, 7, ("127.0.0.1:80", "127.0.0.1:5000"), 1, segs, at);
+        let other = socket(12, 8, ("127.0.0.1:5000", "127.0.0.1:80"), 1, 0, 100);
+        sample_target(&mut t, &[listener(100), conn(1, 100), other], 100);
+        assert_eq!(t.sockets.keys().copied().collect::<Vec<_>>(), vec![10, 11]);
+        assert!(t.foreign.contains(&12), "another uid's socket is not ours");
+        // Idle: the same counters again are not stored; new ones are.
+        sample_target(&mut t, &[listener(200), conn(1, 200)], 200);
+        sample_target(&mut t, &[listener(300), conn(2, 300)], 300);
+        sample_target(&mut t, &[listener(400), conn(2, 400)], 400);
+        // The connection leaves the dump: closed, its last sample kept.
+        sample_target(&mut t, &[listener(500)], 500);
+        let p = finish(t, &HashMap::new(), Some(false));
+        let c = p
+            .sockets
+            .iter()
+            .find(|s| s.inode == 11)
+            .expect("connection");
+        assert!(c.closed);
+        assert_eq!(
+            c.role,
+            SocketRole::Accepted,
+            "its local port is a listening one"
+        );
+        let at: Vec<u64> = c.samples.iter().map(|s| s.at_ns).collect();
+        assert_eq!(at, vec![100, 300, 400]);
+        let l = p.sockets.iter().find(|s| s.inode == 10).expect("listener");
+        assert_eq!((l.role, l.closed), (SocketRole::Listener, false));
+        // The last sample of an idle socket carries the end time.
+        assert_eq!(
+            l.samples.iter().map(|s| s.at_ns).collect::<Vec<_>>(),
+            vec![100, 500]
+        );
+        // Options refused: none reported, buffer sizes still known from the dump.
+        assert_eq!(c.options.nodelay, None);
+        assert_eq!(c.options.sndbuf_bytes, Some(16384));
+    }
+}
