@@ -218,6 +218,29 @@ fn nodelay_is_read_from_the_live_socket() {
         Some(1),
         "one snapshot"
     );
+    // --out writes the same report to a file, nothing to stdout.
+    let dir = common::live::OpenDir::new("inspect-out");
+    let path = dir.path("report.json");
+    let path_arg = path.to_str().expect("utf-8 path");
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args([
+            "inspect",
+            "--format",
+            "json",
+            "--duration",
+            "0",
+            "--out",
+            path_arg,
+        ])
+        .args(["--pid", &server.pid()])
+        .output()
+        .expect("run inspect --out");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("report file")).expect("JSON");
+    validate(&written);
+    assert_eq!(accepted(&written)["options"]["nodelay"], true);
 }
 
 #[test]
