@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use tcpdoctor_core::inspect::{diagnose, render_text, InspectReport};
 use tcpdoctor_core::units::{fmt_duration, parse_duration};
 
-use super::analyze::{parse_fail_on, FailOn, Format};
+use super::analyze::{parse_fail_on, FailOn};
 use crate::inspect::{self, Config};
 use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 
@@ -79,12 +79,22 @@ pub struct InspectArgs {
     pub format: Format,
 
     /// Exit with status 1 if any of these finding kinds is found (comma-separated), or `any`.
+    /// The kinds are `analyze`'s; from a live process: nagle_delayed_ack, window_limited,
+    /// busy_poll, pool_imbalance.
     #[arg(long, value_name = "KIND,...", value_delimiter = ',', value_parser = parse_fail_on)]
     pub fail_on: Vec<FailOn>,
 
     /// Write the report to this file instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people: each socket, its options and kernel state, the findings and their fixes.
+    Text,
+    /// For machines: schema/inspect-report.schema.json.
+    Json,
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
