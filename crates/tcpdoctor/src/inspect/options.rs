@@ -47,13 +47,32 @@ impl Pidfd {
     }
 }
 
-/// Reads the options of the process's descriptor `fd`; the duplicate is closed before this
-/// returns. `Err` when the duplicate itself was refused (EPERM) or the descriptor is gone.
-pub fn read(pidfd: &Pidfd, fd: i32) -> io::Result<RawOptions> {
+/// Reads the options of the process's descriptor `fd`, which must still be socket `inode`
+/// (a descriptor number is reused once closed); the duplicate is closed before this
+/// returns. `Err` when the duplicate itself was refused (EPERM), the descriptor is gone, or
+/// it now holds something else (NotFound).
+pub fn read(pidfd: &Pidfd, fd: i32, inode: u64) -> io::Result<RawOptions> {
     let dup = pidfd.dup(fd)?;
-    let opts = read_from(dup.as_fd());
+    let same = std::fs::File::from(dup.try_clone()?)
+        .metadata()
+        .is_ok_and(|m| std::os::unix::fs::MetadataExt::ino(&m) == inode);
+    let opts = same.then(|| read_from(dup.as_fd()));
     drop(dup);
-    Ok(opts)
+    opts.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the descriptor was reused"))
+}
+
+impl Pidfd {
+    /// Whether the process has exited (its pidfd is readable then): unlike /proc/PID, never
+    /// fooled by a new process given the same PID.
+    pub fn exited(&self) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on the stack, zero timeout.
+        unsafe { libc::poll(&mut pfd, 1, 0) == 1 }
+    }
 }
 
 /// Reads the options of a socket we hold.
@@ -162,7 +181,15 @@ mod tests {
         let (ours, _) = l.accept().expect("accept");
         ours.set_nodelay(true).expect("nodelay");
         let pidfd = Pidfd::open(std::process::id()).expect("pidfd_open");
-        let opts = read(&pidfd, ours.as_raw_fd()).expect("our own options");
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", ours.as_raw_fd()))
+            .expect("our descriptor");
+        let inode = super::super::proc::socket_inode(&link.to_string_lossy()).expect("a socket");
+        let opts = read(&pidfd, ours.as_raw_fd(), inode).expect("our own options");
+        assert!(
+            read(&pidfd, ours.as_raw_fd(), inode + 1).is_err(),
+            "another inode"
+        );
+        assert!(!pidfd.exited());
         assert_eq!(opts.nodelay, Some(true));
         assert_eq!((opts.cork, opts.keepalive), (Some(false), Some(false)));
         assert!(opts.sndbuf.is_some_and(|b| b > 0));

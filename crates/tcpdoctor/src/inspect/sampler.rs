@@ -209,7 +209,11 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
             }
         }
         for t in targets.iter_mut().filter(|t| !t.exited) {
-            if !proc::alive(t.pid) {
+            let gone = match &t.pidfd {
+                Some(p) => p.exited(),
+                None => !proc::alive(t.pid),
+            };
+            if gone {
                 t.exited = true;
                 notes.push(format!(
                     "pid {} ({}) exited after {:.1}s of sampling: the report keeps what was \
@@ -459,7 +463,7 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
             t.foreign.insert(s.inode);
             continue;
         };
-        let options = read_options(t, fd);
+        let options = read_options(t, fd, s.inode);
         t.sockets.insert(
             s.inode,
             Tracked {
@@ -480,12 +484,12 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
 }
 
 /// The options of descriptor `fd` of the process, noting why when they are refused.
-fn read_options(t: &mut Target, fd: i32) -> Option<RawOptions> {
+fn read_options(t: &mut Target, fd: i32, inode: u64) -> Option<RawOptions> {
     if fd < 0 || t.options_refused.is_some() {
         return None;
     }
     let pidfd = t.pidfd.as_ref()?;
-    match options::read(pidfd, fd) {
+    match options::read(pidfd, fd, inode) {
         Ok(o) => Some(o),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             t.options_refused = Some(options::refusal_here(t.pid));
@@ -561,7 +565,7 @@ fn finish(
             .map(|(i, s)| (*i, s.fd))
             .collect();
         for (inode, fd) in open {
-            if let Some(o) = read_options(&mut t, fd) {
+            if let Some(o) = read_options(&mut t, fd, inode) {
                 if let Some(s) = t.sockets.get_mut(&inode) {
                     s.options = Some(o);
                 }
