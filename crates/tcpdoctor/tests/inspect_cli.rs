@@ -560,3 +560,25 @@ fn a_namespace_we_may_not_enter_is_read_through_duplicates() {
     );
     assert!(process(&r)["options_refused"].is_null());
 }
+
+#[test]
+fn ipv6_sockets_are_read_too() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        common::live::skip("ipv6_sockets_are_read_too", "no IPv6 loopback here");
+        return;
+    }
+    let server = specimen(&["--listen", "[::1]:0", "--nodelay"]);
+    let mut c = TcpStream::connect(("::1", server.port)).expect("connect over IPv6");
+    c.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    exchange(&mut c).expect("exchange");
+    let (r, code, err) = inspect(&["--pid", &server.pid(), "--duration", "0"]);
+    assert_eq!(code, 0, "{err}");
+    let s = accepted(&r);
+    assert!(
+        s["local"].as_str().is_some_and(|a| a.starts_with("[::1]:")),
+        "{s:#}"
+    );
+    assert_eq!(s["options"]["nodelay"], true);
+    assert_eq!(n(&s["samples"][0]["state"]), 1);
+}
