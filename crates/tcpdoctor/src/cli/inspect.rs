@@ -26,8 +26,8 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///     delivery rate, and the kernel's busy / receive-window-limited / send-buffer-limited
 ///     time;
 ///   - the process's CPU time, context switches and read/write syscalls over the interval
-///     (/proc/PID/{task/*/schedstat,task/*/status,io}; ioctl and epoll calls are not counted
-///     there).
+///     (/proc/PID/{task/*/schedstat,task/*/status,io}; /proc/PID/io counts only the read and
+///     write families: recv/send on a socket, ioctl and epoll calls are not counted there).
 ///
 ///   tcpdoctor inspect --pid 4242                  # 3 s of sampling every 20 ms, text report
 ///   tcpdoctor inspect --port 6379 --duration 10s --format json

@@ -87,8 +87,10 @@ fn status_field(status: &str, name: &str) -> Option<u64> {
         .ok()
 }
 
-/// The process's counters now: CPU and context switches summed over its live threads,
-/// read/write syscalls from /proc/PID/io (`None` there when refused). `None` when the process
+/// The process's counters now: CPU and context switches summed over its live threads (a
+/// thread that exited takes its share with it), read/write syscalls from /proc/PID/io
+/// (`None` there when refused; only `read`/`readv`/`pread` and the `write` family count
+/// there: `recv`/`send` on a socket, as Rust's and many servers' socket I/O is, do not). `None` when the process
 /// is gone or its CPU time cannot be read.
 pub fn counters(pid: u32, at_ns: u64) -> Option<ProcessCounters> {
     let cpu_ns = crate::procfs::cpu_ns(i32::try_from(pid).ok()?)?;
