@@ -9,7 +9,8 @@
 //! - `options`: socket options through a duplicate of the descriptor (`pidfd_getfd`), and
 //!   why they were refused; `dups` reads everything that way when the namespace is closed.
 //! - `buffers`: fixed, autotuned or unknown buffer sizes, with the evidence.
-//! - `sampler`: the loop that samples all of it over `--duration`.
+//! - `sampler`: the loop that samples all of it over `--duration`; `track`: what is known
+//!   of each process and socket between samples, and the observation it becomes.
 
 mod buffers;
 mod diag;
@@ -19,5 +20,6 @@ mod options;
 mod proc;
 mod sampler;
 mod tcp_info;
+mod track;
 
 pub use sampler::{find_by_port, observe, say, Config};
