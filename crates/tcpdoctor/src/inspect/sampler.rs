@@ -206,10 +206,14 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
             last_round = true;
             continue;
         }
+        // In steps of at most 50 ms, so that Ctrl-C is answered soon whatever the interval.
         let next = tick + cfg.interval;
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
+        loop {
+            let now = Instant::now();
+            if next <= now || stop() {
+                break;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(50)));
         }
     }
     let pressure = buffers::pressure_here();
