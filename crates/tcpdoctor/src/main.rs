@@ -7,6 +7,7 @@ mod bench;
 mod capture;
 mod capture_file;
 mod cli;
+mod inspect;
 mod limits;
 mod output;
 mod procfs;

@@ -5,6 +5,7 @@ mod audit_pass;
 pub mod bench;
 pub mod capture;
 pub mod demo;
+pub mod inspect;
 pub mod proxy;
 pub mod run;
 pub mod sandbox;
@@ -39,6 +40,7 @@ pub enum Command {
     Sandbox(sandbox::SandboxArgs),
     Run(Box<run::RunArgs>),
     Demo(demo::DemoArgs),
+    Inspect(inspect::InspectArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -52,5 +54,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Sandbox(args) => sandbox::run(args),
         Command::Run(args) => run::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Inspect(args) => inspect::run(args),
     }
 }

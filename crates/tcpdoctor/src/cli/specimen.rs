@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use tcpdoctor_core::units::{fmt_duration, parse_duration};
+use tcpdoctor_core::units::{fmt_duration, parse_duration, parse_size};
 
 use crate::proxy::Addr;
 use crate::specimen::{self, Drain, Protocol, ServerConfig, Writes};
@@ -43,6 +43,11 @@ pub struct SpecimenArgs {
     #[arg(long)]
     pub nodelay: bool,
 
+    /// Set SO_SNDBUF to BYTES on accepted sockets (the kernel doubles it; a size set by hand
+    /// turns send-buffer autotuning off), e.g. 64KiB.
+    #[arg(long, value_name = "BYTES", value_parser = size)]
+    pub sndbuf: Option<u32>,
+
     /// What to do after each reply.
     #[arg(long, value_enum, default_value_t = Drain::None)]
     pub drain: Drain,
@@ -74,6 +79,14 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+fn size(s: &str) -> Result<u32, String> {
+    let v = parse_size(s).map_err(|e| e.to_string())?;
+    u32::try_from(v)
+        .ok()
+        .filter(|&v| v > 0 && v <= i32::MAX as u32)
+        .ok_or_else(|| format!("{s}: between 1 byte and 2 GiB"))
+}
+
 fn listen(text: &str) -> anyhow::Result<Addr> {
     let addr = super::proxy::parse_addr("listen", text)?;
     super::proxy::check_unix_dir("listen", &addr)?;
@@ -95,6 +108,7 @@ pub fn run(args: SpecimenArgs) -> anyhow::Result<u8> {
         protocol: args.protocol,
         writes: args.writes,
         nodelay: args.nodelay,
+        sndbuf: args.sndbuf,
         drain: args.drain,
         lines: usize::from(args.lines),
         line_bytes: usize::from(args.line_bytes),

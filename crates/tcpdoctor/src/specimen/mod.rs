@@ -65,6 +65,8 @@ pub struct ServerConfig {
     pub protocol: Protocol,
     pub writes: Writes,
     pub nodelay: bool,
+    /// SO_SNDBUF for accepted sockets (None: the kernel's autotuning).
+    pub sndbuf: Option<u32>,
     pub drain: Drain,
     /// Lines per reply (`line` protocol), besides the terminator.
     pub lines: usize,
@@ -149,6 +151,9 @@ pub fn run(at: &Addr, cfg: ServerConfig, idle: Duration) -> io::Result<Arc<Count
 fn connection(stream: Stream, cfg: &ServerConfig, counters: &Counters) -> io::Result<()> {
     if let Stream::Tcp(s) = &stream {
         s.set_nodelay(cfg.nodelay)?;
+        if let Some(bytes) = cfg.sndbuf {
+            socket2::SockRef::from(s).set_send_buffer_size(bytes as usize)?;
+        }
     }
     match cfg.protocol {
         Protocol::Line => line_connection(stream, cfg, counters),

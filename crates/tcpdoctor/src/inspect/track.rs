@@ -1,0 +1,426 @@
+//! What is known of each process and each of its sockets between samples, how a sample
+//! updates it, and what it all becomes at the end: the core's [`ProcessObservation`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use tcpdoctor_core::inspect::{
+    ProcessCounters, ProcessObservation, SocketObservation, SocketOptions, SocketRole, TcpSample,
+};
+
+use super::buffers::{self, Buffer, Seen};
+use super::diag::{DiagSocket, TCP_LISTEN};
+use super::netns::NsReader;
+use super::options::{self, Pidfd, RawOptions};
+use super::proc;
+
+/// Samples kept per socket; past it only the latest replaces the last one.
+const MAX_SAMPLES: usize = 20_000;
+
+/// Where a process's sockets are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Source {
+    /// The diag socket of this namespace inode (0: ours, when the process's was unreadable).
+    Ns(u64),
+    /// Each descriptor duplicated (a namespace we could not enter).
+    Dups,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Attribution {
+    /// The sockets its descriptors point to.
+    Fds,
+    /// Its descriptors are refused: every socket of its uid in the namespace.
+    Uid(u32),
+}
+
+pub(super) struct BufSeen {
+    pub(super) first: u64,
+    pub(super) smallest: u64,
+    pub(super) largest: u64,
+    pub(super) last: u64,
+}
+
+impl BufSeen {
+    pub(super) fn new(v: u64) -> Self {
+        BufSeen {
+            first: v,
+            smallest: v,
+            largest: v,
+            last: v,
+        }
+    }
+
+    pub(super) fn see(&mut self, v: u64) {
+        self.smallest = self.smallest.min(v);
+        self.largest = self.largest.max(v);
+        self.last = v;
+    }
+}
+
+pub(super) struct Tracked {
+    pub(super) fd: i32,
+    pub(super) local: std::net::SocketAddr,
+    pub(super) remote: std::net::SocketAddr,
+    pub(super) state: u8,
+    pub(super) congestion: Option<String>,
+    pub(super) options: Option<RawOptions>,
+    pub(super) snd: Option<BufSeen>,
+    pub(super) rcv: Option<BufSeen>,
+    pub(super) samples: Vec<TcpSample>,
+    /// The latest sample, when it equalled the one stored before it.
+    pub(super) unstored: Option<TcpSample>,
+    pub(super) closed: bool,
+}
+
+pub(super) struct Target {
+    pub(super) pid: u32,
+    pub(super) comm: String,
+    pub(super) cmdline: String,
+    pub(super) netns: Option<u64>,
+    pub(super) uid: Option<u32>,
+    pub(super) source: Source,
+    pub(super) attribution: Attribution,
+    pub(super) pidfd: Option<Pidfd>,
+    pub(super) options_refused: Option<String>,
+    pub(super) first: Option<ProcessCounters>,
+    pub(super) last: Option<ProcessCounters>,
+    pub(super) counters_at: Option<Instant>,
+    pub(super) exited: bool,
+    pub(super) sockets: BTreeMap<u64, Tracked>,
+    pub(super) foreign: BTreeSet<u64>,
+}
+
+/// One sample of one process: its sockets in `dump` (or read through duplicates).
+pub(super) fn sample_target(t: &mut Target, dump: &[DiagSocket], at_ns: u64) {
+    let dup_read;
+    let dump = if t.source == Source::Dups {
+        let fds = proc::socket_fds(t.pid).unwrap_or_default();
+        dup_read = match &t.pidfd {
+            Some(p) => super::dups::read(p, &fds, t.uid.unwrap_or(0), at_ns),
+            None => Vec::new(),
+        };
+        if dup_read.is_empty() && !fds.is_empty() && t.options_refused.is_none() {
+            t.options_refused = Some(options::refusal_here(t.pid));
+        }
+        &dup_read[..]
+    } else {
+        dump
+    };
+    let unknown = dump.iter().any(|s| {
+        s.inode != 0 && !t.sockets.contains_key(&s.inode) && !t.foreign.contains(&s.inode)
+    });
+    if unknown {
+        discover(t, dump);
+    }
+    let present: BTreeSet<u64> = dump.iter().map(|s| s.inode).collect();
+    for s in dump {
+        if let Some(tr) = t.sockets.get_mut(&s.inode) {
+            record(tr, s);
+        }
+    }
+    for (inode, tr) in t.sockets.iter_mut() {
+        if !tr.closed && !present.contains(inode) {
+            tr.closed = true;
+            if let Some(u) = tr.unstored.take() {
+                tr.samples.push(u);
+            }
+        }
+    }
+}
+
+/// Attributes the dump's new sockets to the process (or to others).
+fn discover(t: &mut Target, dump: &[DiagSocket]) {
+    let fds = match t.attribution {
+        Attribution::Fds => proc::socket_fds(t.pid).unwrap_or_default(),
+        Attribution::Uid(_) => BTreeMap::new(),
+    };
+    for s in dump {
+        if s.inode == 0 || t.sockets.contains_key(&s.inode) || t.foreign.contains(&s.inode) {
+            continue;
+        }
+        let fd = match t.attribution {
+            Attribution::Fds => fds.get(&s.inode).copied(),
+            Attribution::Uid(uid) => (s.uid == uid).then_some(-1),
+        };
+        let Some(fd) = fd else {
+            t.foreign.insert(s.inode);
+            continue;
+        };
+        let options = read_options(t, fd, s.inode);
+        t.sockets.insert(
+            s.inode,
+            Tracked {
+                fd,
+                local: s.local,
+                remote: s.remote,
+                state: s.state,
+                congestion: s.congestion.clone(),
+                options,
+                snd: None,
+                rcv: None,
+                samples: Vec::new(),
+                unstored: None,
+                closed: false,
+            },
+        );
+    }
+}
+
+/// The options of descriptor `fd` of the process, noting why when they are refused.
+pub(super) fn read_options(t: &mut Target, fd: i32, inode: u64) -> Option<RawOptions> {
+    if fd < 0 || t.options_refused.is_some() {
+        return None;
+    }
+    let pidfd = t.pidfd.as_ref()?;
+    match options::read(pidfd, fd, inode) {
+        Ok(o) => Some(o),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            t.options_refused = Some(options::refusal_here(t.pid));
+            None
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            t.options_refused = Some(
+                "this kernel has no pidfd_getfd (Linux 5.6 or later reads another process's \
+                 socket options)"
+                    .to_owned(),
+            );
+            None
+        }
+        // The descriptor was closed in between: nothing to say about it.
+        Err(_) => None,
+    }
+}
+
+fn record(tr: &mut Tracked, s: &DiagSocket) {
+    tr.state = s.state;
+    tr.remote = s.remote;
+    if s.congestion.is_some() {
+        tr.congestion.clone_from(&s.congestion);
+    }
+    for (seen, v) in [(&mut tr.snd, s.sndbuf), (&mut tr.rcv, s.rcvbuf)] {
+        if let Some(v) = v {
+            match seen {
+                Some(b) => b.see(u64::from(v)),
+                None => *seen = Some(BufSeen::new(u64::from(v))),
+            }
+        }
+    }
+    let Some(sample) = s.sample else { return };
+    let same = tr.samples.last().is_some_and(|last| {
+        TcpSample {
+            at_ns: sample.at_ns,
+            ..*last
+        } == sample
+    });
+    if same {
+        tr.unstored = Some(sample);
+    } else {
+        tr.unstored = None;
+        if tr.samples.len() >= MAX_SAMPLES {
+            tr.samples.pop();
+        }
+        tr.samples.push(sample);
+    }
+}
+
+pub(super) fn finish(
+    mut t: Target,
+    readers: &HashMap<u64, NsReader>,
+    pressure: Option<bool>,
+) -> ProcessObservation {
+    let limits = match t.source {
+        Source::Ns(key) => readers.get(&key).map(|r| (r.send, r.receive)),
+        Source::Dups => None,
+    }
+    .unwrap_or_default();
+    let listening: BTreeSet<u16> = t
+        .sockets
+        .values()
+        .filter(|s| s.state == TCP_LISTEN)
+        .map(|s| s.local.port())
+        .collect();
+    // The final options of sockets still open (a server may set them just after accept).
+    if !t.exited {
+        let open: Vec<(u64, i32)> = t
+            .sockets
+            .iter()
+            .filter(|(_, s)| !s.closed && s.fd >= 0)
+            .map(|(i, s)| (*i, s.fd))
+            .collect();
+        for (inode, fd) in open {
+            if let Some(o) = read_options(&mut t, fd, inode) {
+                if let Some(s) = t.sockets.get_mut(&inode) {
+                    s.options = Some(o);
+                }
+            }
+        }
+    }
+    let refused = t.options_refused.is_some();
+    let sockets = t
+        .sockets
+        .into_iter()
+        .map(|(inode, mut s)| {
+            if let Some(u) = s.unstored.take() {
+                s.samples.push(u);
+            }
+            let role = if s.state == TCP_LISTEN {
+                SocketRole::Listener
+            } else if listening.contains(&s.local.port()) {
+                SocketRole::Accepted
+            } else {
+                SocketRole::Connected
+            };
+            let opts = if refused { None } else { s.options.clone() };
+            let mss = s
+                .samples
+                .last()
+                .filter(|x| !matches!(x.state, 2 | 3 | 7 | TCP_LISTEN))
+                .map_or(0, |x| x.snd_mss);
+            let seen = |b: &Option<BufSeen>| {
+                b.as_ref().map(|b| Seen {
+                    first: b.first,
+                    smallest: b.smallest,
+                    largest: b.largest,
+                    last: b.last,
+                    listener: role == SocketRole::Listener,
+                    mss,
+                    pressure,
+                })
+            };
+            let o = opts.clone().unwrap_or_default();
+            let options = SocketOptions {
+                nodelay: o.nodelay,
+                cork: o.cork,
+                sndbuf_bytes: o.sndbuf.or(s.snd.as_ref().map(|b| b.last)),
+                rcvbuf_bytes: o.rcvbuf.or(s.rcv.as_ref().map(|b| b.last)),
+                sndbuf: buffers::setting(Buffer::Send, seen(&s.snd), limits.0),
+                rcvbuf: buffers::setting(Buffer::Receive, seen(&s.rcv), limits.1),
+                notsent_lowat_bytes: o.notsent_lowat,
+                keepalive: o.keepalive,
+            };
+            SocketObservation {
+                inode,
+                fd: s.fd,
+                local: s.local,
+                remote: s.remote,
+                role,
+                congestion: s.congestion,
+                options,
+                samples: s.samples,
+                closed: s.closed,
+            }
+        })
+        .collect();
+    ProcessObservation {
+        pid: t.pid,
+        comm: t.comm,
+        cmdline: t.cmdline,
+        netns: t.netns,
+        first: t.first,
+        last: t.last,
+        options_refused: t.options_refused,
+        exited: t.exited,
+        sockets,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    use std::net::SocketAddr;
+
+    use tcpdoctor_core::inspect::{SocketRole, TcpSample};
+
+    use super::{finish, sample_target, Attribution, DiagSocket, Source, Target, TCP_LISTEN};
+
+    /// A process whose sockets are attributed by uid (no /proc reads, no duplicates).
+    fn target() -> Target {
+        Target {
+            pid: 1,
+            comm: "srv".into(),
+            cmdline: String::new(),
+            netns: None,
+            uid: Some(7),
+            source: Source::Ns(0),
+            attribution: Attribution::Uid(7),
+            pidfd: None,
+            options_refused: Some("another user's process".into()),
+            first: None,
+            last: None,
+            counters_at: None,
+            exited: false,
+            sockets: BTreeMap::new(),
+            foreign: BTreeSet::new(),
+        }
+    }
+
+    /// A dumped socket; `segs` is its one changing counter, `at` when it was dumped.
+    fn socket(
+        inode: u64,
+        uid: u32,
+        ends: (&str, &str),
+        state: u8,
+        segs: u32,
+        at: u64,
+    ) -> DiagSocket {
+        let addr = |a: &str| a.parse::<SocketAddr>().expect("addr");
+        DiagSocket {
+            inode,
+            uid,
+            state,
+            local: addr(ends.0),
+            remote: addr(ends.1),
+            sample: Some(TcpSample {
+                at_ns: at,
+                state,
+                segs_in: segs,
+                ..TcpSample::default()
+            }),
+            congestion: Some("cubic".into()),
+            sndbuf: Some(16384),
+            rcvbuf: Some(131_072),
+        }
+    }
+
+    #[test]
+    fn sockets_come_and_go_and_idle_samples_are_not_stored_twice() {
+        let mut t = target();
+        let listener = |at| socket(10, 7, ("127.0.0.1:80", "0.0.0.0:0"), TCP_LISTEN, 0, at);
+        let conn = |segs, at| socket(11, 7, ("127.0.0.1:80", "127.0.0.1:5000"), 1, segs, at);
+        let other = socket(12, 8, ("127.0.0.1:5000", "127.0.0.1:80"), 1, 0, 100);
+        sample_target(&mut t, &[listener(100), conn(1, 100), other], 100);
+        assert_eq!(t.sockets.keys().copied().collect::<Vec<_>>(), vec![10, 11]);
+        assert!(t.foreign.contains(&12), "another uid's socket is not ours");
+        // Idle: the same counters again are not stored; new ones are.
+        sample_target(&mut t, &[listener(200), conn(1, 200)], 200);
+        sample_target(&mut t, &[listener(300), conn(2, 300)], 300);
+        sample_target(&mut t, &[listener(400), conn(2, 400)], 400);
+        // The connection leaves the dump: closed, its last sample kept.
+        sample_target(&mut t, &[listener(500)], 500);
+        let p = finish(t, &HashMap::new(), Some(false));
+        let c = p
+            .sockets
+            .iter()
+            .find(|s| s.inode == 11)
+            .expect("connection");
+        assert!(c.closed);
+        assert_eq!(
+            c.role,
+            SocketRole::Accepted,
+            "its local port is a listening one"
+        );
+        let at: Vec<u64> = c.samples.iter().map(|s| s.at_ns).collect();
+        assert_eq!(at, vec![100, 300, 400]);
+        let l = p.sockets.iter().find(|s| s.inode == 10).expect("listener");
+        assert_eq!((l.role, l.closed), (SocketRole::Listener, false));
+        // The last sample of an idle socket carries the end time.
+        assert_eq!(
+            l.samples.iter().map(|s| s.at_ns).collect::<Vec<_>>(),
+            vec![100, 500]
+        );
+        // Options refused: none reported, buffer sizes still known from the dump.
+        assert_eq!(c.options.nodelay, None);
+        assert_eq!(c.options.sndbuf_bytes, Some(16384));
+    }
+}
