@@ -312,6 +312,26 @@ pub(super) fn finish(
             }
         })
         .collect();
+    let tcp_info_via = match t.source {
+        Source::Ns(0) => Some(
+            "netlink sock_diag in tcpdoctor's own network namespace (the process's namespace \
+             could not be read)"
+                .to_string(),
+        ),
+        Source::Ns(_) => None,
+        Source::Dups => Some(
+            "getsockopt(TCP_INFO) on pidfd_getfd duplicates (the process's network namespace \
+             could not be entered)"
+                .to_string(),
+        ),
+    };
+    let sockets_via = match t.attribution {
+        Attribution::Fds => None,
+        Attribution::Uid(uid) => Some(format!(
+            "every TCP socket of uid {uid} in its network namespace (its descriptors were \
+             refused; that user's other processes' sockets are included)"
+        )),
+    };
     ProcessObservation {
         pid: t.pid,
         comm: t.comm,
@@ -321,6 +341,8 @@ pub(super) fn finish(
         last: t.last,
         options_refused: t.options_refused,
         exited: t.exited,
+        tcp_info_via,
+        sockets_via,
         sockets,
     }
 }
