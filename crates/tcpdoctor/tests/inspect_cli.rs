@@ -104,18 +104,9 @@ fn drive(port: u16, pause: Duration) -> (Arc<AtomicBool>, JoinHandle<u64>) {
     (stop, h)
 }
 
-/// Validates an inspect report against its schema — when the schema exists. It is written in
-/// parallel with this shell (schema/inspect-report.schema.json); until it lands the
-/// validation is skipped with a note, and starts applying by itself once the file is there.
+/// Validates an inspect report against schema/inspect-report.schema.json.
 fn validate(report: &Value) {
-    if common::repo()
-        .join("schema/inspect-report.schema.json")
-        .exists()
-    {
-        common::validate_with("inspect-report.schema.json", report);
-    } else {
-        eprintln!("NOTE: schema/inspect-report.schema.json not there yet: not validated");
-    }
+    common::validate_with("inspect-report.schema.json", report);
 }
 
 /// Runs `tcpdoctor inspect --format json ARGS`: the report (Null when none), exit code, stderr.

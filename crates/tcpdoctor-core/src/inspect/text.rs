@@ -93,10 +93,10 @@ fn process(out: &mut String, p: &ProcessObservation, s: &ProcessSummary) {
     if let Some(c) = &s.cpu {
         let _ = write!(
             out,
-            "  over {}: CPU {} ({:.0}% of one core), {} and {} context switches per second",
+            "  over {}: CPU {} ({}% of one core), {} and {} context switches per second",
             dur_ms(c.interval_ms),
             dur_ms(c.cpu_ms),
-            c.cpu_share * 100.0,
+            num(c.cpu_share * 100.0),
             num(c.voluntary_ctxt_switches_per_s) + " voluntary",
             num(c.nonvoluntary_ctxt_switches_per_s) + " involuntary",
         );

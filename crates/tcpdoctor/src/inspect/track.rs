@@ -313,7 +313,8 @@ pub(super) fn finish(
         })
         .collect();
     let tcp_info_via = match t.source {
-        Source::Ns(0) => Some(
+        // Key 0 is our own namespace: the process's, or the one read when its is unknown.
+        Source::Ns(0) if t.netns.is_none() => Some(
             "netlink sock_diag in tcpdoctor's own network namespace (the process's namespace \
              could not be read)"
                 .to_string(),

@@ -119,7 +119,7 @@ fn the_text_report_lays_out_sockets_options_and_findings() {
         t.starts_with("pid 4242 (specimen): specimen --port 7000\n"),
         "{t}"
     );
-    assert!(t.contains("CPU 2.9 s (97% of one core)"), "{t}");
+    assert!(t.contains("CPU 2.9 s (96.7% of one core)"), "{t}");
     assert!(t.contains("ioctl and epoll calls are not counted"), "{t}");
     assert_eq!(
         t.matches(why).count(),
