@@ -462,6 +462,20 @@ fn a_spinning_server_burns_far_more_cpu_per_request_than_its_twin() {
         hot > 5 * cold,
         "spinning: {hot} ns of CPU per request, its twin: {cold} ns"
     );
+    // The findings: busy_poll for the spinner (its CPU in the kernel's ioctl), not its twin.
+    let busy: Vec<&str> = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "busy_poll")
+        .filter_map(|f| f["file"].as_str())
+        .collect();
+    assert_eq!(
+        busy,
+        vec![format!("pid {} (tcpdoctor)", spin.pid())],
+        "busy_poll for the spinner only: {:#}",
+        r["processes"]
+    );
 }
 
 #[test]

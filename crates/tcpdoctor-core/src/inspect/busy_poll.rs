@@ -20,7 +20,15 @@
 //! 3. **Mostly runnable**: at least [`MIN_CPU_PER_SLEEP_NS`] of CPU per voluntary context
 //!    switch. A process that waits for its sockets sleeps in `epoll_wait`/`read` once per
 //!    batch of work and runs tens of µs per wake-up; a spinning loop hardly ever sleeps.
-//! 4. **Critical** when the process kept at least [`CRITICAL_SHARE`] of a core busy.
+//! 4. **In system calls**: at least [`MIN_KERNEL_SHARE`] of that CPU time spent in the
+//!    kernel (`/proc/PID/stat`'s `stime` against `utime`, over at least
+//!    [`MIN_TICKS_FOR_SHARE`](super::summary::MIN_TICKS_FOR_SHARE) ticks). A loop polling
+//!    its sockets lives in system calls (`ioctl(SIOCOUTQ)`, `epoll_wait` with a zero timeout,
+//!    `recv` returning EAGAIN — PHYSICS §6's signature); a process computing (rendering,
+//!    compressing, parsing) runs in user space. Without the split there is no finding: the
+//!    two cannot be told apart. A loop spinning in user space (on a flag in memory) is
+//!    therefore not named either — a missing finding, never a wrong one.
+//! 5. **Critical** when the process kept at least [`CRITICAL_SHARE`] of a core busy.
 //!
 //! Only TCP traffic of the sockets read is counted: a process that also serves UDP or Unix
 //! sockets has work `inspect` does not see (the finding says so). `time_lost_ms` is CPU time,
@@ -40,6 +48,7 @@ pub const BUDGET_PER_SEGMENT_NS: u64 = 100_000;
 pub const FACTOR: f64 = 10.0;
 pub const MIN_CPU_PER_SLEEP_NS: u64 = 1_000_000;
 pub const CRITICAL_SHARE: f64 = 0.5;
+pub const MIN_KERNEL_SHARE: f64 = 0.25;
 
 pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
     let cpu_ns = cpu.cpu_ms * 1e6;
@@ -53,6 +62,10 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
     }
     let per_sleep_ns = cpu_ns / cpu.voluntary_ctxt_switches.max(1) as f64;
     if per_sleep_ns < MIN_CPU_PER_SLEEP_NS as f64 {
+        return None;
+    }
+    let kernel_share = cpu.kernel_share?;
+    if kernel_share < MIN_KERNEL_SHARE {
         return None;
     }
     let severity = if cpu.cpu_share >= CRITICAL_SHARE {
@@ -100,6 +113,11 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
             dur_ms(per_sleep_ns / 1e6)
         ),
     ];
+    facts.push(format!(
+        "{}% of that CPU was spent in the kernel (system time, /proc/PID/stat): a loop of \
+         system calls, not computation",
+        num(kernel_share * 100.0)
+    ));
     if let (Some(r), Some(w)) = (cpu.syscr, cpu.syscw) {
         facts.push(format!(
             "{} read and {} write syscalls in the interval (ioctl and epoll calls, what a \
@@ -109,15 +127,13 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
         ));
     }
     facts.push(
-        "only TCP traffic is counted: work on UDP or Unix sockets, or pure computation, is not \
-         seen here"
-            .to_string(),
+        "only TCP traffic is counted: work on UDP or Unix sockets is not seen here".to_string(),
     );
     let mut evidence = Evidence {
         facts,
         rests_on: vec![
-            "process CPU: /proc/PID/task/*/schedstat (run time of every thread, ns), first and \
-             last sample"
+            "process CPU: the process's CPU clock (clock_gettime on clock_getcpuclockid, ns), \
+             first and last sample; its user/system split from /proc/PID/stat's ticks"
                 .to_string(),
             "context switches: voluntary_ctxt_switches in /proc/PID/status".to_string(),
             format!(
@@ -138,6 +154,7 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
     v.insert("cpu_share".into(), round3(cpu.cpu_share));
     v.insert("budget_ms".into(), round3(budget_ns / 1e6));
     v.insert("cpu_per_sleep_ms".into(), round3(per_sleep_ns / 1e6));
+    v.insert("kernel_share".into(), kernel_share);
     Some(Finding {
         kind: FindingKind::BusyPoll,
         severity,

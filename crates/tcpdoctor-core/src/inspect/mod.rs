@@ -86,8 +86,16 @@ pub struct ProcessObservation {
 pub struct ProcessCounters {
     /// Nanoseconds of the shell's monotonic clock.
     pub at_ns: u64,
-    /// CPU time of all threads, nanoseconds (`/proc/PID/task/*/schedstat`).
+    /// CPU time of all threads, nanoseconds (the process's CPU clock, which keeps the time
+    /// of threads that exited; the threads' schedstat where it cannot be read).
     pub cpu_ns: u64,
+    /// The same time in clock ticks (`/proc/PID/stat` `utime`, `stime`: 10 ms each), split
+    /// into user and kernel: a loop polling its sockets spends its time in system calls;
+    /// `None` when unreadable.
+    #[serde(default)]
+    pub user_ticks: Option<u64>,
+    #[serde(default)]
+    pub system_ticks: Option<u64>,
     pub voluntary_ctxt_switches: u64,
     pub nonvoluntary_ctxt_switches: u64,
     /// Read and write syscalls (`/proc/PID/io` `syscr`/`syscw`; ioctl and epoll calls are not

@@ -52,7 +52,14 @@ pub struct CpuSummary {
     pub syscw_per_data_seg_out: Option<f64>,
     /// What the syscall counts include: [`SYSCALLS_COUNTED`].
     pub syscalls_counted: String,
+    /// The share of the CPU time spent in the kernel (system calls), from the clock ticks;
+    /// `None` when the ticks were unreadable or fewer than [`MIN_TICKS_FOR_SHARE`].
+    pub kernel_share: Option<f64>,
 }
+
+/// Ticks (10 ms) the user/kernel split needs before it says anything: one tick either way
+/// is then at most a 10 % error.
+pub const MIN_TICKS_FOR_SHARE: u64 = 10;
 
 /// One socket over the interval.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -126,7 +133,15 @@ pub fn cpu(p: &ProcessObservation, data_segs_in: u64, data_segs_out: u64) -> Opt
         syscr_per_data_seg_in: per(syscr, data_segs_in),
         syscw_per_data_seg_out: per(syscw, data_segs_out),
         syscalls_counted: SYSCALLS_COUNTED.to_string(),
+        kernel_share: kernel_share(&a, &b),
     })
+}
+
+fn kernel_share(a: &super::ProcessCounters, b: &super::ProcessCounters) -> Option<f64> {
+    let user = b.user_ticks?.checked_sub(a.user_ticks?)?;
+    let system = b.system_ticks?.checked_sub(a.system_ticks?)?;
+    let total = user + system;
+    (total >= MIN_TICKS_FOR_SHARE).then(|| round3(system as f64 / total as f64))
 }
 
 pub fn socket(s: &super::SocketObservation) -> SocketSummary {

@@ -87,8 +87,9 @@ fn status_field(status: &str, name: &str) -> Option<u64> {
         .ok()
 }
 
-/// The process's counters now: CPU and context switches summed over its live threads (a
-/// thread that exited takes its share with it), read/write syscalls from /proc/PID/io
+/// The process's counters now: CPU from its CPU clock (exited threads included) and its
+/// user/system ticks; context switches summed over its live threads (a thread that exited
+/// takes its share with it); read/write syscalls from /proc/PID/io
 /// (`None` there when refused; only `read`/`readv`/`pread` and the `write` family count
 /// there: `recv`/`send` on a socket, as Rust's and many servers' socket I/O is, do not). `None` when the process
 /// is gone or its CPU time cannot be read.
@@ -112,9 +113,12 @@ pub fn counters(pid: u32, at_ns: u64) -> Option<ProcessCounters> {
             .parse::<u64>()
             .ok()
     };
+    let stat = crate::procfs::stat(i32::try_from(pid).ok()?);
     Some(ProcessCounters {
         at_ns,
         cpu_ns,
+        user_ticks: stat.as_ref().map(|s| s.utime),
+        system_ticks: stat.as_ref().map(|s| s.stime),
         voluntary_ctxt_switches: vol,
         nonvoluntary_ctxt_switches: nonvol,
         syscr: io_field("syscr:"),

@@ -39,7 +39,8 @@ fn a_process_spinning_between_requests_is_named() {
         "{}",
         f.evidence.facts[0]
     );
-    assert!(f.evidence.rests_on[0].contains("schedstat"));
+    assert!(f.evidence.rests_on[0].contains("CPU clock"));
+    assert_eq!(f.evidence.values["kernel_share"], 0.8);
     assert!(f
         .evidence
         .facts
@@ -88,4 +89,28 @@ fn without_counters_at_both_ends_nothing_is_claimed() {
         .notes
         .iter()
         .any(|n| n.contains("CPU and context switches unknown")));
+}
+
+/// The same CPU spent in user space — a process computing between requests (rendering,
+/// compressing) — is not a poll loop: nothing names it. Nor can anything be said without the
+/// user/system split, or over too few ticks to split.
+#[test]
+fn computation_in_user_space_or_no_split_is_not_busy_polling() {
+    let mut p = served(2900, 300);
+    if let Some(c) = p.last.as_mut() {
+        c.user_ticks = Some(280);
+        c.system_ticks = Some(10);
+    }
+    assert!(busy(p).is_empty(), "3% in the kernel: computation");
+    let mut p = served(2900, 300);
+    if let Some(c) = p.last.as_mut() {
+        c.system_ticks = None;
+    }
+    assert!(busy(p).is_empty(), "no split, no claim");
+    let mut p = served(2900, 300);
+    if let Some(c) = p.last.as_mut() {
+        c.user_ticks = Some(1);
+        c.system_ticks = Some(8);
+    }
+    assert!(busy(p).is_empty(), "9 ticks are too few to split");
 }
