@@ -53,6 +53,7 @@ fn scenario(name: &str, path: &str, latencies: &[Duration]) -> ScenarioResult {
         server_end: None,
         chunks: None,
         server_cpu: None,
+        server_sockets: None,
         findings: Vec::new(),
     }
 }

@@ -228,3 +228,62 @@ fn a_demo_leaves_its_temporary_files_only_when_it_failed() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 15, "run uses it": each scenario says which options the server's accepted sockets
+/// had, read from the live process, and a Nagle finding about the server's replies quotes it.
+/// The per-line specimen has Nagle on; its `--nodelay` twin has it off.
+#[test]
+fn a_scenario_reports_the_options_of_the_servers_sockets() {
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    // The fixed twin answers in microseconds: enough exchanges that its connection is open
+    // while the sockets are read (a scenario over before any reading has no `server_sockets`).
+    for (flags, off, n) in [
+        ("--writes per-line", true, "10"),
+        ("--writes per-line --nodelay", false, "3000"),
+    ] {
+        let dir = scratch("server-sockets");
+        let port = free_port();
+        let server = format!("{exe} specimen --listen 127.0.0.1:{port} {flags}");
+        let target = format!("127.0.0.1:{port}");
+        let mut args = vec![
+            "run",
+            "--format",
+            "json",
+            "--server",
+            &server,
+            "--target",
+            &target,
+            "--scenarios",
+            "direct",
+            "--requests",
+            n,
+        ];
+        args.extend_from_slice(SPECIMEN_LINE);
+        let (r, code, err) = tcpdoctor_in(&dir, &args);
+        common::validate_with("run-report.schema.json", &r);
+        let sc = &r["scenarios"][0];
+        assert_eq!(sc["figures"]["exchanges"].to_string(), n, "{err}");
+        let k = &sc["server_sockets"];
+        assert!(k["accepted"].as_u64() >= Some(1), "{flags}: {k}");
+        let (on, off_n) = (k["nodelay_on"].as_u64(), k["nodelay_off"].as_u64());
+        assert_eq!(k["port"], port, "{k}");
+        if off {
+            assert_eq!(off_n, k["accepted"].as_u64(), "{flags}: {k}");
+            let nagle = sc["findings"]
+                .as_array()
+                .expect("findings")
+                .iter()
+                .find(|f| f["kind"] == "nagle_delayed_ack")
+                .unwrap_or_else(|| panic!("Nagle named with Nagle on: {sc:#}"));
+            let facts = nagle["evidence"]["facts"].to_string();
+            assert!(
+                facts.contains("accepted sockets have TCP_NODELAY off"),
+                "{facts}"
+            );
+            assert_eq!(code, 0, "{err}");
+        } else {
+            assert_eq!(on, k["accepted"].as_u64(), "{flags}: {k}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

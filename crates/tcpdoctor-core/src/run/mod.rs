@@ -179,6 +179,10 @@ pub struct ScenarioResult {
     pub chunks: Option<ChunkView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<ServerCpu>,
+    /// The server's accepted sockets on its port as read from the live process during the
+    /// scenario (`inspect`'s reading), when `run` started the server and could read them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_sockets: Option<crate::inspect::server_sockets::ServerSockets>,
     pub findings: Vec<Finding>,
 }
 

@@ -32,6 +32,7 @@ pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
         server_end: None,
         chunks: None,
         server_cpu: None,
+        server_sockets: None,
         findings: Vec::new(),
     }
 }

@@ -345,6 +345,9 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
             num(cpu.per_request_us)
         );
     }
+    if let Some(k) = &s.server_sockets {
+        let _ = writeln!(out, "   {}", k.nodelay_fact());
+    }
     if let Some(c) = &s.chunks {
         let sizes: Vec<String> = c
             .s2c_sizes

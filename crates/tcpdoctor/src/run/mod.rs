@@ -18,6 +18,7 @@ pub mod live;
 pub mod reaper;
 pub mod scenario;
 pub mod server;
+pub mod sockets;
 
 use std::path::PathBuf;
 use std::sync::Arc;

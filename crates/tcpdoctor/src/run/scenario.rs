@@ -218,11 +218,21 @@ pub async fn run(
         progress: false,
         watch_pid: server.map(|s| s.watch_pid()),
     };
+    // The server's own sockets, read while the driver's connections are open.
+    let sockets = match (server, &plan.target) {
+        (Some(s), Addr::Tcp(a)) => Some(super::sockets::SocketsReader::start(
+            s.pids(),
+            a.port(),
+            plan.connections,
+        )),
+        _ => None,
+    };
     let cpu_before = server.map(|s| s.cpu());
     let started = Instant::now();
     let benched = crate::bench::run_keeping_measurements(Arc::new(cfg)).await;
     let wall = started.elapsed();
     let cpu_after = server.map(|s| s.cpu());
+    let server_sockets = sockets.and_then(|r| r.finish());
     let live_outcome = capture.map(|c| c.finish());
     // The far end: stop its server, then the line, which writes both ends' captures.
     let far_captures = match far {
@@ -396,6 +406,9 @@ pub async fn run(
             findings.push(f);
         }
     }
+    if let Some(k) = &server_sockets {
+        tcpdoctor_core::inspect::server_sockets::corroborate(&mut findings, k);
+    }
     Ok(ScenarioResult {
         name: path.name.clone(),
         definition: path.definition.clone(),
@@ -409,6 +422,7 @@ pub async fn run(
         server_end,
         chunks,
         server_cpu,
+        server_sockets,
         findings,
     })
 }

@@ -308,9 +308,21 @@ impl Server {
 
     /// CPU time of the server's tree (rule 1).
     pub fn cpu(&self) -> TreeCpu {
+        tree_cpu(self.pgid, &self.roots())
+    }
+
+    /// The processes of the server's tree (rule 1).
+    pub fn pids(&self) -> Vec<u32> {
+        tree_members(self.pgid, &self.roots())
+            .into_iter()
+            .filter_map(|p| u32::try_from(p).ok())
+            .collect()
+    }
+
+    fn roots(&self) -> Vec<libc::pid_t> {
         let mut roots = vec![self.child.id() as libc::pid_t];
         roots.extend_from_slice(&self.daemons);
-        tree_cpu(self.pgid, &roots)
+        roots
     }
 
     /// SIGTERM to the group, SIGKILL after a grace period; reaps the child. For a command
@@ -406,9 +418,12 @@ pub const CPU_COUNTERS: &str = "time on CPU in nanoseconds from /proc/PID/task/*
     into user and system by /proc/PID/stat's ticks), read when the scenario's measured \
     interval starts and ends";
 
-/// Rules 1 and 2: the processes of group `pgid`, `roots` and their descendants, their time
-/// on CPU in ns (ticks × 10 ms for a process whose clock cannot be read).
-pub fn tree_cpu(pgid: libc::pid_t, roots: &[libc::pid_t]) -> TreeCpu {
+/// Rule 1: the processes of group `pgid`, `roots` and their descendants.
+pub fn tree_members(pgid: libc::pid_t, roots: &[libc::pid_t]) -> Vec<libc::pid_t> {
+    tree(pgid, roots).into_iter().map(|(pid, _)| pid).collect()
+}
+
+fn tree(pgid: libc::pid_t, roots: &[libc::pid_t]) -> Vec<(i32, crate::procfs::Stat)> {
     let all = processes();
     let parent: std::collections::HashMap<i32, i32> =
         all.iter().map(|(p, s)| (*p, s.ppid as i32)).collect();
@@ -426,13 +441,18 @@ pub fn tree_cpu(pgid: libc::pid_t, roots: &[libc::pid_t]) -> TreeCpu {
         }
         false
     };
+    all.into_iter()
+        .filter(|(pid, s)| s.pgrp == i64::from(pgid) || descends(*pid))
+        .collect()
+}
+
+/// Rules 1 and 2: the processes of group `pgid`, `roots` and their descendants, their time
+/// on CPU in ns (ticks × 10 ms for a process whose clock cannot be read).
+pub fn tree_cpu(pgid: libc::pid_t, roots: &[libc::pid_t]) -> TreeCpu {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let mut t = TreeCpu::default();
-    let members: Vec<_> = all
-        .iter()
-        .filter(|(pid, s)| s.pgrp == i64::from(pgid) || descends(*pid))
-        .collect();
+    let members = tree(pgid, roots);
     // The clocks are read together, after the scan of /proc, so the instant they stand for
     // is known to the microseconds the reads take, not the milliseconds of the scan.
     let start = Instant::now();
