@@ -64,6 +64,25 @@ pub fn server_sockets(obs: &Observation, port: u16) -> Option<ServerSockets> {
 }
 
 impl ServerSockets {
+    /// What a table cell says: `off (2 of 2)`, `on (1 of 1)`, or the mix.
+    pub fn nodelay_cell(&self) -> String {
+        let of = |k: u64| format!("{k} of {}", self.accepted);
+        if self.nodelay_off == self.accepted {
+            format!("off ({})", of(self.nodelay_off))
+        } else if self.nodelay_on == self.accepted {
+            format!("on ({})", of(self.nodelay_on))
+        } else if self.nodelay_unknown == self.accepted {
+            format!("unknown ({})", of(self.nodelay_unknown))
+        } else {
+            format!(
+                "off {}, on {}, unknown {}",
+                of(self.nodelay_off),
+                of(self.nodelay_on),
+                of(self.nodelay_unknown)
+            )
+        }
+    }
+
     /// The sentence a Nagle-kind finding about this server's replies gains.
     pub fn nodelay_fact(&self) -> String {
         let of = |k: u64| {

@@ -101,4 +101,8 @@ fn nodelay_on_or_unknown_is_said_as_it_is() {
         unknown.nodelay_fact()
     );
     assert!(server_sockets(&observed(Some(true)), 7001).is_none());
+    assert_eq!(on.nodelay_cell(), "on (2 of 2)");
+    assert_eq!(unknown.nodelay_cell(), "unknown (2 of 2)");
+    let off = server_sockets(&observed(Some(false)), 7000).unwrap();
+    assert_eq!(off.nodelay_cell(), "off (2 of 2)");
 }

@@ -219,6 +219,17 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
     );
     row(
         &mut out,
+        "server's TCP_NODELAY",
+        scenarios
+            .iter()
+            .map(|s| match &s.server_sockets {
+                Some(k) => format!("<td class=\"path\">{}</td>", esc(&k.nodelay_cell())),
+                None => "<td class=\"num\">–</td>".into(),
+            })
+            .collect(),
+    );
+    row(
+        &mut out,
         "capture",
         scenarios
             .iter()
