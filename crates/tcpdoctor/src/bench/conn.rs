@@ -21,7 +21,8 @@
 //!    limit, a close-delimited body) is reopened as curl and wrk do: a reconnect, counted,
 //!    not an error; requests pipelined behind the closing response are re-sent on the new
 //!    connection with their intended times (their budget was already taken). So is a
-//!    connection that answered before and is then closed or reset with requests outstanding
+//!    connection that got through its setup and answered a request, and is then closed or
+//!    reset with requests outstanding
 //!    and not one byte of their answers received (a keep-alive connection the server closed
 //!    while idle, as nginx's `keepalive_timeout` does, just as a request left): those requests
 //!    are re-sent once on a new connection, as curl does; a fresh connection that fails the
@@ -166,9 +167,6 @@ struct Io {
     ended_badly: Option<String>,
     /// This task's setups that failed in a row: its back-off.
     setup_fails: u64,
-    /// Responses completed on the current connection: a connection that answered before is
-    /// a reused one (rule 5).
-    answered_here: u64,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -189,7 +187,6 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         setup_done: false,
         ended_badly: None,
         setup_fails: 0,
-        answered_here: 0,
     };
     let has_setup = io.setup_steps.iter().any(|&s| s);
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
@@ -224,7 +221,6 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         round += 1;
         io.setup_done = false;
         io.ended_badly = None;
-        io.answered_here = 0;
         let mut conv = Conversation::new(cfg.script.clone(), id, seed);
         let now = rec.clock.now();
         // `now_unix()` in templates: the wall clock, read here so the core reads none.
@@ -506,7 +502,6 @@ impl Driver<'_> {
         self.rec
             .completed
             .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        self.io.answered_here += done.len() as u64;
         for c in done.drain(..) {
             if c.request_bytes > 0 {
                 self.io.sent_at.pop_front();
@@ -598,10 +593,11 @@ impl Driver<'_> {
         End::Reconnect
     }
 
-    /// Rule 5's silent close: a reused connection closed or reset before any byte of the
-    /// answers to what was sent on it.
+    /// Rule 5's silent close: a reused connection — one that got through its setup and
+    /// answered a request — closed or reset before any byte of the answers to what was sent
+    /// on it. (A close during the setup is rule 6's: a login the server hung up on.)
     fn silently_closed(&self) -> bool {
-        self.io.answered_here > 0 && self.conv.closed_before_any_answer()
+        self.io.setup_done && self.conv.closed_before_any_answer()
     }
 
     fn lost(&mut self, msg: &str, kind: io::ErrorKind) -> End {
