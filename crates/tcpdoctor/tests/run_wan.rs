@@ -3,6 +3,8 @@
 //! round trips and the client's delayed ACK per exchange there and is named
 //! `nagle_delayed_ack` with its stalls; the report records the path's definition, writes both
 //! ends' captures, and `--baseline` refuses a scenario of the same name that was another path.
+//! One copy of the server runs at a time: the near one is stopped before a `wan:` scenario
+//! starts the far one, and started again after it.
 
 mod common;
 
@@ -126,6 +128,70 @@ fn the_per_line_nagle_server_over_a_real_15ms_path_is_named_with_its_stalls() {
         err.contains("proxy-delay:15ms (a delaying hop)") && err.contains("not comparable"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One server at a time: over `direct,wan:1ms,proxy` the `--server` command runs three
+/// times (near for `direct`, at the far end for `wan:1ms`, near again for `proxy`), and each
+/// copy has stopped before the next one starts. The command logs `start PID` when it starts
+/// and `stop PID` when SIGTERM stops it; a copy that started while another had not stopped
+/// is an overlap (before: the near server kept running through the `wan:` scenario, so a
+/// server owning a pid file, a lock or a data directory met its own twin).
+#[test]
+fn each_scenario_runs_its_own_server_and_the_previous_one_is_stopped_first() {
+    let dir = scratch("run-wan-one-server");
+    let port = common::run::free_port();
+    let events = dir.join("events");
+    let server = format!(
+        "echo start $$ >> '{e}'; trap 'echo stop $$ >> \"{e}\"; exit 0' TERM; {s} & wait $!",
+        e = events.display(),
+        s = specimen(port)
+    );
+    let target = format!("127.0.0.1:{port}");
+    let files = dir.join("files");
+    let mut args = vec![
+        "run",
+        "--format",
+        "json",
+        "--server",
+        &server,
+        "--target",
+        &target,
+        "--requests",
+        "5",
+        "--scenarios",
+        "direct,wan:1ms,proxy",
+        "--out",
+        files.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(SPECIMEN_LINE);
+    let (r, code, err) = tcpdoctor_in(&dir, &args);
+    if code == 2 && common::wan_unavailable("one server per scenario", &err) {
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["scenarios"].as_array().expect("scenarios").len(), 3);
+    let log = std::fs::read_to_string(&events).expect("the server's events");
+    let mut live: Vec<&str> = Vec::new();
+    let mut starts = 0;
+    for line in log.lines() {
+        match line.split_once(' ') {
+            Some(("start", pid)) => {
+                assert!(
+                    live.is_empty(),
+                    "server {pid} started while {live:?} still ran:\n{log}"
+                );
+                live.push(pid);
+                starts += 1;
+            }
+            Some(("stop", pid)) => live.retain(|p| *p != pid),
+            _ => panic!("{line:?} in\n{log}"),
+        }
+    }
+    assert_eq!(starts, 3, "one server per scenario:\n{log}");
+    assert!(live.is_empty(), "{live:?} never stopped:\n{log}");
+    // The near server's second start has its own log; the first one's is kept.
+    assert!(files.join("server.log").exists() && files.join("server.2.log").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

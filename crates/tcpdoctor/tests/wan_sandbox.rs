@@ -338,3 +338,33 @@ fn a_server_that_leaves_its_process_group_is_served_and_stopped() {
         "the server left in the far namespace is stopped"
     );
 }
+
+/// The commands at both ends keep CAP_NET_RAW over the path's namespaces (an ambient
+/// capability of the user namespace the sandbox made), so a user's own `tcpdump -i tdnear0`
+/// (client) or `-i tdfar0` (server) captures at its end with the kernel's timestamps, as
+/// `scripts/bench-wan.sh` does to measure the delay per packet. Before, an unprivileged user's
+/// commands held no capability at all (`CapEff: 0`).
+#[test]
+fn both_ends_commands_may_capture_on_their_device() {
+    let dir = OpenDir::new("wan-sandbox-caps");
+    let ex = dir.install(&live::exchange_bin()).display().to_string();
+    let mut args = words(&["--delay", "1ms", "--server"]);
+    args.push(format!(
+        "grep CapEff /proc/self/status > server.caps; exec {ex} sink 127.0.0.1:7070"
+    ));
+    args.extend(words(&["--server-port", "7070", "--"]));
+    args.push("grep CapEff /proc/self/status > client.caps".into());
+    if sandbox(&dir, "capabilities in the sandbox", &args).is_none() {
+        return;
+    }
+    const CAP_NET_RAW: u32 = 13;
+    for end in ["client.caps", "server.caps"] {
+        let text = std::fs::read_to_string(dir.path(end)).expect(end);
+        let hex = text.trim().trim_start_matches("CapEff:").trim();
+        let caps = u64::from_str_radix(hex, 16).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert!(
+            caps & (1 << CAP_NET_RAW) != 0,
+            "{end}: CAP_NET_RAW not held: {text}"
+        );
+    }
+}

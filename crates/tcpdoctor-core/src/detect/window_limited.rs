@@ -18,12 +18,30 @@
 //!    at least [`MIN_HIT_SHARE`] of them carry within [`CEILING_BAND`] of it, and the achieved
 //!    throughput is at most [`MAX_THROUGHPUT_RATIO`] × ceiling / RTT. Slow start never
 //!    qualifies: a flight that doubles every round trip reaches its p90 only at the end.
+//!    3b. When the round trips show no ceiling, the same test is made on *flights*: the
+//!    transfer cut at silences of at least [`MIN_FLIGHT_SILENCE_RTT`] round trips and
+//!    [`MIN_IDLE_GAP_RATIO`] × the longest gap inside the flight so far. A paced sender whose
+//!    pacing slows (BBR's gain cycle) takes longer than a round trip over its capped flight,
+//!    which then straddles the cut between round trips. Only the sender's own limit (4a and
+//!    4b's silence) is named this way.
 //! 4. The limiter: when the ceiling is at least [`RECEIVER_SHARE`] of the window the receiver
-//!    advertised (scaled; both SYNs must be in the capture) during those round trips, it is the receiver's window (`SO_RCVBUF` or
-//!    a slow reading application). Otherwise the sender held back on its own (`SO_SNDBUF`, or
-//!    the application writing too little) — but then the sender must also be idle part of each
-//!    round trip: data spanning more than [`MAX_BUSY_SHARE`] of every round trip means a
-//!    bottleneck on the path spreads it, not a buffer, and is not reported.
+//!    advertised (scaled; both SYNs must be in the capture) during those round trips, it is
+//!    the receiver's window (`SO_RCVBUF` or a slow reading application). Otherwise the sender
+//!    held back on its own (`SO_SNDBUF`, or the application writing too little), but only when
+//!    nothing says a bottleneck on the path set the pace instead:
+//!    4a. At the sender's end (a round trip's first segment is acknowledged at least half a
+//!    round trip after it left) the ACKs come back within [`MAX_RTT_INFLATION`] × the path
+//!    RTT (median): a longer round trip is a queue on the path, which a bigger buffer would
+//!    only fill. (At the receiver's end the ACK follows the data at once: not visible there.)
+//!    4b. The sender idles part of each round trip, waiting for ACKs: its data spans at most
+//!    [`MAX_BUSY_SHARE`] of the round trip (median), or — a paced sender (BBR, `fq`) spreads
+//!    a capped flight over most of it — the silence from a round trip's last segment to the
+//!    next one's first is at least [`MIN_IDLE_GAP_RATIO`] × the longest gap inside it
+//!    (median). A bottleneck delivers back to back at its own rate, and a sender it clocks
+//!    (ACKs spaced by the link) or that paces at its rate has no such silence.
+//!    An application writing a steady trickle has no such silence either; one that hands the
+//!    socket a fixed amount per round trip looks exactly like a send buffer in any capture,
+//!    which is why the finding names both, and both fixes.
 //! 5. Per server and direction, one finding over the capped transfers. Time lost is half of
 //!    their steady time (what one doubling of the buffer saves while the path has room).
 //!    Critical from [`CRITICAL_STEADY`] of capped transfer time.
@@ -33,7 +51,9 @@ use std::time::Duration;
 use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
 use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::seq::SeqNum;
 use crate::stats::{round3, Histogram};
+use crate::time::Timestamp;
 use crate::units::fmt_duration;
 
 pub const MIN_RTT: Duration = Duration::from_millis(1);
@@ -48,6 +68,16 @@ pub const MAX_THROUGHPUT_RATIO: f64 = 1.2;
 pub const RECEIVER_SHARE: f64 = 0.9;
 /// Median share of a round trip between its first and last data segment, for a sender limit.
 pub const MAX_BUSY_SHARE: f64 = 0.8;
+/// A paced sender's silence closing each round trip, in multiples of the longest gap inside it
+/// (median).
+pub const MIN_IDLE_GAP_RATIO: f64 = 2.0;
+/// A silence that ends a flight (rule 3b), in round trips at least.
+pub const MIN_FLIGHT_SILENCE_RTT: f64 = 0.25;
+/// At the sender's end, the first segment of a round trip ACKed after at most this × the path
+/// RTT (median): longer is a queue on the path.
+pub const MAX_RTT_INFLATION: f64 = 1.25;
+/// Round trips still waiting for their first segment's ACK that an ACK is checked against.
+const ACK_LOOKBACK: usize = 4;
 pub const CRITICAL_STEADY: Duration = Duration::from_secs(10);
 /// Round trips remembered per transfer (bounded memory); a longer transfer is judged in parts.
 const MAX_ROUND_TRIPS: usize = 512;
@@ -58,18 +88,33 @@ struct RoundTrip {
     start: PacketRef,
     last: PacketRef,
     bytes: u64,
+    /// The longest silence between two of its segments.
+    max_gap: Duration,
     /// Largest window the receiver advertised during it.
     max_window: u64,
+    /// The end of its first segment, and when an ACK first covered it (after `start`).
+    first_end: SeqNum,
+    acked_after: Option<Duration>,
 }
 
 impl RoundTrip {
-    /// A round trip that starts with packet `pkt`, under an advertised `window`.
-    fn starting(pkt: PacketRef, window: u64) -> RoundTrip {
+    /// A round trip that starts with segment `ev`, under an advertised `window`.
+    fn starting(ev: &SegmentEvent, window: u64) -> RoundTrip {
         RoundTrip {
-            start: pkt,
-            last: pkt,
+            start: ev.pkt,
+            last: ev.pkt,
             bytes: 0,
+            max_gap: Duration::ZERO,
             max_window: window,
+            first_end: ev.seq.plus(ev.len),
+            acked_after: None,
+        }
+    }
+
+    /// An ACK up to `ack` at `ts` covers this round trip's first segment.
+    fn on_ack(&mut self, ack: SeqNum, ts: Timestamp) {
+        if self.acked_after.is_none() && ack.diff(self.first_end) >= 0 {
+            self.acked_after = Some(ts.since(self.start.ts));
         }
     }
 }
@@ -78,6 +123,9 @@ impl RoundTrip {
 struct Transfer {
     rtt: Duration,
     done: Vec<RoundTrip>,
+    /// Rule 3b: the same data cut into flights at silences (at most [`MAX_ROUND_TRIPS`]).
+    flights: Vec<RoundTrip>,
+    flight: RoundTrip,
     current: RoundTrip,
     retransmissions: u64,
     /// Both SYNs were seen, so advertised windows are scaled correctly.
@@ -108,8 +156,14 @@ struct Capped {
     bytes: u64,
     steady: Duration,
     steady_rtts: usize,
+    /// Counted per flight (rule 3b), not per round trip.
+    flights: bool,
     throughput: f64,
     busy_share: f64,
+    /// Rule 4b's silence closing a round trip / the longest inside it (median), when known.
+    idle_gap_ratio: Option<f64>,
+    /// Rule 4a: the first segment's ACK delay / path RTT at the sender's end (median).
+    ack_rtt_ratio: Option<f64>,
     hits: Vec<RoundTrip>,
 }
 
@@ -168,6 +222,13 @@ impl Detector for WindowLimited {
             d.window_exact = ev.window_exact;
             if let Some(t) = d.transfer.as_mut() {
                 t.current.max_window = t.current.max_window.max(ev.window);
+                t.flight.max_window = t.flight.max_window.max(ev.window);
+                t.current.on_ack(ev.ack, ev.pkt.ts);
+                t.flight.on_ack(ev.ack, ev.pkt.ts);
+                let done = t.done.iter_mut().rev().take(ACK_LOOKBACK);
+                for r in done.chain(t.flights.iter_mut().rev().take(ACK_LOOKBACK)) {
+                    r.on_ack(ev.ack, ev.pkt.ts);
+                }
                 // A transfer that starts right after the handshake (an upload: the SYN-ACK,
                 // skipped above, is the only segment before it) learns here that both SYNs
                 // were seen.
@@ -206,7 +267,9 @@ impl Detector for WindowLimited {
         let fresh = |rtt| Transfer {
             rtt,
             done: Vec::new(),
-            current: RoundTrip::starting(ev.pkt, window),
+            flights: Vec::new(),
+            flight: RoundTrip::starting(ev, window),
+            current: RoundTrip::starting(ev, window),
             retransmissions: 0,
             window_exact,
         };
@@ -220,7 +283,7 @@ impl Detector for WindowLimited {
                     let rtt = t.rtt;
                     ended = d.transfer.replace(fresh(rtt));
                 } else if next_rtt {
-                    let next = RoundTrip::starting(ev.pkt, window);
+                    let next = RoundTrip::starting(ev, window);
                     t.done.push(std::mem::replace(&mut t.current, next));
                 }
             }
@@ -231,7 +294,21 @@ impl Detector for WindowLimited {
         }
         if let Some(t) = d.transfer.as_mut() {
             t.current.bytes += u64::from(ev.len);
+            t.current.max_gap = t.current.max_gap.max(ev.pkt.ts.since(t.current.last.ts));
             t.current.last = ev.pkt;
+            // Rule 3b: a flight ends at a silence of at least MIN_FLIGHT_SILENCE_RTT round
+            // trips and MIN_IDLE_GAP_RATIO × the longest gap inside it.
+            let gap = ev.pkt.ts.since(t.flight.last.ts);
+            let silence = gap.as_secs_f64() >= MIN_FLIGHT_SILENCE_RTT * t.rtt.as_secs_f64()
+                && gap.as_secs_f64() >= MIN_IDLE_GAP_RATIO * t.flight.max_gap.as_secs_f64();
+            if silence && t.flights.len() < MAX_ROUND_TRIPS {
+                let next = RoundTrip::starting(ev, window);
+                t.flights.push(std::mem::replace(&mut t.flight, next));
+            } else if !silence {
+                t.flight.max_gap = t.flight.max_gap.max(gap);
+            }
+            t.flight.bytes += u64::from(ev.len);
+            t.flight.last = ev.pkt;
         }
         if let Some(t) = ended {
             self.close(flow, ev.dir, t);
@@ -272,12 +349,31 @@ fn judge(t: &Transfer) -> Option<Capped> {
     if bytes < MIN_BYTES || t.done.len() < MIN_RTTS || t.retransmissions > 0 {
         return None;
     }
-    let mut sorted: Vec<u64> = t.done.iter().map(|r| r.bytes).collect();
+    if let Some(c) = judge_units(t, &t.done, bytes, false) {
+        return Some(c);
+    }
+    // Rule 3b: the same, counted per flight.
+    judge_units(t, &t.flights, bytes, true)
+}
+
+/// Rules 3 and 4 over `units`: round trips, or flights (then only a paced sender's own limit,
+/// rule 4b's silence, can be named).
+fn judge_units(t: &Transfer, units: &[RoundTrip], bytes: u64, flights: bool) -> Option<Capped> {
+    // When the unit after the last one started.
+    let end = if flights {
+        t.flight.start.ts
+    } else {
+        t.current.start.ts
+    };
+    if units.len() < MIN_RTTS {
+        return None;
+    }
+    let mut sorted: Vec<u64> = units.iter().map(|r| r.bytes).collect();
     sorted.sort_unstable();
     let ceiling = sorted[(sorted.len() * 9).div_ceil(10) - 1];
     let floor = (1.0 - CEILING_BAND) * ceiling as f64;
-    let first = t.done.iter().position(|r| r.bytes as f64 >= floor)?;
-    let steady = &t.done[first..];
+    let first = units.iter().position(|r| r.bytes as f64 >= floor)?;
+    let steady = &units[first..];
     let hits: Vec<RoundTrip> = steady
         .iter()
         .copied()
@@ -287,7 +383,7 @@ fn judge(t: &Transfer) -> Option<Capped> {
         return None;
     }
     let steady_bytes: u64 = steady.iter().map(|r| r.bytes).sum();
-    let span = t.current.start.ts.since(steady[0].start.ts);
+    let span = end.since(steady[0].start.ts);
     let throughput = steady_bytes as f64 / span.as_secs_f64().max(1e-9);
     let rtt = t.rtt.as_secs_f64();
     if throughput > MAX_THROUGHPUT_RATIO * ceiling as f64 / rtt {
@@ -296,17 +392,45 @@ fn judge(t: &Transfer) -> Option<Capped> {
     let mut windows: Vec<u64> = steady.iter().map(|r| r.max_window).collect();
     windows.sort_unstable();
     let window = windows[windows.len() / 2];
-    let mut busy: Vec<f64> = steady
-        .iter()
-        .map(|r| r.last.ts.since(r.start.ts).as_secs_f64() / rtt)
-        .collect();
-    busy.sort_by(f64::total_cmp);
-    let busy_share = busy[busy.len() / 2];
+    let busy_share = median(
+        steady
+            .iter()
+            .map(|r| r.last.ts.since(r.start.ts).as_secs_f64() / rtt)
+            .collect(),
+    )?;
+    // Rule 4b: the silence after each round trip (to the next one's first segment) against
+    // the longest one inside it.
+    let next_starts = steady.iter().skip(1).map(|r| r.start.ts).chain([end]);
+    let idle_gap_ratio = median(
+        steady
+            .iter()
+            .zip(next_starts)
+            .filter(|(r, _)| !r.max_gap.is_zero())
+            .map(|(r, next)| next.since(r.last.ts).as_secs_f64() / r.max_gap.as_secs_f64())
+            .collect(),
+    );
+    // Rule 4a: at the sender's end, how long the first segment of a round trip waited for its ACK.
+    let ack_rtt_ratio = median(
+        steady
+            .iter()
+            .filter_map(|r| r.acked_after)
+            .map(|d| d.as_secs_f64() / rtt)
+            .collect(),
+    )
+    .filter(|&r| r >= 0.5);
     // Without both SYNs the window scale is unknown, and so is the receiver's real window.
     let receiver_capped = t.window_exact && ceiling as f64 >= RECEIVER_SHARE * window as f64;
-    let limiter = if window > 0 && receiver_capped {
+    let queued = ack_rtt_ratio.is_some_and(|r| r > MAX_RTT_INFLATION);
+    let paced = idle_gap_ratio.is_some_and(|r| r >= MIN_IDLE_GAP_RATIO);
+    let idle = paced || (busy_share <= MAX_BUSY_SHARE && !flights);
+    let limiter = if flights {
+        if receiver_capped || !paced || queued {
+            return None;
+        }
+        Limiter::Sender
+    } else if window > 0 && receiver_capped {
         Limiter::Receiver
-    } else if busy_share <= MAX_BUSY_SHARE {
+    } else if idle && !queued {
         Limiter::Sender
     } else {
         return None;
@@ -319,10 +443,19 @@ fn judge(t: &Transfer) -> Option<Capped> {
         bytes,
         steady: span,
         steady_rtts: steady.len(),
+        flights,
         throughput,
         busy_share,
+        idle_gap_ratio,
+        ack_rtt_ratio,
         hits,
     })
+}
+
+/// The median of `v` (the upper one of an even count), none when empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 fn kib(bytes: u64) -> String {
@@ -369,15 +502,28 @@ fn finding(
         rate(c.throughput),
     );
     let mut ev = Evidence::default();
-    ev.facts.push(format!(
-        "ceiling: {} ({} B) sent per round trip in {} of {} steady round trips (p90; a round \
-         trip counts when within {:.0}% of it); no retransmission",
-        kib(c.ceiling),
-        c.ceiling,
-        c.hits.len(),
-        c.steady_rtts,
-        CEILING_BAND * 100.0
-    ));
+    ev.facts.push(if c.flights {
+        format!(
+            "ceiling: {} ({} B) sent per flight in {} of {} steady flights (p90; a flight counts \
+             when within {:.0}% of it; counted per flight, each a round trip or a paced flight \
+             that spilled into the next with no silence between); no retransmission",
+            kib(c.ceiling),
+            c.ceiling,
+            c.hits.len(),
+            c.steady_rtts,
+            CEILING_BAND * 100.0
+        )
+    } else {
+        format!(
+            "ceiling: {} ({} B) sent per round trip in {} of {} steady round trips (p90; a round \
+             trip counts when within {:.0}% of it); no retransmission",
+            kib(c.ceiling),
+            c.ceiling,
+            c.hits.len(),
+            c.steady_rtts,
+            CEILING_BAND * 100.0
+        )
+    });
     ev.facts.push(format!(
         "path RTT {rtt_ms:.2} ms: ceiling / RTT = {}, achieved {} ({} over {})",
         rate(cap_rate),
@@ -392,7 +538,7 @@ fn finding(
             kib(c.window),
             c.window
         ),
-        Limiter::Sender => format!(
+        Limiter::Sender if c.busy_share <= MAX_BUSY_SHARE => format!(
             "the {reader} advertised {} ({} B), {:.0}× the ceiling, yet the {writer} sent for \
              only {:.0}% of each round trip and waited for ACKs the rest: its own buffer (or \
              its application) is the limit",
@@ -401,7 +547,25 @@ fn finding(
             c.window as f64 / c.ceiling.max(1) as f64,
             c.busy_share * 100.0
         ),
+        Limiter::Sender => format!(
+            "the {reader} advertised {} ({} B), {:.0}× the ceiling, yet the {writer} paced each \
+             flight over {:.0}% of the round trip, then fell silent for {:.1}× the longest gap \
+             inside it until the ACKs came back (a bottleneck on the path delivers back to \
+             back): its own buffer (or its application) is the limit",
+            kib(c.window),
+            c.window,
+            c.window as f64 / c.ceiling.max(1) as f64,
+            c.busy_share * 100.0,
+            c.idle_gap_ratio.unwrap_or(0.0)
+        ),
     });
+    if let Some(r) = c.ack_rtt_ratio.filter(|_| c.limiter == Limiter::Sender) {
+        ev.facts.push(format!(
+            "captured at the {writer}'s end: each round trip's first segment was acknowledged \
+             after {r:.2}× the path RTT, so no queue on the path was building (a bottleneck \
+             lengthens it)"
+        ));
+    }
     ev.facts.push(
         "each doubling of the buffer roughly doubles throughput until the path's bandwidth is \
          reached"
@@ -418,6 +582,8 @@ fn finding(
     ev.counts
         .insert("steady_round_trips".into(), c.steady_rtts as u64);
     ev.counts.insert("ceiling_hits".into(), c.hits.len() as u64);
+    ev.counts
+        .insert("counted_per_flight".into(), u64::from(c.flights));
     ev.values.insert("ceiling_bytes".into(), c.ceiling as f64);
     ev.values
         .insert("advertised_window_bytes".into(), c.window as f64);
@@ -427,6 +593,12 @@ fn finding(
     ev.values
         .insert("ceiling_per_rtt_bytes_per_s".into(), cap_rate.round());
     ev.values.insert("busy_share".into(), round3(c.busy_share));
+    if let Some(r) = c.idle_gap_ratio {
+        ev.values.insert("idle_gap_ratio".into(), round3(r));
+    }
+    if let Some(r) = c.ack_rtt_ratio {
+        ev.values.insert("ack_rtt_ratio".into(), round3(r));
+    }
     ev.counts.insert(
         "example_limited_by_receiver_window".into(),
         u64::from(c.limiter == Limiter::Receiver),

@@ -617,29 +617,13 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
     // Ctrl-C ends the scenario under way and prints what was measured (and, with --server,
     // stops the server's group at once).
     crate::capture::stop::install();
-    // The server in this namespace serves every scenario but the wan: ones (which start
-    // their own at the far end): with only wan: scenarios, it is not started at all.
-    let near_needed = scenarios
-        .iter()
-        .any(|s| !matches!(s.kind, ScenarioKind::Wan(_)));
-    let mut server = match &args.server {
-        Some(cmd) if near_needed => {
-            let log = out.join("server.log");
-            let mut s = Server::start(cmd, &log)?;
-            crate::capture::stop::kill_group_on_stop(s.pgid());
-            match s.wait_ready(&target, ready) {
-                Ok(()) => Some(s),
-                // Ctrl-C before the server got ready: nothing was measured, and the report
-                // says the run was interrupted (exit 1), not that the server failed (exit 2).
-                Err(_) if crate::capture::stop::interrupted() => {
-                    s.stop();
-                    None
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        _ => None,
-    };
+    // One server at a time: the one in this namespace serves the scenarios that are not
+    // wan: (consecutive ones share it), each wan: scenario starts its own at the far end,
+    // and the near one is stopped before that and started again for the next scenario that
+    // needs it — a server that owns a pid file, a lock, a Unix socket or a data directory
+    // cannot run twice. With only wan: scenarios it is never started.
+    let mut server: Option<Server> = None;
+    let mut near_starts = 0;
     let plan = Plan {
         target: target.clone(),
         script: Arc::new(script),
@@ -667,6 +651,25 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
             break;
         }
         still_running(server.as_mut())?;
+        let wan = matches!(s.kind, ScenarioKind::Wan(_));
+        match (&args.server, server.as_mut()) {
+            (Some(_), Some(near)) if wan => {
+                near.stop();
+                server = None;
+            }
+            (Some(cmd), None) if !wan => {
+                near_starts += 1;
+                let log = match near_starts {
+                    1 => out.join("server.log"),
+                    n => out.join(format!("server.{n}.log")),
+                };
+                server = start_near(cmd, &log, &target, ready)?;
+                if server.is_none() {
+                    break;
+                }
+            }
+            _ => {}
+        }
         let path = ScenarioPath::of(s, driver.clone(), &plan.target);
         eprintln!("tcpdoctor run: {} ({})…", s.name, path.describe);
         let far = match (&s.kind, &args.server) {
@@ -732,6 +735,27 @@ fn parse_target(text: &str) -> anyhow::Result<Addr> {
     let addr = parse_addr("target", text)?;
     check_unix_dir("target", &addr)?;
     Ok(addr)
+}
+
+/// Starts `--server` in this namespace and waits until `target` accepts; None when Ctrl-C
+/// came first (the server stopped: nothing was measured, and the report says the run was
+/// interrupted, exit 1, not that the server failed, exit 2).
+fn start_near(
+    cmd: &str,
+    log: &std::path::Path,
+    target: &Addr,
+    ready: std::time::Duration,
+) -> anyhow::Result<Option<Server>> {
+    let mut s = Server::start(cmd, log)?;
+    crate::capture::stop::kill_group_on_stop(s.pgid());
+    match s.wait_ready(target, ready) {
+        Ok(()) => Ok(Some(s)),
+        Err(_) if crate::capture::stop::interrupted() => {
+            s.stop();
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The server `run` started is still up; else the error that names it, with its output.

@@ -57,6 +57,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         let mut c = Command::new("/bin/sh");
         c.arg("-c").arg(cmd).process_group(0);
         path.ns.spawn_in_far(&mut c);
+        keep_net_raw(&mut c);
         let child = c.spawn().context("starting --server")?;
         group = child.id() as libc::pid_t;
         stop::kill_group_on_stop(group);
@@ -76,6 +77,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         let mut c = shell(w.command);
         c.env("TCPDOCTOR_SERVER_HOST", FAR_ADDR.to_string())
             .process_group(group);
+        keep_net_raw(&mut c);
         if let Some(port) = w.server_port {
             c.env("TCPDOCTOR_SERVER", format!("{FAR_ADDR}:{port}"));
         }
@@ -109,6 +111,54 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         eprintln!("tcpdoctor: sandbox: the command exited with status {status}");
     }
     Ok(u8::try_from(status).unwrap_or(u8::MAX))
+}
+
+/// Lets the command keep CAP_NET_RAW across its exec (an ambient capability): a user's own
+/// `tcpdump -i tdnear0` (or `tdfar0` in the server's command) captures at its end's device
+/// with the kernel's timestamps. This process holds every capability in the user namespace it
+/// made (which owns both network namespaces), so the capability reaches nothing on the host.
+/// Where the kernel refuses (no ambient capabilities: Linux < 4.3), the command runs without.
+fn keep_net_raw(cmd: &mut Command) {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const CAP_NET_RAW: u32 = 13;
+    // SAFETY: only raw syscalls (capget, capset, prctl) on this process between fork and exec,
+    // on stack memory; failures are ignored (the command then runs without the capability).
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut hdr = Header {
+                version: VERSION_3,
+                pid: 0,
+            };
+            let mut data = [Data::default(); 2];
+            if libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) == 0
+                && data[0].permitted & (1 << CAP_NET_RAW) != 0
+            {
+                data[0].inheritable |= 1 << CAP_NET_RAW;
+                if libc::syscall(libc::SYS_capset, &hdr, data.as_ptr()) == 0 {
+                    libc::prctl(
+                        libc::PR_CAP_AMBIENT,
+                        libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                        CAP_NET_RAW as libc::c_ulong,
+                        0 as libc::c_ulong,
+                        0 as libc::c_ulong,
+                    );
+                }
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Waits until a socket in the far namespace listens on `port` (read from its own

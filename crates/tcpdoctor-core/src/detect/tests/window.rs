@@ -144,3 +144,78 @@ fn sequential_large_responses_are_not_one_transfer() {
     let f = s.findings();
     assert!(limited(&f).is_none(), "{:?}", kinds(&f));
 }
+
+/// `rounds` round trips of `segs` segments `gap` µs apart; each round trip's first segment is
+/// ACKed `ack_after` µs after it left (the sender's end), and the next round trip starts
+/// `period` µs after the previous one.
+fn paced(s: &mut Sim, start: u64, rounds: usize, segs: u64, gap: u64, ack_after: u64, period: u64) {
+    let mut t = start;
+    for _ in 0..rounds {
+        for k in 0..segs {
+            s.data(S2C, t + k * gap, MSS);
+        }
+        s.ack(C2S, t + ack_after);
+        t += period;
+    }
+    s.close(t);
+}
+
+#[test]
+fn a_paced_sender_capped_by_its_send_buffer_is_named() {
+    // BBR capped by SO_SNDBUF (measured across a 40 ms path: 47 segments paced over ~85% of
+    // each round trip, then silence until the ACKs free the buffer): the data spans more than
+    // MAX_BUSY_SHARE of the round trip, but the silence closing it is many times the longest
+    // gap inside it, and the ACKs come back in one path RTT.
+    let mut s = wan();
+    paced(&mut s, 30_000, 40, 20, 900, 20_000, 20_100);
+    let f = s.findings();
+    assert_eq!(kinds(&f), vec![(FindingKind::WindowLimited, S2C)]);
+    let w = get(&f, FindingKind::WindowLimited);
+    assert_eq!(w.evidence.counts["example_limited_by_receiver_window"], 0);
+    assert!(w.evidence.values["busy_share"] > 0.8);
+    assert!(w.evidence.values["idle_gap_ratio"] >= 2.0);
+    assert!((w.evidence.values["ack_rtt_ratio"] - 1.0).abs() < 0.05);
+    assert!(w.verdict.contains("send buffer"), "{}", w.verdict);
+}
+
+#[test]
+fn a_queue_on_the_path_is_a_bottleneck_not_a_send_buffer() {
+    // The same bursts as the capped sender, but at the sender's end each round trip's first
+    // segment is ACKed 1.5 path RTTs later: a queue is building at a bottleneck, which a
+    // bigger buffer would only fill.
+    let mut s = wan();
+    paced(&mut s, 30_000, 40, 20, 100, 30_000, 30_100);
+    let f = s.findings();
+    assert!(limited(&f).is_none(), "{:?}", kinds(&f));
+}
+
+#[test]
+fn a_bottleneck_that_delivers_back_to_back_is_not_a_send_buffer() {
+    // At the receiver's end of a bottleneck: segments arrive evenly spaced by the link, with
+    // no silence between round trips longer than the gaps inside them (the ACKs follow at
+    // once, so rule 4a cannot see the queue).
+    let mut s = wan();
+    paced(&mut s, 30_000, 40, 20, 1_000, 50, 20_000);
+    let f = s.findings();
+    assert!(limited(&f).is_none(), "{:?}", kinds(&f));
+}
+
+#[test]
+fn a_paced_flight_longer_than_a_round_trip_is_counted_per_flight() {
+    // BBR's gain cycle slows the pacing for a while: the capped flight (20 segments) takes
+    // 20.9 ms, longer than the 20.1 ms round trip, then the sender is silent 10 ms until the
+    // ACKs free its buffer. Cut into round trips, the bytes per round trip swing (the flight
+    // straddles the cut); cut at the silences, every flight carries the same bytes.
+    let mut s = wan();
+    paced(&mut s, 30_000, 40, 20, 1_100, 20_000, 31_000);
+    let f = s.findings();
+    assert_eq!(kinds(&f), vec![(FindingKind::WindowLimited, S2C)]);
+    let w = get(&f, FindingKind::WindowLimited);
+    assert_eq!(w.evidence.counts["counted_per_flight"], 1);
+    assert_eq!(w.evidence.values["ceiling_bytes"], f64::from(20 * MSS));
+    assert!(
+        w.evidence.facts[0].contains("per flight"),
+        "{}",
+        w.evidence.facts[0]
+    );
+}
