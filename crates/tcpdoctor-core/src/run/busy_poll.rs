@@ -9,7 +9,14 @@
 //! 2. Server CPU per request is at least [`FACTOR`] × the floor and at least
 //!    [`MIN_PER_REQUEST_US`]. The floor is the same exchange's cost on a healthy peer: the
 //!    fixed twin's server when there is one, else the driver's own CPU per request (it does
-//!    the same syscalls per exchange as a server that sleeps until data arrives).
+//!    the same syscalls per exchange as a server that sleeps until data arrives) — at most
+//!    [`FLOOR_CAP_US`], `inspect`'s generous budget for the protocol work of a segment: the
+//!    driver's figure is its whole process (`getrusage`), which in `run` also holds the
+//!    capture thread and the hop, and a busy machine inflates it; a floor above what any
+//!    exchange needs would hide a spinning server behind the driver's own noise. When the cap
+//!    is the floor, the server's CPU must also be at least [`MIN_KERNEL_SHARE`] system time
+//!    (a loop of system calls, PHYSICS §6), so that a server computing between requests is
+//!    not named for the driver's noise.
 //! 3. Critical when the server kept a core at least [`CRITICAL_BUSY`] busy.
 
 use std::time::Duration;
@@ -24,6 +31,8 @@ pub const MIN_CPU: Duration = Duration::from_millis(50);
 pub const FACTOR: f64 = 10.0;
 pub const MIN_PER_REQUEST_US: f64 = 200.0;
 pub const CRITICAL_BUSY: f64 = 0.5;
+pub const MIN_KERNEL_SHARE: f64 = crate::inspect::busy_poll::MIN_KERNEL_SHARE;
+pub const FLOOR_CAP_US: f64 = crate::inspect::busy_poll::BUDGET_PER_SEGMENT_NS as f64 / 1000.0;
 
 /// What the rule needs.
 #[derive(Clone, Debug)]
@@ -52,7 +61,10 @@ pub fn busy_poll(i: &BusyPollInput) -> Option<Finding> {
         return None;
     }
     let per = i.cpu.per_request_us;
-    let floor = i.floor_us.max(1.0);
+    let floor = i.floor_us.clamp(1.0, FLOOR_CAP_US);
+    if i.floor_us > FLOOR_CAP_US && i.cpu.system_s < MIN_KERNEL_SHARE * cpu_s {
+        return None;
+    }
     if per < MIN_PER_REQUEST_US || per < FACTOR * floor {
         return None;
     }
@@ -64,10 +76,19 @@ pub fn busy_poll(i: &BusyPollInput) -> Option<Finding> {
     };
     let wasted_s = cpu_s - floor * i.exchanges as f64 / 1e6;
     let mut facts = vec![
-        format!(
-            "the server used {per:.0} µs of CPU per request, {factor:.0}× {} ({floor:.0} µs)",
-            i.floor_of
-        ),
+        if i.floor_us > FLOOR_CAP_US {
+            format!(
+                "the server used {per:.0} µs of CPU per request, {factor:.0}× {floor:.0} µs (\
+                 {} was {:.0} µs, above the {FLOOR_CAP_US:.0} µs any exchange's protocol work \
+                 needs: the cap is the floor)",
+                i.floor_of, i.floor_us
+            )
+        } else {
+            format!(
+                "the server used {per:.0} µs of CPU per request, {factor:.0}× {} ({floor:.0} µs)",
+                i.floor_of
+            )
+        },
         format!(
             "{:.3} s of CPU ({:.3} s user, {:.3} s system) in {:.3} s of wall time: {:.0}% of \
              one core, for {} exchanges of {:.3} ms mean",
@@ -189,6 +210,26 @@ mod tests {
         assert!(busy_poll(&input(150.0, 0.2, 5.0)).is_none());
         // Costly but so is the reference: the work itself is heavy.
         assert!(busy_poll(&input(900.0, 0.9, 400.0)).is_none());
+    }
+
+    /// A driver measured above any exchange's need (its process also holds run's capture
+    /// thread, or the machine is busy) does not hide a spinning server: the floor is capped.
+    /// With the cap as the floor, only a server whose CPU is mostly in system calls is named.
+    #[test]
+    fn an_inflated_driver_floor_is_capped() {
+        let f = busy_poll(&input(1400.0, 0.27, 180.0)).expect("capped floor: named");
+        assert!(f.verdict.contains("14×"), "{}", f.verdict);
+        assert!(
+            f.evidence.facts[0].contains("was 180 µs"),
+            "{}",
+            f.evidence.facts[0]
+        );
+        let mut computing = input(1400.0, 0.27, 180.0);
+        computing.cpu.system_s = computing.cpu.user_s * 0.1;
+        assert!(
+            busy_poll(&computing).is_none(),
+            "user-space work: not named"
+        );
     }
 
     #[test]
