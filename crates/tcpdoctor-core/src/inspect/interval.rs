@@ -90,13 +90,36 @@ impl<'a> SocketInterval<'a> {
         (self.data_segs_out > 0).then(|| self.bytes_sent as f64 / self.data_segs_out as f64)
     }
 
-    /// Samples that caught a write held by Nagle (see [`held_by_nagle`]).
+    /// Samples taken of this socket: what the sampler read, repeats of an idle socket
+    /// included ([`SocketObservation::samples_taken`]); the stored ones when not known.
+    pub fn samples_taken(&self) -> u64 {
+        let stored = self.sock.samples.len() as u64;
+        if self.sock.samples_taken > 0 {
+            self.sock.samples_taken.max(stored)
+        } else {
+            stored
+        }
+    }
+
+    /// Samples taken that caught a write held by Nagle (see [`held_by_nagle`]); counted in
+    /// the stored samples when the samples taken are not known.
     pub fn held_samples(&self) -> u64 {
+        if self.sock.samples_taken > 0 {
+            return self.sock.held_taken;
+        }
         self.sock
             .samples
             .iter()
             .filter(|s| held_by_nagle(s))
             .count() as u64
+    }
+
+    /// The sampling period achieved on this socket, for evidence: `150 samples every 20 ms`.
+    pub fn sampled(&self) -> String {
+        sampled(
+            usize::try_from(self.samples_taken()).unwrap_or(usize::MAX),
+            self.span_ns,
+        )
     }
 
     pub fn span_ms(&self) -> f64 {
@@ -274,7 +297,8 @@ pub fn state_name(state: u8) -> &'static str {
     }
 }
 
-/// The sampling period the shell achieved, for evidence: `every 10 ms`.
+/// The sampling period the shell achieved, for evidence: `every 10 ms`. `samples` are the
+/// samples taken over `span_ns` (see [`SocketInterval::samples_taken`]), not those stored.
 pub fn sampled(samples: usize, span_ns: u64) -> String {
     if samples < 2 {
         return format!("{samples} sample");

@@ -130,6 +130,16 @@ pub struct SocketObservation {
     pub options: SocketOptions,
     /// `tcp_info` over time, oldest first; the first and last give the deltas.
     pub samples: Vec<TcpSample>,
+    /// How many times the sampler read this socket, stored or not: `samples` keeps a sample
+    /// only when it differs from the one before (an idle socket's repeats are dropped), so
+    /// shares, severities and the sampling period count these. 0 when not known (then
+    /// `samples.len()` stands in).
+    #[serde(default)]
+    pub samples_taken: u64,
+    /// Of the samples taken, those that caught a write held by Nagle
+    /// ([`interval::held_by_nagle`]), repeats included; meaningful when `samples_taken > 0`.
+    #[serde(default)]
+    pub held_taken: u64,
     /// The socket was gone before sampling ended (closed by the process).
     pub closed: bool,
 }

@@ -31,6 +31,10 @@
 //! A socket sampled once (no `--duration`) is judged on its lifetime counters (rules 1 and 2)
 //! and that one sample (rule 4).
 //!
+//! Samples are counted as TAKEN (every read of the socket, [`super::SocketObservation::samples_taken`]),
+//! not as stored: an idle socket's repeated samples are not stored, but they are instants at
+//! which no write was held, and a share of the stored ones would overstate the holds.
+//!
 //! `time_lost_ms` is an estimate: per socket, the share of samples that caught a held write ×
 //! the time it was sampled. Samples taken at instants unrelated to the holds see a hold with
 //! the probability that one is in progress, so this estimates the time writes spent held;
@@ -39,8 +43,8 @@
 use std::collections::BTreeMap;
 
 use super::interval::{
-    flow_ref, options_source, process_name, role_name, sampled, sending_direction, server_of,
-    socket_label, sockets_source, tcp_info_source, SocketInterval,
+    flow_ref, options_source, process_name, role_name, sending_direction, server_of, socket_label,
+    sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{ProcessObservation, SocketRole};
 use crate::numfmt::{count, dur_ms, num};
@@ -141,18 +145,14 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
         .iter()
         .max_by_key(|(iv, held)| (*held, iv.data_segs_out))
         .expect("a group with a Nagle-on socket");
-    let samples: u64 = g
-        .nagle_on
-        .iter()
-        .map(|(iv, _)| iv.sock.samples.len() as u64)
-        .sum();
+    let samples: u64 = g.nagle_on.iter().map(|(iv, _)| iv.samples_taken()).sum();
     let held: u64 = g.nagle_on.iter().map(|(_, h)| h).sum();
     let caught_sockets = g.nagle_on.iter().filter(|(_, h)| *h > 0).count() as u64;
     let held_share = held as f64 / samples.max(1) as f64;
     let time_lost_ms: f64 = g
         .nagle_on
         .iter()
-        .map(|(iv, h)| *h as f64 / iv.sock.samples.len().max(1) as f64 * iv.span_ms())
+        .map(|(iv, h)| *h as f64 / iv.samples_taken().max(1) as f64 * iv.span_ms())
         .sum();
     let severity = if held == 0 {
         Severity::Info
@@ -208,7 +208,7 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
             "caught holding a write in {ex_held} of {} samples, e.g. unacked {} (segments in \
              flight), notsent {} B below the MSS of {} B, congestion window {} not full: Nagle \
              waits for an ACK before sending it",
-            ex.sock.samples.len(),
+            ex.samples_taken(),
             s.unacked,
             s.notsent_bytes,
             s.snd_mss,
@@ -217,8 +217,8 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
         None => facts.push(format!(
             "not caught holding a write in {} ({}): with both ends fast, ACKs often return \
              before the next write and Nagle has nothing to hold",
-            count(ex.sock.samples.len() as u64, "sample"),
-            sampled(ex.sock.samples.len(), ex.span_ns)
+            count(ex.samples_taken(), "sample"),
+            ex.sampled()
         )),
     }
     facts.push(format!(
@@ -251,7 +251,7 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
                 "{}: unacked, notsent, snd_mss, snd_cwnd, ato and data segment and byte \
                  counters, {}",
                 tcp_info_source(p),
-                sampled(ex.sock.samples.len(), ex.span_ns)
+                ex.sampled()
             ),
             sockets_source(p),
         ],

@@ -168,7 +168,7 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
         dur_ms(ex.limited_us as f64 / 1e3),
         dur_ms(ex.busy_us as f64 / 1e3),
         iv.over(),
-        sampled(s.samples.len(), iv.span_ns)
+        iv.sampled()
     )];
     facts.push(match (ex.limiter, current) {
         (Limiter::SendBuffer, Some(n)) => format!(

@@ -70,6 +70,10 @@ pub(super) struct Tracked {
     pub(super) samples: Vec<TcpSample>,
     /// The latest sample, when it equalled the one stored before it.
     pub(super) unstored: Option<TcpSample>,
+    /// Samples taken (stored or not), and those of them that caught a write held by Nagle:
+    /// shares and periods count these, not the stored ones.
+    pub(super) taken: u64,
+    pub(super) held: u64,
     pub(super) closed: bool,
 }
 
@@ -161,6 +165,8 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
                 rcv: None,
                 samples: Vec::new(),
                 unstored: None,
+                taken: 0,
+                held: 0,
                 closed: false,
             },
         );
@@ -207,6 +213,10 @@ fn record(tr: &mut Tracked, s: &DiagSocket) {
         }
     }
     let Some(sample) = s.sample else { return };
+    tr.taken += 1;
+    if tcpdoctor_core::inspect::interval::held_by_nagle(&sample) {
+        tr.held += 1;
+    }
     let same = tr.samples.last().is_some_and(|last| {
         TcpSample {
             at_ns: sample.at_ns,
@@ -308,6 +318,8 @@ pub(super) fn finish(
                 congestion: s.congestion,
                 options,
                 samples: s.samples,
+                samples_taken: s.taken,
+                held_taken: s.held,
                 closed: s.closed,
             }
         })
@@ -435,6 +447,8 @@ mod tests {
         );
         let at: Vec<u64> = c.samples.iter().map(|s| s.at_ns).collect();
         assert_eq!(at, vec![100, 300, 400]);
+        // Four samples taken, three stored: shares count the four.
+        assert_eq!((c.samples_taken, c.held_taken), (4, 0));
         let l = p.sockets.iter().find(|s| s.inode == 10).expect("listener");
         assert_eq!((l.role, l.closed), (SocketRole::Listener, false));
         // The last sample of an idle socket carries the end time.

@@ -83,6 +83,8 @@ impl SocketBuilder {
                 congestion: Some("cubic".into()),
                 options: default_options(),
                 samples: Vec::new(),
+                samples_taken: 0,
+                held_taken: 0,
                 closed: false,
             },
         }
