@@ -587,3 +587,68 @@ fn ipv6_sockets_are_read_too() {
     assert_eq!(s["options"]["nodelay"], true);
     assert_eq!(n(&s["samples"][0]["state"]), 1);
 }
+
+#[test]
+fn a_thread_per_connection_server_with_connect_per_request_clients_is_not_busy_poll() {
+    // Each connection gets its own thread, which waits in recv (it sleeps properly); the
+    // client opens a connection per request. Threads that exit take their context switches
+    // with them, and connections living between two samples are never seen: neither the
+    // sleeps nor the traffic can be counted in full, so busy_poll must not be judged.
+    let script = r#"
+import socket, threading
+def serve(c):
+    f = c.makefile("rb")
+    while f.readline():
+        c.sendall(b"200 ok\r\n.\r\n")
+    c.close()
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(128)
+print("listening 127.0.0.1:%d" % l.getsockname()[1], flush=True)
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+    let name = "a_thread_per_connection_server_with_connect_per_request_clients_is_not_busy_poll";
+    if Command::new("python3").arg("--version").output().is_err() {
+        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", name, "python3 is not installed");
+        return;
+    }
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script]);
+    let server = start(cmd);
+    let port = server.port;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let client = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !flag.load(Ordering::SeqCst) && n < 100_000 {
+            let mut s = connect(port);
+            if exchange(&mut s).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    });
+    let (r, code, err) = inspect(&["--pid", &server.pid(), "--duration", "3s"]);
+    stop.store(true, Ordering::SeqCst);
+    let requests = client.join().expect("client");
+    assert_eq!(code, 0, "{err}");
+    assert!(requests > 10, "{requests} requests");
+    let busy: Vec<&Value> = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "busy_poll")
+        .collect();
+    assert!(busy.is_empty(), "{busy:#?}\n{:#}", r["processes"]);
+    // And the report says why it could not judge.
+    let notes = r["processes"][0]["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().filter_map(Value::as_str).any(|n| {
+            n.contains("busy_poll is not judged") || n.contains("busy_poll not judged")
+        }),
+        "{notes:#?}"
+    );
+}

@@ -78,6 +78,12 @@ pub struct ProcessObservation {
     /// `/proc/PID/fd` (`None`, the usual way): e.g. "every socket of uid 1001 in its network
     /// namespace (its descriptors were refused)". Evidence and the notes quote it.
     pub sockets_via: Option<String>,
+    /// Why the context-switch counts of `first`/`last` miss part of the interval, when they
+    /// do: they are summed over the threads alive when read, and a thread that exits takes
+    /// its count with it ("threads exited during sampling: 3 of those seen"). `busy_poll`'s
+    /// CPU-per-sleep is then unknown. `None` when every thread seen was seen to the end.
+    #[serde(default)]
+    pub ctxt_switches_incomplete: Option<String>,
     pub sockets: Vec<SocketObservation>,
 }
 

@@ -255,6 +255,20 @@ pub fn process(p: &ProcessObservation) -> ProcessSummary {
             crate::numfmt::count_of(closed, "socket was", "sockets were")
         ));
     }
+    if super::busy_poll::churned(p) {
+        notes.push(
+            "connections came and went during sampling: those opened and closed between two \
+             samples were not seen, so the traffic counted is a lower bound and busy_poll is \
+             not judged"
+                .to_string(),
+        );
+    }
+    if let Some(why) = &p.ctxt_switches_incomplete {
+        notes.push(format!(
+            "voluntary context switches undercounted ({why}): CPU per sleep unknown, busy_poll \
+             not judged"
+        ));
+    }
     ProcessSummary {
         pid: p.pid,
         name: super::interval::process_name(p),

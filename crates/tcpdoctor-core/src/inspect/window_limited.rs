@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 
 use super::interval::{
-    bit_rate, bytes, flow_ref, options_source, process_name, role_name, sampled, sending_direction,
+    bit_rate, bytes, flow_ref, options_source, process_name, role_name, sending_direction,
     server_of, socket_label, sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{BufferSetting, ProcessObservation, SocketRole};

@@ -23,7 +23,7 @@ use super::diag::{DiagSocket, Families};
 use super::netns::{self, NsReader};
 use super::options::{self, Pidfd};
 use super::proc;
-use super::track::{finish, sample_target, Attribution, Source, Target};
+use super::track::{finish, sample_target, Attribution, Source, Target, Threads};
 
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 /// How often the whole namespace is dumped, to find sockets on new local ports (a new
@@ -185,9 +185,10 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
             }
             let due = t.counters_at.is_none_or(|c| c.elapsed() >= COUNTERS_EVERY);
             if due {
-                if let Some(c) = proc::counters(t.pid, at_ns) {
+                if let Some((c, tids)) = proc::counters(t.pid, at_ns) {
                     t.first.get_or_insert(c);
                     t.last = Some(c);
+                    t.threads.see(tids);
                 }
                 t.counters_at = Some(Instant::now());
             }
@@ -330,5 +331,6 @@ fn open_target(
         exited: false,
         sockets: BTreeMap::new(),
         foreign: BTreeSet::new(),
+        threads: Threads::default(),
     })
 }

@@ -93,6 +93,45 @@ pub(super) struct Target {
     pub(super) exited: bool,
     pub(super) sockets: BTreeMap<u64, Tracked>,
     pub(super) foreign: BTreeSet<u64>,
+    pub(super) threads: Threads,
+}
+
+/// The process's threads across the counter reads: context switches are summed over the
+/// threads alive at each read, so a thread that exits in between takes its count away, and
+/// threads that come and go between two reads are never counted at all.
+#[derive(Default)]
+pub(super) struct Threads {
+    /// At the first read, and at the latest.
+    first: Option<BTreeSet<u32>>,
+    last: BTreeSet<u32>,
+    /// Seen at one read and gone at a later one.
+    exited: u64,
+}
+
+impl Threads {
+    pub(super) fn see(&mut self, now: BTreeSet<u32>) {
+        if self.first.is_some() {
+            self.exited += self.last.difference(&now).count() as u64;
+        } else {
+            self.first = Some(now.clone());
+        }
+        self.last = now;
+    }
+
+    /// Why the summed switches miss part of the interval, when the thread set changed.
+    pub(super) fn incomplete(&self) -> Option<String> {
+        let first = self.first.as_ref()?;
+        let appeared = self.last.difference(first).count();
+        if self.exited == 0 && appeared == 0 {
+            return None;
+        }
+        Some(format!(
+            "threads came and went during sampling: {} exited and {} appeared between the \
+             first and last reads of /proc/PID/task/*/status, and a thread that exits takes \
+             its context switches with it (threads living between two reads are not seen)",
+            self.exited, appeared
+        ))
+    }
 }
 
 /// One sample of one process: its sockets in `dump` (or read through duplicates).
@@ -356,6 +395,7 @@ pub(super) fn finish(
         exited: t.exited,
         tcp_info_via,
         sockets_via,
+        ctxt_switches_incomplete: t.threads.incomplete(),
         sockets,
     }
 }
@@ -387,6 +427,7 @@ mod tests {
             exited: false,
             sockets: BTreeMap::new(),
             foreign: BTreeSet::new(),
+            threads: super::Threads::default(),
         }
     }
 
@@ -416,6 +457,24 @@ mod tests {
             sndbuf: Some(16384),
             rcvbuf: Some(131_072),
         }
+    }
+
+    #[test]
+    fn a_thread_that_exits_or_appears_makes_the_switch_count_incomplete() {
+        let set = |v: &[u32]| v.iter().copied().collect::<BTreeSet<u32>>();
+        let mut th = super::Threads::default();
+        th.see(set(&[1, 2]));
+        th.see(set(&[1, 2]));
+        assert_eq!(th.incomplete(), None, "the same threads throughout");
+        th.see(set(&[1]));
+        th.see(set(&[1, 2]));
+        let why = th.incomplete().expect("a thread exited");
+        assert!(why.contains("1 exited and 0 appeared"), "{why}");
+        let mut th = super::Threads::default();
+        th.see(set(&[1]));
+        th.see(set(&[1, 3]));
+        let why = th.incomplete().expect("a thread appeared");
+        assert!(why.contains("0 exited and 1 appeared"), "{why}");
     }
 
     #[test]

@@ -179,6 +179,7 @@ pub fn process(sockets: Vec<SocketObservation>) -> ProcessObservation {
         exited: false,
         tcp_info_via: None,
         sockets_via: None,
+        ctxt_switches_incomplete: None,
         sockets,
     }
 }
