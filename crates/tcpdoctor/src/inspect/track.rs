@@ -238,6 +238,8 @@ pub(super) fn read_options(t: &mut Target, fd: i32, inode: u64) -> Option<RawOpt
 }
 
 fn record(tr: &mut Tracked, s: &DiagSocket) {
+    // Back in a dump after missing from one (a dump cut short): it was never closed.
+    tr.closed = false;
     tr.state = s.state;
     tr.remote = s.remote;
     if s.congestion.is_some() {
@@ -490,6 +492,8 @@ mod tests {
         sample_target(&mut t, &[listener(200), conn(1, 200)], 200);
         sample_target(&mut t, &[listener(300), conn(2, 300)], 300);
         sample_target(&mut t, &[listener(400), conn(2, 400)], 400);
+        // The listener misses one dump (a dump cut short) and is back in the next.
+        sample_target(&mut t, &[conn(2, 450)], 450);
         // The connection leaves the dump: closed, its last sample kept.
         sample_target(&mut t, &[listener(500)], 500);
         let p = finish(t, &HashMap::new(), Some(false));
@@ -505,15 +509,17 @@ mod tests {
             "its local port is a listening one"
         );
         let at: Vec<u64> = c.samples.iter().map(|s| s.at_ns).collect();
-        assert_eq!(at, vec![100, 300, 400]);
-        // Four samples taken, three stored: shares count the four.
-        assert_eq!((c.samples_taken, c.held_taken), (4, 0));
+        assert_eq!(at, vec![100, 300, 450]);
+        // Five samples taken, three stored: shares count the five.
+        assert_eq!((c.samples_taken, c.held_taken), (5, 0));
         let l = p.sockets.iter().find(|s| s.inode == 10).expect("listener");
+        assert!(!l.closed, "back in the next dump after missing from one");
         assert_eq!((l.role, l.closed), (SocketRole::Listener, false));
-        // The last sample of an idle socket carries the end time.
+        // The last sample of an idle socket carries the end time (400: kept when it went
+        // missing).
         assert_eq!(
             l.samples.iter().map(|s| s.at_ns).collect::<Vec<_>>(),
-            vec![100, 500]
+            vec![100, 400, 500]
         );
         // Options refused: none reported, buffer sizes still known from the dump.
         assert_eq!(c.options.nodelay, None);
