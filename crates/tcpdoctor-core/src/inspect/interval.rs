@@ -3,9 +3,10 @@
 //!
 //! 1. A socket's interval runs from its first `tcp_info` sample to its last (a socket closed
 //!    during sampling ends at its last sample; one opened during it starts at its first).
-//! 2. The kernel's segment counters are 32-bit and wrap: deltas are taken modulo 2³². Byte
-//!    and time counters are 64-bit; a counter that went backwards (a different socket reusing
-//!    the inode) gives 0, never a huge number.
+//! 2. The kernel's segment counters are 32-bit and wrap: deltas are taken modulo 2³² (and a
+//!    32-bit difference of half the range or more is taken as a counter that went backwards:
+//!    0, see [`wrap32`]). Byte and time counters are 64-bit; a counter that went backwards (a
+//!    different socket reusing the inode) gives 0, never a huge number.
 //! 3. A socket sampled once (`inspect` without `--duration`, or a socket seen only at the last
 //!    sample) has no interval: its lifetime counters stand in for the deltas, and every
 //!    sentence built on them says "since the socket opened" ([`SocketInterval::over`]).
@@ -44,8 +45,16 @@ pub struct SocketInterval<'a> {
     pub sndbuf_limited_us: u64,
 }
 
-fn wrap32(first: u32, last: u32) -> u64 {
-    u64::from(last.wrapping_sub(first))
+/// `last - first` of a 32-bit counter, modulo 2³² (it wraps). A difference of half the range
+/// or more is a counter that went backwards (the inode reused by a new socket whose counters
+/// restarted), not 2 billion segments in one interval: 0, as for the 64-bit counters.
+pub fn wrap32(first: u32, last: u32) -> u64 {
+    let d = last.wrapping_sub(first);
+    if d >= 1 << 31 {
+        0
+    } else {
+        u64::from(d)
+    }
 }
 
 impl<'a> SocketInterval<'a> {

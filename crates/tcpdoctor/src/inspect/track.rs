@@ -139,13 +139,16 @@ pub(super) fn sample_target(t: &mut Target, dump: &[DiagSocket], at_ns: u64) {
     let dup_read;
     let dump = if t.source == Source::Dups {
         let fds = proc::socket_fds(t.pid).unwrap_or_default();
-        dup_read = match &t.pidfd {
+        let got = match &t.pidfd {
             Some(p) => super::dups::read(p, &fds, t.uid.unwrap_or(0), at_ns),
-            None => Vec::new(),
+            None => super::dups::DupRead::default(),
         };
-        if dup_read.is_empty() && !fds.is_empty() && t.options_refused.is_none() {
+        // Refused only when the kernel said so (EPERM): descriptors that are all Unix
+        // sockets, or closed in between, give nothing without refusing anything.
+        if got.refused && t.options_refused.is_none() {
             t.options_refused = Some(options::refusal_here(t.pid));
         }
+        dup_read = got.sockets;
         &dup_read[..]
     } else {
         dump
