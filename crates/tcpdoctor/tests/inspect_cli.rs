@@ -652,3 +652,88 @@ while True:
         "{notes:#?}"
     );
 }
+
+#[test]
+fn nodelay_set_after_accept_is_read_once_the_socket_has_sent_data() {
+    // The server sets TCP_NODELAY 300 ms after accept, then serves: inspect's first sample of
+    // the accepted socket sees Nagle on. The connection closes while inspect runs, so only a
+    // re-read once data was sent can tell the options the replies were written with.
+    let script = r#"
+import socket, time
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(8)
+print("listening 127.0.0.1:%d" % l.getsockname()[1], flush=True)
+while True:
+    c, _ = l.accept()
+    time.sleep(0.3)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = c.makefile("rb")
+    while f.readline():
+        c.sendall(b"200 ok\r\n.\r\n")
+    f.close()
+    c.close()
+"#;
+    let name = "nodelay_set_after_accept_is_read_once_the_socket_has_sent_data";
+    if Command::new("python3").arg("--version").output().is_err() {
+        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", name, "python3 is not installed");
+        return;
+    }
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script]);
+    let server = start(cmd);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["inspect", "--format", "json", "--duration", "60s"])
+        .args(["--pid", &server.pid()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn inspect");
+    let mut stderr = wait_for_sampling(&mut child);
+    let mut c = connect(server.port);
+    // Paced, so that samples are likely to see the socket sending (then its options are read
+    // again); whether they do or not, the options must not be reported as final unless they
+    // were read after its data.
+    for _ in 0..5 {
+        exchange(&mut c).expect("exchange");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    // The client ends; the server closes its socket (its EOF reaches us once it has).
+    c.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let mut b = [0u8; 16];
+    assert!(matches!(c.read(&mut b), Ok(0)), "the server did not close");
+    // One more connection, after the first one is closed: once the server has accepted it,
+    // the first one's close has been seen by at least one sample (the sampler reads both).
+    let mut c2 = connect(server.port);
+    exchange(&mut c2).expect("second connection");
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "inspect must still be sampling for this to prove anything"
+    );
+    // SAFETY: SIGINT to our own child: inspect stops and prints what it read.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    let _ = stderr.read_to_string(&mut rest);
+    let out = child.wait_with_output().expect("inspect output");
+    let (r, code, _) = parse(out);
+    assert_eq!(code, 0, "{rest}");
+    let first = sockets(&r, "accepted")
+        .into_iter()
+        .find(|s| s["remote"] == c.local_addr().expect("addr").to_string())
+        .unwrap_or_else(|| panic!("the first connection: {r:#}"));
+    assert_eq!(first["closed"], true, "{first:#}");
+    let seen_sending = first["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .any(|x| n(&x["data_segs_out"]) > 0);
+    eprintln!("first connection seen sending: {seen_sending}");
+    if seen_sending {
+        // Read again once it had sent: the option its replies were written with.
+        assert_eq!(first["options"]["nodelay"], true, "{first:#}");
+        assert_eq!(first["options_before_data"], false, "{first:#}");
+    } else {
+        // Never seen sending: what was read at first sight is said to be only that.
+        assert_eq!(first["options_before_data"], true, "{first:#}");
+    }
+}

@@ -134,6 +134,12 @@ pub struct SocketObservation {
     /// Congestion control (`cubic`, `bbr`), when the kernel said.
     pub congestion: Option<String>,
     pub options: SocketOptions,
+    /// The options were read only when the socket was first seen, before any sample showed
+    /// it sending data, and never again (it closed first): a server may have set them just
+    /// after, before it wrote its replies. Rules do not take them as the options its writes
+    /// were made with.
+    #[serde(default)]
+    pub options_before_data: bool,
     /// `tcp_info` over time, oldest first; the first and last give the deltas.
     pub samples: Vec<TcpSample>,
     /// How many times the sampler read this socket, stored or not: `samples` keeps a sample

@@ -14,6 +14,9 @@
 //! 3. **Nagle on**: `TCP_NODELAY` read as 0 from the live socket, and `TCP_CORK` not set (a
 //!    corked socket holds partial segments on purpose). When `TCP_NODELAY` could not be read,
 //!    there is no finding: the report's process notes say the socket could not be checked.
+//!    Nor is there one when `TCP_NODELAY` was read only before the socket sent data
+//!    ([`super::SocketObservation::options_before_data`]: a server may set it just after
+//!    `accept`, and this socket closed before it could be read again); the notes say so.
 //! 4. **Caught holding**: a sample with `unacked > 0`, `0 < notsent < snd_mss` and
 //!    `unacked < snd_cwnd` ([`held_by_nagle`](super::interval::held_by_nagle)): a sub-MSS
 //!    write waiting while earlier data is unacknowledged and the congestion window has room —
@@ -89,6 +92,7 @@ struct Group<'a> {
 pub fn nagle(p: &ProcessObservation) -> (Vec<Finding>, Vec<String>) {
     let mut groups: BTreeMap<(u8, String), Group> = BTreeMap::new();
     let mut unchecked = 0u64;
+    let mut before_data = 0u64;
     for iv in p.sockets.iter().filter_map(SocketInterval::of) {
         if iv.sock.role == SocketRole::Listener {
             continue;
@@ -107,6 +111,10 @@ pub fn nagle(p: &ProcessObservation) -> (Vec<Finding>, Vec<String>) {
             continue;
         }
         let o = &iv.sock.options;
+        if iv.sock.options_before_data && o.nodelay == Some(false) {
+            before_data += 1;
+            continue;
+        }
         match o.nodelay {
             Some(false) if o.cork != Some(true) => {
                 let held = iv.held_samples();
@@ -129,6 +137,14 @@ pub fn nagle(p: &ProcessObservation) -> (Vec<Finding>, Vec<String>) {
             } else {
                 "the kernel did not give it"
             }
+        ));
+    }
+    if before_data > 0 {
+        notes.push(format!(
+            "Nagle not judged on {} with small request/response writes: TCP_NODELAY read 0, but \
+             only before it sent data (it closed before it could be read again; a server may \
+             set TCP_NODELAY just after accept)",
+            count(before_data, "socket")
         ));
     }
     let findings = groups

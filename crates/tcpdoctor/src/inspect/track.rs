@@ -65,6 +65,10 @@ pub(super) struct Tracked {
     pub(super) state: u8,
     pub(super) congestion: Option<String>,
     pub(super) options: Option<RawOptions>,
+    /// The options were read once the socket had sent data (`data_segs_out > 0`), or at the
+    /// end while it was still open: what its writes were made with, not what a server had
+    /// before its setsockopt after `accept`.
+    pub(super) options_after_data: bool,
     pub(super) snd: Option<BufSeen>,
     pub(super) rcv: Option<BufSeen>,
     pub(super) samples: Vec<TcpSample>,
@@ -160,9 +164,24 @@ pub(super) fn sample_target(t: &mut Target, dump: &[DiagSocket], at_ns: u64) {
         discover(t, dump);
     }
     let present: BTreeSet<u64> = dump.iter().map(|s| s.inode).collect();
+    let mut reread = Vec::new();
     for s in dump {
         if let Some(tr) = t.sockets.get_mut(&s.inode) {
             record(tr, s);
+            if !tr.options_after_data && sent_data(s) {
+                reread.push((s.inode, tr.fd));
+            }
+        }
+    }
+    // The first sample after accept can land before the server's setsockopt: read the
+    // options again once the socket has sent data, the options its writes were made with.
+    for (inode, fd) in reread {
+        let o = read_options(t, fd, inode);
+        if let Some(tr) = t.sockets.get_mut(&inode) {
+            tr.options_after_data = true;
+            if o.is_some() {
+                tr.options = o;
+            }
         }
     }
     for (inode, tr) in t.sockets.iter_mut() {
@@ -194,6 +213,7 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
             continue;
         };
         let options = read_options(t, fd, s.inode);
+        let options_after_data = sent_data(s);
         t.sockets.insert(
             s.inode,
             Tracked {
@@ -203,6 +223,7 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
                 state: s.state,
                 congestion: s.congestion.clone(),
                 options,
+                options_after_data,
                 snd: None,
                 rcv: None,
                 samples: Vec::new(),
@@ -213,6 +234,11 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
             },
         );
     }
+}
+
+/// The socket has sent data: its options now are the ones its writes were made with.
+fn sent_data(s: &DiagSocket) -> bool {
+    s.sample.is_some_and(|x| x.data_segs_out > 0)
 }
 
 /// The options of descriptor `fd` of the process, noting why when they are refused.
@@ -306,6 +332,8 @@ pub(super) fn finish(
             if let Some(o) = read_options(&mut t, fd, inode) {
                 if let Some(s) = t.sockets.get_mut(&inode) {
                     s.options = Some(o);
+                    // The latest there can be: whatever its writes were made with.
+                    s.options_after_data = true;
                 }
             }
         }
@@ -353,6 +381,9 @@ pub(super) fn finish(
                 notsent_lowat_bytes: o.notsent_lowat,
                 keepalive: o.keepalive,
             };
+            // Read at first sight only, and never again (closed before it was seen sending, or
+            // before a re-read): the application may have changed them before it wrote.
+            let options_before_data = opts.is_some() && !s.options_after_data;
             SocketObservation {
                 inode,
                 fd: s.fd,
@@ -362,6 +393,7 @@ pub(super) fn finish(
                 congestion: s.congestion,
                 options,
                 samples: s.samples,
+                options_before_data,
                 samples_taken: s.taken,
                 held_taken: s.held,
                 closed: s.closed,

@@ -82,6 +82,7 @@ impl SocketBuilder {
                 role,
                 congestion: Some("cubic".into()),
                 options: default_options(),
+                options_before_data: false,
                 samples: Vec::new(),
                 samples_taken: 0,
                 held_taken: 0,

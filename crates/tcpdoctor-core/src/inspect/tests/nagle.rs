@@ -295,3 +295,26 @@ fn shares_count_the_samples_taken_not_the_ones_stored() {
     let every = f[0].evidence.rests_on[1].clone();
     assert!(every.contains("150 samples every 20.1"), "{every}");
 }
+
+#[test]
+fn nodelay_read_only_before_the_socket_sent_data_is_not_taken_as_its_writes_options() {
+    let mut s = per_line_server(5, 40000, 5).build();
+    s.options_before_data = true;
+    s.closed = true;
+    let r = diagnose(observation(vec![process(vec![s])]));
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.kind == FindingKind::NagleDelayedAck),
+        "{:#?}",
+        r.findings
+    );
+    assert!(
+        r.processes[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("only before it sent data")),
+        "{:?}",
+        r.processes[0].notes
+    );
+}
