@@ -6,11 +6,12 @@
 //! is the kernel's walk over its connection table, whatever the filter: a few hundred
 //! microseconds of system time per sample, hence the 20 ms default interval. The
 //! descriptor table is re-read only when a dump shows a socket not yet attributed, the
-//! counters at most every 100 ms, and options once when a socket is found and once at the
-//! end (the final value: a server sets TCP_NODELAY just after `accept`, maybe after we
-//! first saw it).
+//! counters at most every 100 ms, and options when a socket is found, again once a sample
+//! shows it sending data (a server sets TCP_NODELAY just after `accept`, maybe after we first
+//! saw it: the options its writes were made with), and at the end for sockets still open.
 //! A sample identical to the previous one (an idle socket) is not stored again, except the
-//! last, so an idle socket costs nothing and every socket's last sample is the end time.
+//! last, so an idle socket costs nothing and every socket's last sample is the end time;
+//! every sample taken is still counted (`samples_taken`, `held_taken`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
