@@ -14,8 +14,30 @@ use super::netns::NsReader;
 use super::options::{self, Pidfd, RawOptions};
 use super::proc;
 
-/// Samples kept per socket; past it only the latest replaces the last one.
-const MAX_SAMPLES: usize = 20_000;
+/// Samples stored per socket at most, and per process in all (the JSON carries each, ~570
+/// B): past its share, a socket's stored samples are thinned to every other one (its first and
+/// latest kept), so they still span the interval, more coarsely. Shares and counts do not
+/// suffer: they use the samples taken (`taken`, `held`), counted before storing.
+const MAX_SAMPLES_PER_SOCKET: usize = 4096;
+const MAX_SAMPLES_PER_PROCESS: usize = 200_000;
+/// The least a socket keeps, however many sockets share the process's budget.
+const MIN_SAMPLES_PER_SOCKET: usize = 64;
+
+/// How many samples each of `sockets` sockets may store.
+fn cap(sockets: usize) -> usize {
+    (MAX_SAMPLES_PER_PROCESS / sockets.max(1)).clamp(MIN_SAMPLES_PER_SOCKET, MAX_SAMPLES_PER_SOCKET)
+}
+
+/// Keeps the first sample, every other one after it, and the last.
+fn thin(samples: &mut Vec<TcpSample>) {
+    let Some(last) = samples.pop() else { return };
+    let mut i = 0;
+    samples.retain(|_| {
+        i += 1;
+        i % 2 == 1
+    });
+    samples.push(last);
+}
 
 /// Where a process's sockets are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -165,9 +187,10 @@ pub(super) fn sample_target(t: &mut Target, dump: &[DiagSocket], at_ns: u64) {
     }
     let present: BTreeSet<u64> = dump.iter().map(|s| s.inode).collect();
     let mut reread = Vec::new();
+    let cap = cap(t.sockets.len());
     for s in dump {
         if let Some(tr) = t.sockets.get_mut(&s.inode) {
-            record(tr, s);
+            record(tr, s, cap);
             if !tr.options_after_data && sent_data(s) {
                 reread.push((s.inode, tr.fd));
             }
@@ -266,7 +289,7 @@ pub(super) fn read_options(t: &mut Target, fd: i32, inode: u64) -> Option<RawOpt
     }
 }
 
-fn record(tr: &mut Tracked, s: &DiagSocket) {
+fn record(tr: &mut Tracked, s: &DiagSocket, cap: usize) {
     // Back in a dump after missing from one (a dump cut short): it was never closed.
     tr.closed = false;
     tr.state = s.state;
@@ -297,10 +320,10 @@ fn record(tr: &mut Tracked, s: &DiagSocket) {
         tr.unstored = Some(sample);
     } else {
         tr.unstored = None;
-        if tr.samples.len() >= MAX_SAMPLES {
-            tr.samples.pop();
-        }
         tr.samples.push(sample);
+        while tr.samples.len() > cap.max(2) {
+            thin(&mut tr.samples);
+        }
     }
 }
 
@@ -494,6 +517,51 @@ mod tests {
             sndbuf: Some(16384),
             rcvbuf: Some(131_072),
         }
+    }
+
+    #[test]
+    fn stored_samples_are_bounded_and_still_span_the_interval() {
+        assert_eq!(super::cap(1), super::MAX_SAMPLES_PER_SOCKET);
+        assert_eq!(super::cap(100_000), super::MIN_SAMPLES_PER_SOCKET);
+        assert!(super::cap(1000) * 1000 <= super::MAX_SAMPLES_PER_PROCESS);
+        let mut t = target();
+        let busy = |segs, at| socket(11, 7, ("127.0.0.1:80", "127.0.0.1:5000"), 1, segs, at);
+        // A thousandth of the process's budget for this one: 200 stored at most.
+        for k in 0..10_000u32 {
+            sample_target(&mut t, &[busy(k, u64::from(k))], u64::from(k));
+            if k == 0 {
+                for i in 0..999 {
+                    t.sockets.insert(
+                        1_000_000 + i,
+                        super::Tracked {
+                            fd: -1,
+                            local: "127.0.0.1:1".parse().expect("addr"),
+                            remote: "127.0.0.1:2".parse().expect("addr"),
+                            state: 1,
+                            congestion: None,
+                            options: None,
+                            options_after_data: false,
+                            snd: None,
+                            rcv: None,
+                            samples: Vec::new(),
+                            unstored: None,
+                            taken: 0,
+                            held: 0,
+                            closed: true,
+                        },
+                    );
+                }
+            }
+        }
+        let s = &t.sockets[&11];
+        let cap = super::cap(1000);
+        assert_eq!(cap, 200);
+        assert!(s.samples.len() <= cap, "{}", s.samples.len());
+        assert!(s.samples.len() >= cap / 2, "{}", s.samples.len());
+        assert_eq!(s.samples.first().map(|x| x.at_ns), Some(0));
+        assert_eq!(s.samples.last().map(|x| x.at_ns), Some(9_999));
+        assert!(s.samples.windows(2).all(|w| w[0].at_ns < w[1].at_ns));
+        assert_eq!(s.taken, 10_000, "every sample taken still counted");
     }
 
     #[test]
