@@ -737,3 +737,62 @@ while True:
         assert_eq!(first["options_before_data"], true, "{first:#}");
     }
 }
+
+#[test]
+fn nagle_shares_count_every_sample_taken_not_only_those_stored() {
+    // A client doing 2 exchanges then pausing 1 s: while it pauses the socket is idle and its
+    // samples, all alike, are not stored again. They are still instants at which no write
+    // was held: shares and the severity must count them.
+    let server = specimen(&["--writes", "per-line"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let mut c = connect(server.port);
+    exchange(&mut c).expect("first exchange");
+    let client = std::thread::spawn(move || {
+        for _ in 0..60 {
+            if flag.load(Ordering::SeqCst) {
+                break;
+            }
+            for _ in 0..2 {
+                if exchange(&mut c).is_err() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    let (r, code, err) = inspect(&["--pid", &server.pid(), "--duration", "3s"]);
+    stop.store(true, Ordering::SeqCst);
+    client.join().expect("client");
+    assert_eq!(code, 0, "{err}");
+    let s = accepted(&r);
+    let stored = s["samples"].as_array().expect("samples").len() as u64;
+    let taken = n(&s["samples_taken"]);
+    let held = n(&s["held_taken"]);
+    assert!(
+        taken > stored,
+        "idle repeats are taken, not stored: {taken} taken, {stored} stored"
+    );
+    let summary = &r["processes"][0]["sockets"]
+        .as_array()
+        .expect("summary sockets")
+        .iter()
+        .find(|x| x["inode"] == s["inode"])
+        .expect("the socket's summary")
+        .clone();
+    assert_eq!(n(&summary["samples"]), taken, "{summary:#}");
+    assert_eq!(n(&summary["held_samples"]), held, "{summary:#}");
+    // The finding, when there is one, counts the samples taken, and its severity follows the
+    // share of those that caught a hold.
+    for f in r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "nagle_delayed_ack")
+    {
+        assert_eq!(n(&f["evidence"]["counts"]["samples"]), taken, "{f:#}");
+        assert_eq!(n(&f["evidence"]["counts"]["held_samples"]), held, "{f:#}");
+        let critical = held as f64 / taken as f64 >= 0.1 && taken >= 10;
+        assert_eq!(f["severity"] == "critical", critical, "{f:#}");
+    }
+}
