@@ -587,3 +587,212 @@ fn ipv6_sockets_are_read_too() {
     assert_eq!(s["options"]["nodelay"], true);
     assert_eq!(n(&s["samples"][0]["state"]), 1);
 }
+
+#[test]
+fn a_thread_per_connection_server_with_connect_per_request_clients_is_not_busy_poll() {
+    // Each connection gets its own thread, which waits in recv (it sleeps properly); the
+    // client opens a connection per request. Threads that exit take their context switches
+    // with them, and connections living between two samples are never seen: neither the
+    // sleeps nor the traffic can be counted in full, so busy_poll must not be judged.
+    let script = r#"
+import socket, threading
+def serve(c):
+    f = c.makefile("rb")
+    while f.readline():
+        c.sendall(b"200 ok\r\n.\r\n")
+    c.close()
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(128)
+print("listening 127.0.0.1:%d" % l.getsockname()[1], flush=True)
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+    let name = "a_thread_per_connection_server_with_connect_per_request_clients_is_not_busy_poll";
+    if Command::new("python3").arg("--version").output().is_err() {
+        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", name, "python3 is not installed");
+        return;
+    }
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script]);
+    let server = start(cmd);
+    let port = server.port;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let client = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !flag.load(Ordering::SeqCst) && n < 100_000 {
+            let mut s = connect(port);
+            if exchange(&mut s).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    });
+    let (r, code, err) = inspect(&["--pid", &server.pid(), "--duration", "3s"]);
+    stop.store(true, Ordering::SeqCst);
+    let requests = client.join().expect("client");
+    assert_eq!(code, 0, "{err}");
+    assert!(requests > 10, "{requests} requests");
+    let busy: Vec<&Value> = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "busy_poll")
+        .collect();
+    assert!(busy.is_empty(), "{busy:#?}\n{:#}", r["processes"]);
+    // And the report says why it could not judge.
+    let notes = r["processes"][0]["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().filter_map(Value::as_str).any(|n| {
+            n.contains("busy_poll is not judged") || n.contains("busy_poll not judged")
+        }),
+        "{notes:#?}"
+    );
+}
+
+#[test]
+fn nodelay_set_after_accept_is_read_once_the_socket_has_sent_data() {
+    // The server sets TCP_NODELAY 300 ms after accept, then serves: inspect's first sample of
+    // the accepted socket sees Nagle on. The connection closes while inspect runs, so only a
+    // re-read once data was sent can tell the options the replies were written with.
+    let script = r#"
+import socket, time
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(8)
+print("listening 127.0.0.1:%d" % l.getsockname()[1], flush=True)
+while True:
+    c, _ = l.accept()
+    time.sleep(0.3)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = c.makefile("rb")
+    while f.readline():
+        c.sendall(b"200 ok\r\n.\r\n")
+    f.close()
+    c.close()
+"#;
+    let name = "nodelay_set_after_accept_is_read_once_the_socket_has_sent_data";
+    if Command::new("python3").arg("--version").output().is_err() {
+        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", name, "python3 is not installed");
+        return;
+    }
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script]);
+    let server = start(cmd);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["inspect", "--format", "json", "--duration", "60s"])
+        .args(["--pid", &server.pid()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn inspect");
+    let mut stderr = wait_for_sampling(&mut child);
+    let mut c = connect(server.port);
+    // Paced, so that samples are likely to see the socket sending (then its options are read
+    // again); whether they do or not, the options must not be reported as final unless they
+    // were read after its data.
+    for _ in 0..5 {
+        exchange(&mut c).expect("exchange");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    // The client ends; the server closes its socket (its EOF reaches us once it has).
+    c.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let mut b = [0u8; 16];
+    assert!(matches!(c.read(&mut b), Ok(0)), "the server did not close");
+    // One more connection, after the first one is closed: once the server has accepted it,
+    // the first one's close has been seen by at least one sample (the sampler reads both).
+    let mut c2 = connect(server.port);
+    exchange(&mut c2).expect("second connection");
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "inspect must still be sampling for this to prove anything"
+    );
+    // SAFETY: SIGINT to our own child: inspect stops and prints what it read.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    let _ = stderr.read_to_string(&mut rest);
+    let out = child.wait_with_output().expect("inspect output");
+    let (r, code, _) = parse(out);
+    assert_eq!(code, 0, "{rest}");
+    let first = sockets(&r, "accepted")
+        .into_iter()
+        .find(|s| s["remote"] == c.local_addr().expect("addr").to_string())
+        .unwrap_or_else(|| panic!("the first connection: {r:#}"));
+    assert_eq!(first["closed"], true, "{first:#}");
+    let seen_sending = first["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .any(|x| n(&x["data_segs_out"]) > 0);
+    eprintln!("first connection seen sending: {seen_sending}");
+    if seen_sending {
+        // Read again once it had sent: the option its replies were written with.
+        assert_eq!(first["options"]["nodelay"], true, "{first:#}");
+        assert_eq!(first["options_before_data"], false, "{first:#}");
+    } else {
+        // Never seen sending: what was read at first sight is said to be only that.
+        assert_eq!(first["options_before_data"], true, "{first:#}");
+    }
+}
+
+#[test]
+fn nagle_shares_count_every_sample_taken_not_only_those_stored() {
+    // A client doing 2 exchanges then pausing 1 s: while it pauses the socket is idle and its
+    // samples, all alike, are not stored again. They are still instants at which no write
+    // was held: shares and the severity must count them.
+    let server = specimen(&["--writes", "per-line"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let mut c = connect(server.port);
+    exchange(&mut c).expect("first exchange");
+    let client = std::thread::spawn(move || {
+        for _ in 0..60 {
+            if flag.load(Ordering::SeqCst) {
+                break;
+            }
+            for _ in 0..2 {
+                if exchange(&mut c).is_err() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    let (r, code, err) = inspect(&["--pid", &server.pid(), "--duration", "3s"]);
+    stop.store(true, Ordering::SeqCst);
+    client.join().expect("client");
+    assert_eq!(code, 0, "{err}");
+    let s = accepted(&r);
+    let stored = s["samples"].as_array().expect("samples").len() as u64;
+    let taken = n(&s["samples_taken"]);
+    let held = n(&s["held_taken"]);
+    assert!(
+        taken > stored,
+        "idle repeats are taken, not stored: {taken} taken, {stored} stored"
+    );
+    let summary = &r["processes"][0]["sockets"]
+        .as_array()
+        .expect("summary sockets")
+        .iter()
+        .find(|x| x["inode"] == s["inode"])
+        .expect("the socket's summary")
+        .clone();
+    assert_eq!(n(&summary["samples"]), taken, "{summary:#}");
+    assert_eq!(n(&summary["held_samples"]), held, "{summary:#}");
+    // The finding, when there is one, counts the samples taken, and its severity follows the
+    // share of those that caught a hold.
+    for f in r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "nagle_delayed_ack")
+    {
+        assert_eq!(n(&f["evidence"]["counts"]["samples"]), taken, "{f:#}");
+        assert_eq!(n(&f["evidence"]["counts"]["held_samples"]), held, "{f:#}");
+        let critical = held as f64 / taken as f64 >= 0.1 && taken >= 10;
+        assert_eq!(f["severity"] == "critical", critical, "{f:#}");
+    }
+}

@@ -20,6 +20,15 @@
 //! 3. **Mostly runnable**: at least [`MIN_CPU_PER_SLEEP_NS`] of CPU per voluntary context
 //!    switch. A process that waits for its sockets sleeps in `epoll_wait`/`read` once per
 //!    batch of work and runs tens of µs per wake-up; a spinning loop hardly ever sleeps.
+//!    The switches are summed over the threads alive when read, while the CPU clock keeps the
+//!    time of threads that exited: when threads exited (or appeared) during sampling
+//!    ([`ProcessObservation::ctxt_switches_incomplete`]) the sleeps are undercounted, this
+//!    input is unknown, and there is no finding.
+//!
+//! Nor is there one when connections came and went during sampling (a connection that
+//! appeared after the first sample was closed before the end): connections that open and close between two samples are never seen, so the
+//! traffic counted is only a lower bound of the work, and rule 2's budget with it. A
+//! connect-per-request server is then not judged (the process notes say so).
 //! 4. **In system calls**: at least [`MIN_KERNEL_SHARE`] of that CPU time spent in the
 //!    kernel (`/proc/PID/stat`'s `stime` against `utime`, over at least
 //!    [`MIN_TICKS_FOR_SHARE`](super::summary::MIN_TICKS_FOR_SHARE) ticks). A loop polling
@@ -50,6 +59,20 @@ pub const MIN_CPU_PER_SLEEP_NS: u64 = 1_000_000;
 pub const CRITICAL_SHARE: f64 = 0.5;
 pub const MIN_KERNEL_SHARE: f64 = 0.25;
 
+/// Connections came and went during sampling: a connection first seen after the first
+/// sample was closed before the end — and those that lived between two samples were not seen
+/// at all.
+pub fn churned(p: &ProcessObservation) -> bool {
+    let Some(start) = p.first.map(|c| c.at_ns) else {
+        return false;
+    };
+    p.sockets.iter().any(|s| {
+        s.closed
+            && s.role != SocketRole::Listener
+            && s.samples.first().is_some_and(|x| x.at_ns > start)
+    })
+}
+
 pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
     let cpu_ns = cpu.cpu_ms * 1e6;
     if cpu_ns < MIN_CPU_NS as f64 || cpu.cpu_share < MIN_CPU_SHARE {
@@ -58,6 +81,9 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
     let segments = cpu.data_segs_in + cpu.data_segs_out;
     let budget_ns = segments as f64 * BUDGET_PER_SEGMENT_NS as f64;
     if cpu_ns < FACTOR * budget_ns {
+        return None;
+    }
+    if p.ctxt_switches_incomplete.is_some() || churned(p) {
         return None;
     }
     let per_sleep_ns = cpu_ns / cpu.voluntary_ctxt_switches.max(1) as f64;

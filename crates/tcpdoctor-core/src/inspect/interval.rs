@@ -3,9 +3,10 @@
 //!
 //! 1. A socket's interval runs from its first `tcp_info` sample to its last (a socket closed
 //!    during sampling ends at its last sample; one opened during it starts at its first).
-//! 2. The kernel's segment counters are 32-bit and wrap: deltas are taken modulo 2³². Byte
-//!    and time counters are 64-bit; a counter that went backwards (a different socket reusing
-//!    the inode) gives 0, never a huge number.
+//! 2. The kernel's segment counters are 32-bit and wrap: deltas are taken modulo 2³² (and a
+//!    32-bit difference of half the range or more is taken as a counter that went backwards:
+//!    0, see [`wrap32`]). Byte and time counters are 64-bit; a counter that went backwards (a
+//!    different socket reusing the inode) gives 0, never a huge number.
 //! 3. A socket sampled once (`inspect` without `--duration`, or a socket seen only at the last
 //!    sample) has no interval: its lifetime counters stand in for the deltas, and every
 //!    sentence built on them says "since the socket opened" ([`SocketInterval::over`]).
@@ -44,8 +45,16 @@ pub struct SocketInterval<'a> {
     pub sndbuf_limited_us: u64,
 }
 
-fn wrap32(first: u32, last: u32) -> u64 {
-    u64::from(last.wrapping_sub(first))
+/// `last - first` of a 32-bit counter, modulo 2³² (it wraps). A difference of half the range
+/// or more is a counter that went backwards (the inode reused by a new socket whose counters
+/// restarted), not 2 billion segments in one interval: 0, as for the 64-bit counters.
+pub fn wrap32(first: u32, last: u32) -> u64 {
+    let d = last.wrapping_sub(first);
+    if d >= 1 << 31 {
+        0
+    } else {
+        u64::from(d)
+    }
 }
 
 impl<'a> SocketInterval<'a> {
@@ -90,13 +99,36 @@ impl<'a> SocketInterval<'a> {
         (self.data_segs_out > 0).then(|| self.bytes_sent as f64 / self.data_segs_out as f64)
     }
 
-    /// Samples that caught a write held by Nagle (see [`held_by_nagle`]).
+    /// Samples taken of this socket: what the sampler read, repeats of an idle socket
+    /// included ([`SocketObservation::samples_taken`]); the stored ones when not known.
+    pub fn samples_taken(&self) -> u64 {
+        let stored = self.sock.samples.len() as u64;
+        if self.sock.samples_taken > 0 {
+            self.sock.samples_taken.max(stored)
+        } else {
+            stored
+        }
+    }
+
+    /// Samples taken that caught a write held by Nagle (see [`held_by_nagle`]); counted in
+    /// the stored samples when the samples taken are not known.
     pub fn held_samples(&self) -> u64 {
+        if self.sock.samples_taken > 0 {
+            return self.sock.held_taken;
+        }
         self.sock
             .samples
             .iter()
             .filter(|s| held_by_nagle(s))
             .count() as u64
+    }
+
+    /// The sampling period achieved on this socket, for evidence: `150 samples every 20 ms`.
+    pub fn sampled(&self) -> String {
+        sampled(
+            usize::try_from(self.samples_taken()).unwrap_or(usize::MAX),
+            self.span_ns,
+        )
     }
 
     pub fn span_ms(&self) -> f64 {
@@ -274,7 +306,8 @@ pub fn state_name(state: u8) -> &'static str {
     }
 }
 
-/// The sampling period the shell achieved, for evidence: `every 10 ms`.
+/// The sampling period the shell achieved, for evidence: `every 10 ms`. `samples` are the
+/// samples taken over `span_ns` (see [`SocketInterval::samples_taken`]), not those stored.
 pub fn sampled(samples: usize, span_ns: u64) -> String {
     if samples < 2 {
         return format!("{samples} sample");

@@ -78,6 +78,12 @@ pub struct ProcessObservation {
     /// `/proc/PID/fd` (`None`, the usual way): e.g. "every socket of uid 1001 in its network
     /// namespace (its descriptors were refused)". Evidence and the notes quote it.
     pub sockets_via: Option<String>,
+    /// Why the context-switch counts of `first`/`last` miss part of the interval, when they
+    /// do: they are summed over the threads alive when read, and a thread that exits takes
+    /// its count with it ("threads exited during sampling: 3 of those seen"). `busy_poll`'s
+    /// CPU-per-sleep is then unknown. `None` when every thread seen was seen to the end.
+    #[serde(default)]
+    pub ctxt_switches_incomplete: Option<String>,
     pub sockets: Vec<SocketObservation>,
 }
 
@@ -128,8 +134,24 @@ pub struct SocketObservation {
     /// Congestion control (`cubic`, `bbr`), when the kernel said.
     pub congestion: Option<String>,
     pub options: SocketOptions,
+    /// The options were read only when the socket was first seen, before any sample showed
+    /// it sending data, and never again (it closed first): a server may have set them just
+    /// after, before it wrote its replies. Rules do not take them as the options its writes
+    /// were made with.
+    #[serde(default)]
+    pub options_before_data: bool,
     /// `tcp_info` over time, oldest first; the first and last give the deltas.
     pub samples: Vec<TcpSample>,
+    /// How many times the sampler read this socket, stored or not: `samples` keeps a sample
+    /// only when it differs from the one before (an idle socket's repeats are dropped), so
+    /// shares, severities and the sampling period count these. 0 when not known (then
+    /// `samples.len()` stands in).
+    #[serde(default)]
+    pub samples_taken: u64,
+    /// Of the samples taken, those that caught a write held by Nagle
+    /// ([`interval::held_by_nagle`]), repeats included; meaningful when `samples_taken > 0`.
+    #[serde(default)]
+    pub held_taken: u64,
     /// The socket was gone before sampling ended (closed by the process).
     pub closed: bool,
 }

@@ -14,6 +14,9 @@
 //! 3. **Nagle on**: `TCP_NODELAY` read as 0 from the live socket, and `TCP_CORK` not set (a
 //!    corked socket holds partial segments on purpose). When `TCP_NODELAY` could not be read,
 //!    there is no finding: the report's process notes say the socket could not be checked.
+//!    Nor is there one when `TCP_NODELAY` was read only before the socket sent data
+//!    ([`super::SocketObservation::options_before_data`]: a server may set it just after
+//!    `accept`, and this socket closed before it could be read again); the notes say so.
 //! 4. **Caught holding**: a sample with `unacked > 0`, `0 < notsent < snd_mss` and
 //!    `unacked < snd_cwnd` ([`held_by_nagle`](super::interval::held_by_nagle)): a sub-MSS
 //!    write waiting while earlier data is unacknowledged and the congestion window has room —
@@ -31,6 +34,10 @@
 //! A socket sampled once (no `--duration`) is judged on its lifetime counters (rules 1 and 2)
 //! and that one sample (rule 4).
 //!
+//! Samples are counted as TAKEN (every read of the socket, [`super::SocketObservation::samples_taken`]),
+//! not as stored: an idle socket's repeated samples are not stored, but they are instants at
+//! which no write was held, and a share of the stored ones would overstate the holds.
+//!
 //! `time_lost_ms` is an estimate: per socket, the share of samples that caught a held write ×
 //! the time it was sampled. Samples taken at instants unrelated to the holds see a hold with
 //! the probability that one is in progress, so this estimates the time writes spent held;
@@ -39,8 +46,8 @@
 use std::collections::BTreeMap;
 
 use super::interval::{
-    flow_ref, options_source, process_name, role_name, sampled, sending_direction, server_of,
-    socket_label, sockets_source, tcp_info_source, SocketInterval,
+    flow_ref, options_source, process_name, role_name, sending_direction, server_of, socket_label,
+    sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{ProcessObservation, SocketRole};
 use crate::numfmt::{count, dur_ms, num};
@@ -85,6 +92,7 @@ struct Group<'a> {
 pub fn nagle(p: &ProcessObservation) -> (Vec<Finding>, Vec<String>) {
     let mut groups: BTreeMap<(u8, String), Group> = BTreeMap::new();
     let mut unchecked = 0u64;
+    let mut before_data = 0u64;
     for iv in p.sockets.iter().filter_map(SocketInterval::of) {
         if iv.sock.role == SocketRole::Listener {
             continue;
@@ -103,6 +111,10 @@ pub fn nagle(p: &ProcessObservation) -> (Vec<Finding>, Vec<String>) {
             continue;
         }
         let o = &iv.sock.options;
+        if iv.sock.options_before_data && o.nodelay == Some(false) {
+            before_data += 1;
+            continue;
+        }
         match o.nodelay {
             Some(false) if o.cork != Some(true) => {
                 let held = iv.held_samples();
@@ -127,6 +139,14 @@ pub fn nagle(p: &ProcessObservation) -> (Vec<Finding>, Vec<String>) {
             }
         ));
     }
+    if before_data > 0 {
+        notes.push(format!(
+            "Nagle not judged on {} with small request/response writes: TCP_NODELAY read 0, but \
+             only before it sent data (it closed before it could be read again; a server may \
+             set TCP_NODELAY just after accept)",
+            count(before_data, "socket")
+        ));
+    }
     let findings = groups
         .into_values()
         .filter(|g| !g.nagle_on.is_empty())
@@ -141,18 +161,14 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
         .iter()
         .max_by_key(|(iv, held)| (*held, iv.data_segs_out))
         .expect("a group with a Nagle-on socket");
-    let samples: u64 = g
-        .nagle_on
-        .iter()
-        .map(|(iv, _)| iv.sock.samples.len() as u64)
-        .sum();
+    let samples: u64 = g.nagle_on.iter().map(|(iv, _)| iv.samples_taken()).sum();
     let held: u64 = g.nagle_on.iter().map(|(_, h)| h).sum();
     let caught_sockets = g.nagle_on.iter().filter(|(_, h)| *h > 0).count() as u64;
     let held_share = held as f64 / samples.max(1) as f64;
     let time_lost_ms: f64 = g
         .nagle_on
         .iter()
-        .map(|(iv, h)| *h as f64 / iv.sock.samples.len().max(1) as f64 * iv.span_ms())
+        .map(|(iv, h)| *h as f64 / iv.samples_taken().max(1) as f64 * iv.span_ms())
         .sum();
     let severity = if held == 0 {
         Severity::Info
@@ -208,7 +224,7 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
             "caught holding a write in {ex_held} of {} samples, e.g. unacked {} (segments in \
              flight), notsent {} B below the MSS of {} B, congestion window {} not full: Nagle \
              waits for an ACK before sending it",
-            ex.sock.samples.len(),
+            ex.samples_taken(),
             s.unacked,
             s.notsent_bytes,
             s.snd_mss,
@@ -217,8 +233,8 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
         None => facts.push(format!(
             "not caught holding a write in {} ({}): with both ends fast, ACKs often return \
              before the next write and Nagle has nothing to hold",
-            count(ex.sock.samples.len() as u64, "sample"),
-            sampled(ex.sock.samples.len(), ex.span_ns)
+            count(ex.samples_taken(), "sample"),
+            ex.sampled()
         )),
     }
     facts.push(format!(
@@ -251,7 +267,7 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
                 "{}: unacked, notsent, snd_mss, snd_cwnd, ato and data segment and byte \
                  counters, {}",
                 tcp_info_source(p),
-                sampled(ex.sock.samples.len(), ex.span_ns)
+                ex.sampled()
             ),
             sockets_source(p),
         ],

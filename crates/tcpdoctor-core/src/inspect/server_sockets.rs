@@ -54,8 +54,13 @@ pub fn server_sockets(obs: &Observation, port: u16) -> Option<ServerSockets> {
             port,
             accepted: mine.len() as u64,
             nodelay_on: n(&|s| s.options.nodelay == Some(true)),
-            nodelay_off: n(&|s| s.options.nodelay == Some(false)),
-            nodelay_unknown: n(&|s| s.options.nodelay.is_none()),
+            // Off as read only at first sight, before it sent anything (it closed before a
+            // re-read): the server may have set it before writing, so it is not known.
+            nodelay_off: n(&|s| s.options.nodelay == Some(false) && !s.options_before_data),
+            nodelay_unknown: n(&|s| {
+                s.options.nodelay.is_none()
+                    || (s.options.nodelay == Some(false) && s.options_before_data)
+            }),
             sndbuf_fixed: n(&|s| matches!(s.options.sndbuf, BufferSetting::Fixed { .. })),
             rcvbuf_fixed: n(&|s| matches!(s.options.rcvbuf, BufferSetting::Fixed { .. })),
             options_refused: p.options_refused.clone(),

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::interval::{held_by_nagle, state_name, SocketInterval};
+use super::interval::{state_name, SocketInterval};
 use super::pool_imbalance::{pools, spread};
 use super::{ProcessObservation, SocketRole};
 use crate::stats::round3;
@@ -68,6 +68,7 @@ pub struct SocketSummary {
     pub inode: u64,
     /// The state at the last sample as `ss` prints it (`ESTAB`, `LISTEN`, `CLOSE-WAIT`).
     pub state: String,
+    /// Samples taken of it (every read, an idle socket's unstored repeats included).
     pub samples: u64,
     pub interval_ms: f64,
     /// Sampled once: the counts below are the socket's lifetime counters, not deltas.
@@ -79,8 +80,8 @@ pub struct SocketSummary {
     pub retrans: u64,
     /// Mean payload of the data segments sent; `None` when none was sent.
     pub mean_write_bytes: Option<f64>,
-    /// Samples that caught a write held by Nagle (`unacked > 0`, `0 < notsent < snd_mss`,
-    /// `unacked < snd_cwnd`) — counted whatever `TCP_NODELAY` says.
+    /// Samples taken that caught a write held by Nagle (`unacked > 0`, `0 < notsent <
+    /// snd_mss`, `unacked < snd_cwnd`) — counted whatever `TCP_NODELAY` says.
     pub held_samples: u64,
 }
 
@@ -154,7 +155,7 @@ pub fn socket(s: &super::SocketObservation) -> SocketSummary {
             } else {
                 state_name(iv.last.state).to_string()
             },
-            samples: s.samples.len() as u64,
+            samples: iv.samples_taken(),
             interval_ms: round3(iv.span_ms()),
             lifetime: iv.lifetime,
             data_segs_in: iv.data_segs_in,
@@ -163,7 +164,7 @@ pub fn socket(s: &super::SocketObservation) -> SocketSummary {
             bytes_received: iv.bytes_received,
             retrans: iv.retrans,
             mean_write_bytes: iv.mean_write_bytes().map(round3),
-            held_samples: s.samples.iter().filter(|x| held_by_nagle(x)).count() as u64,
+            held_samples: iv.held_samples(),
         },
         None => SocketSummary {
             fd: s.fd,
@@ -252,6 +253,20 @@ pub fn process(p: &ProcessObservation) -> ProcessSummary {
         notes.push(format!(
             "{} closed by the process during sampling (counted up to its last sample)",
             crate::numfmt::count_of(closed, "socket was", "sockets were")
+        ));
+    }
+    if super::busy_poll::churned(p) {
+        notes.push(
+            "connections came and went during sampling: those opened and closed between two \
+             samples were not seen, so the traffic counted is a lower bound and busy_poll is \
+             not judged"
+                .to_string(),
+        );
+    }
+    if let Some(why) = &p.ctxt_switches_incomplete {
+        notes.push(format!(
+            "voluntary context switches undercounted ({why}): CPU per sleep unknown, busy_poll \
+             not judged"
         ));
     }
     ProcessSummary {

@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 
 use super::interval::{
-    bit_rate, bytes, flow_ref, options_source, process_name, role_name, sampled, sending_direction,
+    bit_rate, bytes, flow_ref, options_source, process_name, role_name, sending_direction,
     server_of, socket_label, sockets_source, tcp_info_source, SocketInterval,
 };
 use super::{BufferSetting, ProcessObservation, SocketRole};
@@ -168,7 +168,7 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
         dur_ms(ex.limited_us as f64 / 1e3),
         dur_ms(ex.busy_us as f64 / 1e3),
         iv.over(),
-        sampled(s.samples.len(), iv.span_ns)
+        iv.sampled()
     )];
     facts.push(match (ex.limiter, current) {
         (Limiter::SendBuffer, Some(n)) => format!(

@@ -277,7 +277,15 @@ fn parse_messages(
             continue;
         }
         match kind {
-            NLMSG_DONE => return Ok(true),
+            // The dump's end carries an int: negative when the kernel stopped the walk on an
+            // error (ENOMEM, EINTR...) — what came before is then not every socket, and the
+            // ones missing must not be taken for closed.
+            NLMSG_DONE => {
+                return match u32_ne(payload, 0).map(|v| v as i32) {
+                    Some(e) if e < 0 => Err(io::Error::from_raw_os_error(-e)),
+                    _ => Ok(true),
+                };
+            }
             NLMSG_ERROR => {
                 let errno = u32_ne(payload, 0).ok_or_else(|| bad("error"))? as i32;
                 if errno == 0 {
@@ -440,6 +448,22 @@ mod tests {
         m[4..6].copy_from_slice(&20u16.to_ne_bytes());
         assert_eq!(parse_messages(&m, 0, 2, 0, &mut out).ok(), Some(false));
         assert!(out.is_empty());
+        // An end of dump carrying an error: the dump is incomplete, an error.
+        let done = |errno: i32| {
+            let mut d = vec![0u8; 20];
+            d[..4].copy_from_slice(&20u32.to_ne_bytes());
+            d[4..6].copy_from_slice(&super::NLMSG_DONE.to_ne_bytes());
+            d[16..20].copy_from_slice(&errno.to_ne_bytes());
+            d
+        };
+        let e = parse_messages(&done(-libc::EINTR), 0, 2, 0, &mut out).expect_err("incomplete");
+        assert_eq!(e.raw_os_error(), Some(libc::EINTR));
+        assert_eq!(parse_messages(&done(0), 0, 2, 0, &mut out).ok(), Some(true));
+        // An end without its int (older kernels' answers may be bare) is still an end.
+        let mut bare = vec![0u8; 16];
+        bare[..4].copy_from_slice(&16u32.to_ne_bytes());
+        bare[4..6].copy_from_slice(&super::NLMSG_DONE.to_ne_bytes());
+        assert_eq!(parse_messages(&bare, 0, 2, 0, &mut out).ok(), Some(true));
         for n in 0..64 {
             let junk: Vec<u8> = (0..n).map(|i| (i * 37 + n) as u8).collect();
             let _ = parse_messages(&junk, 0, 10, 0, &mut out);

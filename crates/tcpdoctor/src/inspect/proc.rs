@@ -2,7 +2,7 @@
 //! counters. Everything here may fail (the process exits, or belongs to another user): each
 //! reader returns what it could read and lets the caller say what it could not.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 
@@ -93,14 +93,21 @@ fn status_field(status: &str, name: &str) -> Option<u64> {
 /// (`None` there when refused; only `read`/`readv`/`pread` and the `write` family count
 /// there: `recv`/`send` on a socket, as Rust's and many servers' socket I/O is, do not). `None` when the process
 /// is gone or its CPU time cannot be read.
-pub fn counters(pid: u32, at_ns: u64) -> Option<ProcessCounters> {
+///
+/// With them, the threads whose counts were summed: a thread missing from a later read
+/// exited and took its count away, so the caller can tell when the sum is incomplete.
+pub fn counters(pid: u32, at_ns: u64) -> Option<(ProcessCounters, BTreeSet<u32>)> {
     let cpu_ns = crate::procfs::cpu_ns(i32::try_from(pid).ok()?)?;
     let (mut vol, mut nonvol) = (0u64, 0u64);
+    let mut tids = BTreeSet::new();
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for t in tasks.flatten() {
             if let Ok(s) = std::fs::read_to_string(t.path().join("status")) {
                 vol += status_field(&s, "voluntary_ctxt_switches:").unwrap_or(0);
                 nonvol += status_field(&s, "nonvoluntary_ctxt_switches:").unwrap_or(0);
+                if let Some(tid) = t.file_name().to_str().and_then(|n| n.parse().ok()) {
+                    tids.insert(tid);
+                }
             }
         }
     }
@@ -114,7 +121,7 @@ pub fn counters(pid: u32, at_ns: u64) -> Option<ProcessCounters> {
             .ok()
     };
     let stat = crate::procfs::stat(i32::try_from(pid).ok()?);
-    Some(ProcessCounters {
+    let counters = ProcessCounters {
         at_ns,
         cpu_ns,
         user_ticks: stat.as_ref().map(|s| s.utime),
@@ -123,7 +130,8 @@ pub fn counters(pid: u32, at_ns: u64) -> Option<ProcessCounters> {
         nonvoluntary_ctxt_switches: nonvol,
         syscr: io_field("syscr:"),
         syscw: io_field("syscw:"),
-    })
+    };
+    Some((counters, tids))
 }
 
 /// The processes holding any of `inodes`, among those whose descriptors we may read, with
@@ -191,8 +199,9 @@ mod tests {
         let fds = socket_fds(me).expect("our fds");
         let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
         assert!(fds.values().any(|&f| f == fd), "{fds:?}");
-        let c = counters(me, 7).expect("our counters");
+        let (c, tids) = counters(me, 7).expect("our counters");
         assert_eq!(c.at_ns, 7);
+        assert!(!tids.is_empty(), "our threads");
         assert!(c.cpu_ns > 0 && c.syscr.is_some());
     }
 }

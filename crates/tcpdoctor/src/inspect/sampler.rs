@@ -6,11 +6,12 @@
 //! is the kernel's walk over its connection table, whatever the filter: a few hundred
 //! microseconds of system time per sample, hence the 20 ms default interval. The
 //! descriptor table is re-read only when a dump shows a socket not yet attributed, the
-//! counters at most every 100 ms, and options once when a socket is found and once at the
-//! end (the final value: a server sets TCP_NODELAY just after `accept`, maybe after we
-//! first saw it).
+//! counters at most every 100 ms, and options when a socket is found, again once a sample
+//! shows it sending data (a server sets TCP_NODELAY just after `accept`, maybe after we first
+//! saw it: the options its writes were made with), and at the end for sockets still open.
 //! A sample identical to the previous one (an idle socket) is not stored again, except the
-//! last, so an idle socket costs nothing and every socket's last sample is the end time.
+//! last, so an idle socket costs nothing and every socket's last sample is the end time;
+//! every sample taken is still counted (`samples_taken`, `held_taken`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
@@ -23,7 +24,7 @@ use super::diag::{DiagSocket, Families};
 use super::netns::{self, NsReader};
 use super::options::{self, Pidfd};
 use super::proc;
-use super::track::{finish, sample_target, Attribution, Source, Target};
+use super::track::{finish, sample_target, Attribution, Source, Target, Threads};
 
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 /// How often the whole namespace is dumped, to find sockets on new local ports (a new
@@ -185,9 +186,10 @@ pub fn observe(cfg: &Config, stop: &dyn Fn() -> bool) -> anyhow::Result<Outcome>
             }
             let due = t.counters_at.is_none_or(|c| c.elapsed() >= COUNTERS_EVERY);
             if due {
-                if let Some(c) = proc::counters(t.pid, at_ns) {
+                if let Some((c, tids)) = proc::counters(t.pid, at_ns) {
                     t.first.get_or_insert(c);
                     t.last = Some(c);
+                    t.threads.see(tids);
                 }
                 t.counters_at = Some(Instant::now());
             }
@@ -330,5 +332,6 @@ fn open_target(
         exited: false,
         sockets: BTreeMap::new(),
         foreign: BTreeSet::new(),
+        threads: Threads::default(),
     })
 }

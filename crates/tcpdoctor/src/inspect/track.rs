@@ -14,8 +14,30 @@ use super::netns::NsReader;
 use super::options::{self, Pidfd, RawOptions};
 use super::proc;
 
-/// Samples kept per socket; past it only the latest replaces the last one.
-const MAX_SAMPLES: usize = 20_000;
+/// Samples stored per socket at most, and per process in all (the JSON carries each, ~570
+/// B): past its share, a socket's stored samples are thinned to every other one (its first and
+/// latest kept), so they still span the interval, more coarsely. Shares and counts do not
+/// suffer: they use the samples taken (`taken`, `held`), counted before storing.
+const MAX_SAMPLES_PER_SOCKET: usize = 4096;
+const MAX_SAMPLES_PER_PROCESS: usize = 200_000;
+/// The least a socket keeps, however many sockets share the process's budget.
+const MIN_SAMPLES_PER_SOCKET: usize = 64;
+
+/// How many samples each of `sockets` sockets may store.
+fn cap(sockets: usize) -> usize {
+    (MAX_SAMPLES_PER_PROCESS / sockets.max(1)).clamp(MIN_SAMPLES_PER_SOCKET, MAX_SAMPLES_PER_SOCKET)
+}
+
+/// Keeps the first sample, every other one after it, and the last.
+fn thin(samples: &mut Vec<TcpSample>) {
+    let Some(last) = samples.pop() else { return };
+    let mut i = 0;
+    samples.retain(|_| {
+        i += 1;
+        i % 2 == 1
+    });
+    samples.push(last);
+}
 
 /// Where a process's sockets are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,11 +87,19 @@ pub(super) struct Tracked {
     pub(super) state: u8,
     pub(super) congestion: Option<String>,
     pub(super) options: Option<RawOptions>,
+    /// The options were read once the socket had sent data (`data_segs_out > 0`), or at the
+    /// end while it was still open: what its writes were made with, not what a server had
+    /// before its setsockopt after `accept`.
+    pub(super) options_after_data: bool,
     pub(super) snd: Option<BufSeen>,
     pub(super) rcv: Option<BufSeen>,
     pub(super) samples: Vec<TcpSample>,
     /// The latest sample, when it equalled the one stored before it.
     pub(super) unstored: Option<TcpSample>,
+    /// Samples taken (stored or not), and those of them that caught a write held by Nagle:
+    /// shares and periods count these, not the stored ones.
+    pub(super) taken: u64,
+    pub(super) held: u64,
     pub(super) closed: bool,
 }
 
@@ -89,6 +119,45 @@ pub(super) struct Target {
     pub(super) exited: bool,
     pub(super) sockets: BTreeMap<u64, Tracked>,
     pub(super) foreign: BTreeSet<u64>,
+    pub(super) threads: Threads,
+}
+
+/// The process's threads across the counter reads: context switches are summed over the
+/// threads alive at each read, so a thread that exits in between takes its count away, and
+/// threads that come and go between two reads are never counted at all.
+#[derive(Default)]
+pub(super) struct Threads {
+    /// At the first read, and at the latest.
+    first: Option<BTreeSet<u32>>,
+    last: BTreeSet<u32>,
+    /// Seen at one read and gone at a later one.
+    exited: u64,
+}
+
+impl Threads {
+    pub(super) fn see(&mut self, now: BTreeSet<u32>) {
+        if self.first.is_some() {
+            self.exited += self.last.difference(&now).count() as u64;
+        } else {
+            self.first = Some(now.clone());
+        }
+        self.last = now;
+    }
+
+    /// Why the summed switches miss part of the interval, when the thread set changed.
+    pub(super) fn incomplete(&self) -> Option<String> {
+        let first = self.first.as_ref()?;
+        let appeared = self.last.difference(first).count();
+        if self.exited == 0 && appeared == 0 {
+            return None;
+        }
+        Some(format!(
+            "threads came and went during sampling: {} exited and {} appeared between the \
+             first and last reads of /proc/PID/task/*/status, and a thread that exits takes \
+             its context switches with it (threads living between two reads are not seen)",
+            self.exited, appeared
+        ))
+    }
 }
 
 /// One sample of one process: its sockets in `dump` (or read through duplicates).
@@ -96,13 +165,16 @@ pub(super) fn sample_target(t: &mut Target, dump: &[DiagSocket], at_ns: u64) {
     let dup_read;
     let dump = if t.source == Source::Dups {
         let fds = proc::socket_fds(t.pid).unwrap_or_default();
-        dup_read = match &t.pidfd {
+        let got = match &t.pidfd {
             Some(p) => super::dups::read(p, &fds, t.uid.unwrap_or(0), at_ns),
-            None => Vec::new(),
+            None => super::dups::DupRead::default(),
         };
-        if dup_read.is_empty() && !fds.is_empty() && t.options_refused.is_none() {
+        // Refused only when the kernel said so (EPERM): descriptors that are all Unix
+        // sockets, or closed in between, give nothing without refusing anything.
+        if got.refused && t.options_refused.is_none() {
             t.options_refused = Some(options::refusal_here(t.pid));
         }
+        dup_read = got.sockets;
         &dup_read[..]
     } else {
         dump
@@ -114,9 +186,25 @@ pub(super) fn sample_target(t: &mut Target, dump: &[DiagSocket], at_ns: u64) {
         discover(t, dump);
     }
     let present: BTreeSet<u64> = dump.iter().map(|s| s.inode).collect();
+    let mut reread = Vec::new();
+    let cap = cap(t.sockets.len());
     for s in dump {
         if let Some(tr) = t.sockets.get_mut(&s.inode) {
-            record(tr, s);
+            record(tr, s, cap);
+            if !tr.options_after_data && sent_data(s) {
+                reread.push((s.inode, tr.fd));
+            }
+        }
+    }
+    // The first sample after accept can land before the server's setsockopt: read the
+    // options again once the socket has sent data, the options its writes were made with.
+    for (inode, fd) in reread {
+        let o = read_options(t, fd, inode);
+        if let Some(tr) = t.sockets.get_mut(&inode) {
+            tr.options_after_data = true;
+            if o.is_some() {
+                tr.options = o;
+            }
         }
     }
     for (inode, tr) in t.sockets.iter_mut() {
@@ -148,6 +236,7 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
             continue;
         };
         let options = read_options(t, fd, s.inode);
+        let options_after_data = sent_data(s);
         t.sockets.insert(
             s.inode,
             Tracked {
@@ -157,14 +246,22 @@ fn discover(t: &mut Target, dump: &[DiagSocket]) {
                 state: s.state,
                 congestion: s.congestion.clone(),
                 options,
+                options_after_data,
                 snd: None,
                 rcv: None,
                 samples: Vec::new(),
                 unstored: None,
+                taken: 0,
+                held: 0,
                 closed: false,
             },
         );
     }
+}
+
+/// The socket has sent data: its options now are the ones its writes were made with.
+fn sent_data(s: &DiagSocket) -> bool {
+    s.sample.is_some_and(|x| x.data_segs_out > 0)
 }
 
 /// The options of descriptor `fd` of the process, noting why when they are refused.
@@ -192,7 +289,9 @@ pub(super) fn read_options(t: &mut Target, fd: i32, inode: u64) -> Option<RawOpt
     }
 }
 
-fn record(tr: &mut Tracked, s: &DiagSocket) {
+fn record(tr: &mut Tracked, s: &DiagSocket, cap: usize) {
+    // Back in a dump after missing from one (a dump cut short): it was never closed.
+    tr.closed = false;
     tr.state = s.state;
     tr.remote = s.remote;
     if s.congestion.is_some() {
@@ -207,6 +306,10 @@ fn record(tr: &mut Tracked, s: &DiagSocket) {
         }
     }
     let Some(sample) = s.sample else { return };
+    tr.taken += 1;
+    if tcpdoctor_core::inspect::interval::held_by_nagle(&sample) {
+        tr.held += 1;
+    }
     let same = tr.samples.last().is_some_and(|last| {
         TcpSample {
             at_ns: sample.at_ns,
@@ -217,10 +320,10 @@ fn record(tr: &mut Tracked, s: &DiagSocket) {
         tr.unstored = Some(sample);
     } else {
         tr.unstored = None;
-        if tr.samples.len() >= MAX_SAMPLES {
-            tr.samples.pop();
-        }
         tr.samples.push(sample);
+        while tr.samples.len() > cap.max(2) {
+            thin(&mut tr.samples);
+        }
     }
 }
 
@@ -252,6 +355,8 @@ pub(super) fn finish(
             if let Some(o) = read_options(&mut t, fd, inode) {
                 if let Some(s) = t.sockets.get_mut(&inode) {
                     s.options = Some(o);
+                    // The latest there can be: whatever its writes were made with.
+                    s.options_after_data = true;
                 }
             }
         }
@@ -299,6 +404,9 @@ pub(super) fn finish(
                 notsent_lowat_bytes: o.notsent_lowat,
                 keepalive: o.keepalive,
             };
+            // Read at first sight only, and never again (closed before it was seen sending, or
+            // before a re-read): the application may have changed them before it wrote.
+            let options_before_data = opts.is_some() && !s.options_after_data;
             SocketObservation {
                 inode,
                 fd: s.fd,
@@ -308,6 +416,9 @@ pub(super) fn finish(
                 congestion: s.congestion,
                 options,
                 samples: s.samples,
+                options_before_data,
+                samples_taken: s.taken,
+                held_taken: s.held,
                 closed: s.closed,
             }
         })
@@ -344,6 +455,7 @@ pub(super) fn finish(
         exited: t.exited,
         tcp_info_via,
         sockets_via,
+        ctxt_switches_incomplete: t.threads.incomplete(),
         sockets,
     }
 }
@@ -375,6 +487,7 @@ mod tests {
             exited: false,
             sockets: BTreeMap::new(),
             foreign: BTreeSet::new(),
+            threads: super::Threads::default(),
         }
     }
 
@@ -407,6 +520,69 @@ mod tests {
     }
 
     #[test]
+    fn stored_samples_are_bounded_and_still_span_the_interval() {
+        assert_eq!(super::cap(1), super::MAX_SAMPLES_PER_SOCKET);
+        assert_eq!(super::cap(100_000), super::MIN_SAMPLES_PER_SOCKET);
+        assert!(super::cap(1000) * 1000 <= super::MAX_SAMPLES_PER_PROCESS);
+        let mut t = target();
+        let busy = |segs, at| socket(11, 7, ("127.0.0.1:80", "127.0.0.1:5000"), 1, segs, at);
+        // A thousandth of the process's budget for this one: 200 stored at most.
+        for k in 0..10_000u32 {
+            sample_target(&mut t, &[busy(k, u64::from(k))], u64::from(k));
+            if k == 0 {
+                for i in 0..999 {
+                    t.sockets.insert(
+                        1_000_000 + i,
+                        super::Tracked {
+                            fd: -1,
+                            local: "127.0.0.1:1".parse().expect("addr"),
+                            remote: "127.0.0.1:2".parse().expect("addr"),
+                            state: 1,
+                            congestion: None,
+                            options: None,
+                            options_after_data: false,
+                            snd: None,
+                            rcv: None,
+                            samples: Vec::new(),
+                            unstored: None,
+                            taken: 0,
+                            held: 0,
+                            closed: true,
+                        },
+                    );
+                }
+            }
+        }
+        let s = &t.sockets[&11];
+        let cap = super::cap(1000);
+        assert_eq!(cap, 200);
+        assert!(s.samples.len() <= cap, "{}", s.samples.len());
+        assert!(s.samples.len() >= cap / 2, "{}", s.samples.len());
+        assert_eq!(s.samples.first().map(|x| x.at_ns), Some(0));
+        assert_eq!(s.samples.last().map(|x| x.at_ns), Some(9_999));
+        assert!(s.samples.windows(2).all(|w| w[0].at_ns < w[1].at_ns));
+        assert_eq!(s.taken, 10_000, "every sample taken still counted");
+    }
+
+    #[test]
+    fn a_thread_that_exits_or_appears_makes_the_switch_count_incomplete() {
+        let set = |v: &[u32]| v.iter().copied().collect::<BTreeSet<u32>>();
+        let mut th = super::Threads::default();
+        th.see(set(&[1, 2]));
+        th.see(set(&[1, 2]));
+        assert_eq!(th.incomplete(), None, "the same threads throughout");
+        th.see(set(&[1]));
+        th.see(set(&[1, 2]));
+        let why = th.incomplete().expect("a thread exited");
+        assert!(why.contains("1 exited and 0 appeared"), "{why}");
+        let mut th = super::Threads::default();
+        th.see(set(&[1]));
+        th.see(set(&[1, 3]));
+        let why = th.incomplete().expect("a thread appeared");
+        assert!(why.contains("0 exited and 1 appeared"), "{why}");
+    }
+
+    #[test]
     fn sockets_come_and_go_and_idle_samples_are_not_stored_twice() {
         let mut t = target();
         let listener = |at| socket(10, 7, ("127.0.0.1:80", "0.0.0.0:0"), TCP_LISTEN, 0, at);
@@ -419,6 +595,8 @@ mod tests {
         sample_target(&mut t, &[listener(200), conn(1, 200)], 200);
         sample_target(&mut t, &[listener(300), conn(2, 300)], 300);
         sample_target(&mut t, &[listener(400), conn(2, 400)], 400);
+        // The listener misses one dump (a dump cut short) and is back in the next.
+        sample_target(&mut t, &[conn(2, 450)], 450);
         // The connection leaves the dump: closed, its last sample kept.
         sample_target(&mut t, &[listener(500)], 500);
         let p = finish(t, &HashMap::new(), Some(false));
@@ -434,13 +612,17 @@ mod tests {
             "its local port is a listening one"
         );
         let at: Vec<u64> = c.samples.iter().map(|s| s.at_ns).collect();
-        assert_eq!(at, vec![100, 300, 400]);
+        assert_eq!(at, vec![100, 300, 450]);
+        // Five samples taken, three stored: shares count the five.
+        assert_eq!((c.samples_taken, c.held_taken), (5, 0));
         let l = p.sockets.iter().find(|s| s.inode == 10).expect("listener");
+        assert!(!l.closed, "back in the next dump after missing from one");
         assert_eq!((l.role, l.closed), (SocketRole::Listener, false));
-        // The last sample of an idle socket carries the end time.
+        // The last sample of an idle socket carries the end time (400: kept when it went
+        // missing).
         assert_eq!(
             l.samples.iter().map(|s| s.at_ns).collect::<Vec<_>>(),
-            vec![100, 500]
+            vec![100, 400, 500]
         );
         // Options refused: none reported, buffer sizes still known from the dump.
         assert_eq!(c.options.nodelay, None);

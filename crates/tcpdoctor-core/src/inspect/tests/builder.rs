@@ -82,7 +82,10 @@ impl SocketBuilder {
                 role,
                 congestion: Some("cubic".into()),
                 options: default_options(),
+                options_before_data: false,
                 samples: Vec::new(),
+                samples_taken: 0,
+                held_taken: 0,
                 closed: false,
             },
         }
@@ -177,6 +180,7 @@ pub fn process(sockets: Vec<SocketObservation>) -> ProcessObservation {
         exited: false,
         tcp_info_via: None,
         sockets_via: None,
+        ctxt_switches_incomplete: None,
         sockets,
     }
 }

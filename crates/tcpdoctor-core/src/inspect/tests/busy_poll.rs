@@ -114,3 +114,51 @@ fn computation_in_user_space_or_no_split_is_not_busy_polling() {
     }
     assert!(busy(p).is_empty(), "9 ticks are too few to split");
 }
+
+#[test]
+fn threads_that_exited_leave_the_sleeps_unknown_and_no_finding() {
+    // The spinner's figures, but threads exited during sampling: their sleeps were lost
+    // with them (a thread-per-connection server), so CPU per sleep says nothing.
+    let mut p = served(2900, 300);
+    assert_eq!(busy(p.clone()).len(), 1, "named when the count is complete");
+    p.ctxt_switches_incomplete = Some("threads exited during sampling: 4 of 6 seen".into());
+    assert!(busy(p.clone()).is_empty());
+    let r = diagnose(observation(vec![p]));
+    assert!(
+        r.processes[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("undercounted") && n.contains("4 of 6")),
+        "{:?}",
+        r.processes[0].notes
+    );
+}
+
+#[test]
+fn connections_that_came_and_went_leave_the_traffic_a_lower_bound_and_no_finding() {
+    // Connect-per-request: a connection opened and closed during sampling, others never seen.
+    let mut p = served(2900, 300);
+    let gone = |at_ms: u64| {
+        let mut s = SocketBuilder::accepted(6, 40001)
+            .options(|o| o.nodelay = Some(true))
+            .traffic(3, 10, 1, 14, 1, |_, s| s.at_ns += at_ms * MS)
+            .build();
+        s.closed = true;
+        s
+    };
+    // Open from the first sample and closed: not churn, the spinner is still named.
+    let mut seen_whole = p.clone();
+    seen_whole.sockets.push(gone(0));
+    assert_eq!(busy(seen_whole).len(), 1);
+    p.sockets.push(gone(1000));
+    assert!(busy(p.clone()).is_empty());
+    let r = diagnose(observation(vec![p]));
+    assert!(
+        r.processes[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("lower bound")),
+        "{:?}",
+        r.processes[0].notes
+    );
+}

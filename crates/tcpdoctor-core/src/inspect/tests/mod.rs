@@ -3,6 +3,7 @@
 
 mod builder;
 mod busy_poll;
+mod interval;
 mod nagle;
 mod pool_imbalance;
 mod report;

@@ -268,3 +268,53 @@ fn evidence_says_how_the_sockets_and_tcp_info_were_read() {
         "{notes:?}"
     );
 }
+
+#[test]
+fn shares_count_the_samples_taken_not_the_ones_stored() {
+    // A client doing a few exchanges then pausing: 11 distinct samples stored, 6 of them
+    // caught holding, but the sampler read the socket 150 times (its idle repeats not
+    // stored). 6 of 150 is a warning; 6 of 11 would have been critical.
+    let mut s = per_line_server(5, 40000, 2).build();
+    s.samples.truncate(11);
+    let last = s.samples.last().expect("samples").at_ns;
+    assert_eq!(last, 100 * MS);
+    s.samples[10].at_ns = 3000 * MS;
+    s.samples_taken = 150;
+    s.held_taken = 5;
+    let f = nagle_findings(vec![s]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(f[0].evidence.counts["samples"], 150);
+    assert_eq!(f[0].evidence.counts["held_samples"], 5);
+    // 5 of 150 samples over 3 s: 100 ms, not 5/11 of it.
+    assert!(
+        (f[0].time_lost_ms - 100.0).abs() < 1.0,
+        "{}",
+        f[0].time_lost_ms
+    );
+    let every = f[0].evidence.rests_on[1].clone();
+    assert!(every.contains("150 samples every 20.1"), "{every}");
+}
+
+#[test]
+fn nodelay_read_only_before_the_socket_sent_data_is_not_taken_as_its_writes_options() {
+    let mut s = per_line_server(5, 40000, 5).build();
+    s.options_before_data = true;
+    s.closed = true;
+    let r = diagnose(observation(vec![process(vec![s])]));
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.kind == FindingKind::NagleDelayedAck),
+        "{:#?}",
+        r.findings
+    );
+    assert!(
+        r.processes[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("only before it sent data")),
+        "{:?}",
+        r.processes[0].notes
+    );
+}

@@ -105,4 +105,9 @@ fn nodelay_on_or_unknown_is_said_as_it_is() {
     assert_eq!(unknown.nodelay_cell(), "unknown (2 of 2)");
     let off = server_sockets(&observed(Some(false)), 7000).unwrap();
     assert_eq!(off.nodelay_cell(), "off (2 of 2)");
+    // Read off only before the socket sent data, and never again: not known to be off.
+    let mut obs = observed(Some(false));
+    obs.processes[0].sockets[1].options_before_data = true;
+    let stale = server_sockets(&obs, 7000).unwrap();
+    assert_eq!((stale.nodelay_off, stale.nodelay_unknown), (1, 1));
 }
