@@ -140,7 +140,7 @@ static LIFETIME_START: TcpSample = TcpSample {
     busy_us: 0,
     rwnd_limited_us: 0,
     sndbuf_limited_us: 0,
-    snd_wnd_bytes: 0,
+    snd_wnd_bytes: None,
 };
 
 /// A write held by Nagle, caught in the act (PHYSICS §1 and §9, the kernel's
