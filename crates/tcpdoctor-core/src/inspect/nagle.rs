@@ -14,10 +14,13 @@
 //! 3. **Nagle on**: `TCP_NODELAY` read as 0 from the live socket, and `TCP_CORK` not set (a
 //!    corked socket holds partial segments on purpose). When `TCP_NODELAY` could not be read,
 //!    there is no finding: the report's process notes say the socket could not be checked.
-//! 4. **Caught holding**: a sample with `unacked > 0`, `0 < notsent < snd_mss` and
-//!    `unacked < snd_cwnd` ([`held_by_nagle`](super::interval::held_by_nagle)): a sub-MSS
-//!    write waiting while earlier data is unacknowledged and the congestion window has room —
-//!    exactly `tcp_nagle_check`'s condition; a bulk sender held by its window is not it.
+//! 4. **Caught holding**: a sample with `unacked > 0`, `0 < notsent < snd_mss`,
+//!    `unacked < snd_cwnd` and, when the kernel reports it, room in the peer's window for the
+//!    waiting bytes ([`held_by_nagle`](super::interval::held_by_nagle)): a sub-MSS write
+//!    waiting while earlier data is unacknowledged and neither window stops it — consistent
+//!    with Nagle's hold (`tcp_nagle_check`), though pacing or autocorking can hold a write the
+//!    same way for a moment and the kernel does not show whether the unacknowledged segment
+//!    is a small one (Minshall); a bulk sender held by its window is not it.
 //!
 //! 5. One finding per process, role and server endpoint. **Warning** when a write was caught
 //!    held; **critical** when at least [`CRITICAL_HELD_SHARE`] of the samples of those sockets
@@ -206,8 +209,8 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
     {
         Some(s) => facts.push(format!(
             "caught holding a write in {ex_held} of {} samples, e.g. unacked {} (segments in \
-             flight), notsent {} B below the MSS of {} B, congestion window {} not full: Nagle \
-             waits for an ACK before sending it",
+             flight), notsent {} B below the MSS of {} B, congestion window {} not full: \
+             consistent with Nagle's hold, which waits for an ACK before sending it",
             ex.sock.samples.len(),
             s.unacked,
             s.notsent_bytes,

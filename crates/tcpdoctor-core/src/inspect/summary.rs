@@ -79,8 +79,9 @@ pub struct SocketSummary {
     pub retrans: u64,
     /// Mean payload of the data segments sent; `None` when none was sent.
     pub mean_write_bytes: Option<f64>,
-    /// Samples that caught a write held by Nagle (`unacked > 0`, `0 < notsent < snd_mss`,
-    /// `unacked < snd_cwnd`) — counted whatever `TCP_NODELAY` says.
+    /// Samples that caught a write held as Nagle holds one (`unacked > 0`, `0 < notsent <
+    /// snd_mss`, `unacked < snd_cwnd`, room in the peer's window when known: see
+    /// `interval::held_by_nagle`) — counted whatever `TCP_NODELAY` says.
     pub held_samples: u64,
 }
 
