@@ -496,6 +496,25 @@ fn port_finds_the_process_listening_on_it() {
     assert_eq!(pids, vec![u64::from(server.child.id())]);
 }
 
+/// Review item 11: --help says where the figures really come from.
+#[test]
+fn help_names_the_sources_the_code_reads() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["inspect", "--help"])
+        .output()
+        .expect("run inspect --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("CPU clock"), "{help}");
+    assert!(
+        !help.contains("schedstat"),
+        "the CPU clock, not schedstat: {help}"
+    );
+    assert!(help.contains("recv/send on a"), "{help}");
+    assert!(help.contains("local port"), "{help}");
+    assert!(!help.contains("held by Nagle"), "{help}");
+}
+
 #[test]
 fn bad_input_is_a_clear_error_with_status_2() {
     let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

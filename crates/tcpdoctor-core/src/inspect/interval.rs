@@ -6,7 +6,7 @@
 //! 2. The kernel's segment counters are 32-bit and wrap: deltas are taken modulo 2³². Byte
 //!    and time counters are 64-bit; a counter that went backwards (a different socket reusing
 //!    the inode) gives 0, never a huge number.
-//! 3. A socket sampled once (`inspect` without `--duration`, or a socket seen only at the last
+//! 3. A socket sampled once (`inspect --duration 0`, or a socket seen only at the last
 //!    sample) has no interval: its lifetime counters stand in for the deltas, and every
 //!    sentence built on them says "since the socket opened" ([`SocketInterval::over`]).
 //! 4. A socket is named `local -> remote (fd N, inode I)`: what `ls -l /proc/PID/fd` and

@@ -31,7 +31,7 @@
 //!    [`PIECES_RATIO`] data segments sent per data segment received): a server that answers
 //!    each small request with one segment gives Nagle nothing to hold, and is not named.
 //!
-//! A socket sampled once (no `--duration`) is judged on its lifetime counters (rules 1 and 2)
+//! A socket sampled once (`--duration 0`) is judged on its lifetime counters (rules 1 and 2)
 //! and that one sample (rule 4).
 //!
 //! `time_lost_ms` is an estimate: per socket, the share of samples that caught a held write ×

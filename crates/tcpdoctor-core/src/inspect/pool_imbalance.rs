@@ -10,7 +10,7 @@
 //!    as a **rate**: divided by the time that connection itself was observed (first to last
 //!    sample), so one opened (or closed) during sampling is not taken for an idle one. A
 //!    connection seen in one sample only has no rate and is left out, the facts saying so;
-//!    when every connection was seen once (`inspect` without `--duration`), their counters
+//!    when every connection was seen once (`inspect --duration 0`), their counters
 //!    since they opened are compared as they are.
 //! 3. **Enough traffic**: at least [`MIN_SEGMENTS_PER_CONNECTION`] × the pool's size in all.
 //!    A pool used evenly at random still gives each connection a Poisson-like count; with at

@@ -11,7 +11,7 @@ use crate::stats::round3;
 
 /// What `/proc/PID/io` counts, said wherever its syscall figures appear.
 pub const SYSCALLS_COUNTED: &str =
-    "read and write syscalls from /proc/PID/io (syscr, syscw); ioctl and epoll calls are not counted there";
+    "read and write syscalls from /proc/PID/io (syscr, syscw), which counts only the read and write families: recv/send/sendmsg on a socket, ioctl and epoll calls are not counted there";
 
 /// One process: what it spent and what its sockets did.
 #[derive(Clone, Debug, PartialEq, Serialize)]
