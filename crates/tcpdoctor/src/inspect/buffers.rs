@@ -14,8 +14,9 @@
 //!    `tcp_sndbuf_expand` gives every autotuned connection once the handshake is done,
 //!    whatever `tcp_wmem`'s default), capped at the ceiling, while TCP is not under memory
 //!    pressure and has not been since boot (`TCPMemoryPressures` 0: pressure is the one
-//!    thing that shrinks an autotuned buffer): fixed, the evidence naming the one thing the
-//!    kernel cannot show (a `tcp_wmem` max lower than that when the connection opened). With
+//!    thing that shrinks an autotuned buffer): fixed, the evidence naming what the kernel
+//!    cannot show (a `tcp_wmem` max lower than that when the connection opened, a cgroup's
+//!    socket memory pressure). With
 //!    pressure not ruled out, or a buffer below only the default size (`tcp_wmem`/`tcp_rmem`
 //!    middle value, which a later sysctl may have raised): unknown, with the reasons.
 //! 5. Otherwise: unknown, with the range it sits in.
@@ -146,7 +147,8 @@ pub fn setting(buffer: Buffer, seen: Option<Seen>, limits: Limits) -> BufferSett
                      {sysctl} max {max}), and TCP is not under memory pressure nor has been \
                      since boot (the only thing that shrinks an autotuned buffer): set with \
                      setsockopt({opt}, {}) — unless {sysctl} max was below {v} when the \
-                     connection opened, which the kernel does not show",
+                     connection opened, or its cgroup's socket memory pressure shrank it, \
+                     which the kernel does not show",
                     s.mss,
                     v / 2
                 ),
