@@ -183,6 +183,19 @@ fn a_per_line_server_has_nagle_on_and_is_caught_holding_a_write() {
         .filter(|x| n(&x["unacked"]) > 0 && n(&x["notsent_bytes"]) > 0)
         .count();
     assert!(held > 0, "no sample caught a held write: {samples:#?}");
+    // The report's own rule (room in the congestion window and, on 5.4+, in the peer's
+    // window for the waiting bytes) counts holds on the real socket too.
+    let at = process(&r)["sockets"]
+        .as_array()
+        .expect("sockets")
+        .iter()
+        .position(|x| x["inode"] == s["inode"])
+        .expect("the accepted socket");
+    let summary = &r["processes"][0]["sockets"][at];
+    assert!(n(&summary["held_samples"]) > 0, "{summary:#}");
+    if samples[0]["snd_wnd_bytes"].is_null() {
+        eprintln!("note: this kernel does not report tcpi_snd_wnd (before 5.4)");
+    }
     let (first, last) = (&samples[0], &samples[samples.len() - 1]);
     assert!(
         n(&last["data_segs_in"]) > n(&first["data_segs_in"]),
