@@ -183,6 +183,19 @@ fn a_per_line_server_has_nagle_on_and_is_caught_holding_a_write() {
         .filter(|x| n(&x["unacked"]) > 0 && n(&x["notsent_bytes"]) > 0)
         .count();
     assert!(held > 0, "no sample caught a held write: {samples:#?}");
+    // The report's own rule (room in the congestion window and, on 5.4+, in the peer's
+    // window for the waiting bytes) counts holds on the real socket too.
+    let at = process(&r)["sockets"]
+        .as_array()
+        .expect("sockets")
+        .iter()
+        .position(|x| x["inode"] == s["inode"])
+        .expect("the accepted socket");
+    let summary = &r["processes"][0]["sockets"][at];
+    assert!(n(&summary["held_samples"]) > 0, "{summary:#}");
+    if samples[0]["snd_wnd_bytes"].is_null() {
+        eprintln!("note: this kernel does not report tcpi_snd_wnd (before 5.4)");
+    }
     let (first, last) = (&samples[0], &samples[samples.len() - 1]);
     assert!(
         n(&last["data_segs_in"]) > n(&first["data_segs_in"]),
@@ -494,6 +507,139 @@ fn port_finds_the_process_listening_on_it() {
         .collect();
     // The test's own client socket has the port as its remote, not local, port: not us.
     assert_eq!(pids, vec![u64::from(server.child.id())]);
+}
+
+/// Review item 4: a pool used evenly that grew while sampled is not `pool_imbalance`. A Python
+/// client (the inspected process) exchanges on one connection, then opens a second one and
+/// alternates between them at the same pace: the first carries five times the segments
+/// because it was observed five times longer, not because it was used more.
+#[test]
+fn a_pool_that_grew_while_sampled_is_not_called_uneven() {
+    let script = r#"
+import socket, sys, threading, time
+port = int(sys.argv[1])
+def conn():
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(20)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+def exchange(s):
+    s.sendall(b"LIST\n")
+    got = b""
+    while not got.endswith(b".\r\n"):
+        b = s.recv(4096)
+        if not b:
+            sys.exit("server closed")
+        got += b
+go = threading.Event()
+def control():
+    for line in sys.stdin:
+        if line.strip() == "go":
+            go.set()
+threading.Thread(target=control, daemon=True).start()
+conns = [conn()]
+exchange(conns[0])
+print("ready", flush=True)
+n = [0, 0]
+for _ in range(20000):
+    for i, s in enumerate(conns):
+        exchange(s)
+        if go.is_set():
+            n[i] += 1
+    if n[0] >= 400 and len(conns) == 1:
+        conns.append(conn())
+        print("opened", flush=True)
+    if n[1] == 100:
+        print("b100", flush=True)
+    time.sleep(0.005)
+"#;
+    if Command::new("python3").arg("--version").output().is_err() {
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            "a_pool_that_grew_while_sampled_is_not_called_uneven",
+            "python3 is not installed",
+        );
+        return;
+    }
+    let server = specimen(&["--writes", "whole", "--nodelay"]);
+    let mut child = Command::new("python3")
+        .args(["-c", script, &server.port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn python client");
+    let mut to_client = child.stdin.take().expect("stdin");
+    let mut from_client = BufReader::new(child.stdout.take().expect("stdout"));
+    let client = Server { child, port: 0 };
+    let mut line = String::new();
+    from_client.read_line(&mut line).expect("client ready");
+    assert_eq!(line.trim(), "ready");
+    let mut inspect = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["inspect", "--format", "json", "--duration", "60s"])
+        .args(["--pid", &client.pid()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn inspect");
+    let mut stderr = wait_for_sampling(&mut inspect);
+    to_client.write_all(b"go\n").expect("tell the client to go");
+    for want in ["opened", "b100"] {
+        line.clear();
+        from_client.read_line(&mut line).expect("client progress");
+        assert_eq!(line.trim(), want);
+    }
+    // SAFETY: SIGINT to our own child: inspect stops and prints what it read.
+    unsafe { libc::kill(inspect.id() as i32, libc::SIGINT) };
+    // Its stdout first: a report of thousands of samples fills the pipe before inspect ends.
+    let out = inspect.wait_with_output().expect("inspect output");
+    let mut rest = String::new();
+    let _ = stderr.read_to_string(&mut rest);
+    let (r, code, _) = parse(out);
+    assert_eq!(code, 0, "{rest}");
+    let peer = format!("127.0.0.1:{}", server.port);
+    let pool = r["processes"][0]["peers"]
+        .as_array()
+        .expect("peers")
+        .iter()
+        .find(|p| p["peer"] == peer.as_str())
+        .unwrap_or_else(|| panic!("no pool to {peer}: {r:#}"));
+    assert_eq!(pool["connections"], 2, "{pool:#}");
+    // The raw counts are uneven (the older connection carried most of the segments: what
+    // the rule compared before)...
+    let busiest = pool["busiest_share"].as_f64().expect("busiest_share");
+    assert!(
+        busiest >= 0.7,
+        "the scenario must be uneven by raw counts: {pool:#}"
+    );
+    // ...but the rates are not.
+    let uneven: Vec<&Value> = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "pool_imbalance")
+        .collect();
+    assert!(uneven.is_empty(), "{uneven:#?}");
+    drop(client);
+}
+
+/// Review item 11: --help says where the figures really come from.
+#[test]
+fn help_names_the_sources_the_code_reads() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args(["inspect", "--help"])
+        .output()
+        .expect("run inspect --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("CPU clock"), "{help}");
+    assert!(
+        !help.contains("schedstat"),
+        "the CPU clock, not schedstat: {help}"
+    );
+    assert!(help.contains("recv/send on a"), "{help}");
+    assert!(help.contains("local port"), "{help}");
+    assert!(!help.contains("held by Nagle"), "{help}");
 }
 
 #[test]

@@ -5,7 +5,9 @@
 //! `inspect` has no driver, so the floor comes from the traffic itself:
 //!
 //! 1. **Enough to judge**: at least [`MIN_CPU_NS`] of CPU over the interval
-//!    (`/proc/PID/task/*/schedstat`, nanoseconds) and at least [`MIN_CPU_SHARE`] of one core:
+//!    (the process's CPU clock, nanoseconds, exited threads included; the threads'
+//!    `/proc/PID/task/*/schedstat` only where that clock cannot be read) and at least
+//!    [`MIN_CPU_SHARE`] of one core:
 //!    below that the waste is not worth a finding.
 //! 2. **Far above the traffic's need**: the process's CPU is at least [`FACTOR`] × the
 //!    traffic's budget, [`BUDGET_PER_SEGMENT_NS`] per data segment its TCP sockets received or
@@ -146,8 +148,9 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
     ));
     if let (Some(r), Some(w)) = (cpu.syscr, cpu.syscw) {
         facts.push(format!(
-            "{} read and {} write syscalls in the interval (ioctl and epoll calls, what a \
-             polling loop mostly makes, are not counted in /proc/PID/io)",
+            "{} read and {} write syscalls in the interval (/proc/PID/io counts only the read \
+             and write families: recv/send on a socket are not counted, and ioctl and epoll \
+             calls, what a polling loop mostly makes, are not counted there either)",
             crate::units::fmt_count(r),
             crate::units::fmt_count(w)
         ));
@@ -161,7 +164,7 @@ pub fn busy_poll(p: &ProcessObservation, cpu: &CpuSummary) -> Option<Finding> {
             "process CPU: the process's CPU clock (clock_gettime on clock_getcpuclockid, ns), \
              first and last sample; its user/system split from /proc/PID/stat's ticks"
                 .to_string(),
-            "context switches: voluntary_ctxt_switches in /proc/PID/status".to_string(),
+            "context switches: voluntary_ctxt_switches of the live threads, /proc/PID/task/*/status".to_string(),
             format!(
                 "traffic: data segments in and out of the process's TCP sockets, {}; {}",
                 super::interval::tcp_info_source(p),

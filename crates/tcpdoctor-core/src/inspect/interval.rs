@@ -7,7 +7,7 @@
 //!    32-bit difference of half the range or more is taken as a counter that went backwards:
 //!    0, see [`wrap32`]). Byte and time counters are 64-bit; a counter that went backwards (a
 //!    different socket reusing the inode) gives 0, never a huge number.
-//! 3. A socket sampled once (`inspect` without `--duration`, or a socket seen only at the last
+//! 3. A socket sampled once (`inspect --duration 0`, or a socket seen only at the last
 //!    sample) has no interval: its lifetime counters stand in for the deltas, and every
 //!    sentence built on them says "since the socket opened" ([`SocketInterval::over`]).
 //! 4. A socket is named `local -> remote (fd N, inode I)`: what `ls -l /proc/PID/fd` and
@@ -172,21 +172,41 @@ static LIFETIME_START: TcpSample = TcpSample {
     busy_us: 0,
     rwnd_limited_us: 0,
     sndbuf_limited_us: 0,
-    snd_wnd_bytes: 0,
+    snd_wnd_bytes: None,
 };
 
-/// A write held by Nagle, caught in the act (PHYSICS §1 and §9, the kernel's
-/// `tcp_nagle_check`): data in flight and not yet acknowledged (`unacked > 0`), fewer bytes
-/// waiting than one segment's worth (`0 < notsent < snd_mss`: a full segment would leave), and
-/// room in the congestion window (`unacked < snd_cwnd`: a bulk sender held by its window is
-/// not held by Nagle). `snd_mss` is the kernel's current MSS for this socket, the options it
-/// carries on every segment (timestamps) already taken off.
+/// A write held back the way Nagle holds one, caught in the act (PHYSICS §1 and §9): data in
+/// flight and not yet acknowledged (`unacked > 0`), fewer bytes waiting than one segment's
+/// worth (`0 < notsent < snd_mss`: a full segment would leave), room in the congestion window
+/// (`unacked < snd_cwnd`: a bulk sender held by its window is not held by Nagle), and, when
+/// the kernel reports the peer's window (`tcpi_snd_wnd`, 5.4+), room in it for the waiting
+/// bytes (in flight + not sent ≤ the window: else `tcp_snd_wnd_test` holds them, not Nagle).
+/// `snd_mss` is the kernel's current MSS for this socket, the options it carries on every
+/// segment (timestamps) already taken off.
+///
+/// Consistent with Nagle's hold, not a proof of it: the kernel's `tcp_nagle_check` holds a
+/// sub-MSS segment only while the last *small* segment sent is unacknowledged (Minshall's
+/// variant: `snd_sml`, which `tcp_info` does not show), and pacing (`SO_MAX_PACING_RATE`, the
+/// `fq` qdisc, BBR) or autocorking (earlier data still in the host's queues) hold a sub-MSS
+/// write the same way for a moment.
 pub fn held_by_nagle(s: &TcpSample) -> bool {
     (s.state == ESTABLISHED || s.state == CLOSE_WAIT)
         && s.unacked > 0
         && s.notsent_bytes > 0
         && s.notsent_bytes < s.snd_mss
         && s.unacked < s.snd_cwnd
+        && s.snd_wnd_bytes.is_none_or(|wnd| {
+            in_flight_bytes(s).saturating_add(u64::from(s.notsent_bytes)) <= u64::from(wnd)
+        })
+}
+
+/// Bytes sent and not yet acknowledged (`snd_nxt − snd_una`), from the byte counters: sent
+/// once (`tcpi_bytes_sent` less `tcpi_bytes_retrans`) less acknowledged (`tcpi_bytes_acked`,
+/// which counts the SYN as one).
+pub fn in_flight_bytes(s: &TcpSample) -> u64 {
+    s.bytes_sent
+        .saturating_sub(s.bytes_retrans)
+        .saturating_sub(s.bytes_acked.saturating_sub(1))
 }
 
 /// What a finding's `rests_on` says about where `tcp_info` came from.

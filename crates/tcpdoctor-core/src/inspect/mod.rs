@@ -225,8 +225,9 @@ pub struct TcpSample {
     pub busy_us: u64,
     pub rwnd_limited_us: u64,
     pub sndbuf_limited_us: u64,
-    /// The peer's advertised window as last seen, bytes.
-    pub snd_wnd_bytes: u32,
+    /// The peer's advertised window as last seen, bytes (`tcpi_snd_wnd`); `None` when the
+    /// kernel's `tcp_info` is too short to hold it (before 5.4), never a 0 it did not say.
+    pub snd_wnd_bytes: Option<u32>,
 }
 
 /// The result of [`diagnose`]: what was read, and the findings.

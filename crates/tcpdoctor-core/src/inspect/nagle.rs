@@ -17,10 +17,13 @@
 //!    Nor is there one when `TCP_NODELAY` was read only before the socket sent data
 //!    ([`super::SocketObservation::options_before_data`]: a server may set it just after
 //!    `accept`, and this socket closed before it could be read again); the notes say so.
-//! 4. **Caught holding**: a sample with `unacked > 0`, `0 < notsent < snd_mss` and
-//!    `unacked < snd_cwnd` ([`held_by_nagle`](super::interval::held_by_nagle)): a sub-MSS
-//!    write waiting while earlier data is unacknowledged and the congestion window has room —
-//!    exactly `tcp_nagle_check`'s condition; a bulk sender held by its window is not it.
+//! 4. **Caught holding**: a sample with `unacked > 0`, `0 < notsent < snd_mss`,
+//!    `unacked < snd_cwnd` and, when the kernel reports it, room in the peer's window for the
+//!    waiting bytes ([`held_by_nagle`](super::interval::held_by_nagle)): a sub-MSS write
+//!    waiting while earlier data is unacknowledged and neither window stops it — consistent
+//!    with Nagle's hold (`tcp_nagle_check`), though pacing or autocorking can hold a write the
+//!    same way for a moment and the kernel does not show whether the unacknowledged segment
+//!    is a small one (Minshall); a bulk sender held by its window is not it.
 //!
 //! 5. One finding per process, role and server endpoint. **Warning** when a write was caught
 //!    held; **critical** when at least [`CRITICAL_HELD_SHARE`] of the samples of those sockets
@@ -31,7 +34,7 @@
 //!    [`PIECES_RATIO`] data segments sent per data segment received): a server that answers
 //!    each small request with one segment gives Nagle nothing to hold, and is not named.
 //!
-//! A socket sampled once (no `--duration`) is judged on its lifetime counters (rules 1 and 2)
+//! A socket sampled once (`--duration 0`) is judged on its lifetime counters (rules 1 and 2)
 //! and that one sample (rule 4).
 //!
 //! Samples are counted as TAKEN (every read of the socket, [`super::SocketObservation::samples_taken`]),
@@ -222,8 +225,8 @@ fn finding(p: &ProcessObservation, g: Group) -> Finding {
     {
         Some(s) => facts.push(format!(
             "caught holding a write in {ex_held} of {} samples, e.g. unacked {} (segments in \
-             flight), notsent {} B below the MSS of {} B, congestion window {} not full: Nagle \
-             waits for an ACK before sending it",
+             flight), notsent {} B below the MSS of {} B, congestion window {} not full: \
+             consistent with Nagle's hold, which waits for an ACK before sending it",
             ex.samples_taken(),
             s.unacked,
             s.notsent_bytes,

@@ -6,12 +6,17 @@
 //! 1. A **pool** is at least [`MIN_POOL`] connected sockets (opened by `connect`) to the same
 //!    remote `ip:port`. Accepted sockets are not a pool: the clients choose how they spread.
 //! 2. A connection's **use** is the data segments it sent and received in the interval
-//!    (segments, not bytes: each request and reply costs one turn whatever its size).
+//!    (segments, not bytes: each request and reply costs one turn whatever its size), compared
+//!    as a **rate**: divided by the time that connection itself was observed (first to last
+//!    sample), so one opened (or closed) during sampling is not taken for an idle one. A
+//!    connection seen in one sample only has no rate and is left out, the facts saying so;
+//!    when every connection was seen once (`inspect --duration 0`), their counters
+//!    since they opened are compared as they are.
 //! 3. **Enough traffic**: at least [`MIN_SEGMENTS_PER_CONNECTION`] × the pool's size in all.
 //!    A pool used evenly at random still gives each connection a Poisson-like count; with at
 //!    least 100 segments per connection on average its coefficient of variation is about
 //!    1/√100 = 0.1.
-//! 4. **Uneven** when the coefficient of variation of the use (population standard deviation
+//! 4. **Uneven** when the coefficient of variation of the rates (population standard deviation
 //!    over the mean) is at least [`MIN_CV`]: five times what an even, random spread shows at the
 //!    minimum traffic. Two connections split 80/20 have 0.6; one connection doing everything
 //!    in a pool of n has √(n − 1).
@@ -42,8 +47,11 @@ const LISTED: usize = 8;
 /// How the use of one pool spread.
 #[derive(Clone, Debug)]
 pub struct Spread {
+    /// Data segments of all the connections.
     pub total: u64,
+    /// Data segments per connection.
     pub mean: f64,
+    /// Of the weights compared (rates, or counts): standard deviation over mean.
     pub cv: f64,
     pub busiest_share: f64,
     pub below_even: u64,
@@ -51,25 +59,33 @@ pub struct Spread {
 
 /// The spread of `uses` (one count per connection); `None` for an empty pool.
 pub fn spread(uses: &[u64]) -> Option<Spread> {
-    if uses.is_empty() {
+    let weights: Vec<f64> = uses.iter().map(|&u| u as f64).collect();
+    spread_of(uses, &weights)
+}
+
+/// The spread of `weights` (one per connection: its rate, or its count), with the counts
+/// `uses` for the totals.
+fn spread_of(uses: &[u64], weights: &[f64]) -> Option<Spread> {
+    if uses.is_empty() || uses.len() != weights.len() {
         return None;
     }
     let n = uses.len() as f64;
     let total: u64 = uses.iter().sum();
-    let mean = total as f64 / n;
-    let var = uses.iter().map(|&u| (u as f64 - mean).powi(2)).sum::<f64>() / n;
-    let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
-    let max = uses.iter().copied().max().unwrap_or(0);
+    let sum: f64 = weights.iter().sum();
+    let w_mean = sum / n;
+    let var = weights.iter().map(|&w| (w - w_mean).powi(2)).sum::<f64>() / n;
+    let cv = if w_mean > 0.0 {
+        var.sqrt() / w_mean
+    } else {
+        0.0
+    };
+    let max = weights.iter().copied().fold(0.0, f64::max);
     Some(Spread {
         total,
-        mean,
+        mean: total as f64 / n,
         cv,
-        busiest_share: if total > 0 {
-            max as f64 / total as f64
-        } else {
-            0.0
-        },
-        below_even: uses.iter().filter(|&&u| (u as f64) < mean).count() as u64,
+        busiest_share: if sum > 0.0 { max / sum } else { 0.0 },
+        below_even: weights.iter().filter(|&&w| w < w_mean).count() as u64,
     })
 }
 
@@ -87,19 +103,44 @@ pub fn pools(p: &ProcessObservation) -> BTreeMap<String, Vec<(SocketInterval<'_>
     pools
 }
 
+/// A connection compared: its interval, its use, and its rate (data segments per second, or
+/// the use itself when no connection of the pool has an interval).
+type Compared<'a> = (SocketInterval<'a>, u64, f64);
+
 pub fn pool_imbalance(p: &ProcessObservation) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (peer, mut conns) in pools(p) {
-        if conns.len() < MIN_POOL {
+    for (peer, conns) in pools(p) {
+        let timed = conns.iter().any(|(iv, _)| iv.span_ns > 0);
+        let seen_once = if timed {
+            conns.iter().filter(|(iv, _)| iv.span_ns == 0).count()
+        } else {
+            0
+        };
+        let mut compared: Vec<Compared> = conns
+            .into_iter()
+            .filter(|(iv, _)| !timed || iv.span_ns > 0)
+            .map(|(iv, u)| {
+                let rate = if timed {
+                    u as f64 * 1e9 / iv.span_ns as f64
+                } else {
+                    u as f64
+                };
+                (iv, u, rate)
+            })
+            .collect();
+        if compared.len() < MIN_POOL {
             continue;
         }
-        let uses: Vec<u64> = conns.iter().map(|(_, u)| *u).collect();
-        let Some(s) = spread(&uses) else { continue };
-        if s.total < MIN_SEGMENTS_PER_CONNECTION * conns.len() as u64 || s.cv < MIN_CV {
+        let uses: Vec<u64> = compared.iter().map(|c| c.1).collect();
+        let rates: Vec<f64> = compared.iter().map(|c| c.2).collect();
+        let Some(s) = spread_of(&uses, &rates) else {
+            continue;
+        };
+        if s.total < MIN_SEGMENTS_PER_CONNECTION * compared.len() as u64 || s.cv < MIN_CV {
             continue;
         }
-        conns.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.sock.fd.cmp(&b.0.sock.fd)));
-        out.push(finding(p, &peer, &conns, &s));
+        compared.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.sock.fd.cmp(&b.0.sock.fd)));
+        out.push(finding(p, &peer, &compared, &s, timed, seen_once));
     }
     out
 }
@@ -107,24 +148,32 @@ pub fn pool_imbalance(p: &ProcessObservation) -> Vec<Finding> {
 fn finding(
     p: &ProcessObservation,
     peer: &str,
-    conns: &[(SocketInterval, u64)],
+    conns: &[Compared],
     s: &Spread,
+    timed: bool,
+    seen_once: usize,
 ) -> Finding {
     let n = conns.len() as u64;
     let busiest = conns[0].0;
     let even = 1.0 / n as f64;
-    let idle = conns.iter().filter(|(_, u)| *u == 0).count() as u64;
+    let idle = conns.iter().filter(|c| c.1 == 0).count() as u64;
     let severity = if s.cv >= WARNING_CV {
         Severity::Warning
     } else {
         Severity::Info
     };
+    let what = if timed {
+        "of the pool's rate (data segments per second, each connection over the time it was \
+         observed)"
+    } else {
+        "of the pool's data segments (counted since each connection opened: one sample)"
+    };
     let mut facts = vec![format!(
-        "{} to {peer} carried {} {}; the busiest carried {:.0}% where an even spread gives \
-         each {:.0}%; {} carried less than an even share{}",
+        "{} to {peer} carried {} {}; the busiest carried {:.0}% {what} where an even spread \
+         gives each {:.0}%; {} carried less than an even share{}",
         count(n, "connection"),
         count(s.total, "data segment"),
-        busiest.over(),
+        if timed { "while observed" } else { "in all" },
         s.busiest_share * 100.0,
         even * 100.0,
         s.below_even,
@@ -140,22 +189,31 @@ fn finding(
         num(s.cv),
         num(1.0 / s.mean.max(1.0).sqrt())
     ));
-    for (iv, u) in conns.iter().take(LISTED) {
+    let rate_sum: f64 = conns.iter().map(|c| c.2).sum();
+    for (iv, u, rate) in conns.iter().take(LISTED) {
         facts.push(format!(
-            "{}: {} ({:.0}%)",
+            "{}: {} {} ({:.0}%)",
             socket_label(iv.sock),
             count(*u, "data segment"),
-            *u as f64 / s.total.max(1) as f64 * 100.0
+            iv.over(),
+            rate / rate_sum.max(f64::MIN_POSITIVE) * 100.0
         ));
     }
     if conns.len() > LISTED {
         facts.push(format!("… and {} more connections", conns.len() - LISTED));
     }
+    if seen_once > 0 {
+        facts.push(format!(
+            "{} to {peer} seen in one sample only (opened at the end of sampling, or closed \
+             at its start): no rate, not compared",
+            count(seen_once as u64, "more connection")
+        ));
+    }
     let mut evidence = Evidence {
         facts,
         rests_on: vec![
             format!(
-                "{}: data segments in and out per connection, first and last sample",
+                "{}: data segments in and out per connection, its own first and last sample",
                 tcp_info_source(p)
             ),
             sockets_source(p),

@@ -11,7 +11,7 @@ use crate::stats::round3;
 
 /// What `/proc/PID/io` counts, said wherever its syscall figures appear.
 pub const SYSCALLS_COUNTED: &str =
-    "read and write syscalls from /proc/PID/io (syscr, syscw); ioctl and epoll calls are not counted there";
+    "read and write syscalls from /proc/PID/io (syscr, syscw), which counts only the read and write families: recv/send/sendmsg on a socket, ioctl and epoll calls are not counted there";
 
 /// One process: what it spent and what its sockets did.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -80,8 +80,9 @@ pub struct SocketSummary {
     pub retrans: u64,
     /// Mean payload of the data segments sent; `None` when none was sent.
     pub mean_write_bytes: Option<f64>,
-    /// Samples taken that caught a write held by Nagle (`unacked > 0`, `0 < notsent <
-    /// snd_mss`, `unacked < snd_cwnd`) — counted whatever `TCP_NODELAY` says.
+    /// Samples taken that caught a write held as Nagle holds one (`unacked > 0`, `0 < notsent <
+    /// snd_mss`, `unacked < snd_cwnd`, room in the peer's window when known: see
+    /// `interval::held_by_nagle`) — counted whatever `TCP_NODELAY` says.
     pub held_samples: u64,
 }
 

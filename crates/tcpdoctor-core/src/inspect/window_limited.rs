@@ -151,7 +151,7 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
                 "the {peer}'s receive window (its SO_RCVBUF, or its application reading slowly)"
             ),
             "tcpi_rwnd_limited",
-            Some(u64::from(iv.last.snd_wnd_bytes)),
+            iv.last.snd_wnd_bytes.map(u64::from),
             None,
         ),
     };
@@ -172,8 +172,13 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
     )];
     facts.push(match (ex.limiter, current) {
         (Limiter::SendBuffer, Some(n)) => format!(
-            "SO_SNDBUF is {} ({n} B as getsockopt returns it, twice what was set), {}",
+            "SO_SNDBUF is {} ({n} B as getsockopt returns it{}), {}",
             bytes(n),
+            match fixed {
+                Some(BufferSetting::Fixed { .. }) => ", twice what was set",
+                Some(BufferSetting::Autotuned { .. }) => "",
+                _ => "; twice the request if it was set by hand",
+            },
             fixed.map(setting).unwrap_or_default()
         ),
         (Limiter::SendBuffer, None) => format!(
@@ -187,7 +192,10 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
              the {peer}'s to check",
             bytes(n)
         ),
-        (Limiter::ReceiveWindow, None) => String::new(),
+        (Limiter::ReceiveWindow, None) => format!(
+            "the {peer}'s advertised window is not known: this kernel's tcp_info did not report \
+             the window (tcpi_snd_wnd, Linux 5.4 and later)"
+        ),
     });
     let bdp = if delivery > 0.0 && min_rtt_ms > 0.0 {
         facts.push(format!(
@@ -217,26 +225,58 @@ fn finding(p: &ProcessObservation, ls: &[Limited], total: u64) -> Finding {
     let size = current.map(|c| c.saturating_mul(2)).max(bdp).unwrap_or(0);
     let rtt_for_example = min_rtt_ms.max(1.0);
     let gbit_bdp = (1e9 / 8.0 * rtt_for_example / 1e3) as u64;
-    let fix = match ex.limiter {
-        Limiter::SendBuffer => format!(
+    let path = format!(
+        "bandwidth × RTT for the path (1 Gbit/s × {} = {})",
+        dur_ms(rtt_for_example),
+        bytes(gbit_bdp)
+    );
+    let current_name = match ex.limiter {
+        Limiter::SendBuffer => "the current size",
+        Limiter::ReceiveWindow => "the window seen",
+    };
+    let at_least = |why: &str| {
+        let twice = current.map_or(0, |c| c.saturating_mul(2));
+        match size {
+            0 => String::new(),
+            _ if twice >= size => {
+                format!("at least {} (twice {current_name}{why}), and ", bytes(size))
+            }
+            _ => format!(
+                "at least {} (the bytes the flow delivered per round trip{}), and ",
+                bytes(size),
+                if twice > 0 {
+                    format!(", more than twice {current_name}")
+                } else {
+                    String::new()
+                }
+            ),
+        }
+    };
+    let wmem = "net.ipv4.tcp_wmem's maximum (and net.core.wmem_max for a size set by hand)";
+    let fix = match (ex.limiter, fixed) {
+        (Limiter::SendBuffer, Some(BufferSetting::Fixed { .. })) => format!(
             "Let the kernel size the send buffer: remove the SO_SNDBUF setsockopt (a fixed value \
-             turns autotuning off) and check that net.ipv4.tcp_wmem's maximum (and \
-             net.core.wmem_max) allows bandwidth × RTT; if a fixed size is needed, set at least \
-             {} (twice the current size; each doubling roughly doubles throughput until the \
-             path is full), and bandwidth × RTT for the path (1 Gbit/s × {} = {}).",
-            bytes(size),
-            dur_ms(rtt_for_example),
-            bytes(gbit_bdp)
+             turns autotuning off) and check that {wmem} allows bandwidth × RTT; if a fixed \
+             size is needed, set {}{path}.",
+            at_least("; each doubling roughly doubles throughput until the path is full")
         ),
-        Limiter::ReceiveWindow => format!(
+        (Limiter::SendBuffer, Some(BufferSetting::Autotuned { .. })) => format!(
+            "The kernel already sizes this send buffer (autotuned) and stopped at its ceiling: \
+             raise {wmem} so autotuning can reach {}{path}.",
+            at_least("")
+        ),
+        (Limiter::SendBuffer, _) => format!(
+            "If the application sets SO_SNDBUF, remove that setsockopt (a fixed value turns \
+             autotuning off) or set {}{path}; if it does not, raise {wmem} so autotuning can \
+             reach that size.",
+            at_least("")
+        ),
+        (Limiter::ReceiveWindow, _) => format!(
             "On the {peer}: do not set SO_RCVBUF (a fixed value turns receive autotuning off), \
              check that net.ipv4.tcp_rmem's maximum (and net.core.rmem_max) allows bandwidth × \
-             RTT, or set at least {} (twice the window seen) before connect()/listen(), since \
-             the window scale is fixed in the SYN (1 Gbit/s × {} = {}); if its application \
-             reads slowly, read promptly.",
-            bytes(size),
-            dur_ms(rtt_for_example),
-            bytes(gbit_bdp)
+             RTT, or set {}{path} before connect()/listen(), since the window scale is fixed in \
+             the SYN; if its application reads slowly, read promptly.",
+            at_least("")
         ),
     };
     let mut evidence = Evidence {

@@ -22,12 +22,13 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///     (pidfd_getfd, closed at once): TCP_NODELAY, TCP_CORK, SO_SNDBUF/SO_RCVBUF (fixed by
 ///     hand, autotuned or unknown, with the evidence), TCP_NOTSENT_LOWAT, SO_KEEPALIVE;
 ///   - the kernel's tcp_info, sampled every --interval for --duration: RTT, ato, MSS, cwnd,
-///     unacked and not-sent bytes (a write held by Nagle, caught in the act), retransmissions,
+///     unacked and not-sent bytes (a write held as Nagle holds one, caught in the act), retransmissions,
 ///     delivery rate, and the kernel's busy / receive-window-limited / send-buffer-limited
 ///     time;
-///   - the process's CPU time, context switches and read/write syscalls over the interval
-///     (/proc/PID/{task/*/schedstat,task/*/status,io}; /proc/PID/io counts only the read and
-///     write families: recv/send on a socket, ioctl and epoll calls are not counted there).
+///   - the process's CPU time (its CPU clock, exited threads included), context switches
+///     (summed over its live threads' /proc/PID/task/*/status) and read/write syscalls over
+///     the interval (/proc/PID/io counts only the read and write families: recv/send on a
+///     socket, ioctl and epoll calls are not counted there).
 ///
 ///   tcpdoctor inspect --pid 4242                  # 3 s of sampling every 20 ms, text report
 ///   tcpdoctor inspect --port 6379 --duration 10s --format json

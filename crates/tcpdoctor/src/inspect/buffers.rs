@@ -1,18 +1,24 @@
 //! Whether a socket's buffer size was set by hand (`SO_SNDBUF`/`SO_RCVBUF`, which turns the
 //! kernel's autotuning off for that buffer) or left to the kernel — said only with evidence.
 //!
-//! The kernel keeps the "set by hand" bit (`SOCK_SNDBUF_LOCK`) to itself, so the rules read
-//! what it does show, in this order:
+//! The kernel keeps the "set by hand" bit (`SOCK_SNDBUF_LOCK`) to itself, and keeps no history
+//! of the sysctls the socket lived under (they may have changed since it opened), so the rules
+//! read what it does show, in this order:
 //! 1. The size changed while sampled: autotuning (a size set by hand never changes).
-//! 2. Above the autotuner's ceiling (`net.ipv4.tcp_wmem`/`tcp_rmem` max, in the socket's
-//!    namespace): only `setsockopt` reaches it — fixed.
-//! 3. Above what `setsockopt` may ask for (2 × `net.core.wmem_max`/`rmem_max`; the kernel
-//!    doubles the request): only the kernel set it — autotuned (`SO_SNDBUFFORCE`, which needs
-//!    CAP_NET_ADMIN, is the one exception, and the evidence says so).
-//! 4. Below the least the kernel gives a connection it autotunes, while TCP is not under
-//!    memory pressure (the one thing that shrinks an autotuned buffer): fixed. That floor is
-//!    the default size (`tcp_wmem`/`tcp_rmem` middle value), and for a send buffer after the
-//!    handshake also 2 × 10 segments × MSS (`tcp_sndbuf_expand`), capped at the ceiling.
+//! 2. Above what `setsockopt` may ask for (2 × `net.core.wmem_max`/`rmem_max`; the kernel
+//!    doubles the request): autotuned (`SO_SNDBUFFORCE`, which needs CAP_NET_ADMIN, and a
+//!    `net.core` maximum lowered since the call are the exceptions, and the evidence says so).
+//! 3. Above the autotuner's ceiling (`net.ipv4.tcp_wmem`/`tcp_rmem` max, in the socket's
+//!    namespace): unknown — set by hand, or grown by autotuning while the ceiling was higher.
+//! 4. A send buffer of an established socket below 2 × 10 segments × MSS (what
+//!    `tcp_sndbuf_expand` gives every autotuned connection once the handshake is done,
+//!    whatever `tcp_wmem`'s default), capped at the ceiling, while TCP is not under memory
+//!    pressure and has not been since boot (`TCPMemoryPressures` 0: pressure is the one
+//!    thing that shrinks an autotuned buffer): fixed, the evidence naming what the kernel
+//!    cannot show (a `tcp_wmem` max lower than that when the connection opened, a cgroup's
+//!    socket memory pressure). With
+//!    pressure not ruled out, or a buffer below only the default size (`tcp_wmem`/`tcp_rmem`
+//!    middle value, which a later sysctl may have raised): unknown, with the reasons.
 //! 5. Otherwise: unknown, with the range it sits in.
 
 use tcpdoctor_core::inspect::BufferSetting;
@@ -96,23 +102,26 @@ pub fn setting(buffer: Buffer, seen: Option<Seen>, limits: Limits) -> BufferSett
             ),
         };
     };
-    if v > max {
-        return BufferSetting::Fixed {
-            evidence: format!(
-                "{opt} is {v} bytes, above {} max {max} that autotuning never exceeds: set with \
-                 setsockopt({opt}, {})",
-                buffer.autotune_sysctl(),
-                v / 2
-            ),
-        };
-    }
     if let Some(core) = limits.core_max.filter(|&c| v > c.saturating_mul(2)) {
         return BufferSetting::Autotuned {
             evidence: format!(
                 "{opt} is {v} bytes, more than setsockopt may ask for (2 × {} = {}): the \
-                 kernel's autotuning (or {opt}FORCE by a CAP_NET_ADMIN process)",
+                 kernel's autotuning (or {opt}FORCE by a CAP_NET_ADMIN process, or a {} \
+                 lowered since the call)",
                 buffer.max_sysctl(),
-                core.saturating_mul(2)
+                core.saturating_mul(2),
+                buffer.max_sysctl()
+            ),
+        };
+    }
+    if v > max {
+        return BufferSetting::Unknown {
+            why: format!(
+                "{opt} is {v} bytes, above {} max {max} that autotuning does not exceed now: \
+                 set with setsockopt({opt}, {}), or autotuned while that max was higher (the \
+                 kernel keeps no history of the sysctl)",
+                buffer.autotune_sysctl(),
+                v / 2
             ),
         };
     }
@@ -124,40 +133,48 @@ pub fn setting(buffer: Buffer, seen: Option<Seen>, limits: Limits) -> BufferSett
             ),
         };
     }
-    let floor = match buffer {
-        Buffer::Send if s.mss > 0 => default.max(20 * u64::from(s.mss)).min(max),
-        _ => default,
+    let sysctl = buffer.autotune_sysctl();
+    let expand = match buffer {
+        Buffer::Send if s.mss > 0 => Some((20 * u64::from(s.mss)).min(max)),
+        _ => None,
     };
-    let floor_why = match buffer {
-        Buffer::Send if s.mss > 0 => format!(
-            "the least the kernel gives a connection it autotunes ({} default {default}, and \
-             2 × 10 segments × MSS {} after the handshake, at most {max})",
-            buffer.autotune_sysctl(),
-            s.mss
-        ),
-        _ => format!(
-            "the size the kernel starts an autotuned socket at ({} default)",
-            buffer.autotune_sysctl()
-        ),
-    };
-    if v < floor {
+    if let Some(floor) = expand.filter(|&f| v < f) {
         return match s.pressure {
             Some(false) => BufferSetting::Fixed {
                 evidence: format!(
-                    "{opt} is {v} bytes, below {floor}, {floor_why}, and TCP is not under \
-                     memory pressure (the only thing that shrinks an autotuned buffer): set \
-                     with setsockopt({opt}, {})",
+                    "{opt} is {v} bytes, below {floor}: the kernel gives every connection it \
+                     autotunes 2 × 10 segments × MSS {} once the handshake is done (at most \
+                     {sysctl} max {max}), and TCP is not under memory pressure nor has been \
+                     since boot (the only thing that shrinks an autotuned buffer): set with \
+                     setsockopt({opt}, {}) — unless {sysctl} max was below {v} when the \
+                     connection opened, or its cgroup's socket memory pressure shrank it, \
+                     which the kernel does not show",
+                    s.mss,
                     v / 2
                 ),
             },
             _ => BufferSetting::Unknown {
                 why: format!(
-                    "{opt} is {v} bytes, below {floor}, {floor_why}; set by hand, unless TCP \
-                     memory pressure shrank it (could not rule that out)"
+                    "{opt} is {v} bytes, below {floor}, the least the kernel gives a connection \
+                     it autotunes (2 × 10 segments × MSS {}, at most {sysctl} max {max}); set \
+                     by hand, unless TCP memory pressure shrank it (now or earlier: could not \
+                     rule that out)",
+                    s.mss
                 ),
             },
         };
     }
+    if v < default {
+        return BufferSetting::Unknown {
+            why: format!(
+                "{opt} is {v} bytes, below {default}, the size the kernel starts an autotuned \
+                 socket at ({sysctl} default): set by hand, or autotuned under an earlier, \
+                 lower default or shrunk by memory pressure (the kernel keeps no history of \
+                 either)"
+            ),
+        };
+    }
+    let floor = expand.unwrap_or(default).max(default).min(max);
     BufferSetting::Unknown {
         why: format!(
             "{opt} is {v} bytes, within what autotuning gives ({floor} to {max}) and unchanged \
@@ -181,16 +198,37 @@ pub fn pressure(sockstat: &str, tcp_mem: &str) -> Option<bool> {
     (mem < low).then_some(false)
 }
 
-/// Reads [`pressure`] from this namespace's view (TCP memory is accounted machine-wide).
+/// `TCPMemoryPressures` of /proc/net/netstat: how many times TCP entered memory pressure
+/// since boot (counted in the network namespace of the socket that hit it).
+pub fn pressures_since_boot(netstat: &str) -> Option<u64> {
+    let mut lines = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let at = names
+        .split_whitespace()
+        .position(|w| w == "TCPMemoryPressures")?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+/// Whether TCP memory is, or has been since boot, under pressure, from this namespace's view
+/// (TCP memory is accounted machine-wide): "not" only when [`pressure`] rules it out now and
+/// [`pressures_since_boot`] is 0 — an autotuned buffer shrunk earlier stays shrunk.
 pub fn pressure_here() -> Option<bool> {
     let sockstat = std::fs::read_to_string("/proc/net/sockstat").ok()?;
     let tcp_mem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_mem").ok()?;
-    pressure(&sockstat, &tcp_mem)
+    let netstat = std::fs::read_to_string("/proc/net/netstat").ok()?;
+    match (
+        pressure(&sockstat, &tcp_mem),
+        pressures_since_boot(&netstat),
+    ) {
+        (Some(false), Some(0)) => Some(false),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{pressure, setting, Buffer, Limits, Seen};
+    use super::{pressure, pressures_since_boot, setting, Buffer, Limits, Seen};
     use tcpdoctor_core::inspect::BufferSetting;
 
     const LIMITS: Limits = Limits {
@@ -225,7 +263,15 @@ mod tests {
         let fixed = s(131_072);
         assert_eq!(kind(&fixed), "fixed", "{fixed:?}");
         assert!(format!("{fixed:?}").contains("setsockopt(SO_SNDBUF, 65536)"));
-        assert_eq!(kind(&s(8 << 20)), "fixed", "above tcp_wmem max");
+        // Above tcp_wmem max but within what setsockopt may ask for: unknown (see below).
+        let big_core = Limits {
+            core_max: Some(16 << 20),
+            ..LIMITS
+        };
+        assert_eq!(
+            kind(&setting(Buffer::Send, Some(seen(8 << 20)), big_core)),
+            "unknown"
+        );
         // 3.9 MB: more than 2 × wmem_max could ask for.
         assert_eq!(kind(&s(3_939_840)), "autotuned");
         let grew = Seen {
@@ -264,15 +310,70 @@ mod tests {
             "unknown"
         );
         assert_eq!(kind(&setting(Buffer::Receive, None, LIMITS)), "unknown");
+        // Below the receive default: set by hand, or autotuned under a lower default.
         assert_eq!(
             kind(&setting(Buffer::Receive, Some(seen(2304)), LIMITS)),
-            "fixed"
+            "unknown"
         );
         let no_sysctl = Limits::default();
         assert_eq!(
             kind(&setting(Buffer::Send, Some(seen(131_072)), no_sysctl)),
             "unknown"
         );
+    }
+
+    /// Review item 3: sysctls changed after the socket opened, which the kernel keeps no
+    /// history of, must not turn an autotuned buffer into "fixed".
+    #[test]
+    fn a_sysctl_changed_since_the_socket_opened_never_makes_an_autotuned_buffer_fixed() {
+        // SO_SNDBUF 3939840, autotuned under tcp_wmem max 4 MiB; max then lowered to 1 MiB.
+        let lowered = Limits {
+            autotune: Some([4096, 16384, 1 << 20]),
+            core_max: Some(212_992),
+        };
+        let b = setting(Buffer::Send, Some(seen(3_939_840)), lowered);
+        assert_eq!(kind(&b), "autotuned", "{b:?}");
+        // The same without net.core.wmem_max to rule setsockopt out: unknown, saying why.
+        let no_core = Limits {
+            core_max: None,
+            ..lowered
+        };
+        let b = setting(Buffer::Send, Some(seen(3_939_840)), no_core);
+        assert_eq!(kind(&b), "unknown", "{b:?}");
+        assert!(
+            format!("{b:?}").contains("while that max was higher"),
+            "{b:?}"
+        );
+        // tcp_wmem default raised to 4 MiB after a socket autotuned to 2.6 MB (above
+        // 20 × MSS): below the new default, but not fixed.
+        let raised = Limits {
+            autotune: Some([4096, 4 << 20, 4 << 20]),
+            core_max: Some(16 << 20),
+        };
+        let b = setting(Buffer::Send, Some(seen(2_626_560)), raised);
+        assert_eq!(kind(&b), "unknown", "{b:?}");
+        assert!(format!("{b:?}").contains("earlier, lower default"), "{b:?}");
+        // tcp_rmem default raised above an autotuned receive buffer that never grew.
+        let raised_r = Limits {
+            autotune: Some([4096, 262_144, 6 << 20]),
+            core_max: Some(16 << 20),
+        };
+        let b = setting(Buffer::Receive, Some(seen(131_072)), raised_r);
+        assert_eq!(kind(&b), "unknown", "{b:?}");
+        // Below 20 × MSS, pressure ruled out now and since boot: fixed, the residual
+        // assumption stated.
+        let b = setting(Buffer::Send, Some(seen(131_072)), raised);
+        assert_eq!(kind(&b), "fixed", "{b:?}");
+        assert!(format!("{b:?}").contains("unless net.ipv4.tcp_wmem max was below"));
+    }
+
+    #[test]
+    fn memory_pressure_since_boot_is_read_from_netstat() {
+        let netstat = "TcpExt: SyncookiesSent TCPMemoryPressures TCPMemoryPressuresChrono\n\
+                       TcpExt: 0 3 120\nIpExt: InNoRoutes\nIpExt: 0\n";
+        assert_eq!(pressures_since_boot(netstat), Some(3));
+        assert_eq!(pressures_since_boot("TcpExt: A B\nTcpExt: 1 2\n"), None);
+        assert_eq!(pressures_since_boot(""), None);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! The struct grows with kernels: each field is read only when the returned bytes reach its
 //! end, so a shorter struct from an older kernel leaves the newer fields at 0 (for example
 //! `tcpi_busy_time` and the limit counters came in 4.10, `tcpi_bytes_sent` in 4.19,
-//! `tcpi_snd_wnd` in 5.4). Nothing is ever read past the returned length.
+//! `tcpi_snd_wnd` in 5.4). Nothing is ever read past the returned length. The peer's window
+//! is the one field whose 0 means something (a zero window): it is `None` when the struct is
+//! too short to hold it.
 
 use tcpdoctor_core::inspect::TcpSample;
 
@@ -76,7 +78,7 @@ pub fn parse(info: &[u8], at_ns: u64) -> TcpSample {
         busy_us: u64_at(info, BUSY_TIME),
         rwnd_limited_us: u64_at(info, RWND_LIMITED),
         sndbuf_limited_us: u64_at(info, SNDBUF_LIMITED),
-        snd_wnd_bytes: u32_at(info, SND_WND),
+        snd_wnd_bytes: (info.len() >= SND_WND + 4).then(|| u32_at(info, SND_WND)),
     }
 }
 
@@ -131,6 +133,27 @@ mod tests {
         assert_eq!(parse(&[], 0), Default::default());
     }
 
+    /// Review item 6: a kernel before 5.4 has no tcpi_snd_wnd; it is unknown, not a window of 0.
+    #[test]
+    fn the_peers_window_is_unknown_when_the_struct_is_too_short_to_hold_it() {
+        let mut full = vec![0u8; 240];
+        full[228..232].copy_from_slice(&65536u32.to_ne_bytes());
+        assert_eq!(parse(&full, 0).snd_wnd_bytes, Some(65536));
+        assert_eq!(parse(&full[..232], 0).snd_wnd_bytes, Some(65536));
+        assert_eq!(parse(&full[..231], 0).snd_wnd_bytes, None, "cut mid-field");
+        assert_eq!(
+            parse(&full[..216], 0).snd_wnd_bytes,
+            None,
+            "a 4.19-era struct"
+        );
+        full[228..232].copy_from_slice(&0u32.to_ne_bytes());
+        assert_eq!(
+            parse(&full, 0).snd_wnd_bytes,
+            Some(0),
+            "a zero window is said"
+        );
+    }
+
     #[test]
     fn offsets_match_the_kernel_on_a_real_loopback_connection() {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -154,5 +177,9 @@ mod tests {
             "{t:?}"
         );
         assert!(t.snd_mss > 1000 && t.rtt_us > 0, "{t:?}");
+        assert!(
+            t.snd_wnd_bytes.is_some_and(|w| w > 0) || info.len() < 232,
+            "{t:?}"
+        );
     }
 }

@@ -318,3 +318,41 @@ fn nodelay_read_only_before_the_socket_sent_data_is_not_taken_as_its_writes_opti
         r.processes[0].notes
     );
 }
+
+/// Review item 5: a sub-MSS write that does not fit the peer's advertised window waits for
+/// the window (`tcp_snd_wnd_test`), not for Nagle; when the kernel reports the window, such a
+/// sample is not counted as held by Nagle.
+#[test]
+fn a_write_waiting_for_the_peers_window_is_not_held_by_nagle() {
+    let mut s = sample(0);
+    s.unacked = 1;
+    s.notsent_bytes = 136;
+    // 14 bytes in flight: 1014 sent, 1001 acknowledged (the SYN counts as one).
+    s.bytes_sent = 1014;
+    s.bytes_acked = 1001;
+    s.snd_wnd_bytes = Some(65536);
+    assert!(held_by_nagle(&s));
+    s.snd_wnd_bytes = Some(149);
+    assert!(!held_by_nagle(&s), "14 in flight + 136 waiting > 149");
+    s.snd_wnd_bytes = Some(150);
+    assert!(held_by_nagle(&s), "14 + 136 fit a window of 150");
+    s.snd_wnd_bytes = Some(0);
+    assert!(!held_by_nagle(&s), "a zero window");
+    s.snd_wnd_bytes = None;
+    assert!(held_by_nagle(&s), "window unknown (before 5.4): as before");
+    // A whole server whose waiting replies met a closed window: no hold counted.
+    let sock = SocketBuilder::accepted(5, 40000)
+        .traffic(301, 10, 1, 14, 1, |i, s| {
+            s.snd_wnd_bytes = Some(0);
+            if i % 5 == 4 {
+                s.unacked = 1;
+                s.notsent_bytes = 136;
+            }
+        })
+        .build();
+    let f = nagle_findings(vec![listener(3), sock]);
+    assert!(
+        f.iter().all(|f| f.evidence.counts["held_samples"] == 0),
+        "{f:#?}"
+    );
+}

@@ -42,7 +42,7 @@ fn a_pool_with_one_busy_connection_is_named() {
         "{}",
         f.verdict
     );
-    assert!(f.evidence.facts[2].contains("(fd 10, inode 10010): 900 data segments (90%)"));
+    assert!(f.evidence.facts[2].contains("(fd 10, inode 10010): 900 data segments in 3 s (90%)"));
 }
 
 #[test]
@@ -83,4 +83,44 @@ fn the_spread_measure() {
     let s = spread(&[0, 0, 0]).unwrap();
     assert_eq!((s.cv, s.busiest_share), (0.0, 0.0));
     assert!(spread(&[]).is_none());
+}
+
+/// A connection to the pool's server that carried 10 data segments each way every 100 ms,
+/// opened `opened_ms` into a 3 s interval.
+fn conn_from(fd: i32, opened_ms: u64, per_100ms: u32) -> SocketObservation {
+    let samples = (3000 - opened_ms) / 100 + 1;
+    SocketBuilder::connected(fd, 50000 + fd as u16, "127.0.0.1:6379")
+        .options(|o| o.nodelay = Some(true))
+        .traffic(samples, 100, per_100ms, 100, per_100ms, |_, s| {
+            s.at_ns += opened_ms * MS
+        })
+        .build()
+}
+
+/// Review item 4: a pool used evenly that grew during sampling: the late connection carried
+/// fewer segments only because it was observed for less time (600 vs 100 raw: cv 0.71).
+#[test]
+fn a_connection_opened_during_sampling_is_compared_by_its_rate() {
+    let f = imbalance(vec![conn_from(10, 0, 10), conn_from(11, 2500, 10)]);
+    assert!(f.is_empty(), "{f:#?}");
+    // The same late connection used at a tenth of the rate is still named, by rate.
+    let f = imbalance(vec![conn_from(10, 0, 10), conn_from(11, 500, 1)]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].example_flow.id, 10);
+    assert!(
+        f[0].evidence.facts.iter().any(|l| l.contains("in 2.5 s")),
+        "{:#?}",
+        f[0].evidence.facts
+    );
+}
+
+/// A connection seen in one sample only has no rate: it is left out of the comparison.
+#[test]
+fn a_connection_seen_once_is_not_compared() {
+    let f = imbalance(vec![
+        conn_from(10, 0, 10),
+        conn_from(11, 0, 10),
+        conn_from(12, 3000, 10),
+    ]);
+    assert!(f.is_empty(), "{f:#?}");
 }

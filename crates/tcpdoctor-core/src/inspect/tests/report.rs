@@ -67,6 +67,12 @@ fn the_json_report_carries_the_model() {
         .as_str()
         .unwrap()
         .contains("ioctl and epoll calls are not counted"));
+    // Review item 11: recv/send on a socket are not counted either (a recv/sendall server
+    // shows 0 read and 0 write syscalls).
+    assert!(p["cpu"]["syscalls_counted"]
+        .as_str()
+        .unwrap()
+        .contains("recv/send"));
     assert_eq!(p["sockets"][1]["held_samples"], 60);
     assert_eq!(p["sockets"][1]["state"], "ESTAB");
     assert_eq!(p["sockets"][2]["state"], "closed");

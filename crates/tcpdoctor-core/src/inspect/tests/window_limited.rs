@@ -19,7 +19,7 @@ fn bulk(fd: i32, sndbuf_ms: u64, rwnd_ms: u64) -> crate::inspect::SocketObservat
             s.sndbuf_limited_us = i * sndbuf_ms * 1000;
             s.rwnd_limited_us = i * rwnd_ms * 1000;
             s.unacked = 10;
-            s.snd_wnd_bytes = 65536;
+            s.snd_wnd_bytes = Some(65536);
             s.min_rtt_us = 15_000;
             s.delivery_rate_bps = 32_000_000;
         })
@@ -120,7 +120,7 @@ fn one_sample_is_judged_on_the_sockets_lifetime_counters() {
     let mut s = sample(0);
     s.busy_us = 2_000_000;
     s.rwnd_limited_us = 1_500_000;
-    s.snd_wnd_bytes = 65536;
+    s.snd_wnd_bytes = Some(65536);
     let mut sock = SocketBuilder::connected(9, 50000, "192.0.2.1:443").build();
     sock.samples.push(s);
     let f = window_findings(vec![sock]);
@@ -137,4 +137,52 @@ fn one_sample_is_judged_on_the_sockets_lifetime_counters() {
         "{}",
         f[0].evidence.facts[0]
     );
+}
+
+/// Review item 6: an autotuned send buffer is not "twice what was set", and its fix is not
+/// "remove the setsockopt".
+#[test]
+fn an_autotuned_send_buffer_is_not_told_to_remove_a_setsockopt() {
+    let mut s = bulk(5, 6, 0);
+    s.options.sndbuf_bytes = Some(4 << 20);
+    s.options.sndbuf = BufferSetting::Autotuned {
+        evidence: "SO_SNDBUF changed from 16384 to 4194304 bytes while sampled".into(),
+    };
+    let f = window_findings(vec![s]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let facts = f[0].evidence.facts.join("\n");
+    assert!(!facts.contains("what was set"), "{facts}");
+    assert!(facts.contains("autotuned by the kernel"), "{facts}");
+    assert!(!f[0].fix.contains("remove the SO_SNDBUF"), "{}", f[0].fix);
+    assert!(f[0].fix.contains("net.ipv4.tcp_wmem"), "{}", f[0].fix);
+    // Unknown: the fix says to remove the setsockopt only if there is one.
+    let mut s = bulk(5, 6, 0);
+    s.options.sndbuf = BufferSetting::Unknown {
+        why: "within what autotuning gives".into(),
+    };
+    let f = window_findings(vec![s]);
+    assert!(
+        f[0].fix.contains("If the application sets SO_SNDBUF"),
+        "{}",
+        f[0].fix
+    );
+}
+
+/// Review item 6: a kernel that does not report the peer's window (before 5.4) gives no
+/// "window of 0 B" and no "set at least 0 B".
+#[test]
+fn an_unknown_peer_window_is_not_a_window_of_zero() {
+    let mut s = bulk(5, 0, 3);
+    for t in &mut s.samples {
+        t.snd_wnd_bytes = None;
+        t.delivery_rate_bps = 0;
+    }
+    let f = window_findings(vec![s]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let facts = f[0].evidence.facts.join("\n");
+    assert!(!facts.contains("0 B"), "{facts}");
+    assert!(facts.contains("did not report the window"), "{facts}");
+    assert!(!f[0].fix.contains(" 0 B"), "{}", f[0].fix);
+    assert!(!f[0].evidence.values.contains_key("peer_window_bytes"));
+    assert!(!f[0].evidence.values.contains_key("size_to_set_bytes"));
 }
