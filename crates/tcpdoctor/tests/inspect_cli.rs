@@ -942,3 +942,127 @@ fn nagle_shares_count_every_sample_taken_not_only_those_stored() {
         assert_eq!(f["severity"] == "critical", critical, "{f:#}");
     }
 }
+
+/// A Python process (the inspected one) that prints `ready PID` once it is set up and then
+/// runs `script` for at most 8 s; `None` (skipped, or failed in CI) without python3.
+fn python_process(test: &str, script: &str, args: &[&str]) -> Option<(Server, String)> {
+    if Command::new("python3").arg("--version").output().is_err() {
+        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
+        return None;
+    }
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn python");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready line");
+    assert!(line.starts_with("ready"), "{line:?}");
+    let pid = child.id().to_string();
+    Some((Server { child, port: 0 }, pid))
+}
+
+fn kinds_of(r: &Value) -> Vec<String> {
+    r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| format!("{} {}", f["kind"].as_str().unwrap_or(""), f["severity"]))
+        .collect()
+}
+
+/// `window_limited` from a live process: a bulk sender to a reader that drains 4 KB per
+/// millisecond through an 8 KB receive buffer is limited by the receiver's window — the
+/// kernel's own `rwnd_limited` counter says so; the same sender to a reader that keeps up is
+/// not limited at all.
+#[test]
+fn a_sender_held_by_the_peers_receive_window_is_window_limited_and_its_twin_is_not() {
+    let script = r#"
+import socket, sys, threading, time, os
+slow = sys.argv[1] == "slow"
+srv = socket.socket()
+if slow:
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+srv.bind(("127.0.0.1", 0)); srv.listen(1)
+def sink():
+    c, _ = srv.accept()
+    while c.recv(4096 if slow else 1 << 20):
+        if slow:
+            time.sleep(0.001)
+threading.Thread(target=sink, daemon=True).start()
+s = socket.create_connection(srv.getsockname())
+print("ready", flush=True)
+end = time.time() + 8
+buf = b"x" * 65536
+while time.time() < end:
+    s.sendall(buf)
+"#;
+    let test = "a_sender_held_by_the_peers_receive_window_is_window_limited_and_its_twin_is_not";
+    for (mode, named) in [("slow", true), ("fast", false)] {
+        let Some((_p, pid)) = python_process(test, script, &[mode]) else {
+            return;
+        };
+        let (r, code, err) = inspect(&["--pid", &pid, "--duration", "2s"]);
+        assert_eq!(code, 0, "{err}");
+        validate(&r);
+        let k = kinds_of(&r);
+        let wl: Vec<&Value> = r["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["kind"] == "window_limited")
+            .collect();
+        if named {
+            assert_eq!(wl.len(), 1, "{mode}: {k:?}");
+            let v = wl[0]["verdict"].as_str().unwrap_or("");
+            assert!(v.contains("receive window"), "{v}");
+        } else {
+            assert!(wl.is_empty(), "{mode}: {k:?}");
+        }
+    }
+}
+
+/// `pool_imbalance` from a live process: three connections to one server, one of them
+/// carrying 18 of every 20 exchanges, is named; the same three used in turn are not.
+#[test]
+fn a_pool_used_unevenly_is_named_and_one_used_in_turn_is_not() {
+    let script = r#"
+import socket, sys, time
+port, pattern = int(sys.argv[1]), [int(x) for x in sys.argv[2].split(",")]
+conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+def exchange(s):
+    s.sendall(b"LIST\n")
+    got = b""
+    while not got.endswith(b".\r\n"):
+        b = s.recv(4096)
+        if not b:
+            sys.exit("server closed")
+        got += b
+for s in conns:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    exchange(s)
+print("ready", flush=True)
+end = time.time() + 8
+while time.time() < end:
+    for i in pattern:
+        exchange(conns[i])
+"#;
+    let test = "a_pool_used_unevenly_is_named_and_one_used_in_turn_is_not";
+    let server = specimen(&["--writes", "whole", "--nodelay"]);
+    let port = server.port.to_string();
+    let uneven = "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,2";
+    for (pattern, named) in [(uneven, true), ("0,1,2", false)] {
+        let Some((_p, pid)) = python_process(test, script, &[&port, pattern]) else {
+            return;
+        };
+        let (r, code, err) = inspect(&["--pid", &pid, "--duration", "2s"]);
+        assert_eq!(code, 0, "{err}");
+        validate(&r);
+        let k = kinds_of(&r);
+        let pool = k.iter().any(|k| k.starts_with("pool_imbalance"));
+        assert_eq!(pool, named, "pattern {pattern}: {k:?}");
+    }
+}
