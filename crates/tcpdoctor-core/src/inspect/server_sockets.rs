@@ -69,6 +69,29 @@ pub fn server_sockets(obs: &Observation, port: u16) -> Option<ServerSockets> {
 }
 
 impl ServerSockets {
+    /// The scenario's own line, neutral (no finding's reading of it): `the server's accepted
+    /// sockets on port P: TCP_NODELAY off (1 of 1), read from the live sockets of pid N (x)`.
+    pub fn summary_line(&self) -> String {
+        let mut line = format!(
+            "the server's accepted sockets on port {}: TCP_NODELAY {}",
+            self.port,
+            self.nodelay_cell()
+        );
+        if self.sndbuf_fixed > 0 {
+            line.push_str(&format!(
+                ", SO_SNDBUF set by hand on {} of {}",
+                self.sndbuf_fixed, self.accepted
+            ));
+        }
+        if self.nodelay_unknown > 0 {
+            if let Some(why) = &self.options_refused {
+                line.push_str(&format!(" (unknown: {why})"));
+            }
+        }
+        line.push_str(&format!(", read from the live sockets of {}", self.process));
+        line
+    }
+
     /// What a table cell says: `off (2 of 2)`, `on (1 of 1)`, or the mix.
     pub fn nodelay_cell(&self) -> String {
         let of = |k: u64| format!("{k} of {}", self.accepted);

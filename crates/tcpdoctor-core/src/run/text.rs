@@ -346,7 +346,7 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
         );
     }
     if let Some(k) = &s.server_sockets {
-        let _ = writeln!(out, "   {}", k.nodelay_fact());
+        let _ = writeln!(out, "   {}", k.summary_line());
     }
     if let Some(c) = &s.chunks {
         let sizes: Vec<String> = c

@@ -105,6 +105,12 @@ fn nodelay_on_or_unknown_is_said_as_it_is() {
     assert_eq!(unknown.nodelay_cell(), "unknown (2 of 2)");
     let off = server_sockets(&observed(Some(false)), 7000).unwrap();
     assert_eq!(off.nodelay_cell(), "off (2 of 2)");
+    let line = off.summary_line();
+    assert!(
+        line.starts_with("the server's accepted sockets on port 7000: TCP_NODELAY off (2 of 2), read from the live sockets of pid "),
+        "{line}"
+    );
+    assert!(!line.contains("look at"), "a neutral line: {line}");
     // Read off only before the socket sent data, and never again: not known to be off.
     let mut obs = observed(Some(false));
     obs.processes[0].sockets[1].options_before_data = true;
