@@ -42,30 +42,7 @@ pub fn render_text(report: &InspectReport) -> String {
 /// A finding in `analyze`'s layout, with sockets where `analyze` has flows and the example
 /// socket named by its descriptor.
 fn finding(out: &mut String, f: &Finding, name_process: bool) {
-    let sockets = if f.flows_total == 0 {
-        "from process accounting".to_string()
-    } else {
-        format!("{} of {}", f.flows_affected, count(f.flows_total, "socket"))
-    };
-    let _ = writeln!(
-        out,
-        "\n[{}] {}  {}  server {}  ({sockets})",
-        f.severity.as_str().to_uppercase(),
-        f.kind,
-        f.direction.arrow(),
-        f.server,
-    );
-    if name_process {
-        let _ = writeln!(out, "  in {}", f.file);
-    }
-    let _ = writeln!(out, "  {}", f.verdict);
-    let _ = writeln!(out, "  evidence:");
-    for fact in &f.evidence.facts {
-        let _ = writeln!(out, "    - {fact}");
-    }
-    for source in &f.evidence.rests_on {
-        let _ = writeln!(out, "    rests on: {source}");
-    }
+    crate::report::text::finding_head(out, f, "socket", name_process);
     let e = &f.example_flow;
     if !e.server.is_empty() && e.server != f.file {
         let _ = writeln!(

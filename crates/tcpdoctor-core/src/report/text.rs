@@ -146,20 +146,18 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     }
 }
 
-pub(crate) fn finding(out: &mut String, f: &Finding, name_file: bool) {
-    let flows = if f.flows_total == 0 {
+/// What every text report prints of a finding before its example: severity, kind, direction
+/// and server with the affected `unit`s (`flow` from a capture, `socket` from a live process),
+/// where it was found (when `name_file`), the verdict, the facts and what they rest on.
+pub(crate) fn finding_head(out: &mut String, f: &Finding, unit: &str, name_file: bool) {
+    let affected = if f.flows_total == 0 {
         "from process accounting".to_string()
     } else {
-        format!(
-            "{} of {} flow{}",
-            f.flows_affected,
-            f.flows_total,
-            if f.flows_total == 1 { "" } else { "s" }
-        )
+        format!("{} of {}", f.flows_affected, count(f.flows_total, unit))
     };
     let _ = writeln!(
         out,
-        "\n[{}] {}  {}  server {}  ({flows})",
+        "\n[{}] {}  {}  server {}  ({affected})",
         f.severity.as_str().to_uppercase(),
         f.kind,
         f.direction.arrow(),
@@ -176,6 +174,10 @@ pub(crate) fn finding(out: &mut String, f: &Finding, name_file: bool) {
     for source in &f.evidence.rests_on {
         let _ = writeln!(out, "    rests on: {source}");
     }
+}
+
+pub(crate) fn finding(out: &mut String, f: &Finding, name_file: bool) {
+    finding_head(out, f, "flow", name_file);
     if !f.evidence.timeline.is_empty() {
         let _ = writeln!(
             out,
