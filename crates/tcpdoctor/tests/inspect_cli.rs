@@ -130,6 +130,20 @@ fn parse(out: std::process::Output) -> (Value, i32, String) {
     (report, code, stderr)
 }
 
+/// Ends a sampling `inspect` with SIGINT (it stops and prints what it read) and returns its
+/// report; exit 0 asserted. Its stdout is read before the rest of its stderr: a report of
+/// thousands of samples fills the pipe before inspect can end.
+fn interrupt(child: Child, mut stderr: BufReader<std::process::ChildStderr>) -> Value {
+    // SAFETY: SIGINT to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("inspect output");
+    let mut rest = String::new();
+    let _ = stderr.read_to_string(&mut rest);
+    let (r, code, _) = parse(out);
+    assert_eq!(code, 0, "{rest}");
+    r
+}
+
 fn process(report: &Value) -> &Value {
     &report["observation"]["processes"][0]
 }
@@ -370,7 +384,7 @@ fn a_socket_the_process_closes_while_sampled_is_really_closed() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn inspect");
-    let mut stderr = wait_for_sampling(&mut child);
+    let stderr = wait_for_sampling(&mut child);
     // The client ends the connection; the server reads EOF and closes its socket. Its FIN
     // reaches us only if no duplicate of the descriptor is alive anywhere, inspect included.
     c.shutdown(std::net::Shutdown::Write).expect("shutdown");
@@ -384,13 +398,7 @@ fn a_socket_the_process_closes_while_sampled_is_really_closed() {
         child.try_wait().expect("try_wait").is_none(),
         "inspect must still be sampling for this to prove anything"
     );
-    // SAFETY: SIGINT to our own child: inspect stops and prints what it read.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let mut rest = String::new();
-    let _ = stderr.read_to_string(&mut rest);
-    let out = child.wait_with_output().expect("inspect output");
-    let (r, code, _) = parse(out);
-    assert_eq!(code, 0, "{rest}");
+    let r = interrupt(child, stderr);
     let s = accepted(&r);
     assert_eq!(s["closed"], true, "{s:#}");
     assert!(!s["samples"].as_array().expect("samples").is_empty());
@@ -582,21 +590,14 @@ for _ in range(20000):
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn inspect");
-    let mut stderr = wait_for_sampling(&mut inspect);
+    let stderr = wait_for_sampling(&mut inspect);
     to_client.write_all(b"go\n").expect("tell the client to go");
     for want in ["opened", "b100"] {
         line.clear();
         from_client.read_line(&mut line).expect("client progress");
         assert_eq!(line.trim(), want);
     }
-    // SAFETY: SIGINT to our own child: inspect stops and prints what it read.
-    unsafe { libc::kill(inspect.id() as i32, libc::SIGINT) };
-    // Its stdout first: a report of thousands of samples fills the pipe before inspect ends.
-    let out = inspect.wait_with_output().expect("inspect output");
-    let mut rest = String::new();
-    let _ = stderr.read_to_string(&mut rest);
-    let (r, code, _) = parse(out);
-    assert_eq!(code, 0, "{rest}");
+    let r = interrupt(inspect, stderr);
     let peer = format!("127.0.0.1:{}", server.port);
     let pool = r["processes"][0]["peers"]
         .as_array()
@@ -835,7 +836,7 @@ while True:
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn inspect");
-    let mut stderr = wait_for_sampling(&mut child);
+    let stderr = wait_for_sampling(&mut child);
     let mut c = connect(server.port);
     // Paced, so that samples are likely to see the socket sending (then its options are read
     // again); whether they do or not, the options must not be reported as final unless they
@@ -856,13 +857,7 @@ while True:
         child.try_wait().expect("try_wait").is_none(),
         "inspect must still be sampling for this to prove anything"
     );
-    // SAFETY: SIGINT to our own child: inspect stops and prints what it read.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let mut rest = String::new();
-    let _ = stderr.read_to_string(&mut rest);
-    let out = child.wait_with_output().expect("inspect output");
-    let (r, code, _) = parse(out);
-    assert_eq!(code, 0, "{rest}");
+    let r = interrupt(child, stderr);
     let first = sockets(&r, "accepted")
         .into_iter()
         .find(|s| s["remote"] == c.local_addr().expect("addr").to_string())
