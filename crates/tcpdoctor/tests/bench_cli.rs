@@ -559,6 +559,36 @@ fn a_progress_line_is_drawn_on_a_terminal_for_a_long_run() {
     );
 }
 
+/// `bench --preset http1 --requests N` against `addr`: the run, asserted to measure all N
+/// exchanges with no error of any kind (exit 0).
+fn http1_without_errors(addr: &str, requests: u64, pipeline: &str, connections: &str) -> Value {
+    let n = requests.to_string();
+    let (r, code, err) = bench_json(&[
+        "--target",
+        addr,
+        "--preset",
+        "http1",
+        "--requests",
+        &n,
+        "--pipeline",
+        pipeline,
+        "--connections",
+        connections,
+    ]);
+    let run = run0(&r).clone();
+    assert_eq!(code, 0, "pipeline {pipeline}: {err}");
+    assert_eq!(
+        run["exchanges"], requests,
+        "pipeline {pipeline}: {}",
+        run["errors"]
+    );
+    let e = &run["errors"];
+    for kind in ["connect", "response", "assertion", "closed", "timeouts"] {
+        assert_eq!(e[kind], 0, "pipeline {pipeline}: {e}");
+    }
+    run
+}
+
 /// Issue 12: python's http.server answers HTTP/1.0 and closes after every response. The driver
 /// reconnects as curl and wrk do: `--requests` exchanges measured, no error, every close a
 /// counted reconnect (before: half the requests were "bad response" errors). Pipelined
@@ -578,30 +608,8 @@ fn a_server_that_closes_after_each_response_is_reconnected_without_errors() {
     };
     let addr = addr.to_string();
     for (pipeline, connections) in [("1", "1"), ("4", "2")] {
-        let (r, code, err) = bench_json(&[
-            "--target",
-            &addr,
-            "--preset",
-            "http1",
-            "--requests",
-            "300",
-            "--pipeline",
-            pipeline,
-            "--connections",
-            connections,
-        ]);
-        let run = run0(&r);
-        assert_eq!(code, 0, "pipeline {pipeline}: {err}");
-        assert_eq!(
-            run["exchanges"], 300,
-            "pipeline {pipeline}: {}",
-            run["errors"]
-        );
+        let run = http1_without_errors(&addr, 300, pipeline, connections);
         assert_eq!(run["send_lateness"], Value::Null, "closed loop");
-        let e = &run["errors"];
-        for kind in ["connect", "response", "assertion", "closed", "timeouts"] {
-            assert_eq!(e[kind], 0, "pipeline {pipeline}: {e}");
-        }
         let reconnects = run["reconnects"].as_u64().expect("reconnects");
         assert!(
             (299..=302).contains(&reconnects),
@@ -622,29 +630,7 @@ fn a_server_that_closes_after_each_response_is_reconnected_without_errors() {
 fn a_keep_alive_connection_dropped_silently_is_retried_not_an_error() {
     let addr = servers::http_silent_close(3).to_string();
     for (pipeline, connections) in [("1", "1"), ("4", "2")] {
-        let (r, code, err) = bench_json(&[
-            "--target",
-            &addr,
-            "--preset",
-            "http1",
-            "--requests",
-            "300",
-            "--pipeline",
-            pipeline,
-            "--connections",
-            connections,
-        ]);
-        let run = run0(&r);
-        assert_eq!(code, 0, "pipeline {pipeline}: {err}");
-        assert_eq!(
-            run["exchanges"], 300,
-            "pipeline {pipeline}: {}",
-            run["errors"]
-        );
-        let e = &run["errors"];
-        for kind in ["connect", "response", "assertion", "closed", "timeouts"] {
-            assert_eq!(e[kind], 0, "pipeline {pipeline}: {e}");
-        }
+        let run = http1_without_errors(&addr, 300, pipeline, connections);
         // Three answers per connection: 300 exchanges need at least 100 connections.
         let opened = run["connections_opened"]
             .as_u64()
@@ -764,29 +750,7 @@ fn nginx_keepalive_limit_is_a_reconnect_not_an_error() {
     }
     assert!(ready, "nginx never listened on {addr}");
     for pipeline in ["1", "4"] {
-        let (r, code, err) = bench_json(&[
-            "--target",
-            &addr,
-            "--preset",
-            "http1",
-            "--requests",
-            "5000",
-            "--connections",
-            "2",
-            "--pipeline",
-            pipeline,
-        ]);
-        let run = run0(&r);
-        assert_eq!(code, 0, "pipeline {pipeline}: {err}");
-        assert_eq!(
-            run["exchanges"], 5000,
-            "pipeline {pipeline}: {}",
-            run["errors"]
-        );
-        let e = &run["errors"];
-        for kind in ["connect", "response", "assertion", "closed", "timeouts"] {
-            assert_eq!(e[kind], 0, "pipeline {pipeline}: {e}");
-        }
+        let run = http1_without_errors(&addr, 5000, pipeline, "2");
         let reconnects = run["reconnects"].as_u64().expect("reconnects");
         assert!(
             (498..=502).contains(&reconnects),
