@@ -13,6 +13,17 @@ use serde_json::Value;
 
 /// `run --scenarios direct --requests 10` of `server` on `port`, files in `dir/files`.
 fn run_server(dir: &Path, server: &str, port: u16, preset: &[&str]) -> (Value, i32, String) {
+    run_server_n(dir, server, port, "10", preset)
+}
+
+/// As [`run_server`], with `requests` exchanges.
+fn run_server_n(
+    dir: &Path,
+    server: &str,
+    port: u16,
+    requests: &str,
+    preset: &[&str],
+) -> (Value, i32, String) {
     let target = format!("127.0.0.1:{port}");
     let out = dir.join("files");
     let mut args = vec![
@@ -26,7 +37,7 @@ fn run_server(dir: &Path, server: &str, port: u16, preset: &[&str]) -> (Value, i
         "--scenarios",
         "direct",
         "--requests",
-        "10",
+        requests,
         "--out",
         out.to_str().expect("as in the report"),
     ];
@@ -244,22 +255,7 @@ fn a_scenario_reports_the_options_of_the_servers_sockets() {
         let dir = scratch("server-sockets");
         let port = free_port();
         let server = format!("{exe} specimen --listen 127.0.0.1:{port} {flags}");
-        let target = format!("127.0.0.1:{port}");
-        let mut args = vec![
-            "run",
-            "--format",
-            "json",
-            "--server",
-            &server,
-            "--target",
-            &target,
-            "--scenarios",
-            "direct",
-            "--requests",
-            n,
-        ];
-        args.extend_from_slice(SPECIMEN_LINE);
-        let (r, code, err) = tcpdoctor_in(&dir, &args);
+        let (r, code, err) = run_server_n(&dir, &server, port, n, SPECIMEN_LINE);
         common::validate_with("run-report.schema.json", &r);
         let sc = &r["scenarios"][0];
         assert_eq!(sc["figures"]["exchanges"].to_string(), n, "{err}");
