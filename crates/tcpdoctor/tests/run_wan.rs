@@ -82,6 +82,18 @@ fn the_per_line_nagle_server_over_a_real_15ms_path_is_named_with_its_stalls() {
     // Two round trips and the delayed ACK: a floor, whatever the machine's load.
     let p50 = s["figures"]["p50_ms"].as_f64().expect("p50");
     assert!(p50 >= 90.0, "median {p50} ms");
+    // The delay line is a thread of tcpdoctor's process: its CPU is reported apart and kept
+    // out of the driver's work per request (the floor `busy_poll` compares a server with).
+    let cpu = &s["bench"]["cpu"];
+    let f = |k: &str| cpu[k].as_f64().unwrap_or_else(|| panic!("{k}: {cpu}"));
+    assert!(f("helpers_s") > 0.0, "the line moved packets: {cpu}");
+    let exchanges = s["bench"]["exchanges"].as_f64().expect("exchanges");
+    let driver_s = f("per_request_us") * exchanges / 1e6;
+    let apart = f("user_s") + f("system_s") - f("spin_s") - f("helpers_s");
+    assert!(
+        (driver_s - apart.max(0.0)).abs() <= 0.004,
+        "per request = (user + system - spin - helpers) / exchanges: {cpu}"
+    );
     // The server's end, analysed too: the same Nagle stall, seen where the server sends.
     let end: Vec<&str> = s["server_end"]["findings"]
         .as_array()

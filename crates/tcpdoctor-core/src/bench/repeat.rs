@@ -128,6 +128,7 @@ pub fn pool(runs: &[RunMeasurements]) -> RunMeasurements {
         all.cpu_user += m.cpu_user;
         all.cpu_system += m.cpu_system;
         all.cpu_spin += m.cpu_spin;
+        all.cpu_helpers += m.cpu_helpers;
         all.send_lateness.merge(&m.send_lateness);
         all.reconnects += m.reconnects;
         if let Some(n) = &m.note {

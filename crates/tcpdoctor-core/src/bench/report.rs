@@ -192,8 +192,12 @@ pub struct CpuUse {
     /// Of user + system, the time spent spinning to send open-loop requests on schedule (the
     /// last tens of microseconds before each slot): the price of precise sends, not work.
     pub spin_s: f64,
-    /// (user + system − spin) / measured exchanges, in microseconds: the driver's work per
-    /// request, the floor `busy_poll` compares a server with; 0 when nothing was measured.
+    /// Of user + system, tcpdoctor's own threads that are not the driver (the WAN delay line,
+    /// the capture and socket readers): in the process, not the driver's work.
+    pub helpers_s: f64,
+    /// (user + system − spin − helpers) / measured exchanges, in microseconds: the driver's
+    /// work per request, the floor `busy_poll` compares a server with; 0 when nothing was
+    /// measured.
     pub per_request_us: f64,
 }
 
@@ -242,6 +246,8 @@ pub struct RunMeasurements {
     pub cpu_system: Duration,
     /// Of the CPU time, the spinning before open-loop slots (see [`CpuUse::spin_s`]).
     pub cpu_spin: Duration,
+    /// Of the CPU time, tcpdoctor's threads that are not the driver (see [`CpuUse::helpers_s`]).
+    pub cpu_helpers: Duration,
     /// Open loop: each measured request's send lateness (see [`SendLateness`]).
     pub send_lateness: LatencyHistogram,
     /// Connections the server closed after complete responses (HTTP `Connection: close`, a
@@ -299,6 +305,7 @@ impl RunResult {
         let outcome = m.outcome();
         let cpu_s = (m.cpu_user + m.cpu_system)
             .saturating_sub(m.cpu_spin)
+            .saturating_sub(m.cpu_helpers)
             .as_secs_f64();
         RunResult {
             run,
@@ -333,6 +340,7 @@ impl RunResult {
                 user_s: round3(m.cpu_user.as_secs_f64()),
                 system_s: round3(m.cpu_system.as_secs_f64()),
                 spin_s: round3(m.cpu_spin.as_secs_f64()),
+                helpers_s: round3(m.cpu_helpers.as_secs_f64()),
                 per_request_us: if exchanges > 0 {
                     round3(cpu_s * 1e6 / exchanges as f64)
                 } else {
@@ -417,6 +425,13 @@ mod tests {
             "the spin is not the driver's work per request"
         );
         assert_eq!(open.cpu.spin_s, 0.02);
+        m.cpu_helpers = Duration::from_millis(10);
+        let lined = RunResult::new(1, &["greeting".into(), "PING".into()], &m);
+        assert!(
+            (lined.cpu.per_request_us - 10.0).abs() < 1e-9,
+            "the delay line's CPU is not the driver's work per request"
+        );
+        assert_eq!(lined.cpu.helpers_s, 0.01);
         let late = open.send_lateness.expect("open loop");
         assert_eq!(late.count, 4);
         assert!((late.p50_us - 10.0).abs() < 0.05, "{late:?}");

@@ -117,13 +117,26 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
     if let Some(n) = &r.stall.next_step {
         let _ = writeln!(out, "    {n}");
     }
-    let spin = if r.cpu.spin_s > 0.0 {
-        format!(
-            " (of which {} s spinning to send on schedule, not counted per request)",
+    let mut apart = Vec::new();
+    if r.cpu.spin_s > 0.0 {
+        apart.push(format!(
+            "{} s spinning to send on schedule",
             num(r.cpu.spin_s)
-        )
-    } else {
+        ));
+    }
+    if r.cpu.helpers_s > 0.0 {
+        apart.push(format!(
+            "{} s in tcpdoctor's delay line and capture threads",
+            num(r.cpu.helpers_s)
+        ));
+    }
+    let spin = if apart.is_empty() {
         String::new()
+    } else {
+        format!(
+            " (of which {}, not counted per request)",
+            apart.join(" and ")
+        )
     };
     let _ = writeln!(
         out,

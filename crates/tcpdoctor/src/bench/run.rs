@@ -14,7 +14,7 @@ use tcpdoctor_core::Timestamp;
 use tokio::task::JoinSet;
 
 use super::conn::Stream;
-use super::cpu::CpuTimes;
+use super::cpu::{helpers_cpu, CpuTimes};
 use super::progress::Progress;
 use super::recorder::{Clock, Recorder};
 use super::{conn, BenchConfig, Bound, Unreachable};
@@ -44,6 +44,7 @@ pub async fn one(
         cfg.threads * 2,
     ));
     let cpu_before = CpuTimes::now();
+    let helpers_before = helpers_cpu();
     let mut tasks = JoinSet::new();
     for id in 0..cfg.connections {
         tasks.spawn(conn::run(cfg.clone(), rec.clone(), id, first.take()));
@@ -120,6 +121,7 @@ pub async fn one(
         return Err(Unreachable(why));
     }
     let cpu = CpuTimes::now().since(cpu_before);
+    let helpers = helpers_cpu().saturating_sub(helpers_before);
     let end = clock.now();
     let last = rec.last_finish();
     let window_end = if hung || interrupted {
@@ -175,6 +177,7 @@ pub async fn one(
         cpu_user: cpu.user,
         cpu_system: cpu.system,
         cpu_spin: Duration::from_nanos(rec.spin_ns.load(Ordering::Relaxed)),
+        cpu_helpers: helpers,
         send_lateness: rec.send_lateness(),
         reconnects: rec.reconnects.load(Ordering::Relaxed),
         note,

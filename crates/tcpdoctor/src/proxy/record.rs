@@ -154,7 +154,10 @@ impl Recorder {
         };
         let thread = std::thread::Builder::new()
             .name("tcpdoctor-record".into())
-            .spawn(move || w.run(rx))
+            .spawn(move || {
+                let _helper = crate::bench::cpu::helper_thread();
+                w.run(rx)
+            })
             .context("starting the recording thread")?;
         Ok(Recorder {
             tx: Some(tx),

@@ -40,6 +40,7 @@ impl LiveCapture {
         let flag = Arc::clone(&stop);
         let (ready_tx, ready_rx) = mpsc::channel();
         let thread = std::thread::spawn(move || {
+            let _helper = crate::bench::cpu::helper_thread();
             let opened = Ring::open(&cfg.interface, &cfg.ports, cfg.snaplen, cfg.buffer)
                 .and_then(|ring| Outputs::open(&cfg, ring.link.link_type).map(|o| (ring, o)));
             match opened {

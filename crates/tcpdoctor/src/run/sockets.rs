@@ -38,7 +38,10 @@ impl SocketsReader {
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("server-sockets".into())
-            .spawn(move || read(&pids, port, connections, &flag))
+            .spawn(move || {
+                let _helper = crate::bench::cpu::helper_thread();
+                read(&pids, port, connections, &flag)
+            })
             .ok();
         SocketsReader { stop, thread }
     }

@@ -7,9 +7,15 @@
 //!    [`OneWayPath`]: MTU, loss, bottleneck, delay) with the time it was read; what the path
 //!    gives back when it is due is written to the other device at once. The thread
 //!    sleeps in `ppoll` until a device is readable or shortly before the next packet is due
-//!    (nanosecond timeout, timer slack 1 ns), then polls without sleeping until it is due: the
-//!    delay it adds is the pipeline's plus microseconds, at the cost of a short spin per
-//!    due packet.
+//!    (nanosecond timeout, timer slack 1 ns, the timeout shortened by the 0.1% the kernel
+//!    may add to a poll's sleep), then polls without sleeping until it is due: the delay it
+//!    adds is the pipeline's plus microseconds, at the cost of a short spin per due packet.
+//!    After it has read or written a packet it also polls without sleeping for [`LINGER_NS`]:
+//!    an endpoint's answer (the reply to a request just delivered, the next request after a
+//!    reply, the segments that follow) usually comes within that, and a thread asleep on an
+//!    idle CPU reads it only once that CPU has woken up (30–50 µs on a VM whose idle vCPU
+//!    halts), which would add to that packet's delay. The cost: at most [`LINGER_NS`] of CPU
+//!    per burst of packets.
 //! 2. Addresses: the far namespace's server may listen on 127.0.0.1. Packets to the far
 //!    address are rewritten to 127.0.0.1 as they enter far (the device accepts them:
 //!    `route_localnet`), and the replies' source 127.0.0.1 back to the far address as they
@@ -173,6 +179,7 @@ impl Line {
         let thread = std::thread::Builder::new()
             .name("delay-line".into())
             .spawn(move || {
+                let _helper = crate::bench::cpu::helper_thread();
                 // SAFETY: prctl(PR_SET_TIMERSLACK) on this thread only.
                 unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
                 let mut c2s = Dir {
@@ -246,6 +253,8 @@ fn wall_ns() -> u64 {
 const LOCALHOST: [u8; 4] = [127, 0, 0, 1];
 /// How long before a packet is due the thread stops sleeping and polls without a timeout.
 const SPIN_NS: u64 = 150_000;
+/// How long after it last read or wrote a packet the thread polls without sleeping (rule 1).
+const LINGER_NS: u64 = 300_000;
 /// At most this many packets are read from one device before the line delivers what is due
 /// (a device still readable is read again at once, after the delivery).
 const READ_BATCH: usize = 64;
@@ -309,6 +318,8 @@ fn run(
     let mut late = Lateness::default();
     // The packets of one delivery pass (rule 5), reused.
     let mut batch: Vec<(Timestamp, Vec<u8>)> = Vec::new();
+    // When the line last read or wrote a packet (rule 1: it lingers awake after that).
+    let mut active = Timestamp(0);
     loop {
         let t = now();
         // Rule 4: after stop, what is in flight still arrives (up to DRAIN_NS), so the far
@@ -332,7 +343,13 @@ fn run(
             .min(STOP_CHECK_NS);
         // Rule 1: sleep until shortly before the next packet is due, then look again without
         // sleeping until it is: a timer wakes tens of microseconds late, a spin does not.
-        let wait_ns = wait_ns.saturating_sub(SPIN_NS);
+        // A poll's timeout may be stretched by 0.1% of itself (the kernel's slack for a
+        // sleep in poll when the timer slack is smaller): shortened so it ends on time.
+        let mut wait_ns = wait_ns.saturating_sub(SPIN_NS);
+        wait_ns -= wait_ns.div_ceil(1000);
+        if t.0.saturating_sub(active.0) < LINGER_NS {
+            wait_ns = 0;
+        }
         let mut fds = [
             libc::pollfd {
                 fd: c2s.from.raw(),
@@ -357,6 +374,12 @@ fn run(
                 continue;
             }
             return Err(e).context("waiting on the TUN devices");
+        }
+        if n == 0 && wait_ns == 0 {
+            // Spinning (rule 1): a thread this CPU has waiting (an endpoint the last write
+            // woke here) runs first.
+            // SAFETY: sched_yield takes no arguments.
+            unsafe { libc::sched_yield() };
         }
         // Read everything that arrived, stamping it with the time it was read.
         for (i, dir) in [&mut *c2s, &mut *s2c].into_iter().enumerate() {
@@ -383,6 +406,7 @@ fn run(
                 // SAFETY: the kernel initialised `got` bytes, within the capacity.
                 unsafe { buf.set_len(got as usize) };
                 let at = now();
+                active = at;
                 let hdr = VnetHdr::parse(&buf).unwrap_or(VnetHdr::PLAIN);
                 if dir.segment && (hdr.is_gso() || hdr.needs_csum()) {
                     // Rule 5: the packets the wire would carry, one by one.
@@ -423,6 +447,7 @@ fn run(
                 // The receiving end's capture stamps the packet as it reaches that end's
                 // kernel: before the write, which runs the receiving stack.
                 let written = now();
+                active = written;
                 late.add(written.0.saturating_sub(due_at.0));
                 let hdr = VnetHdr::parse(&pkt).unwrap_or(VnetHdr::PLAIN);
                 if i == 0 && ipv4_addr(&pkt[VNET_HDR_LEN..], Field::Destination) == Some(far_addr) {
