@@ -9,7 +9,8 @@
 #   TD_ARGS="--threads 1" scripts/bench-driver.sh   # extra flags for tcpdoctor bench
 #
 # On a shared machine single runs swing by 2x or more: the rounds alternate the tools and the
-# table reports medians; CPU per request (the child's getrusage) is the steadier figure.
+# table reports medians, and the median (min-max) of each round's ratio (the two tools back to
+# back); CPU per request (the child's getrusage) is the steadier figure.
 #
 # Modes: 50 connections (redis-benchmark -t ping_mbulk -c 50 vs --preset resp --connections 50),
 # 50 connections pipelined 16 deep (-P 16 vs --pipeline 16), one connection (-c 1 vs
@@ -243,7 +244,8 @@ rows = collections.defaultdict(lambda: collections.defaultdict(list))
 for line in open(sys.argv[1]):
     f = line.split()
     rows[f[0]][f[1]].append((float(f[2]), float(f[3])))
-print(f"{'mode':<14} {'tool':<18} {'req/s (median)':>15} {'CPU µs/req':>11} {'tcpdoctor/peer':>15}")
+print(f"{'mode':<14} {'tool':<18} {'req/s (median)':>15} {'CPU µs/req':>11} {'tcpdoctor/peer':>15}"
+      f" {'per-round ratio: median (min-max)':>34}")
 for mode in ["c50", "c50-P16", "c1", "c1-same", "c1-split", "c1-echo", "c1-echo-same", "c1-echo-split"]:
     tools = rows.get(mode)
     if not tools:
@@ -253,7 +255,12 @@ for mode in ["c50", "c50-P16", "c1", "c1-same", "c1-split", "c1-echo", "c1-echo-
         rps = statistics.median(r for r, _ in vals)
         cpu = statistics.median(c for _, c in vals)
         ratio = "" if tool == "tcpdoctor" else f"{td / rps:.2f}"
-        print(f"{mode:<14} {tool:<18} {rps:>15.0f} {cpu:>11.2f} {ratio:>15}")
+        rounds = ""
+        if tool != "tcpdoctor":
+            # The two tools ran back to back in each round: the ratio of each round's pair.
+            per = [t / p for (t, _), (p, _) in zip(tools["tcpdoctor"], vals)]
+            rounds = f"{statistics.median(per):.2f} ({min(per):.2f}-{max(per):.2f}), {len(per)} rounds"
+        print(f"{mode:<14} {tool:<18} {rps:>15.0f} {cpu:>11.2f} {ratio:>15} {rounds:>34}")
 print("c1*: one connection; -same: client and server pinned to CPU 0; -split: server on CPU 0, client on CPU 1;")
 print("no suffix: unpinned, where the scheduler's placement (not the client) decides the rate.")
 EOF
