@@ -17,6 +17,8 @@
 #      the kernel's timestamps, not the line's; each packet paired across the two captures
 #      (scripts/wan-delay-pairs.py: IP id, ports, seq, ack, flags, length) and
 #      |(t_far − t_near) − D| reported per direction and for all packets (p50, p99, max);
+#   2c. the same at 15 ms with a busy loop on every CPU (the line must not give its CPU away
+#      for a whole time slice at every packet);
 #   3. bulk throughput one way (MB/s = 10^6 B/s, median of REPEATS interleaved runs): direct
 #      loopback, the line with delay only (1 ms), wanlink.py at 1 ms, and the line with
 #      per-packet work (1 ms plus loss=0.1%, and 1 ms plus rate=1gbit).
@@ -285,6 +287,41 @@ else
                 fi
             done
     done
+fi
+
+# 2c. The same per-packet measurement at 15 ms with every CPU busy: one busy loop per CPU at
+# normal priority beside the line (a server that computes, another job). The line must not
+# hand such a loop its time slice at every packet (docs/wan.md, "Staying awake after a
+# packet"): the p50 stays tens of microseconds, not milliseconds.
+echo
+echo "== 2c. the same at 15 ms with a busy loop on each of the $(nproc) CPUs (per packet, devices, µs) =="
+if command -v tcpdump >/dev/null; then
+    printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' delay way n unpaired signed p50 p99 max load
+    C=$U/cap.busy
+    mkdir -m 0777 "$C"
+    HOGS=()
+    for _ in $(seq "$(nproc)"); do
+        timeout 150 sh -c 'while :; do :; done' &
+        HOGS+=($!)
+    done
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    if timeout 120 "${AS_USER[@]}" "$TD" sandbox --delay 15ms \
+        --server "sh $WORK/far.sh $C $NB" --server-port 7000 -- \
+        sh "$WORK/near.sh" "$C" "$NB" 150 >/dev/null 2>>"$WORK/line.log" &&
+        [ -s "$C/near.pcap" ] && [ -s "$C/far.pcap" ]; then
+        python3 scripts/wan-delay-pairs.py "$C/near.pcap" "$C/far.pcap" 15000 |
+            while read -r way n unp signed p50 p99 max _; do
+                printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' 15ms "$way" "${n#n=}" \
+                    "${unp#unpaired=}" "${signed#signed_p50=}" "${p50#abs_p50=}" \
+                    "${p99#abs_p99=}" "${max#abs_max=}" "$load"
+            done
+    else
+        echo "   15ms: no captures"
+    fi
+    kill "${HOGS[@]}" 2>/dev/null || true
+    wait "${HOGS[@]}" 2>/dev/null || true
+else
+    echo "   skipped: no tcpdump"
 fi
 
 # 3. Bulk: BYTES one way, then the sink's one-byte answer (netbench bulk prints GB/s).

@@ -126,17 +126,14 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
     }
     if r.cpu.helpers_s > 0.0 {
         apart.push(format!(
-            "{} s in tcpdoctor's delay line and capture threads",
+            "{} s in tcpdoctor's other threads (captures, delay line)",
             num(r.cpu.helpers_s)
         ));
     }
     let spin = if apart.is_empty() {
         String::new()
     } else {
-        format!(
-            " (of which {}, not counted per request)",
-            apart.join(" and ")
-        )
+        format!(" (of which {}; not counted per request)", apart.join("; "))
     };
     let _ = writeln!(
         out,
@@ -277,5 +274,39 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("req/s"), "{text}");
+    }
+
+    #[test]
+    fn cpu_kept_out_of_the_per_request_figure_is_named() {
+        let mut m = RunMeasurements {
+            measured: Duration::from_secs(1),
+            per_step: vec![Default::default()],
+            cpu_user: Duration::from_millis(40),
+            cpu_system: Duration::from_millis(20),
+            ..Default::default()
+        };
+        for _ in 0..100 {
+            m.overall.record(Duration::from_micros(400));
+        }
+        let steps = vec!["PING".to_string()];
+        let plain = render_bench_text(&BenchReport::new(
+            settings(),
+            vec![RunResult::new(1, &steps, &m)],
+        ));
+        assert!(plain.contains("600 µs per request"), "{plain}");
+        assert!(!plain.contains("of which"), "{plain}");
+        m.cpu_spin = Duration::from_millis(20);
+        m.cpu_helpers = Duration::from_millis(10);
+        let text = render_bench_text(&BenchReport::new(
+            settings(),
+            vec![RunResult::new(1, &steps, &m)],
+        ));
+        assert!(
+            text.contains(
+                "(of which 0.02 s spinning to send on schedule; 0.01 s in tcpdoctor's other \
+                 threads (captures, delay line); not counted per request), 300 µs per request"
+            ),
+            "{text}"
+        );
     }
 }

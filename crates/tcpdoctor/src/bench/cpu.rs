@@ -6,8 +6,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// How [`CpuTimes::now`] reads the driver's CPU, for the findings that rest on it.
-pub const COUNTERS: &str = "getrusage(RUSAGE_SELF) user + system time of the driver (all its \
-    threads) over the scenario, divided by its exchanges";
+pub const COUNTERS: &str = "getrusage(RUSAGE_SELF) user + system time of the driver over the \
+    scenario, less its open-loop spinning and the CPU clocks of tcpdoctor's helper threads \
+    (capture, socket readers, delay line), divided by its exchanges";
 
 /// User and system CPU time of this process so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -120,8 +120,10 @@ pub async fn one(
     if let Some(why) = rec.refused() {
         return Err(Unreachable(why));
     }
-    let cpu = CpuTimes::now().since(cpu_before);
+    // The helpers' window lies inside getrusage's (read after it at the start, before it
+    // at the end), so their CPU never exceeds what getrusage counted.
     let helpers = helpers_cpu().saturating_sub(helpers_before);
+    let cpu = CpuTimes::now().since(cpu_before);
     let end = clock.now();
     let last = rec.last_finish();
     let window_end = if hung || interrupted {

@@ -7,15 +7,22 @@
 //!    [`OneWayPath`]: MTU, loss, bottleneck, delay) with the time it was read; what the path
 //!    gives back when it is due is written to the other device at once. The thread
 //!    sleeps in `ppoll` until a device is readable or shortly before the next packet is due
-//!    (nanosecond timeout, timer slack 1 ns, the timeout shortened by the 0.1% the kernel
-//!    may add to a poll's sleep), then polls without sleeping until it is due: the delay it
-//!    adds is the pipeline's plus microseconds, at the cost of a short spin per due packet.
-//!    After it has read or written a packet it also polls without sleeping for [`LINGER_NS`]:
-//!    an endpoint's answer (the reply to a request just delivered, the next request after a
-//!    reply, the segments that follow) usually comes within that, and a thread asleep on an
-//!    idle CPU reads it only once that CPU has woken up (30–50 µs on a VM whose idle vCPU
-//!    halts), which would add to that packet's delay. The cost: at most [`LINGER_NS`] of CPU
-//!    per burst of packets.
+//!    (nanosecond timeout, timer slack 1 ns), then polls without sleeping until it is due:
+//!    the delay it adds is the pipeline's plus microseconds, at the cost of a short spin per
+//!    due packet.
+//!    After it has read or written a packet it also *lingers*: it polls without sleeping for
+//!    [`LINGER_NS`], yielding its CPU after each empty poll. An endpoint's answer (the reply
+//!    to a request just delivered, the next request after a reply, the segments that follow)
+//!    usually comes within that, and a thread asleep on an idle CPU reads it only once that
+//!    CPU has woken up (30–50 µs on a VM whose idle vCPU halts), which would add to that
+//!    packet's delay. The yield lets an endpoint the line's `write` woke run first: the
+//!    kernel's TCP wake-up puts the reader on the writer's CPU, here the line's. The cost:
+//!    under steady traffic (packets closer than [`LINGER_NS`]) the line keeps a CPU busy.
+//!    A yield that hands the CPU away for longer than [`CONTENDED_NS`] means a thread that
+//!    computes shares the line's CPU (a yield gives it the rest of its time slice,
+//!    milliseconds): the line then stops lingering for [`BACKOFF_NS`] and sleeps as it did
+//!    before (a sleeper's wake-up takes the CPU back at once), so such a thread costs at most
+//!    one late read per [`BACKOFF_NS`].
 //! 2. Addresses: the far namespace's server may listen on 127.0.0.1. Packets to the far
 //!    address are rewritten to 127.0.0.1 as they enter far (the device accepts them:
 //!    `route_localnet`), and the replies' source 127.0.0.1 back to the far address as they
@@ -255,6 +262,10 @@ const LOCALHOST: [u8; 4] = [127, 0, 0, 1];
 const SPIN_NS: u64 = 150_000;
 /// How long after it last read or wrote a packet the thread polls without sleeping (rule 1).
 const LINGER_NS: u64 = 300_000;
+/// A yield that kept the line off its CPU longer than this: another thread computes there.
+const CONTENDED_NS: u64 = 500_000;
+/// How long the line does not linger after it saw its CPU contended (rule 1).
+const BACKOFF_NS: u64 = 1_000_000_000;
 /// At most this many packets are read from one device before the line delivers what is due
 /// (a device still readable is read again at once, after the delivery).
 const READ_BATCH: usize = 64;
@@ -318,8 +329,10 @@ fn run(
     let mut late = Lateness::default();
     // The packets of one delivery pass (rule 5), reused.
     let mut batch: Vec<(Timestamp, Vec<u8>)> = Vec::new();
-    // When the line last read or wrote a packet (rule 1: it lingers awake after that).
+    // When the line last read or wrote a packet (rule 1: it lingers awake after that), and
+    // until when it does not linger (its CPU was contended).
     let mut active = Timestamp(0);
+    let mut calm_after = Timestamp(0);
     loop {
         let t = now();
         // Rule 4: after stop, what is in flight still arrives (up to DRAIN_NS), so the far
@@ -343,11 +356,9 @@ fn run(
             .min(STOP_CHECK_NS);
         // Rule 1: sleep until shortly before the next packet is due, then look again without
         // sleeping until it is: a timer wakes tens of microseconds late, a spin does not.
-        // A poll's timeout may be stretched by 0.1% of itself (the kernel's slack for a
-        // sleep in poll when the timer slack is smaller): shortened so it ends on time.
         let mut wait_ns = wait_ns.saturating_sub(SPIN_NS);
-        wait_ns -= wait_ns.div_ceil(1000);
-        if t.0.saturating_sub(active.0) < LINGER_NS {
+        let linger = wait_ns > 0 && t.0.saturating_sub(active.0) < LINGER_NS && t >= calm_after;
+        if linger {
             wait_ns = 0;
         }
         let mut fds = [
@@ -375,11 +386,15 @@ fn run(
             }
             return Err(e).context("waiting on the TUN devices");
         }
-        if n == 0 && wait_ns == 0 {
-            // Spinning (rule 1): a thread this CPU has waiting (an endpoint the last write
-            // woke here) runs first.
+        if n == 0 && linger {
+            // Lingering (rule 1): a thread this CPU has waiting (an endpoint the last write
+            // woke here) runs first; one that keeps it long ends the lingering for a while.
             // SAFETY: sched_yield takes no arguments.
             unsafe { libc::sched_yield() };
+            let back = now();
+            if back.0.saturating_sub(t.0) > CONTENDED_NS {
+                calm_after = Timestamp(back.0 + BACKOFF_NS);
+            }
         }
         // Read everything that arrived, stamping it with the time it was read.
         for (i, dir) in [&mut *c2s, &mut *s2c].into_iter().enumerate() {
