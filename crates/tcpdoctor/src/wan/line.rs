@@ -333,6 +333,7 @@ fn run(
     // until when it does not linger (its CPU was contended).
     let mut active = Timestamp(0);
     let mut calm_after = Timestamp(0);
+    let mut backoffs = 0u64;
     loop {
         let t = now();
         // Rule 4: after stop, what is in flight still arrives (up to DRAIN_NS), so the far
@@ -394,6 +395,7 @@ fn run(
             let back = now();
             if back.0.saturating_sub(t.0) > CONTENDED_NS {
                 calm_after = Timestamp(back.0 + BACKOFF_NS);
+                backoffs += 1;
             }
         }
         // Read everything that arrived, stamping it with the time it was read.
@@ -530,6 +532,12 @@ fn run(
     st.s2c = s2c.path.counters();
     if std::env::var_os("TCPDOCTOR_LINE_TIMING").is_some() {
         eprintln!("{}", late.describe());
+        eprintln!(
+            "delay line: stopped lingering {backoffs} time(s) for {} s (a yield kept it off its \
+             CPU over {} µs)",
+            BACKOFF_NS / 1_000_000_000,
+            CONTENDED_NS / 1000
+        );
     }
     Ok(st)
 }
