@@ -53,6 +53,25 @@ fn start(mut cmd: Command) -> Server {
     Server { child, port }
 }
 
+/// False, the test skipped (or failed where CI requires the tools), when python3 is missing.
+fn has_python3(test: &str) -> bool {
+    if Command::new("python3").arg("--version").output().is_ok() {
+        return true;
+    }
+    common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
+    false
+}
+
+/// A Python server running `script`, started as [`start`] does; None without python3.
+fn python_server(test: &str, script: &str) -> Option<Server> {
+    if !has_python3(test) {
+        return None;
+    }
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script]);
+    Some(start(cmd))
+}
+
 fn specimen(args: &[&str]) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"));
     cmd.args(["specimen", "--idle-timeout", "60s"]).args(args);
@@ -305,17 +324,9 @@ async def main():
     await asyncio.sleep(60)
 asyncio.run(main())
 "#;
-    if Command::new("python3").arg("--version").output().is_err() {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            "a_python_asyncio_server_has_nodelay_on",
-            "python3 is not installed",
-        );
+    let Some(server) = python_server("a_python_asyncio_server_has_nodelay_on", script) else {
         return;
-    }
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script]);
-    let server = start(cmd);
+    };
     let mut c = connect(server.port);
     exchange(&mut c).expect("exchange");
     let (r, code, err) = inspect(&["--pid", &server.pid(), "--duration", "0"]);
@@ -561,12 +572,7 @@ for _ in range(20000):
         print("b100", flush=True)
     time.sleep(0.005)
 "#;
-    if Command::new("python3").arg("--version").output().is_err() {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            "a_pool_that_grew_while_sampled_is_not_called_uneven",
-            "python3 is not installed",
-        );
+    if !has_python3("a_pool_that_grew_while_sampled_is_not_called_uneven") {
         return;
     }
     let server = specimen(&["--writes", "whole", "--nodelay"]);
@@ -757,13 +763,9 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
     let name = "a_thread_per_connection_server_with_connect_per_request_clients_is_not_busy_poll";
-    if Command::new("python3").arg("--version").output().is_err() {
-        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", name, "python3 is not installed");
+    let Some(server) = python_server(name, script) else {
         return;
-    }
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script]);
-    let server = start(cmd);
+    };
     let port = server.port;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -822,13 +824,9 @@ while True:
     c.close()
 "#;
     let name = "nodelay_set_after_accept_is_read_once_the_socket_has_sent_data";
-    if Command::new("python3").arg("--version").output().is_err() {
-        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", name, "python3 is not installed");
+    let Some(server) = python_server(name, script) else {
         return;
-    }
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script]);
-    let server = start(cmd);
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(["inspect", "--format", "json", "--duration", "60s"])
         .args(["--pid", &server.pid()])
@@ -941,8 +939,7 @@ fn nagle_shares_count_every_sample_taken_not_only_those_stored() {
 /// A Python process (the inspected one) that prints `ready PID` once it is set up and then
 /// runs `script` for at most 8 s; `None` (skipped, or failed in CI) without python3.
 fn python_process(test: &str, script: &str, args: &[&str]) -> Option<(Server, String)> {
-    if Command::new("python3").arg("--version").output().is_err() {
-        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
+    if !has_python3(test) {
         return None;
     }
     let mut child = Command::new("python3")
