@@ -121,7 +121,7 @@ pub async fn one(
         return Err(Unreachable(why));
     }
     // The helpers' window lies inside getrusage's (read after it at the start, before it
-    // at the end), so their CPU never exceeds what getrusage counted.
+    // at the end), so their CPU is not taken over a longer time than the process's.
     let helpers = helpers_cpu().saturating_sub(helpers_before);
     let cpu = CpuTimes::now().since(cpu_before);
     let end = clock.now();

@@ -332,7 +332,7 @@ fn run(
     // When the line last read or wrote a packet (rule 1: it lingers awake after that), and
     // until when it does not linger (its CPU was contended).
     let mut active = Timestamp(0);
-    let mut calm_after = Timestamp(0);
+    let mut no_linger_until = Timestamp(0);
     let mut backoffs = 0u64;
     loop {
         let t = now();
@@ -358,7 +358,8 @@ fn run(
         // Rule 1: sleep until shortly before the next packet is due, then look again without
         // sleeping until it is: a timer wakes tens of microseconds late, a spin does not.
         let mut wait_ns = wait_ns.saturating_sub(SPIN_NS);
-        let linger = wait_ns > 0 && t.0.saturating_sub(active.0) < LINGER_NS && t >= calm_after;
+        let linger =
+            wait_ns > 0 && t.0.saturating_sub(active.0) < LINGER_NS && t >= no_linger_until;
         if linger {
             wait_ns = 0;
         }
@@ -394,7 +395,7 @@ fn run(
             unsafe { libc::sched_yield() };
             let back = now();
             if back.0.saturating_sub(t.0) > CONTENDED_NS {
-                calm_after = Timestamp(back.0 + BACKOFF_NS);
+                no_linger_until = Timestamp(back.0 + BACKOFF_NS);
                 backoffs += 1;
             }
         }
