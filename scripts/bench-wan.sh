@@ -19,6 +19,9 @@
 #      |(t_far − t_near) − D| reported per direction and for all packets (p50, p99, max);
 #   2c. the same at 15 ms with a busy loop on every CPU (the line must not give its CPU away
 #      for a whole time slice at every packet);
+#   2d. the delay held per data packet at the endpoints' kernels with nothing watching: the
+#      sockets' own SO_TIMESTAMPING software stamps (send: as the packet enters the sender's
+#      device; receive: as the device hands it to the receiver's stack), no tcpdump;
 #   3. bulk throughput one way (MB/s = 10^6 B/s, median of REPEATS interleaved runs): direct
 #      loopback, the line with delay only (1 ms), wanlink.py at 1 ms, and the line with
 #      per-packet work (1 ms plus loss=0.1%, and 1 ms plus rate=1gbit).
@@ -328,6 +331,39 @@ else
     echo "   skipped: no tcpdump"
 fi
 
+# 2d. The delay held per packet at the endpoints themselves, with nothing watching: no
+# tcpdump; each end's socket asks the kernel for software timestamps (SO_TIMESTAMPING), the
+# sender's taken as its packet enters its device, the receiver's as the device hands it to
+# the stack (netbench pingpong-stamped / echo-stamped, one byte each way per round trip;
+# scripts/wan-delay-stamps.py pairs them by byte). Data packets only (no pure ACKs).
+echo
+echo "== 2d. the same at the endpoints' sockets: the kernel's send and receive stamps of each"
+echo "   data byte (SO_TIMESTAMPING), no tcpdump; error = |(rx_far − tx_near) − D| (µs) =="
+printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' delay way n unpaired signed p50 p99 max load
+for d_ms in $DELAYS_MS; do
+    rounds=$((10000 / (2 * d_ms + 8)))
+    [ "$rounds" -ge 40 ] || rounds=40
+    C=$U/stamps.$d_ms
+    mkdir -m 0777 "$C"
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    if ! timeout 120 "${AS_USER[@]}" "$TD" sandbox --delay "${d_ms}ms" \
+        --server "exec $NB echo-stamped 127.0.0.1:7000 $rounds $C/far.ts" --server-port 7000 -- \
+        "$NB" pingpong-stamped 198.18.0.1:7000 "$rounds" "$C/near.ts" >/dev/null 2>>"$WORK/line.log" ||
+        [ ! -s "$C/near.ts" ] || [ ! -s "$C/far.ts" ]; then
+        echo "   ${d_ms}ms: no stamps (see $WORK/line.log)"
+        continue
+    fi
+    python3 scripts/wan-delay-stamps.py "$C/near.ts" "$C/far.ts" "$((d_ms * 1000))" |
+        while read -r way n unp signed p50 p99 max _; do
+            printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' "${d_ms}ms" "$way" "${n#n=}" \
+                "${unp#unpaired=}" "${signed#signed_p50=}" "${p50#abs_p50=}" \
+                "${p99#abs_p99=}" "${max#abs_max=}" "$load"
+            if [ "$d_ms" = 15 ] && [ "$way" = all ]; then
+                echo "${p50#abs_p50=} ${p99#abs_p99=}" >"$WORK/st15"
+            fi
+        done
+done
+
 # 3. Bulk: BYTES one way, then the sink's one-byte answer (netbench bulk prints GB/s).
 echo
 echo "== 3. bulk one way: netbench bulk → sink, median of $REPEATS interleaved runs (MB/s = 10^6 B/s) =="
@@ -382,6 +418,11 @@ if [ -s "$WORK/pp15" ]; then
     printf "$gfmt" "$(ok "$pp99 <= 300")" "delay error p99 <= 300 us at 15 ms (per packet, devices)" "$pp99 us"
 else
     printf "$gfmt" n/a "delay error at 15 ms (per packet, devices)" "(2b did not run)"
+fi
+if [ -s "$WORK/st15" ]; then
+    read -r st50 st99 <"$WORK/st15"
+    printf "$gfmt" "$(ok "$st50 <= 20")" "delay error p50 <= 20 us at 15 ms (per packet, sockets' stamps)" "$st50 us"
+    printf "$gfmt" "$(ok "$st99 <= 300")" "delay error p99 <= 300 us at 15 ms (per packet, sockets' stamps)" "$st99 us"
 fi
 if [ -n "${goal15_50:-}" ]; then
     printf "$gfmt" "info" "delay error p50 at 15 ms (per traversal, sockets)" "$goal15_50 us"
