@@ -94,6 +94,38 @@ fn coalesced_twin_answers_in_well_under_a_millisecond_and_names_no_timer() {
     assert_eq!(run["errors"]["assertion"], 0);
 }
 
+/// One connection in a closed loop polls for its answers rather than sleep (conn.rs rule 2):
+/// the time is reported as spinning (kept out of the CPU per request: bench_text's and
+/// run_wan's tests), and every exchange is measured as before. With two connections the driver never polls.
+#[test]
+fn one_connection_polls_for_answers_and_reports_it_apart() {
+    let addr = servers::memcache(false).to_string();
+    let bench = |connections: &str| {
+        let (r, code, err) = bench_json(&[
+            "--target",
+            &addr,
+            "--preset",
+            "memcache",
+            "--param",
+            "key=foo",
+            "--requests",
+            "200",
+            "--connections",
+            connections,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let run = run0(&r).clone();
+        assert_eq!(run["exchanges"], 200);
+        assert_eq!(run["errors"]["timeouts"], 0);
+        run
+    };
+    let one = bench("1");
+    let cpu = &one["cpu"];
+    assert!(num(&cpu["spin_s"]) > 0.0, "{cpu}");
+    let two = bench("2");
+    assert_eq!(num(&two["cpu"]["spin_s"]), 0.0, "{}", two["cpu"]);
+}
+
 #[test]
 fn pipeline_depth_raises_throughput() {
     // Each read round costs the server 2 ms; pipelining shares that cost among the requests

@@ -119,10 +119,14 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
     }
     let mut apart = Vec::new();
     if r.cpu.spin_s > 0.0 {
-        apart.push(format!(
-            "{} s spinning to send on schedule",
-            num(r.cpu.spin_s)
-        ));
+        // Open loop spins to send on schedule; a one-connection closed loop polls for the
+        // answers instead of sleeping.
+        let why = if r.send_lateness.is_some() {
+            "spinning to send on schedule"
+        } else {
+            "polling for answers"
+        };
+        apart.push(format!("{} s {why}", num(r.cpu.spin_s)));
     }
     if r.cpu.helpers_s > 0.0 {
         apart.push(format!(
@@ -303,7 +307,7 @@ mod tests {
         ));
         assert!(
             text.contains(
-                "(of which 0.02 s spinning to send on schedule; 0.01 s in tcpdoctor's other \
+                "(of which 0.02 s polling for answers; 0.01 s in tcpdoctor's other \
                  threads (captures, delay line); not counted per request), 300 µs per request"
             ),
             "{text}"

@@ -12,6 +12,14 @@
 //!    within microseconds of their slot, not tokio's millisecond late. How late the driver
 //!    itself sent each request (from the later of its slot and the moment the connection
 //!    could send) is recorded, and the yielding's CPU is counted apart from the driver's work.
+//!    Closed loop on one connection: while answers come within [`POLL_NS`] of their request,
+//!    the driver looks for the answer without sleeping for up to [`POLL_NS`] (a `recv` that
+//!    never waits, then `sched_yield`, so a server on the same CPU runs) before it sleeps in
+//!    the poller. A driver asleep wakes up late (tens of microseconds on a VM whose idle
+//!    vCPUs halt), and that wake-up would be in every exchange's latency as if the server
+//!    had taken it. The polling is the driver's CPU, counted apart from its work (as the open
+//!    loop's yielding is). An answer that took longer than [`POLL_NS`] stops the polling until one
+//!    comes within it again: a distant server costs no spinning.
 //! 3. The oldest outstanding request not answered within `--timeout` costs a timeout for every
 //!    outstanding request and a new connection; so does a response the framing rejects (an
 //!    error) or the peer closing with requests outstanding.
@@ -39,6 +47,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::ops::Range;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,11 +111,14 @@ pub fn reason(e: &io::Error) -> String {
 /// closure) is a lost wake-up on a multi-thread runtime: bytes that arrived after the read
 /// and whose edge another worker already took are forgotten, and the connection times out
 /// with the response in its socket (issue 12: `run` through `wan:15ms`).
-trait Socket: AsyncRead + AsyncWrite + Unpin {}
+trait Socket: AsyncRead + AsyncWrite + Unpin + AsRawFd {}
 
 impl Socket for TcpStream {}
 
 impl Socket for UnixStream {}
+
+/// How long a one-connection closed loop looks for an answer before it sleeps (rule 2).
+const POLL_NS: u64 = 200_000;
 
 /// The open-loop schedule of one connection: slot k at `offset + k × interval`.
 struct Schedule {
@@ -306,6 +318,9 @@ impl Driver<'_> {
         // pipeline slot was free while it waited for the schedule.
         let mut room_at = now;
         let mut free = false;
+        // Rule 2: whether answers have lately come within POLL_NS.
+        let polling = self.cfg.connections == 1 && self.schedule.is_none();
+        let mut quick = true;
         loop {
             // A refused setup: nothing after it can succeed on this connection (rule 6).
             if self.io.setup_failed.is_some() {
@@ -354,27 +369,23 @@ impl Driver<'_> {
                 sleep.as_mut().reset(wake);
                 armed = wake;
             }
+            if polling && quick && outstanding > 0 {
+                if let Some(r) = self.poll_answer(s.as_raw_fd()) {
+                    now = clock.now();
+                    quick = self.answered_within(now, POLL_NS);
+                    if let Some(end) = self.on_read(r, now, &mut last_io) {
+                        return end;
+                    }
+                    continue;
+                }
+            }
             tokio::select! {
                 biased;
                 r = s.read(&mut self.io.read) => {
                     now = clock.now();
-                    match r {
-                        Ok(0) => return self.eof(now),
-                        Ok(n) => {
-                            self.local.received(n);
-                            last_io = now;
-                            let mut done = std::mem::take(&mut self.io.done);
-                            let r = self.conv.on_bytes_into(&self.io.read[..n], now, &mut done);
-                            self.completed(&mut done);
-                            self.io.done = done;
-                            if let Err(e) = r {
-                                return self.bad_response(&e.to_string());
-                            }
-                            if self.conv.server_closes() {
-                                return self.server_closed(now);
-                            }
-                        }
-                        Err(e) => return self.lost(&reason(&e), e.kind()),
+                    quick = self.answered_within(now, POLL_NS);
+                    if let Some(end) = self.on_read(r, now, &mut last_io) {
+                        return end;
                     }
                 }
                 r = slot_wait(self.timer, precise_slot.map(|t| clock.std_instant(t))),
@@ -402,6 +413,80 @@ impl Driver<'_> {
                 }
             }
         }
+    }
+
+    /// What a read brought: the exchanges it completed, or how the connection ends.
+    fn on_read(
+        &mut self,
+        r: io::Result<usize>,
+        now: Timestamp,
+        last_io: &mut Timestamp,
+    ) -> Option<End> {
+        match r {
+            Ok(0) => Some(self.eof(now)),
+            Ok(n) => {
+                self.local.received(n);
+                *last_io = now;
+                let mut done = std::mem::take(&mut self.io.done);
+                let r = self.conv.on_bytes_into(&self.io.read[..n], now, &mut done);
+                self.completed(&mut done);
+                self.io.done = done;
+                if let Err(e) = r {
+                    return Some(self.bad_response(&e.to_string()));
+                }
+                if self.conv.server_closes() {
+                    return Some(self.server_closed(now));
+                }
+                None
+            }
+            Err(e) => Some(self.lost(&reason(&e), e.kind())),
+        }
+    }
+
+    /// Whether the oldest outstanding request (the one a read at `now` answers first) was
+    /// sent within `ns` before it; true when none is outstanding.
+    fn answered_within(&self, now: Timestamp, ns: u64) -> bool {
+        self.io
+            .sent_at
+            .front()
+            .is_none_or(|t| now.0.saturating_sub(t.0) <= ns)
+    }
+
+    /// Rule 2 (one connection): looks for the answer without sleeping for up to [`POLL_NS`]; what a `recv`
+    /// gave (bytes, end of stream or an error), or None when nothing came. The time spent is
+    /// counted as the driver's spinning. The socket's readiness in the poller is left alone:
+    /// at worst the next `read` there finds nothing and waits for the next edge.
+    fn poll_answer(&mut self, fd: std::os::fd::RawFd) -> Option<io::Result<usize>> {
+        let clock = self.rec.clock;
+        let start = clock.now();
+        let mut got = None;
+        loop {
+            let buf = &mut self.io.read;
+            // SAFETY: recv(2) into our buffer, never waiting.
+            let n =
+                unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            if n >= 0 {
+                got = Some(Ok(n as usize));
+                break;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => {}
+                io::ErrorKind::Interrupted => continue,
+                _ => {
+                    got = Some(Err(e));
+                    break;
+                }
+            }
+            if clock.now().0.saturating_sub(start.0) >= POLL_NS {
+                break;
+            }
+            // SAFETY: sched_yield takes no arguments.
+            unsafe { libc::sched_yield() };
+        }
+        self.local
+            .spun(Duration::from_nanos(clock.now().0.saturating_sub(start.0)));
+        got
     }
 
     /// Sends what may be sent now. Returns the next open-loop slot still to come, and what

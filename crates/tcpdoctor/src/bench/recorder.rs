@@ -68,7 +68,8 @@ pub struct Recorder {
     pub connections_opened: AtomicU64,
     /// Connections the server closed after complete responses, reopened without an error.
     pub reconnects: AtomicU64,
-    /// Nanoseconds spent spinning to send open-loop requests on schedule.
+    /// Nanoseconds spent spinning: to send open-loop requests on schedule, or polling for a
+    /// one-connection closed loop's answers (conn.rs, rule 2).
     pub spin_ns: AtomicU64,
     shards: Vec<Mutex<Shard>>,
     errors: Mutex<ErrorCounts>,
@@ -308,7 +309,7 @@ impl Local {
         }
     }
 
-    /// Time spent spinning before a slot.
+    /// Time spent spinning before a slot or polling for an answer.
     pub fn spun(&mut self, d: Duration) {
         self.spin_ns += d.as_nanos() as u64;
     }

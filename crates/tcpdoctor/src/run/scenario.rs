@@ -394,8 +394,8 @@ pub async fn run(
             cpu: *cpu,
             exchanges: bench.exchanges,
             floor_us: bench.cpu.per_request_us,
-            floor_of: "the driver's own CPU per request (its open-loop spinning and tcpdoctor's \
-                       capture, socket-reading and delay-line threads excluded)",
+            floor_of: "the driver's own CPU per request (its spinning for open-loop slots and \
+                       one-connection answers, and tcpdoctor's capture, socket-reading and delay-line threads excluded)",
             cpu_counters: &format!(
                 "{} ({} processes at the end)",
                 crate::run::server::CPU_COUNTERS,
