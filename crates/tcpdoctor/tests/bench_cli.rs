@@ -94,11 +94,11 @@ fn coalesced_twin_answers_in_well_under_a_millisecond_and_names_no_timer() {
     assert_eq!(run["errors"]["assertion"], 0);
 }
 
-/// One connection in a closed loop polls for its answers rather than sleep (conn.rs rule 2):
-/// the time is reported as spinning (kept out of the CPU per request: bench_text's and
-/// run_wan's tests), and every exchange is measured as before. With two connections the driver never polls.
+/// One connection in a closed loop polls for its answers rather than sleep (conn.rs rule 2);
+/// every exchange is measured as before. With two connections the driver never polls: no
+/// spinning is reported.
 #[test]
-fn one_connection_polls_for_answers_and_reports_it_apart() {
+fn one_connection_polls_for_answers_and_two_never_spin() {
     let addr = servers::memcache(false).to_string();
     let bench = |connections: &str| {
         let (r, code, err) = bench_json(&[
@@ -119,9 +119,11 @@ fn one_connection_polls_for_answers_and_reports_it_apart() {
         assert_eq!(run["errors"]["timeouts"], 0);
         run
     };
-    let one = bench("1");
-    let cpu = &one["cpu"];
-    assert!(num(&cpu["spin_s"]) > 0.0, "{cpu}");
+    // With one connection every answer read by the polling or by the poller counts once, and
+    // none is lost (bench() checks the 200 exchanges). How much it polled depends on how fast
+    // this machine answers (a loaded one answers later than 200 us and stops the polling), and
+    // the JSON rounds to milliseconds: not asserted.
+    bench("1");
     let two = bench("2");
     assert_eq!(num(&two["cpu"]["spin_s"]), 0.0, "{}", two["cpu"]);
 }
