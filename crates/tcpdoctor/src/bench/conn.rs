@@ -453,14 +453,19 @@ impl Driver<'_> {
     }
 
     /// Rule 2 (one connection): looks for the answer without sleeping for up to [`POLL_NS`]; what a `recv`
-    /// gave (bytes, end of stream or an error), or None when nothing came. The time spent is
-    /// counted as the driver's spinning. The socket's readiness in the poller is left alone:
+    /// gave (bytes, end of stream or an error), or None when nothing came. The CPU it spent
+    /// looking is counted as the driver's spinning. The socket's readiness in the poller is left alone:
     /// at worst the next `read` there finds nothing and waits for the next edge.
     fn poll_answer(&mut self, fd: std::os::fd::RawFd) -> Option<io::Result<usize>> {
         let clock = self.rec.clock;
         let start = clock.now();
+        // The spinning counted is this thread's CPU (not the time the yields gave a server on
+        // this CPU), up to the recv that brought something (reading the answer is work).
+        let cpu_start = thread_cpu_ns();
+        let mut cpu_end;
         let mut got = None;
         loop {
+            cpu_end = thread_cpu_ns();
             let buf = &mut self.io.read;
             // SAFETY: recv(2) into our buffer, never waiting.
             let n =
@@ -484,8 +489,11 @@ impl Driver<'_> {
             // SAFETY: sched_yield takes no arguments.
             unsafe { libc::sched_yield() };
         }
+        if got.is_none() {
+            cpu_end = thread_cpu_ns();
+        }
         self.local
-            .spun(Duration::from_nanos(clock.now().0.saturating_sub(start.0)));
+            .spun(Duration::from_nanos(cpu_end.saturating_sub(cpu_start)));
         got
     }
 
@@ -749,6 +757,14 @@ fn pieces(
         _ => i * q + i.min(r),
     };
     (0..n).map(move |i| bound(i)..bound(i + 1))
+}
+
+/// This thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]
