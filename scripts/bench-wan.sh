@@ -132,6 +132,31 @@ quantile() {
         END { i = int(NR * q); if (i < NR * q) i++; if (i < 1) i = 1; print v[i] }'
 }
 
+# The per-packet tables of sections 2b-2d. per_packet_rounds D_MS: round trips for about 10 s
+# of ping-pong at that one-way delay (at least 40). per_packet_header: the table's header.
+# per_packet_rows DELAY LOAD [KEEP]: one row per line the pairing scripts print
+# (wan-delay-pairs.py, wan-delay-stamps.py), read from stdin; with KEEP, the "all" row's p50
+# and p99 are written to that file (the goals below read them).
+per_packet_rounds() {
+    local r=$((10000 / (2 * $1 + 8)))
+    [ "$r" -ge 40 ] || r=40
+    echo "$r"
+}
+per_packet_header() {
+    printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' delay way n unpaired signed p50 p99 max load
+}
+per_packet_rows() {
+    local delay=$1 load=$2 keep=${3:-} way n unp signed p50 p99 max _
+    while read -r way n unp signed p50 p99 max _; do
+        printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' "$delay" "$way" "${n#n=}" \
+            "${unp#unpaired=}" "${signed#signed_p50=}" "${p50#abs_p50=}" \
+            "${p99#abs_p99=}" "${max#abs_max=}" "$load"
+        if [ -n "$keep" ] && [ "$way" = all ]; then
+            echo "${p50#abs_p50=} ${p99#abs_p99=}" >"$keep"
+        fi
+    done
+}
+
 ECHO=$(free_port)
 "$NB" echo "127.0.0.1:$ECHO" >/dev/null &
 PIDS+=($!)
@@ -200,8 +225,7 @@ printf '%-22s %6s %10s %9s %9s %9s %10s %10s %16s\n' path rounds "RTT p50" "sign
 own=
 for d_ms in $DELAYS_MS; do
     d_us=$((d_ms * 1000))
-    rounds=$((10000 / (2 * d_ms + 8)))
-    [ "$rounds" -ge 40 ] || rounds=40
+    rounds=$(per_packet_rounds "$d_ms")
     rm -f "$U/delay.$d_ms"
     # The line's own timing (stderr, TCPDOCTOR_LINE_TIMING): how late it wrote each packet.
     n0=$(cat "$WORK/line.log" 2>/dev/null | wc -l)
@@ -270,10 +294,9 @@ echo "   unpaired: packets of one capture the other did not hold (the teardown i
 if ! command -v tcpdump >/dev/null; then
     echo "   skipped: no tcpdump (apt-get install tcpdump)"
 else
-    printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' delay way n unpaired signed p50 p99 max load
+    per_packet_header
     for d_ms in $DELAYS_MS; do
-        rounds=$((10000 / (2 * d_ms + 8)))
-        [ "$rounds" -ge 40 ] || rounds=40
+        rounds=$(per_packet_rounds "$d_ms")
         C=$U/cap.$d_ms
         mkdir -m 0777 "$C"
         load=$(cut -d' ' -f1 /proc/loadavg)
@@ -284,15 +307,10 @@ else
             echo "   ${d_ms}ms: no captures (tcpdump inside the sandbox: $(head -c 200 "$C/near.err" 2>/dev/null | tr '\n' ' '))"
             continue
         fi
+        keep=
+        if [ "$d_ms" = 15 ]; then keep=$WORK/pp15; fi
         python3 scripts/wan-delay-pairs.py "$C/near.pcap" "$C/far.pcap" "$((d_ms * 1000))" |
-            while read -r way n unp signed p50 p99 max _; do
-                printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' "${d_ms}ms" "$way" "${n#n=}" \
-                    "${unp#unpaired=}" "${signed#signed_p50=}" "${p50#abs_p50=}" \
-                    "${p99#abs_p99=}" "${max#abs_max=}" "$load"
-                if [ "$d_ms" = 15 ] && [ "$way" = all ]; then
-                    echo "${p50#abs_p50=} ${p99#abs_p99=}" >"$WORK/pp15"
-                fi
-            done
+            per_packet_rows "${d_ms}ms" "$load" "$keep"
     done
 fi
 
@@ -303,7 +321,7 @@ fi
 echo
 echo "== 2c. the same at 15 ms with a busy loop on each of the $(nproc) CPUs (per packet, devices, µs) =="
 if command -v tcpdump >/dev/null; then
-    printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' delay way n unpaired signed p50 p99 max load
+    per_packet_header
     C=$U/cap.busy
     mkdir -m 0777 "$C"
     HOGS=()
@@ -317,11 +335,7 @@ if command -v tcpdump >/dev/null; then
         sh "$WORK/near.sh" "$C" "$NB" 150 >/dev/null 2>>"$WORK/line.log" &&
         [ -s "$C/near.pcap" ] && [ -s "$C/far.pcap" ]; then
         python3 scripts/wan-delay-pairs.py "$C/near.pcap" "$C/far.pcap" 15000 |
-            while read -r way n unp signed p50 p99 max _; do
-                printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' 15ms "$way" "${n#n=}" \
-                    "${unp#unpaired=}" "${signed#signed_p50=}" "${p50#abs_p50=}" \
-                    "${p99#abs_p99=}" "${max#abs_max=}" "$load"
-            done
+            per_packet_rows 15ms "$load"
     else
         echo "   15ms: no captures"
     fi
@@ -339,10 +353,9 @@ fi
 echo
 echo "== 2d. the same at the endpoints' sockets: the kernel's send and receive stamps of each"
 echo "   data byte (SO_TIMESTAMPING), no tcpdump; error = |(rx_far − tx_near) − D| (µs) =="
-printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' delay way n unpaired signed p50 p99 max load
+per_packet_header
 for d_ms in $DELAYS_MS; do
-    rounds=$((10000 / (2 * d_ms + 8)))
-    [ "$rounds" -ge 40 ] || rounds=40
+    rounds=$(per_packet_rounds "$d_ms")
     C=$U/stamps.$d_ms
     mkdir -m 0777 "$C"
     load=$(cut -d' ' -f1 /proc/loadavg)
@@ -353,15 +366,10 @@ for d_ms in $DELAYS_MS; do
         echo "   ${d_ms}ms: no stamps (see $WORK/line.log)"
         continue
     fi
+    keep=
+    if [ "$d_ms" = 15 ]; then keep=$WORK/st15; fi
     python3 scripts/wan-delay-stamps.py "$C/near.ts" "$C/far.ts" "$((d_ms * 1000))" |
-        while read -r way n unp signed p50 p99 max _; do
-            printf '%-8s %-5s %6s %9s %9s %9s %9s %9s   %s\n' "${d_ms}ms" "$way" "${n#n=}" \
-                "${unp#unpaired=}" "${signed#signed_p50=}" "${p50#abs_p50=}" \
-                "${p99#abs_p99=}" "${max#abs_max=}" "$load"
-            if [ "$d_ms" = 15 ] && [ "$way" = all ]; then
-                echo "${p50#abs_p50=} ${p99#abs_p99=}" >"$WORK/st15"
-            fi
-        done
+        per_packet_rows "${d_ms}ms" "$load" "$keep"
 done
 
 # 3. Bulk: BYTES one way, then the sink's one-byte answer (netbench bulk prints GB/s).

@@ -110,6 +110,12 @@ def main():
         t_far = q.popleft()
         took = (t_far - ts) if way == "c2s" else (ts - t_far)
         errors[way].append(took / 1000.0 - a.delay_us)
+    report(errors, unpaired)
+
+
+def report(errors, unpaired):
+    """Prints one line per way (c2s, s2c, all) of the errors (µs) and unpaired counts given
+    for c2s and s2c: the lines bench-wan.sh reads."""
     errors["all"] = errors["c2s"] + errors["s2c"]
     unpaired["all"] = unpaired["c2s"] + unpaired["s2c"]
     for way in ("c2s", "s2c", "all"):

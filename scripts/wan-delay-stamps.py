@@ -9,7 +9,15 @@ usage: wan-delay-stamps.py NEAR FAR DELAY_US [SKIP]
   SKIP       leave out the first SKIP round trips (default: a tenth), as the warm-up
 Output lines: `c2s|s2c|all n=N signed_p50=… abs_p50=… abs_p99=… abs_max=… (us)`, the same
 shape as wan-delay-pairs.py prints for device captures."""
+import importlib.util
+import os
 import sys
+
+# The pairing of device captures has the quantile and the report lines this prints too.
+_spec = importlib.util.spec_from_file_location(
+    "wan_delay_pairs", os.path.join(os.path.dirname(os.path.abspath(__file__)), "wan-delay-pairs.py"))
+pairs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pairs)
 
 
 def load(path):
@@ -25,10 +33,6 @@ def load(path):
     return out
 
 
-def quantile(v, p):
-    return v[min(len(v) - 1, int(p * len(v)))]
-
-
 def main():
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
@@ -37,23 +41,17 @@ def main():
     rounds = len(near["tx"])
     skip = int(sys.argv[4]) if len(sys.argv) == 5 else rounds // 10
     errs = {"c2s": [], "s2c": []}
+    unpaired = {"c2s": 0, "s2c": 0}
     for k in range(skip, rounds):
-        if k in near["tx"] and k in far["rx"]:
-            errs["c2s"].append(far["rx"][k] - near["tx"][k] - delay_ns)
-        if k in far["tx"] and k in near["rx"]:
-            errs["s2c"].append(near["rx"][k] - far["tx"][k] - delay_ns)
-    errs["all"] = errs["c2s"] + errs["s2c"]
-    if not errs["all"]:
+        for way, sent, got in (("c2s", near["tx"], far["rx"]), ("s2c", far["tx"], near["rx"])):
+            if k in sent and k in got:
+                errs[way].append((got[k] - sent[k] - delay_ns) / 1000.0)
+            else:
+                unpaired[way] += 1
+    if not errs["c2s"] and not errs["s2c"]:
         sys.exit("no byte has stamps at both ends")
-    for name, e in errs.items():
-        s = sorted(e)
-        a = sorted(abs(x) for x in e)
-        unpaired = rounds - skip - len(e) if name != "all" else 2 * (rounds - skip) - len(e)
-        print(
-            f"{name} n={len(e)} unpaired={unpaired} signed_p50={quantile(s, .5)/1e3:+.1f} "
-            f"abs_p50={quantile(a, .5)/1e3:.1f} abs_p99={quantile(a, .99)/1e3:.1f} "
-            f"abs_max={a[-1]/1e3:.1f} (us)"
-        )
+    pairs.report(errs, unpaired)
 
 
-main()
+if __name__ == "__main__":
+    main()

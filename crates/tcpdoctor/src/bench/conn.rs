@@ -461,11 +461,11 @@ impl Driver<'_> {
         let start = clock.now();
         // The spinning counted is this thread's CPU (not the time the yields gave a server on
         // this CPU), up to the recv that brought something (reading the answer is work).
-        let cpu_start = thread_cpu_ns();
+        let cpu_start = super::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
         let mut cpu_end;
         let mut got = None;
         loop {
-            cpu_end = thread_cpu_ns();
+            cpu_end = super::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
             let buf = &mut self.io.read;
             // SAFETY: recv(2) into our buffer, never waiting.
             let n =
@@ -490,10 +490,9 @@ impl Driver<'_> {
             unsafe { libc::sched_yield() };
         }
         if got.is_none() {
-            cpu_end = thread_cpu_ns();
+            cpu_end = super::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
         }
-        self.local
-            .spun(Duration::from_nanos(cpu_end.saturating_sub(cpu_start)));
+        self.local.spun(cpu_end.saturating_sub(cpu_start));
         got
     }
 
@@ -757,14 +756,6 @@ fn pieces(
         _ => i * q + i.min(r),
     };
     (0..n).map(move |i| bound(i)..bound(i + 1))
-}
-
-/// This thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    // SAFETY: clock_gettime writes the timespec.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

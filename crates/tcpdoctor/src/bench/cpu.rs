@@ -101,7 +101,7 @@ pub fn helpers_cpu() -> Duration {
     h.retired + h.live.iter().map(|(_, c)| clock_time(*c)).sum::<Duration>()
 }
 
-fn clock_time(clock: libc::clockid_t) -> Duration {
+pub(crate) fn clock_time(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
