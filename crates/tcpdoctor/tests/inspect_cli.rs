@@ -347,6 +347,10 @@ fn a_pid_that_does_not_exist_is_a_clear_error() {
 fn a_process_that_exits_while_sampled_keeps_what_was_read() {
     let mut server = specimen(&["--exit-after", "1"]);
     let mut c = connect(server.port);
+    // Answered before inspect starts, so the server has accepted the connection by its first
+    // sample (a connect returns before the server's accept: a loaded machine sampled a
+    // process with no accepted socket yet, which then exited before the next sample).
+    exchange(&mut c).expect("the one request answered");
     let mut inspect = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(["inspect", "--format", "json", "--duration", "60s"])
         .args(["--pid", &server.pid()])
@@ -355,7 +359,6 @@ fn a_process_that_exits_while_sampled_keeps_what_was_read() {
         .spawn()
         .expect("spawn inspect");
     let mut stderr = wait_for_sampling(&mut inspect);
-    exchange(&mut c).expect("the one request answered");
     // The next request makes the specimen exit (--exit-after 1).
     let _ = exchange(&mut c);
     let _ = server.child.wait();
