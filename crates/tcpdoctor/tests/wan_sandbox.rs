@@ -23,6 +23,7 @@ fn sandbox(dir: &OpenDir, test: &str, args: &[String]) -> Option<Output> {
     let bin = dir.install(&live::tcpdoctor_bin());
     let out = live::unprivileged(&bin)
         .current_dir(&dir.0)
+        .env("TCPDOCTOR_LINE_TIMING", "1")
         .arg("sandbox")
         .args(args)
         .output()
@@ -135,9 +136,9 @@ fn a_per_line_nagle_server_over_a_15ms_path_is_named_at_both_ends() {
 #[test]
 fn the_line_delivers_every_packet_bit_exact_and_in_order() {
     let dir = OpenDir::new("wan-exact");
-    if across_the_path(&dir, "bit-exact line", true, 20).is_none() {
+    let Some(out) = across_the_path(&dir, "bit-exact line", true, 20) else {
         return;
-    }
+    };
     let near = packets(&dir.path("near.pcapng"));
     let far = packets(&dir.path("near.server.pcapng"));
     assert!(
@@ -163,6 +164,47 @@ fn the_line_delivers_every_packet_bit_exact_and_in_order() {
     assert_eq!(c2s(&near), c2s(&far), "client → server");
     assert_eq!(s2c(&near), s2c(&far), "server → client");
     assert_eq!(c2s(&near).len() + s2c(&near).len(), near.len());
+    // Each end's capture is in time order, and every packet reached the other end no sooner
+    // than the path's delay after its record at the sending end (the line counts the delay
+    // from the packet's departure, never from before it).
+    for (end, v) in [("client", &near), ("server", &far)] {
+        assert!(
+            v.windows(2).all(|w| w[0].0 <= w[1].0),
+            "the {end}'s capture goes back in time"
+        );
+    }
+    let times = |v: &[(u64, Vec<u8>)], at: std::ops::Range<usize>| {
+        v.iter()
+            .filter(|(_, p)| p.get(at.clone()) == Some(&FAR[..]))
+            .map(|(t, _)| *t)
+            .collect::<Vec<_>>()
+    };
+    let delay_ns = 15_000_000;
+    for (way, sent, got) in [
+        ("client → server", times(&near, 16..20), times(&far, 16..20)),
+        ("server → client", times(&far, 12..16), times(&near, 12..16)),
+    ] {
+        for (k, (s, g)) in sent.iter().zip(&got).enumerate() {
+            assert!(
+                *g >= s + delay_ns,
+                "{way} packet {k}: recorded at {s} ns and arrived at {g} ns, under 15 ms"
+            );
+        }
+    }
+    // Every packet read entered its path at the kernel's departure stamp (the devices' taps),
+    // none at the line's read.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("entered the path when they left the sender"))
+        .unwrap_or_else(|| panic!("no departure count in: {err}"));
+    let count = |after: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == after).expect(after);
+        words[at - 1].parse().expect("a count")
+    };
+    assert_eq!(count("packets"), (c2s(&near).len() + s2c(&far).len()) as u64, "{line}");
+    assert!(line.ends_with(", 0 when read (no tap stamp)"), "{line}");
     // And the coalesced twin is round-trip bound: one RTT per exchange, named as such.
     let r = analyze(&dir.path("near.pcapng"));
     let k = kinds(&r);

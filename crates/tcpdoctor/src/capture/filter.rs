@@ -160,6 +160,17 @@ pub enum SkipOutgoing {
     OnInterface(u32),
 }
 
+/// Keeps outgoing packets only (what a device's own stack sends), cut to `snaplen` bytes.
+pub fn outgoing_only(snaplen: u32) -> Vec<Insn> {
+    let insn = |code, jt, jf, k| Insn { code, jt, jf, k };
+    vec![
+        insn(LD_W_ABS, 0, 0, AD_PKTTYPE),
+        insn(JEQ_K, 0, 1, PACKET_OUTGOING),
+        insn(RET_K, 0, 0, snaplen),
+        insn(RET_K, 0, 0, 0),
+    ]
+}
+
 /// The filter for a link whose IP header starts `l3` bytes into the packet (14 on Ethernet and
 /// Linux loopback, 0 on raw IP and on a cooked socket), returning `snaplen` for a packet kept.
 pub fn program(

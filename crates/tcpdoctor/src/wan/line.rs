@@ -4,8 +4,8 @@
 //!
 //! Rules:
 //! 1. A packet read from one device is pushed into its direction's path (the core's
-//!    [`OneWayPath`]: MTU, loss, bottleneck, delay) with the time it was read; what the path
-//!    gives back when it is due is written to the other device at once. The thread
+//!    [`OneWayPath`]: MTU, loss, bottleneck, delay) with the time it left the sender (rule 7);
+//!    what the path gives back when it is due is written to the other device at once. The thread
 //!    sleeps in `ppoll` until a device is readable or shortly before the next packet is due
 //!    (nanosecond timeout, timer slack 1 ns), then polls without sleeping until it is due:
 //!    the delay it adds is the pipeline's plus microseconds, at the cost of a short spin per
@@ -29,7 +29,8 @@
 //!    leave ([`tcpdoctor_core::wire::readdress`], checksums updated).
 //! 3. The near capture holds each packet as the client's end saw it (client → server when it
 //!    was read from near, server → client when it was written to near); the far capture as
-//!    the server's end saw it. Raw IP, pcapng, nanosecond timestamps of the host clock. A
+//!    the server's end saw it. A packet read is recorded at the instant it entered its path
+//!    (rule 7). Raw IP, pcapng, nanosecond timestamps of the host clock. A
 //!    packet is recorded as the line carried it: a GSO super-packet as one record (what
 //!    `tcpdump` shows on an interface with TSO or GRO), segments as segments (rule 5). Its
 //!    transport checksum is recorded whole: a partial one (`NEEDS_CSUM`) is completed for the
@@ -50,6 +51,16 @@
 //!    super-packets, MTU-sized ones for small packets and segments) and go back after the
 //!    write; every readable device is read until it is empty (at most [`READ_BATCH`] packets at
 //!    a time, so a flood one way never holds up deliveries) before the line polls again.
+//! 7. A packet enters its path when it left the sending stack, not when the line read it: each
+//!    device's tap ([`super::departures`]) has the kernel's stamp of that instant (what
+//!    `tcpdump` on the device shows), and the line reads the packet later — after the sender's
+//!    system call has finished on the CPU they share, and after its own wake-up — which a
+//!    real wire would not add to the delay. The sending end's capture records that instant
+//!    too. A packet the tap has no stamp for (its ring was full, or no tap) enters when read.
+//!    No packet enters before the line's last read from or write to that device: a packet
+//!    that left while the line wrote one the other way, and was read after, enters at that
+//!    write. So each end's capture is in time order, and every packet reaches the other end
+//!    at least the path's delay after its record at the sending end.
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -269,6 +280,9 @@ const BACKOFF_NS: u64 = 1_000_000_000;
 /// At most this many packets are read from one device before the line delivers what is due
 /// (a device still readable is read again at once, after the delivery).
 const READ_BATCH: usize = 64;
+/// A tap stamp further back than this before the read is not believed (the real-time clock
+/// was set meanwhile): the packet enters the path when read (rule 7).
+const MAX_TAP_AGE_NS: u64 = 1_000_000_000;
 /// How long the line keeps delivering what is in flight after it is told to stop.
 const DRAIN_NS: u64 = 2_000_000_000;
 /// The longest the thread sleeps without looking at the stop flag.
@@ -327,6 +341,10 @@ fn run(
     let mut due: [Option<Timestamp>; 2] = [None, None];
     let mut drain_until: Option<Timestamp> = None;
     let mut late = Lateness::default();
+    let mut stamps = Stamps::default();
+    // The last time the line read from or wrote to each end's device (0 near, 1 far): a
+    // packet read there never enters its path before it (rule 7).
+    let mut end_last = [Timestamp(0); 2];
     // The packets of one delivery pass (rule 5), reused.
     let mut batch: Vec<(Timestamp, Vec<u8>)> = Vec::new();
     // When the line last read or wrote a packet (rule 1: it lingers awake after that), and
@@ -423,8 +441,18 @@ fn run(
                 }
                 // SAFETY: the kernel initialised `got` bytes, within the capacity.
                 unsafe { buf.set_len(got as usize) };
-                let at = now();
-                active = at;
+                let read_at = now();
+                active = read_at;
+                // Rule 7: the packet entered the path when it left the sender, if the tap
+                // saw that; never before the one before it, never after it was read.
+                let left = dir
+                    .from
+                    .departed(&buf[VNET_HDR_LEN..], read_at.0.wrapping_add(offset))
+                    .map(|w| w.wrapping_sub(offset))
+                    .filter(|&t| t <= read_at.0 && read_at.0 - t <= MAX_TAP_AGE_NS);
+                stamps.count(left.is_some(), left.map_or(0, |t| read_at.0 - t));
+                let at = Timestamp(left.unwrap_or(read_at.0)).max(end_last[i]);
+                end_last[i] = at;
                 let hdr = VnetHdr::parse(&buf).unwrap_or(VnetHdr::PLAIN);
                 if dir.segment && (hdr.is_gso() || hdr.needs_csum()) {
                     // Rule 5: the packets the wire would carry, one by one.
@@ -466,6 +494,7 @@ fn run(
                 // kernel: before the write, which runs the receiving stack.
                 let written = now();
                 active = written;
+                end_last[1 - i] = written;
                 late.add(written.0.saturating_sub(due_at.0));
                 let hdr = VnetHdr::parse(&pkt).unwrap_or(VnetHdr::PLAIN);
                 if i == 0 && ipv4_addr(&pkt[VNET_HDR_LEN..], Field::Destination) == Some(far_addr) {
@@ -534,6 +563,10 @@ fn run(
     if std::env::var_os("TCPDOCTOR_LINE_TIMING").is_some() {
         eprintln!("{}", late.describe());
         eprintln!(
+            "{}",
+            stamps.describe(c2s.from.has_tap() && s2c.from.has_tap())
+        );
+        eprintln!(
             "delay line: stopped lingering {backoffs} time(s) for {} s (a yield kept it off its \
              CPU over {} µs)",
             BACKOFF_NS / 1_000_000_000,
@@ -541,6 +574,39 @@ fn run(
         );
     }
     Ok(st)
+}
+
+/// How many packets entered the path at the tap's departure stamp (rule 7), and how long
+/// before the line read them they had left, in total.
+#[derive(Default)]
+struct Stamps {
+    stamped: u64,
+    unstamped: u64,
+    waited_ns: u64,
+}
+
+impl Stamps {
+    fn count(&mut self, stamped: bool, waited_ns: u64) {
+        if stamped {
+            self.stamped += 1;
+            self.waited_ns += waited_ns;
+        } else {
+            self.unstamped += 1;
+        }
+    }
+
+    fn describe(&self, taps: bool) -> String {
+        if !taps {
+            return "delay line: no departure taps; packets entered the path when read".into();
+        }
+        format!(
+            "delay line: {} packets entered the path when they left the sender (read {} µs \
+             later on average), {} when read (no tap stamp)",
+            self.stamped,
+            self.waited_ns / self.stamped.max(1) / 1000,
+            self.unstamped
+        )
+    }
 }
 
 /// How late the line delivered packets (write − due), by microsecond up to 2 ms.

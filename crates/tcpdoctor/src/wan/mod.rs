@@ -6,6 +6,7 @@
 //! Addresses: near is [`NEAR_ADDR`], far is [`FAR_ADDR`]; a server in far that listens on
 //! 127.0.0.1 (or on every address) is reached at `FAR_ADDR:PORT` from near.
 
+pub mod departures;
 pub mod line;
 pub mod netns;
 pub mod tun;

@@ -7,6 +7,9 @@
 //! packet behind a 10-byte `virtio_net_hdr` (little-endian, `TUNSETVNETLE`) and may be a GSO
 //! super-packet of up to 64 KB with a partial transport checksum; every `write` takes one the
 //! same way ([`tcpdoctor_core::wire::gso`]).
+//!
+//! Each device also gets a packet tap ([`super::departures`]) that says when each packet it
+//! hands the line left the sending stack.
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -14,6 +17,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use anyhow::Context;
 use tcpdoctor_core::wire::gso::VNET_HDR_LEN;
+
+use super::departures::Departures;
 
 // linux/sockios.h (not exported by libc for glibc targets).
 const SIOCSIFADDR: libc::c_ulong = 0x8916;
@@ -24,6 +29,9 @@ const SIOCSIFMTU: libc::c_ulong = 0x8922;
 pub struct Tun {
     fd: OwnedFd,
     pub name: String,
+    /// When each packet the device's stack sent left it (best effort: none where the tap
+    /// cannot be made).
+    departures: Option<Departures>,
 }
 
 /// Whether /dev/net/tun can be opened (the same error as [`Tun::create`] when not).
@@ -76,14 +84,16 @@ impl Tun {
             return Err(io::Error::last_os_error()).with_context(|| format!("creating {name}"));
         }
         offloads(fd.as_raw_fd()).with_context(|| format!("asking {name} for offloads"))?;
-        let tun = Tun {
+        let mut tun = Tun {
             fd,
             name: name.to_string(),
+            departures: None,
         };
         // An IPv4 path: no IPv6 router solicitations in the captures (best effort).
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
         tun.configure(local, peer, mtu)
             .with_context(|| format!("configuring {name} ({local} ↔ {peer}, MTU {mtu})"))?;
+        tun.departures = Departures::open(name).ok();
         Ok(tun)
     }
 
@@ -138,6 +148,17 @@ impl Tun {
     pub fn route_localnet(&self) -> anyhow::Result<()> {
         let path = format!("/proc/sys/net/ipv4/conf/{}/route_localnet", self.name);
         std::fs::write(&path, "1").with_context(|| format!("writing {path}"))
+    }
+
+    /// When `ip`, just read from this device, left the sending stack: the kernel's stamp in
+    /// real-time nanoseconds ([`Departures::departed`]); `None` without a tap or a match.
+    pub fn departed(&mut self, ip: &[u8], wall_now: u64) -> Option<u64> {
+        self.departures.as_mut()?.departed(ip, wall_now)
+    }
+
+    /// Whether the device has its departure tap.
+    pub fn has_tap(&self) -> bool {
+        self.departures.is_some()
     }
 
     pub fn raw(&self) -> RawFd {
