@@ -165,8 +165,8 @@ fn the_line_delivers_every_packet_bit_exact_and_in_order() {
     assert_eq!(s2c(&near), s2c(&far), "server → client");
     assert_eq!(c2s(&near).len() + s2c(&near).len(), near.len());
     // Each end's capture is in time order, and every packet reached the other end no sooner
-    // than the path's delay after its record at the sending end (the line counts the delay
-    // from the packet's departure, never from before it).
+    // than the path's delay after its record at the sending end (the instant it entered the
+    // path).
     for (end, v) in [("client", &near), ("server", &far)] {
         assert!(
             v.windows(2).all(|w| w[0].0 <= w[1].0),
@@ -191,20 +191,30 @@ fn the_line_delivers_every_packet_bit_exact_and_in_order() {
             );
         }
     }
-    // Every packet read entered its path at the kernel's departure stamp (the devices' taps),
-    // none at the line's read.
+    // Every packet read entered its path at the kernel's departure stamp (the devices' taps)
+    // or, when it left while the line wrote one the other way, at that write; none at the
+    // line's read. The taps are best effort: a machine that refuses them skips this part.
     let err = String::from_utf8_lossy(&out.stderr);
     let line = err
         .lines()
         .find(|l| l.contains("entered the path when they left the sender"))
         .unwrap_or_else(|| panic!("no departure count in: {err}"));
-    let count = |after: &str| -> u64 {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let at = words.iter().position(|w| *w == after).expect(after);
-        words[at - 1].parse().expect("a count")
+    // "delay line: N packets entered … (read X µs later on average), C at the line's previous
+    // event at that device, U when read (no tap stamp)[; no departure tap on DEVICE: why]"
+    let parts: Vec<&str> = line.split(", ").collect();
+    let first = |part: &str| -> u64 {
+        let w = part.split_whitespace().next().expect("a count");
+        w.parse().unwrap_or_else(|_| panic!("{w:?} in {line}"))
     };
-    assert_eq!(count("packets"), (c2s(&near).len() + s2c(&far).len()) as u64, "{line}");
-    assert!(line.ends_with(", 0 when read (no tap stamp)"), "{line}");
+    let stamped = first(line.trim_start_matches("delay line: "));
+    if line.contains("no departure tap on") {
+        common::skip_unless_required("TCPDOCTOR_REQUIRE_WAN", "departure taps", line);
+    } else {
+        let read = (c2s(&near).len() + s2c(&far).len()) as u64;
+        assert_eq!(parts.len(), 3, "{line}");
+        assert_eq!(stamped + first(parts[1]), read, "{line}");
+        assert_eq!(first(parts[2]), 0, "{line}");
+    }
     // And the coalesced twin is round-trip bound: one RTT per exchange, named as such.
     let r = analyze(&dir.path("near.pcapng"));
     let k = kinds(&r);

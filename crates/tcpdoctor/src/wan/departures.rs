@@ -4,9 +4,10 @@
 //! Why: the line reads a packet some microseconds after the sending kernel handed it to the
 //! device — after the sender's system call has finished on that CPU and the line has had its
 //! turn — and a delay counted from the read would add that wait to the path. A real wire
-//! starts counting when the packet leaves the sender; the kernel stamps it at exactly that
-//! point for every packet tap (`tcpdump` on the device shows the same instant), so the line
-//! counts from there.
+//! starts counting when the packet leaves the sender; the kernel stamps the copy it gives every
+//! packet tap at that point (`tcpdump` on the device shows the same instant, or one a fraction
+//! of a microsecond apart when no socket has asked for timestamps and each tap reads the clock
+//! itself), so the line counts from there.
 //!
 //! Rules:
 //! 1. An `AF_PACKET` datagram socket (the device has no link header, so frames start at the IP
@@ -15,11 +16,15 @@
 //!    one costs no system call. A classic BPF filter keeps only outgoing packets, cut to
 //!    [`KEPT`] bytes.
 //! 2. The tap and the device see the same packets in the same order: the tap's copy is made as
-//!    the device's transmit starts, before the packet enters the queue the line reads. A packet
+//!    the device's transmit starts, before the packet enters the queue the line reads (one CPU
+//!    transmits on the device at a time, as its queueing discipline serialises them). A packet
 //!    read from the device is matched to the oldest frame with the same length and the same
-//!    first bytes, within [`WINDOW`] frames: the frames skipped on the way belong to packets the
-//!    device's queue dropped, and are handed back. No match (the ring was full when the packet
-//!    left): no stamp, and nothing is handed back, except frames older than [`STALE_NS`].
+//!    first bytes, among the frames stamped before the read: the frames skipped on the way
+//!    belong to packets the device's queue dropped, and are handed back. No match (the ring
+//!    was full when the packet left): no stamp, and nothing is handed back except frames older
+//!    than [`STALE_NS`]. Two packets alike in length and first bytes (the IP identification
+//!    and TCP sequence numbers make TCP's differ) could swap stamps; the line's clamp (no
+//!    packet enters before the one read before it) bounds what that costs.
 //! 3. Stamps are the host's real-time clock in nanoseconds, as the kernel wrote them.
 //! 4. Best effort: where the socket cannot be made, the line has no tap and counts from its
 //!    reads, as it did before.
@@ -30,49 +35,29 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Context;
 
+use libc::{
+    tpacket2_hdr, tpacket_req, PACKET_RX_RING, PACKET_VERSION, SOL_PACKET, TP_STATUS_KERNEL,
+    TP_STATUS_USER,
+};
+
 use crate::capture::filter::{outgoing_only, Insn};
 
 /// How many bytes of each packet the tap keeps to match it: the IP and TCP headers (with the
 /// IP identification, the sequence and acknowledgement numbers and the checksum) and a few
 /// bytes more.
 pub const KEPT: u32 = 64;
-/// How many frames past the oldest one a match may be found.
-const WINDOW: usize = 64;
 /// An unmatched frame older than this belongs to no packet the line will read.
 const STALE_NS: u64 = 1_000_000_000;
 
-const SOL_PACKET: libc::c_int = 263;
-const PACKET_RX_RING: libc::c_int = 5;
-const PACKET_VERSION: libc::c_int = 10;
+/// `TPACKET_V2` in `enum tpacket_versions`.
 const TPACKET_V2: libc::c_int = 1;
-const TP_STATUS_KERNEL: u32 = 0;
-const TP_STATUS_USER: u32 = 1;
 const ETH_P_ALL: u16 = 0x0003;
-/// A frame: the 32-byte `tpacket2_hdr`, the `sockaddr_ll`, alignment, and [`KEPT`] bytes.
+/// A frame: the 32-byte `tpacket2_hdr`, the `sockaddr_ll`, alignment (the IP header starts 80
+/// bytes in on a datagram socket), and [`KEPT`] bytes.
 const FRAME: usize = 256;
 const BLOCK: usize = 1 << 16;
 const BLOCKS: usize = 16;
 const FRAMES: usize = BLOCKS * BLOCK / FRAME;
-
-#[repr(C)]
-struct TpacketReq {
-    block_size: u32,
-    block_nr: u32,
-    frame_size: u32,
-    frame_nr: u32,
-}
-
-/// The `tpacket2_hdr` at the start of each frame.
-#[repr(C)]
-struct Tpacket2Hdr {
-    status: u32,
-    len: u32,
-    snaplen: u32,
-    mac: u16,
-    net: u16,
-    sec: u32,
-    nsec: u32,
-}
 
 /// The tap on one device, with its ring mapped.
 pub struct Departures {
@@ -136,11 +121,11 @@ impl Departures {
         };
         setsockopt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
             .context("attaching the tap's filter")?;
-        let req = TpacketReq {
-            block_size: BLOCK as u32,
-            block_nr: BLOCKS as u32,
-            frame_size: FRAME as u32,
-            frame_nr: FRAMES as u32,
+        let req = tpacket_req {
+            tp_block_size: BLOCK as u32,
+            tp_block_nr: BLOCKS as u32,
+            tp_frame_size: FRAME as u32,
+            tp_frame_nr: FRAMES as u32,
         };
         setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &req).context("setting up the tap's ring")?;
         // SAFETY: maps the ring the kernel just allocated for this socket.
@@ -208,12 +193,12 @@ impl Departures {
         // SAFETY: the frame belongs to us (TP_STATUS_USER) until handed back; the header and
         // the kept bytes lie within it (`net` + the length read ≤ FRAME).
         unsafe {
-            let h = &*(self.frame(k) as *const Tpacket2Hdr);
-            let net = usize::from(h.net).min(FRAME);
-            let n = (h.snaplen as usize).min(FRAME - net);
+            let h = &*(self.frame(k) as *const tpacket2_hdr);
+            let net = usize::from(h.tp_net).min(FRAME);
+            let n = (h.tp_snaplen as usize).min(FRAME - net);
             Some(Frame {
-                len: h.len as usize,
-                at: u64::from(h.sec) * 1_000_000_000 + u64::from(h.nsec),
+                len: h.tp_len as usize,
+                at: u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec),
                 kept: std::slice::from_raw_parts(self.frame(k).add(net), n),
             })
         }
@@ -223,7 +208,7 @@ impl Departures {
     /// in nanoseconds of the real-time clock, if the tap has it (rule 2). `wall_now` is the
     /// real-time clock now.
     pub fn departed(&mut self, ip: &[u8], wall_now: u64) -> Option<u64> {
-        let frames = (0..WINDOW).map_while(|step| self.frame_at(step));
+        let frames = (0..FRAMES).map_while(|step| self.frame_at(step));
         let Found { at, done } = find(frames, ip, wall_now);
         let upto = (self.next + done) % FRAMES;
         self.release(upto);
@@ -245,12 +230,16 @@ struct Found {
     done: usize,
 }
 
-/// Rule 2 over the frames from the oldest: the first with the packet's length and first bytes
-/// is its stamp, and it and every frame before it are done with; without one, only the stale
-/// frames at the head are.
+/// Rule 2 over the frames from the oldest, up to the first one stamped after `wall_now` (the
+/// read): the first with the packet's length and first bytes is its stamp, and it and every
+/// frame before it are done with; without one, only the stale frames at the head are.
 fn find<'a>(frames: impl Iterator<Item = Frame<'a>>, ip: &[u8], wall_now: u64) -> Found {
     let mut stale = 0;
     for (step, f) in frames.enumerate() {
+        if f.at > wall_now {
+            // Left after the packet was read: neither it nor any later frame is the packet's.
+            break;
+        }
         let n = f.kept.len().min(ip.len());
         if f.len == ip.len() && f.kept[..n] == ip[..n] {
             return Found {
@@ -329,5 +318,25 @@ mod tests {
         ];
         assert_eq!(find(frames(&v), b"abcd", NOW), Found { at: None, done: 2 });
         assert_eq!(find(frames(&[]), b"abcd", NOW), Found { at: None, done: 0 });
+    }
+
+    #[test]
+    fn a_frame_stamped_after_the_read_ends_the_search() {
+        // A twin that left after the read is a later packet's, never this one's.
+        let v: [(usize, u64, &[u8]); 2] = [(4, NOW - 20, b"wxyz"), (4, NOW + 5, b"abcd")];
+        assert_eq!(find(frames(&v), b"abcd", NOW), Found { at: None, done: 0 });
+        // Past any number of frames of packets the device dropped.
+        let dropped: Vec<(usize, u64, &[u8])> = (0..500)
+            .map(|k| (4, NOW - 1000 + k, &b"drop"[..]))
+            .collect();
+        let mut v = dropped.clone();
+        v.push((4, NOW - 1, b"abcd"));
+        assert_eq!(
+            find(frames(&v), b"abcd", NOW),
+            Found {
+                at: Some(NOW - 1),
+                done: 501
+            }
+        );
     }
 }

@@ -55,12 +55,16 @@
 //!    device's tap ([`super::departures`]) has the kernel's stamp of that instant (what
 //!    `tcpdump` on the device shows), and the line reads the packet later — after the sender's
 //!    system call has finished on the CPU they share, and after its own wake-up — which a
-//!    real wire would not add to the delay. The sending end's capture records that instant
-//!    too. A packet the tap has no stamp for (its ring was full, or no tap) enters when read.
-//!    No packet enters before the line's last read from or write to that device: a packet
-//!    that left while the line wrote one the other way, and was read after, enters at that
-//!    write. So each end's capture is in time order, and every packet reaches the other end
-//!    at least the path's delay after its record at the sending end.
+//!    real wire would not add to the delay. The stamp is on the real-time clock; the line
+//!    takes the packet's age on that clock (read just before the monotonic one, so the age is
+//!    never overstated) and subtracts it from its read. The sending end's capture records that
+//!    instant too. A packet enters when read if the tap has no stamp for it (no tap on the
+//!    device, a full ring, a stamp more than [`MAX_TAP_AGE_NS`] old: the clock was set).
+//!    No packet enters before the line's last event at that device — the entry of the packet
+//!    read from it before, or the line's last write to it: a packet that left while the line
+//!    wrote one the other way, and was read after, enters at that write. So each end's
+//!    capture is in time order, and every packet reaches the other end at least the path's
+//!    delay after its record at the sending end.
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -417,7 +421,7 @@ fn run(
                 backoffs += 1;
             }
         }
-        // Read everything that arrived, stamping it with the time it was read.
+        // Read everything that arrived; each packet enters its path when it left (rule 7).
         for (i, dir) in [&mut *c2s, &mut *s2c].into_iter().enumerate() {
             if fds[i].revents == 0 {
                 continue;
@@ -441,17 +445,22 @@ fn run(
                 }
                 // SAFETY: the kernel initialised `got` bytes, within the capacity.
                 unsafe { buf.set_len(got as usize) };
+                // The real-time clock first: a packet's age is then never overstated, so it
+                // never enters its path early.
+                let wall_read = wall_ns();
                 let read_at = now();
                 active = read_at;
                 // Rule 7: the packet entered the path when it left the sender, if the tap
-                // saw that; never before the one before it, never after it was read.
-                let left = dir
+                // saw that; never before the line's last event at this device, never after
+                // it was read.
+                let age = dir
                     .from
-                    .departed(&buf[VNET_HDR_LEN..], read_at.0.wrapping_add(offset))
-                    .map(|w| w.wrapping_sub(offset))
-                    .filter(|&t| t <= read_at.0 && read_at.0 - t <= MAX_TAP_AGE_NS);
-                stamps.count(left.is_some(), left.map_or(0, |t| read_at.0 - t));
-                let at = Timestamp(left.unwrap_or(read_at.0)).max(end_last[i]);
+                    .departed(&buf[VNET_HDR_LEN..], wall_read)
+                    .map(|left| wall_read.saturating_sub(left))
+                    .filter(|&age| age <= MAX_TAP_AGE_NS);
+                let left = Timestamp(read_at.0 - age.unwrap_or(0).min(read_at.0));
+                let at = left.max(end_last[i]);
+                stamps.count(age, at > left);
                 end_last[i] = at;
                 let hdr = VnetHdr::parse(&buf).unwrap_or(VnetHdr::PLAIN);
                 if dir.segment && (hdr.is_gso() || hdr.needs_csum()) {
@@ -562,10 +571,11 @@ fn run(
     st.s2c = s2c.path.counters();
     if std::env::var_os("TCPDOCTOR_LINE_TIMING").is_some() {
         eprintln!("{}", late.describe());
-        eprintln!(
-            "{}",
-            stamps.describe(c2s.from.has_tap() && s2c.from.has_tap())
-        );
+        let taps = [
+            (c2s.from.name.as_str(), c2s.from.tap_error()),
+            (s2c.from.name.as_str(), s2c.from.tap_error()),
+        ];
+        eprintln!("{}", stamps.describe(&taps));
         eprintln!(
             "delay line: stopped lingering {backoffs} time(s) for {} s (a yield kept it off its \
              CPU over {} µs)",
@@ -576,36 +586,45 @@ fn run(
     Ok(st)
 }
 
-/// How many packets entered the path at the tap's departure stamp (rule 7), and how long
-/// before the line read them they had left, in total.
+/// How packets entered their path (rule 7): at the tap's departure stamp, at the line's last
+/// event at that device (the stamp was before it), or when read (no stamp); and how long
+/// before the read the stamped ones had left, in total.
 #[derive(Default)]
 struct Stamps {
     stamped: u64,
+    clamped: u64,
     unstamped: u64,
     waited_ns: u64,
 }
 
 impl Stamps {
-    fn count(&mut self, stamped: bool, waited_ns: u64) {
-        if stamped {
-            self.stamped += 1;
-            self.waited_ns += waited_ns;
-        } else {
-            self.unstamped += 1;
+    fn count(&mut self, age: Option<u64>, clamped: bool) {
+        match age {
+            None => self.unstamped += 1,
+            Some(_) if clamped => self.clamped += 1,
+            Some(ns) => {
+                self.stamped += 1;
+                self.waited_ns += ns;
+            }
         }
     }
 
-    fn describe(&self, taps: bool) -> String {
-        if !taps {
-            return "delay line: no departure taps; packets entered the path when read".into();
-        }
-        format!(
+    fn describe(&self, tap_errors: &[(&str, Option<&str>)]) -> String {
+        let mut s = format!(
             "delay line: {} packets entered the path when they left the sender (read {} µs \
-             later on average), {} when read (no tap stamp)",
+             later on average), {} at the line's previous event at that device, {} when read \
+             (no tap stamp)",
             self.stamped,
             self.waited_ns / self.stamped.max(1) / 1000,
+            self.clamped,
             self.unstamped
-        )
+        );
+        for (device, e) in tap_errors {
+            if let Some(e) = e {
+                s.push_str(&format!("; no departure tap on {device}: {e}"));
+            }
+        }
+        s
     }
 }
 

@@ -29,9 +29,9 @@ const SIOCSIFMTU: libc::c_ulong = 0x8922;
 pub struct Tun {
     fd: OwnedFd,
     pub name: String,
-    /// When each packet the device's stack sent left it (best effort: none where the tap
+    /// When each packet the device's stack sent left it (best effort: why not, where the tap
     /// cannot be made).
-    departures: Option<Departures>,
+    departures: Result<Departures, String>,
 }
 
 /// Whether /dev/net/tun can be opened (the same error as [`Tun::create`] when not).
@@ -87,13 +87,13 @@ impl Tun {
         let mut tun = Tun {
             fd,
             name: name.to_string(),
-            departures: None,
+            departures: Err("not opened".into()),
         };
         // An IPv4 path: no IPv6 router solicitations in the captures (best effort).
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1");
         tun.configure(local, peer, mtu)
             .with_context(|| format!("configuring {name} ({local} ↔ {peer}, MTU {mtu})"))?;
-        tun.departures = Departures::open(name).ok();
+        tun.departures = Departures::open(name).map_err(|e| format!("{e:#}"));
         Ok(tun)
     }
 
@@ -153,12 +153,12 @@ impl Tun {
     /// When `ip`, just read from this device, left the sending stack: the kernel's stamp in
     /// real-time nanoseconds ([`Departures::departed`]); `None` without a tap or a match.
     pub fn departed(&mut self, ip: &[u8], wall_now: u64) -> Option<u64> {
-        self.departures.as_mut()?.departed(ip, wall_now)
+        self.departures.as_mut().ok()?.departed(ip, wall_now)
     }
 
-    /// Whether the device has its departure tap.
-    pub fn has_tap(&self) -> bool {
-        self.departures.is_some()
+    /// Why the device has no departure tap, if it has none.
+    pub fn tap_error(&self) -> Option<&str> {
+        self.departures.as_ref().err().map(String::as_str)
     }
 
     pub fn raw(&self) -> RawFd {
