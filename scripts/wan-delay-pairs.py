@@ -28,25 +28,35 @@ LINKTYPE_IPV4 = 228
 LINKTYPE_SLL = 113
 
 
+def fail(msg):
+    """Bad input: the message on stderr, exit status 2."""
+    print(msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def packets(path):
     """(timestamp ns, IPv4 packet bytes) of each record."""
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        fail(f"wan-delay-pairs.py: {path}: {e.strerror}")
+    with f:
         head = f.read(24)
         if len(head) < 24:
-            sys.exit(f"wan-delay-pairs.py: {path}: not a pcap file (too short)")
+            fail(f"wan-delay-pairs.py: {path}: not a pcap file (too short)")
         magic = head[:4]
         if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
             endian = "<"
         elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
             endian = ">"
         else:
-            sys.exit(f"wan-delay-pairs.py: {path}: not a pcap file (magic {magic.hex()}; "
-                     "write it with tcpdump -w, not pcapng)")
+            fail(f"wan-delay-pairs.py: {path}: not a pcap file (magic {magic.hex()}; "
+                 "write it with tcpdump -w, not pcapng)")
         nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
         link = struct.unpack(endian + "I", head[20:24])[0] & 0x0FFFFFFF
         skip = {LINKTYPE_RAW: 0, LINKTYPE_IPV4: 0, LINKTYPE_SLL: 16}.get(link)
         if skip is None:
-            sys.exit(f"wan-delay-pairs.py: {path}: link type {link} (expected raw IP)")
+            fail(f"wan-delay-pairs.py: {path}: link type {link} (expected raw IP)")
         while True:
             rec = f.read(16)
             if len(rec) < 16:

@@ -8,7 +8,8 @@ usage: wan-delay-stamps.py NEAR FAR DELAY_US [SKIP]
   DELAY_US   the configured one-way delay
   SKIP       leave out the first SKIP round trips (default: a tenth), as the warm-up
 Output lines: `c2s|s2c|all n=N signed_p50=… abs_p50=… abs_p99=… abs_max=… (us)`, the same
-shape as wan-delay-pairs.py prints for device captures."""
+shape as wan-delay-pairs.py prints for device captures. Bad input (a file it cannot read, a
+malformed line, a number that is not one) exits 2 with the file and line."""
 import importlib.util
 import os
 import sys
@@ -22,24 +23,35 @@ _spec.loader.exec_module(pairs)
 
 def load(path):
     out = {"tx": {}, "rx": {}}
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        pairs.fail(f"wan-delay-stamps.py: {path}: {e.strerror}")
+    with f:
         for n, line in enumerate(f, 1):
             parts = line.split()
             if not parts:
                 continue
-            if len(parts) != 3 or parts[0] not in out:
-                sys.exit(f"{path}:{n}: expected `tx|rx K NS`, got {line.strip()!r}")
+            if len(parts) != 3 or parts[0] not in out or not all(
+                    p.isdigit() for p in parts[1:]):
+                pairs.fail(f"wan-delay-stamps.py: {path}:{n}: expected `tx|rx K NS`, "
+                           f"got {line.strip()!r}")
             out[parts[0]][int(parts[1])] = int(parts[2])
     return out
 
 
 def main():
     if len(sys.argv) not in (4, 5):
-        sys.exit(__doc__)
+        pairs.fail(__doc__)
     near, far = load(sys.argv[1]), load(sys.argv[2])
-    delay_ns = float(sys.argv[3]) * 1000
+    try:
+        delay_ns = float(sys.argv[3]) * 1000
+        skip = int(sys.argv[4]) if len(sys.argv) == 5 else None
+    except ValueError as e:
+        pairs.fail(f"wan-delay-stamps.py: DELAY_US and SKIP are numbers: {e}")
     rounds = len(near["tx"])
-    skip = int(sys.argv[4]) if len(sys.argv) == 5 else rounds // 10
+    if skip is None:
+        skip = rounds // 10
     errs = {"c2s": [], "s2c": []}
     unpaired = {"c2s": 0, "s2c": 0}
     for k in range(skip, rounds):
@@ -49,7 +61,7 @@ def main():
             else:
                 unpaired[way] += 1
     if not errs["c2s"] and not errs["s2c"]:
-        sys.exit("no byte has stamps at both ends")
+        pairs.fail("wan-delay-stamps.py: no byte has stamps at both ends")
     pairs.report(errs, unpaired)
 
 
