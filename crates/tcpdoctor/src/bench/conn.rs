@@ -370,7 +370,10 @@ impl Driver<'_> {
                 armed = wake;
             }
             if polling && quick && outstanding > 0 {
-                if let Some(r) = self.poll_answer(s.as_raw_fd()) {
+                // Never past the timeout: an answer later than that is a timeout.
+                let left = timeout_at.map(|t| t.0.saturating_sub(clock.now().0));
+                let limit = left.map_or(POLL_NS, |ns| ns.min(POLL_NS));
+                if let Some(r) = self.poll_answer(s.as_raw_fd(), limit) {
                     now = clock.now();
                     quick = self.answered_within(now, POLL_NS);
                     if let Some(end) = self.on_read(r, now, &mut last_io) {
@@ -452,11 +455,12 @@ impl Driver<'_> {
             .is_none_or(|t| now.0.saturating_sub(t.0) <= ns)
     }
 
-    /// Rule 2 (one connection): looks for the answer without sleeping for up to [`POLL_NS`]; what a `recv`
+    /// Rule 2 (one connection): looks for the answer without sleeping for up to `limit_ns`
+    /// (at most [`POLL_NS`], less when the timeout is nearer); what a `recv`
     /// gave (bytes, end of stream or an error), or None when nothing came. The CPU it spent
     /// looking is counted as the driver's spinning. The socket's readiness in the poller is left alone:
     /// at worst the next `read` there finds nothing and waits for the next edge.
-    fn poll_answer(&mut self, fd: std::os::fd::RawFd) -> Option<io::Result<usize>> {
+    fn poll_answer(&mut self, fd: std::os::fd::RawFd, limit_ns: u64) -> Option<io::Result<usize>> {
         let clock = self.rec.clock;
         let start = clock.now();
         // The spinning counted is this thread's CPU (not the time the yields gave a server on
@@ -483,7 +487,7 @@ impl Driver<'_> {
                     break;
                 }
             }
-            if clock.now().0.saturating_sub(start.0) >= POLL_NS {
+            if clock.now().0.saturating_sub(start.0) >= limit_ns {
                 break;
             }
             // SAFETY: sched_yield takes no arguments.
