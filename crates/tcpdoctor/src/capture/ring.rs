@@ -116,7 +116,13 @@ fn last_error(what: &str) -> anyhow::Error {
     anyhow::Error::new(io::Error::last_os_error()).context(what.to_string())
 }
 
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
+/// `setsockopt(2)` of one value.
+pub(crate) fn setsockopt<T>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: &T,
+) -> io::Result<()> {
     // SAFETY: `v` points to a live value of the size passed.
     let r = unsafe {
         libc::setsockopt(

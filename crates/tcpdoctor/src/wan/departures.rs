@@ -41,6 +41,7 @@ use libc::{
 };
 
 use crate::capture::filter::{outgoing_only, Insn};
+use crate::capture::ring::setsockopt;
 
 /// How many bytes of each packet the tap keeps to match it: the IP and TCP headers (with the
 /// IP identification, the sequence and acknowledgement numbers and the checksum) and a few
@@ -68,24 +69,6 @@ pub struct Departures {
 
 // SAFETY: the mapping is owned by this value and only touched through `&mut self`.
 unsafe impl Send for Departures {}
-
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
-    // SAFETY: `v` points to a live value of the size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (v as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
 
 impl Departures {
     /// Opens the tap on device `name` in the current network namespace (rule 1).
