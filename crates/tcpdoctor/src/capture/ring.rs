@@ -140,8 +140,66 @@ pub(crate) fn setsockopt<T>(
     }
 }
 
+/// Attaches the classic BPF program `prog` to a socket.
+pub(crate) fn attach_filter(fd: &OwnedFd, prog: &[Insn]) -> io::Result<()> {
+    let insns: Vec<libc::sock_filter> = prog
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+    let fprog = libc::sock_fprog {
+        len: insns.len() as u16,
+        filter: insns.as_ptr().cast_mut(),
+    };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
+}
+
+/// Maps the `len` bytes of the receive ring the kernel allocated for a packet socket.
+pub(crate) fn map_ring(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: maps the socket's ring, shared with the kernel; unmapped by its owner.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if map == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(map.cast())
+}
+
+/// Binds a packet socket to every protocol on interface `ifindex` (0: every interface).
+pub(crate) fn bind_all(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain data.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_ALL.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: binds to a valid sockaddr_ll of the size given.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The index of interface `name`, if there is one.
-fn ifindex_of(name: &str) -> anyhow::Result<Option<u32>> {
+pub(crate) fn ifindex_of(name: &str) -> anyhow::Result<Option<u32>> {
     let cname = CString::new(name).context("--interface: NUL in the name")?;
     // SAFETY: a NUL-terminated name.
     let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
@@ -229,21 +287,7 @@ impl Ring {
 
         setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V3).context("TPACKET_V3")?;
         let prog: Vec<Insn> = filter::program(link.l3_offset, link.skip_outgoing, ports, kept)?;
-        let insns: Vec<libc::sock_filter> = prog
-            .iter()
-            .map(|i| libc::sock_filter {
-                code: i.code,
-                jt: i.jt,
-                jf: i.jf,
-                k: i.k,
-            })
-            .collect();
-        let fprog = libc::sock_fprog {
-            len: insns.len() as u16,
-            filter: insns.as_ptr().cast_mut(),
-        };
-        setsockopt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
-            .context("attaching the port filter")?;
+        attach_filter(&fd, &prog).context("attaching the port filter")?;
 
         let block_size = (buffer / MIN_BLOCKS)
             .next_power_of_two()
@@ -261,23 +305,10 @@ impl Ring {
             feature_req_word: 0,
         };
         setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &req).context("setting up the ring")?;
-        // SAFETY: maps the ring the kernel just allocated for this socket.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                blocks * block_size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(last_error("mapping the ring"));
-        }
+        let map = map_ring(&fd, blocks * block_size).context("mapping the ring")?;
         let ring = Ring {
             fd,
-            map: map.cast(),
+            map,
             blocks,
             block_size,
             next: 0,
@@ -285,23 +316,8 @@ impl Ring {
             received: 0,
             dropped: 0,
         };
-        // SAFETY: sockaddr_ll is plain data.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL.to_be();
         // 0: every interface.
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: binds to a valid sockaddr_ll of the size given.
-        let r = unsafe {
-            libc::bind(
-                ring.fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(last_error(&format!("binding to {name}")));
-        }
+        bind_all(&ring.fd, ifindex).with_context(|| format!("binding to {name}"))?;
         Ok(ring)
     }
 

@@ -30,7 +30,7 @@
 //!    reads, as it did before.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Context;
@@ -40,8 +40,8 @@ use libc::{
     TP_STATUS_USER,
 };
 
-use crate::capture::filter::{outgoing_only, Insn};
-use crate::capture::ring::setsockopt;
+use crate::capture::filter::outgoing_only;
+use crate::capture::ring::{attach_filter, bind_all, ifindex_of, map_ring, setsockopt};
 
 /// How many bytes of each packet the tap keeps to match it: the IP and TCP headers (with the
 /// IP identification, the sequence and acknowledgement numbers and the checksum) and a few
@@ -52,7 +52,6 @@ const STALE_NS: u64 = 1_000_000_000;
 
 /// `TPACKET_V2` in `enum tpacket_versions`.
 const TPACKET_V2: libc::c_int = 1;
-const ETH_P_ALL: u16 = 0x0003;
 /// A frame: the 32-byte `tpacket2_hdr`, the `sockaddr_ll`, alignment (the IP header starts 80
 /// bytes in on a datagram socket), and [`KEPT`] bytes.
 const FRAME: usize = 256;
@@ -73,12 +72,9 @@ unsafe impl Send for Departures {}
 impl Departures {
     /// Opens the tap on device `name` in the current network namespace (rule 1).
     pub fn open(name: &str) -> anyhow::Result<Departures> {
-        let cname = std::ffi::CString::new(name).context("a device name with a NUL")?;
-        // SAFETY: a NUL-terminated name.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
-            return Err(io::Error::last_os_error()).context(format!("finding {name}"));
-        }
+        let Some(ifindex) = ifindex_of(name)? else {
+            anyhow::bail!("no device {name}");
+        };
         // Protocol 0: nothing arrives before the filter and ring are in place and it is bound.
         // SAFETY: plain socket(2).
         let raw =
@@ -89,21 +85,7 @@ impl Departures {
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V2).context("TPACKET_V2")?;
-        let insns: Vec<libc::sock_filter> = outgoing_only(KEPT)
-            .iter()
-            .map(|i: &Insn| libc::sock_filter {
-                code: i.code,
-                jt: i.jt,
-                jf: i.jf,
-                k: i.k,
-            })
-            .collect();
-        let prog = libc::sock_fprog {
-            len: insns.len() as u16,
-            filter: insns.as_ptr().cast_mut(),
-        };
-        setsockopt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
-            .context("attaching the tap's filter")?;
+        attach_filter(&fd, &outgoing_only(KEPT)).context("attaching the tap's filter")?;
         let req = tpacket_req {
             tp_block_size: BLOCK as u32,
             tp_block_nr: BLOCKS as u32,
@@ -111,41 +93,13 @@ impl Departures {
             tp_frame_nr: FRAMES as u32,
         };
         setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &req).context("setting up the tap's ring")?;
-        // SAFETY: maps the ring the kernel just allocated for this socket.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                BLOCKS * BLOCK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error()).context("mapping the tap's ring");
-        }
+        let map = map_ring(&fd, BLOCKS * BLOCK).context("mapping the tap's ring")?;
         let tap = Departures {
             _fd: fd,
-            map: map.cast(),
+            map,
             next: 0,
         };
-        // SAFETY: sockaddr_ll is plain data.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: binds to a valid sockaddr_ll of the size given.
-        let r = unsafe {
-            libc::bind(
-                tap._fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error()).context(format!("binding the tap to {name}"));
-        }
+        bind_all(&tap._fd, ifindex).with_context(|| format!("binding the tap to {name}"))?;
         Ok(tap)
     }
 
