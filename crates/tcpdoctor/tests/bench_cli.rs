@@ -13,19 +13,19 @@ use serde_json::Value;
 
 use common::{bench_json, num, run0, step, tcpdoctor};
 
+/// `bench --format json` of the memcache preset (key `foo`) against `addr`, with `more` flags.
+fn memcache_json(addr: &str, more: &[&str]) -> (Value, i32, String) {
+    let mut args = vec![
+        "--target", addr, "--preset", "memcache", "--param", "key=foo",
+    ];
+    args.extend_from_slice(more);
+    bench_json(&args)
+}
+
 #[test]
 fn per_line_server_with_nagle_stalls_near_40ms_and_the_stall_view_names_it() {
     let addr = servers::memcache(true).to_string();
-    let (r, code, _) = bench_json(&[
-        "--target",
-        &addr,
-        "--preset",
-        "memcache",
-        "--param",
-        "key=foo",
-        "--requests",
-        "30",
-    ]);
+    let (r, code, _) = memcache_json(&addr, &["--requests", "30"]);
     assert_eq!(code, 0);
     let run = run0(&r);
     assert_eq!(run["exchanges"], 30);
@@ -70,16 +70,7 @@ fn per_line_server_with_nagle_stalls_near_40ms_and_the_stall_view_names_it() {
 #[test]
 fn coalesced_twin_answers_in_well_under_a_millisecond_and_names_no_timer() {
     let addr = servers::memcache(false).to_string();
-    let (r, code, _) = bench_json(&[
-        "--target",
-        &addr,
-        "--preset",
-        "memcache",
-        "--param",
-        "key=foo",
-        "--requests",
-        "300",
-    ]);
+    let (r, code, _) = memcache_json(&addr, &["--requests", "300"]);
     assert_eq!(code, 0);
     let run = run0(&r);
     assert_eq!(run["exchanges"], 300);
@@ -101,18 +92,8 @@ fn coalesced_twin_answers_in_well_under_a_millisecond_and_names_no_timer() {
 fn one_connection_polls_for_answers_and_two_never_spin() {
     let addr = servers::memcache(false).to_string();
     let bench = |connections: &str| {
-        let (r, code, err) = bench_json(&[
-            "--target",
-            &addr,
-            "--preset",
-            "memcache",
-            "--param",
-            "key=foo",
-            "--requests",
-            "200",
-            "--connections",
-            connections,
-        ]);
+        let (r, code, err) =
+            memcache_json(&addr, &["--requests", "200", "--connections", connections]);
         assert_eq!(code, 0, "{err}");
         let run = run0(&r).clone();
         assert_eq!(run["exchanges"], 200);
@@ -467,18 +448,7 @@ fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
     // A server that needs ~40 ms per exchange, asked for one every 20 ms: the requests queue,
     // and each one's latency includes its wait (coordinated omission would hide it).
     let slow = servers::memcache(true).to_string();
-    let (r, _, stderr) = bench_json(&[
-        "--target",
-        &slow,
-        "--preset",
-        "memcache",
-        "--param",
-        "key=foo",
-        "--rate",
-        "50",
-        "--duration",
-        "1s",
-    ]);
+    let (r, _, stderr) = memcache_json(&slow, &["--rate", "50", "--duration", "1s"]);
     let run = run0(&r);
     let get = &step(run, "get")["latency_ms"];
     assert!(num(&get["max"]) > 4.0 * num(&get["min"]), "{get}");
