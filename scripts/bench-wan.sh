@@ -106,11 +106,13 @@ fi
 line() {
     local server=$1
     shift
-    local opts=()
-    while [ "$1" != -- ]; do opts+=("$1"); shift; done
-    shift
-    timeout 120 "${AS_USER[@]}" "$TD" sandbox "${opts[@]}" \
-        --server "$NB $server 127.0.0.1:7000" --server-port 7000 -- "$@" 2>>"$WORK/line.log"
+    sandboxed --server "$NB $server 127.0.0.1:7000" "$@"
+}
+
+# sandboxed SANDBOX-OPTIONS... -- CLIENT...: tcpdoctor sandbox as the unprivileged user, the
+# server on port 7000, within the time limit; its stderr (the line's summary) into line.log.
+sandboxed() {
+    timeout 120 "${AS_USER[@]}" "$TD" sandbox --server-port 7000 "$@" 2>>"$WORK/line.log"
 }
 
 # wanlink DELAY SERVER CLIENT...: the same through the Python line (server at 0.0.0.0:7000).
@@ -300,9 +302,8 @@ else
         C=$U/cap.$d_ms
         mkdir -m 0777 "$C"
         load=$(cut -d' ' -f1 /proc/loadavg)
-        if ! timeout 120 "${AS_USER[@]}" "$TD" sandbox --delay "${d_ms}ms" \
-            --server "sh $WORK/far.sh $C $NB" --server-port 7000 -- \
-            sh "$WORK/near.sh" "$C" "$NB" "$rounds" >/dev/null 2>>"$WORK/line.log" ||
+        if ! sandboxed --delay "${d_ms}ms" --server "sh $WORK/far.sh $C $NB" -- \
+            sh "$WORK/near.sh" "$C" "$NB" "$rounds" >/dev/null ||
             [ ! -s "$C/near.pcap" ] || [ ! -s "$C/far.pcap" ]; then
             echo "   ${d_ms}ms: no captures (tcpdump inside the sandbox: $(head -c 200 "$C/near.err" 2>/dev/null | tr '\n' ' '))"
             continue
@@ -330,9 +331,8 @@ if command -v tcpdump >/dev/null; then
         HOGS+=($!)
     done
     load=$(cut -d' ' -f1 /proc/loadavg)
-    if timeout 120 "${AS_USER[@]}" "$TD" sandbox --delay 15ms \
-        --server "sh $WORK/far.sh $C $NB" --server-port 7000 -- \
-        sh "$WORK/near.sh" "$C" "$NB" 150 >/dev/null 2>>"$WORK/line.log" &&
+    if sandboxed --delay 15ms --server "sh $WORK/far.sh $C $NB" -- \
+        sh "$WORK/near.sh" "$C" "$NB" 150 >/dev/null &&
         [ -s "$C/near.pcap" ] && [ -s "$C/far.pcap" ]; then
         python3 scripts/wan-delay-pairs.py "$C/near.pcap" "$C/far.pcap" 15000 |
             per_packet_rows 15ms "$load"
@@ -359,9 +359,9 @@ for d_ms in $DELAYS_MS; do
     C=$U/stamps.$d_ms
     mkdir -m 0777 "$C"
     load=$(cut -d' ' -f1 /proc/loadavg)
-    if ! timeout 120 "${AS_USER[@]}" "$TD" sandbox --delay "${d_ms}ms" \
-        --server "exec $NB echo-stamped 127.0.0.1:7000 $rounds $C/far.ts" --server-port 7000 -- \
-        "$NB" pingpong-stamped 198.18.0.1:7000 "$rounds" "$C/near.ts" >/dev/null 2>>"$WORK/line.log" ||
+    if ! sandboxed --delay "${d_ms}ms" \
+        --server "exec $NB echo-stamped 127.0.0.1:7000 $rounds $C/far.ts" -- \
+        "$NB" pingpong-stamped 198.18.0.1:7000 "$rounds" "$C/near.ts" >/dev/null ||
         [ ! -s "$C/near.ts" ] || [ ! -s "$C/far.ts" ]; then
         echo "   ${d_ms}ms: no stamps (see $WORK/line.log)"
         continue
