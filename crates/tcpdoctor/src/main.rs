@@ -15,6 +15,7 @@ mod proxy;
 mod run;
 mod sandbox;
 mod specimen;
+mod spin;
 mod wan;
 
 use std::process::ExitCode;

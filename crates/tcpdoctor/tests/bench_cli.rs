@@ -438,6 +438,12 @@ fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
         "one request per 5 ms slot for 1 s"
     );
     assert_eq!(seen.load(Ordering::Relaxed), 200);
+    // Awake from 60 us before each slot (--spin's default), looking for each answer without
+    // sleeping: every answer the looks read is counted once (200 above), and the CPU of the
+    // spinning is reported apart from the driver's work. How much: the CPU clock of a thread
+    // on a loaded machine runs slower than the wall clock, so only "some" is asserted.
+    assert_eq!(r["settings"]["spin_us"], 60.0);
+    assert!(num(&run0(&r)["cpu"]["spin_s"]) > 0.0, "{}", run0(&r)["cpu"]);
     let late = &run0(&r)["send_lateness"];
     assert_eq!(
         late["count"], 200,
@@ -468,6 +474,35 @@ fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
         !stderr.contains('\r'),
         "no progress line when stderr is not a terminal"
     );
+}
+
+/// `--spin 0`: the open loop sleeps until its slots and while its answers are due, and still
+/// sends every slot and reads every answer.
+#[test]
+fn an_open_loop_without_spinning_still_measures_every_slot() {
+    let seen = Arc::new(AtomicU64::new(0));
+    let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
+    let (r, code, err) = bench_json(&[
+        "--target",
+        &addr,
+        "--preset",
+        "echo-line",
+        "--rate",
+        "200",
+        "--spin",
+        "0",
+        "--duration",
+        "500ms",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["settings"]["spin_us"], 0.0);
+    assert_eq!(
+        run0(&r)["exchanges"],
+        100,
+        "one request per 5 ms slot for 0.5 s"
+    );
+    assert_eq!(seen.load(Ordering::Relaxed), 100);
+    assert_eq!(run0(&r)["errors"]["timeouts"], 0);
 }
 
 #[test]

@@ -102,6 +102,14 @@ fn bad_flags_and_scripts_are_exit_2_with_the_flag_named() {
             "--split-writes",
         ),
         (vec!["--preset", "resp", "--rate", "fast"], "--rate"),
+        (
+            vec!["--preset", "resp", "--rate", "9", "--spin", "2ms"],
+            "--spin 2ms",
+        ),
+        (
+            vec!["--preset", "resp", "--rate", "9", "--spin", "soon"],
+            "--spin",
+        ),
         (vec!["--preset", "resp", "--nagle", "maybe"], "--nagle"),
         (
             vec!["--preset", "resp", "--duration", "forever"],

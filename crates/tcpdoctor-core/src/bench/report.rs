@@ -34,6 +34,8 @@ pub struct BenchSettings {
     pub mode: String,
     /// Open loop: requests per second over all connections.
     pub rate_per_s: Option<f64>,
+    /// Open loop: how long before each slot the driver stayed awake, in µs (`--spin`).
+    pub spin_us: Option<f64>,
     /// Exchanges to measure, over all connections (or `duration_s`).
     pub requests: Option<u64>,
     pub duration_s: Option<f64>,

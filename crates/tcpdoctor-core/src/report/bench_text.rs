@@ -238,6 +238,7 @@ mod tests {
             pipeline: 1,
             mode: "closed_loop".into(),
             rate_per_s: None,
+            spin_us: None,
             requests: Some(100),
             duration_s: None,
             warmup_s: 0.0,

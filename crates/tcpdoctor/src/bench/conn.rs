@@ -20,6 +20,11 @@
 //!    had taken it. The polling is the driver's CPU, counted apart from its work (as the open
 //!    loop's yielding is). An answer that took longer than [`POLL_NS`] stops the polling until one
 //!    comes within it again: a distant server costs no spinning.
+//!    Open loop (unless `--spin 0`): the same looking, on any number of connections, between
+//!    looks yielding to the thread's other connections (a tokio yield) as well as to the CPU,
+//!    and ending early at a slot that comes due; before each slot the connection stays awake
+//!    for `--spin` (`proxy/timer.rs` rule 4). The spinning is counted per thread
+//!    (`crate::spin`), so another connection's work done during a yield is not counted as spin.
 //! 3. The oldest outstanding request not answered within `--timeout` costs a timeout for every
 //!    outstanding request and a new connection; so does a response the framing rejects (an
 //!    error) or the peer closing with requests outstanding.
@@ -203,7 +208,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
     let has_setup = io.setup_steps.iter().any(|&s| s);
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
     // Without a timerfd (fd limit reached), tokio's millisecond timer still wakes the slots.
-    let timer = cfg.rate.and_then(|_| Timer::new().ok());
+    let timer = cfg.rate.and_then(|_| Timer::awake(cfg.spin).ok());
     let mut backoff = BACKOFF_MIN;
     let mut round = 0u64;
     loop {
@@ -320,8 +325,10 @@ impl Driver<'_> {
         let mut free = false;
         // Rule 2: whether answers have lately come within POLL_NS.
         let polling = self.cfg.connections == 1 && self.schedule.is_none();
+        let open_polling = self.schedule.is_some() && !self.cfg.spin.is_zero();
         let mut quick = true;
         loop {
+            self.settle_spin();
             // A refused setup: nothing after it can succeed on this connection (rule 6).
             if self.io.setup_failed.is_some() {
                 return End::Reconnect;
@@ -382,9 +389,36 @@ impl Driver<'_> {
                     continue;
                 }
             }
+            if open_polling && quick && outstanding > 0 {
+                // Never past the timeout, nor past a slot that comes due meanwhile.
+                let until = [
+                    Some(clock.now().plus(Duration::from_nanos(POLL_NS))),
+                    timeout_at,
+                    precise_slot,
+                ]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now);
+                let r = self.poll_answer_yielding(s.as_raw_fd(), until).await;
+                self.settle_spin();
+                if let Some(r) = r {
+                    now = clock.now();
+                    quick = self.answered_within(now, POLL_NS);
+                    if let Some(end) = self.on_read(r, now, &mut last_io) {
+                        return end;
+                    }
+                    continue;
+                }
+                if precise_slot.is_some_and(|t| clock.now() >= t) {
+                    now = clock.now();
+                    continue;
+                }
+            }
             tokio::select! {
                 biased;
                 r = s.read(&mut self.io.read) => {
+                    self.settle_spin();
                     now = clock.now();
                     quick = self.answered_within(now, POLL_NS);
                     if let Some(end) = self.on_read(r, now, &mut last_io) {
@@ -393,12 +427,12 @@ impl Driver<'_> {
                 }
                 r = slot_wait(self.timer, precise_slot.map(|t| clock.std_instant(t))),
                     if precise_slot.is_some() => {
+                    // A failed timerfd wait ends early; the loop sends only what is due.
+                    let _ = r;
                     now = clock.now();
-                    if let Ok(spun) = r {
-                        self.local.spun(spun);
-                    }
                 }
                 () = &mut sleep => {
+                    self.settle_spin();
                     armed = far;
                     now = clock.now();
                     if idle_at.is_some_and(|t| now >= t) {
@@ -470,22 +504,9 @@ impl Driver<'_> {
         let mut got = None;
         loop {
             cpu_end = super::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
-            let buf = &mut self.io.read;
-            // SAFETY: recv(2) into our buffer, never waiting.
-            let n =
-                unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-            if n >= 0 {
-                got = Some(Ok(n as usize));
+            if let Some(r) = self.try_recv(fd) {
+                got = Some(r);
                 break;
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => {}
-                io::ErrorKind::Interrupted => continue,
-                _ => {
-                    got = Some(Err(e));
-                    break;
-                }
             }
             if clock.now().0.saturating_sub(start.0) >= limit_ns {
                 break;
@@ -498,6 +519,56 @@ impl Driver<'_> {
         }
         self.local.spun(cpu_end.saturating_sub(cpu_start));
         got
+    }
+
+    /// Rule 2 (open loop): looks for the answer without sleeping until `until`, between looks
+    /// letting the thread's other connections run (a tokio yield) and a server on this CPU
+    /// (`sched_yield`). What a `recv` gave, or None when nothing came by `until`. The looks
+    /// are marked as spin (`crate::spin`); the caller settles them.
+    async fn poll_answer_yielding(
+        &mut self,
+        fd: std::os::fd::RawFd,
+        until: Timestamp,
+    ) -> Option<io::Result<usize>> {
+        let clock = self.rec.clock;
+        loop {
+            if let Some(r) = self.try_recv(fd) {
+                return Some(r);
+            }
+            if clock.now() >= until {
+                return None;
+            }
+            crate::spin::yielding();
+            // SAFETY: sched_yield takes no arguments.
+            unsafe { libc::sched_yield() };
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Counts what this thread spun since its mark (this task's yielding or another's, see
+    /// `crate::spin`) as spin, so the work that follows is not.
+    fn settle_spin(&mut self) {
+        self.local.spun(crate::spin::settle());
+    }
+
+    /// One `recv` that never waits: bytes, end of stream or an error; None when nothing is
+    /// there yet.
+    fn try_recv(&mut self, fd: std::os::fd::RawFd) -> Option<io::Result<usize>> {
+        loop {
+            let buf = &mut self.io.read;
+            // SAFETY: recv(2) into our buffer, never waiting.
+            let n =
+                unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            if n >= 0 {
+                return Some(Ok(n as usize));
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => return None,
+                io::ErrorKind::Interrupted => continue,
+                _ => return Some(Err(e)),
+            }
+        }
     }
 
     /// Sends what may be sent now. Returns the next open-loop slot still to come, and what
@@ -716,8 +787,8 @@ impl Driver<'_> {
     }
 }
 
-/// Waits for an open-loop slot on the timerfd; returns the time spent spinning.
-async fn slot_wait(timer: Option<&Timer>, at: Option<std::time::Instant>) -> io::Result<Duration> {
+/// Waits for an open-loop slot on the timerfd (its yielding is marked as spin).
+async fn slot_wait(timer: Option<&Timer>, at: Option<std::time::Instant>) -> io::Result<()> {
     match (timer, at) {
         (Some(t), Some(at)) => t.sleep_until(at).await,
         _ => std::future::pending().await,

@@ -62,6 +62,10 @@ pub enum Bound {
     Duration(Duration),
 }
 
+/// How long before each open-loop slot the driver stays awake by default (`bench --spin`): as
+/// long as the reference client of `scripts/bench-driver.sh` (docs/bench.md, "open loop").
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(60);
+
 /// Everything a run needs, validated.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
@@ -71,6 +75,9 @@ pub struct BenchConfig {
     pub pipeline: usize,
     /// Open loop: requests per second over all connections.
     pub rate: Option<f64>,
+    /// Open loop: how long before each slot the driver stays awake (yielding instead of
+    /// sleeping), and whether it looks for quick answers without sleeping (not when zero).
+    pub spin: Duration,
     pub bound: Bound,
     pub warmup: Duration,
     pub timeout: Duration,
@@ -100,6 +107,7 @@ impl BenchConfig {
                 "closed_loop".into()
             },
             rate_per_s: self.rate,
+            spin_us: self.rate.map(|_| self.spin.as_secs_f64() * 1e6),
             requests: match self.bound {
                 Bound::Requests(n) => Some(n),
                 Bound::Duration(_) => None,

@@ -75,6 +75,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "R")]
     pub rate: Option<String>,
 
+    /// Open loop: stay awake (yielding, not sleeping) from D before each slot, and look for
+    /// answers without sleeping while they come within 200us. A sleeping driver wakes tens of
+    /// microseconds late on an idle CPU, and that would be in every latency. The CPU it costs
+    /// is reported as spin, apart from the driver's work. 0: sleep (the timer still wakes
+    /// early by the wake-up lateness it has learnt, so sends stay on time). At most 1ms.
+    #[arg(long, value_name = "D", default_value = "60us")]
+    pub spin: String,
+
     /// Exchanges to measure, over all connections (after --warmup).
     #[arg(long, value_name = "N", conflicts_with = "duration")]
     pub requests: Option<u64>,
@@ -113,7 +121,8 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: u64,
 
-    /// Worker threads (default: one per core, at most one per connection).
+    /// Worker threads (default: one per core, at most one per connection; an open loop one
+    /// per 20,000 req/s of --rate, as each thread spins before its slots: see --spin).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
 
@@ -147,6 +156,21 @@ pub enum Format {
 
 fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
     parse_duration(text).map_err(|e| anyhow!("--{flag} {text}: {e}"))
+}
+
+/// How many requests per second one worker thread of an open loop is given by default: a
+/// thread that spins before its slots (`--spin`) keeps a CPU busy, so an open loop uses no
+/// more threads than its rate needs. A thread's work per request, spinning aside, measured
+/// 19–26 µs at 20,000/s against redis (docs/bench.md): about half of one thread's time.
+const OPEN_LOOP_RATE_PER_THREAD: f64 = 20_000.0;
+
+/// The worker threads when `--threads` is not given: one per core, at most one per
+/// connection, and for an open loop at most one per [`OPEN_LOOP_RATE_PER_THREAD`].
+fn default_threads(cores: usize, connections: u64, rate: Option<f64>) -> usize {
+    let by_rate = rate.map_or(usize::MAX, |r| {
+        (r / OPEN_LOOP_RATE_PER_THREAD).ceil().clamp(1.0, 256.0) as usize
+    });
+    cores.min(connections.min(256) as usize).min(by_rate).max(1)
 }
 
 pub(crate) fn positive_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
@@ -278,6 +302,10 @@ impl BenchArgs {
         let timeout = positive_duration("timeout", &self.timeout)?;
         let hang_after = positive_duration("hang-after", &self.hang_after)?;
         let rate = self.rate.as_deref().map(parse_rate).transpose()?;
+        let spin = duration("spin", &self.spin)?;
+        if spin > crate::proxy::timer::MAX_AWAKE {
+            bail!("--spin {}: at most 1ms", self.spin);
+        }
         let split = match &self.split_writes {
             Some(s) => parse_split(s)?,
             None => SplitWrites::Whole,
@@ -285,7 +313,7 @@ impl BenchArgs {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = match self.threads {
             Some(t) => usize::from(t),
-            None => cores.min(self.connections.min(256) as usize),
+            None => default_threads(cores, self.connections, rate),
         };
         let mut script = self.load_script()?;
         crate::bench::exec::run_execs(&mut script, self.allow_exec, &self.script_source())?;
@@ -302,6 +330,7 @@ impl BenchArgs {
             connections: self.connections,
             pipeline: self.pipeline as usize,
             rate,
+            spin,
             bound,
             warmup: duration("warmup", &self.warmup)?,
             timeout,
@@ -370,6 +399,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_open_loop_gets_a_thread_per_20000_requests_per_second() {
+        use super::default_threads;
+        assert_eq!(default_threads(8, 50, None), 8, "closed loop: one per core");
+        assert_eq!(default_threads(8, 3, None), 3, "at most one per connection");
+        assert_eq!(default_threads(2, 4, Some(20_000.0)), 1);
+        assert_eq!(default_threads(8, 50, Some(20_001.0)), 2);
+        assert_eq!(default_threads(8, 50, Some(1e9)), 8, "never past the cores");
+        assert_eq!(default_threads(8, 2, Some(1e6)), 2, "nor the connections");
+        assert_eq!(default_threads(1, 1, Some(0.01)), 1);
+    }
+
     use super::*;
 
     #[test]

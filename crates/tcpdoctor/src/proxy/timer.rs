@@ -22,6 +22,11 @@
 //!    the longer it slept, and every delayed chunk left that late (issue 3). Where wake-ups
 //!    are prompt, the lead (and the spin) shrinks to almost nothing; the cap bounds the spin
 //!    when a busy CPU wakes us very late.
+//! 4. A timer made [`Timer::awake`] arms that much earlier again: it wakes (late by about the
+//!    lead) and then stays awake, yielding, for that long before the deadline. The benchmark's
+//!    open loop does this before each slot (`bench --spin`), so its CPU is awake when the
+//!    request leaves and when the answer comes. The yielding is marked as spin for the thread
+//!    (`crate::spin`).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -33,6 +38,9 @@ use tokio::io::Interest;
 
 /// The most a sleep spins before its deadline: bounds the CPU a wait can burn.
 pub const MAX_LEAD: Duration = Duration::from_micros(250);
+
+/// The most a timer can be asked to stay awake before each deadline (rule 4).
+pub const MAX_AWAKE: Duration = Duration::from_millis(1);
 
 /// The lead every timer of the process learns and uses (rule 2): the lateness is the
 /// machine's (its CPUs' wake-up cost), so a new connection starts with what earlier ones
@@ -47,6 +55,8 @@ pub struct Timer {
     /// the same instant (the previous one was dropped when a read won the select) does not
     /// re-arm it, which saves a system call per chunk read while a chunk waits.
     armed_for: std::sync::Mutex<Option<Instant>>,
+    /// Rule 4: the least time spent awake before a deadline.
+    awake: Duration,
 }
 
 /// The next lead after a wake-up `late` behind the instant the timer was armed for (rule 2).
@@ -57,6 +67,13 @@ fn next_lead(lead: Duration, late: Duration) -> Duration {
 impl Timer {
     pub fn new() -> io::Result<Timer> {
         Timer::with_lead(&LEAD_NS)
+    }
+
+    /// A timer that stays awake (yielding) from at least `awake` before each deadline (rule 4).
+    pub fn awake(awake: Duration) -> io::Result<Timer> {
+        let mut t = Timer::new()?;
+        t.awake = awake.min(MAX_AWAKE);
+        Ok(t)
     }
 
     /// A timer learning into `lead_ns` (tests: their own, not the process's).
@@ -80,14 +97,16 @@ impl Timer {
             fd,
             lead_ns,
             armed_for: std::sync::Mutex::new(None),
+            awake: Duration::ZERO,
         })
     }
 
-    /// Returns at `deadline` (at once if it has passed), never before, with the time spent
-    /// yielding to reach it after the timerfd woke (rule 1: the CPU a precise wait costs).
-    pub async fn sleep_until(&self, deadline: Instant) -> io::Result<Duration> {
+    /// Returns at `deadline` (at once if it has passed), never before. The yielding that
+    /// reaches it after the timerfd woke (rule 1) is marked as spin (`crate::spin`): the
+    /// caller settles it.
+    pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
         let lead = Duration::from_nanos(self.lead_ns.load(Ordering::Relaxed));
-        let wake = deadline.checked_sub(lead).unwrap_or(deadline);
+        let wake = deadline.checked_sub(lead + self.awake).unwrap_or(deadline);
         let late = if self.sleep_on_fd(wake).await? {
             Instant::now().saturating_duration_since(wake)
         } else {
@@ -96,11 +115,11 @@ impl Timer {
         let lead = next_lead(lead, late);
         self.lead_ns
             .store(lead.as_nanos() as u64, Ordering::Relaxed);
-        let spin_from = Instant::now();
         while Instant::now() < deadline {
+            crate::spin::yielding();
             tokio::task::yield_now().await;
         }
-        Ok(spin_from.elapsed())
+        Ok(())
     }
 
     /// Waits on the timerfd until `deadline`; false when it had passed already (no wait).

@@ -204,6 +204,7 @@ pub async fn run(
         connections: plan.connections,
         pipeline: path.driver.pipeline,
         rate: path.driver.rate,
+        spin: crate::bench::DEFAULT_SPIN,
         bound: Bound::Requests(plan.requests),
         warmup: Duration::ZERO,
         timeout: plan.timeout,
