@@ -110,6 +110,7 @@ fn bad_flags_and_scripts_are_exit_2_with_the_flag_named() {
             vec!["--preset", "resp", "--rate", "9", "--spin", "soon"],
             "--spin",
         ),
+        (vec!["--preset", "resp", "--spin", "10us"], "--rate"),
         (vec!["--preset", "resp", "--nagle", "maybe"], "--nagle"),
         (
             vec!["--preset", "resp", "--duration", "forever"],

@@ -80,8 +80,9 @@ pub struct BenchArgs {
     /// microseconds late on an idle CPU, and that would be in every latency. The CPU it costs
     /// is reported as spin, apart from the driver's work. 0: sleep (the timer still wakes
     /// early by the wake-up lateness it has learnt, so sends stay on time). At most 1ms.
-    #[arg(long, value_name = "D", default_value = "60us")]
-    pub spin: String,
+    /// Default: 60us.
+    #[arg(long, value_name = "D")]
+    pub spin: Option<String>,
 
     /// Exchanges to measure, over all connections (after --warmup).
     #[arg(long, value_name = "N", conflicts_with = "duration")]
@@ -302,10 +303,19 @@ impl BenchArgs {
         let timeout = positive_duration("timeout", &self.timeout)?;
         let hang_after = positive_duration("hang-after", &self.hang_after)?;
         let rate = self.rate.as_deref().map(parse_rate).transpose()?;
-        let spin = duration("spin", &self.spin)?;
-        if spin > crate::proxy::timer::MAX_AWAKE {
-            bail!("--spin {}: at most 1ms", self.spin);
-        }
+        let spin = match &self.spin {
+            None => crate::bench::DEFAULT_SPIN,
+            Some(_) if rate.is_none() => {
+                bail!("--spin applies to an open loop: give --rate too (a closed loop sends when an answer comes)")
+            }
+            Some(text) => {
+                let d = duration("spin", text)?;
+                if d > crate::proxy::timer::MAX_AWAKE {
+                    bail!("--spin {text}: at most 1ms");
+                }
+                d
+            }
+        };
         let split = match &self.split_writes {
             Some(s) => parse_split(s)?,
             None => SplitWrites::Whole,
