@@ -6,44 +6,76 @@
 //! (a sleeping thread would not do it); another task's work does not. So:
 //! 1. A spinning task calls [`yielding`] before each yield: unless a mark is already set, the
 //!    thread's CPU clock now is the mark ("spinning since").
-//! 2. Work calls [`settle`] when it starts (a connection's loop, each time an await returns):
-//!    the thread's CPU since the mark is spin, and the mark is cleared, so the work that
-//!    follows is not spin. A spin loop that ends settles too, before its task sleeps.
-//! 3. The marks are per thread, not per task: a task moved to another worker while yielded
-//!    leaves its mark on the first thread, which the next task to settle there closes. If that
-//!    thread sleeps first, its wake-up's CPU (a few microseconds) is counted as spin once.
+//! 2. Every poll of a task run under [`settled`] first settles: the thread's CPU since the
+//!    mark is spin (handed to the task's sink), and the mark is cleared, so what the task
+//!    does in that poll is not spin. The benchmark's connections run under it, so one
+//!    connection's sends and reads are never counted as another's spin.
+//! 3. A task not run under [`settled`] (the run's progress ticker, twice a second's worth of
+//!    work at most) that the runtime polls while a mark is set has its work counted as spin
+//!    at the next settle: small, and the only way work can leak into spin.
+//! 4. Marks are per thread, and carry the epoch they were set in ([`new_epoch`], one per
+//!    benchmark run): a mark left by a task that was aborted or moved to another worker while
+//!    yielded is dropped by the next run instead of charging it CPU from before its start.
 
 use std::cell::Cell;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 thread_local! {
-    static SINCE: Cell<Option<Duration>> = const { Cell::new(None) };
+    /// The mark: (epoch, the thread's CPU clock when it was set).
+    static SINCE: Cell<Option<(u64, Duration)>> = const { Cell::new(None) };
 }
+
+static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 fn thread_cpu() -> Duration {
     crate::bench::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Rule 4: marks set before now are dropped, not settled.
+pub fn new_epoch() {
+    EPOCH.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Rule 1: the calling task is about to yield while it spins.
 pub fn yielding() {
     SINCE.with(|s| {
         if s.get().is_none() {
-            s.set(Some(thread_cpu()));
+            s.set(Some((EPOCH.load(Ordering::Relaxed), thread_cpu())));
         }
     });
 }
 
-/// Rule 2: the CPU this thread has spun since the mark (zero without one); clears the mark.
+/// Rule 2: the CPU this thread has spun since the mark (zero without one, or with one from
+/// another epoch); clears the mark.
 pub fn settle() -> Duration {
-    SINCE.with(|s| {
-        s.take()
-            .map_or(Duration::ZERO, |m| thread_cpu().saturating_sub(m))
+    SINCE.with(|s| match s.take() {
+        Some((epoch, m)) if epoch == EPOCH.load(Ordering::Relaxed) => {
+            thread_cpu().saturating_sub(m)
+        }
+        _ => Duration::ZERO,
     })
+}
+
+/// Rule 2: runs `f`, settling before each of its polls and handing what was spun to `sink`.
+pub async fn settled<F: Future>(f: F, sink: impl Fn(Duration)) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| {
+        let spun = settle();
+        if !spun.is_zero() {
+            sink(spun);
+        }
+        f.as_mut().poll(cx)
+    })
+    .await
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{settle, thread_cpu, yielding};
+    use super::{new_epoch, settle, settled, thread_cpu, yielding};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
     use std::time::Duration;
 
     /// Burns `d` of this thread's CPU (its own clock, so a busy machine only makes it longer).
@@ -76,5 +108,61 @@ mod tests {
         })
         .join()
         .expect("thread");
+    }
+
+    #[test]
+    fn a_mark_from_an_earlier_epoch_is_dropped() {
+        std::thread::spawn(|| {
+            yielding();
+            burn(Duration::from_millis(5));
+            new_epoch();
+            assert_eq!(settle(), Duration::ZERO);
+        })
+        .join()
+        .expect("thread");
+    }
+
+    /// Two tasks on one thread: one spins (marks, yields) while the other works 30 ms in one
+    /// poll. Run under `settled`, the worker's poll settles first, so its 30 ms are not spin.
+    #[test]
+    fn another_tasks_work_during_a_spin_is_not_spin() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let spun = Arc::new(AtomicU64::new(0));
+        let sink = |spun: &Arc<AtomicU64>| {
+            let spun = spun.clone();
+            move |d: Duration| {
+                spun.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+            }
+        };
+        rt.block_on(async {
+            let spinner = tokio::spawn(settled(
+                async {
+                    for _ in 0..50 {
+                        yielding();
+                        tokio::task::yield_now().await;
+                    }
+                },
+                sink(&spun),
+            ));
+            let worker = tokio::spawn(settled(
+                async {
+                    for _ in 0..3 {
+                        burn(Duration::from_millis(10));
+                        tokio::task::yield_now().await;
+                    }
+                },
+                sink(&spun),
+            ));
+            spinner.await.expect("spinner");
+            worker.await.expect("worker");
+        });
+        let spun = Duration::from_nanos(spun.load(Ordering::Relaxed));
+        assert!(spun > Duration::ZERO, "the spinner's yields counted");
+        assert!(
+            spun < Duration::from_millis(10),
+            "none of the worker's 30 ms: {spun:?}"
+        );
     }
 }

@@ -191,8 +191,10 @@ pub struct StepResult {
 pub struct CpuUse {
     pub user_s: f64,
     pub system_s: f64,
-    /// Of user + system, the time spent spinning to send open-loop requests on schedule (the
-    /// last tens of microseconds before each slot): the price of precise sends, not work.
+    /// Of user + system, the time spent spinning: an open loop awake before its slots and
+    /// looking for quick answers (`--spin`), a one-connection closed loop polling for its
+    /// answers. The price of sends on time and of a driver whose wake-ups are not in the
+    /// latency, not work.
     pub spin_s: f64,
     /// Of user + system, tcpdoctor's own threads that are not the driver (the WAN delay line,
     /// the capture and socket readers): in the process, not the driver's work.
@@ -246,7 +248,7 @@ pub struct RunMeasurements {
     pub connections_opened: u64,
     pub cpu_user: Duration,
     pub cpu_system: Duration,
-    /// Of the CPU time, the spinning before open-loop slots (see [`CpuUse::spin_s`]).
+    /// Of the CPU time, the spinning (see [`CpuUse::spin_s`]).
     pub cpu_spin: Duration,
     /// Of the CPU time, tcpdoctor's threads that are not the driver (see [`CpuUse::helpers_s`]).
     pub cpu_helpers: Duration,

@@ -119,10 +119,10 @@ fn run(out: &mut String, r: &RunResult, numbered: bool) {
     }
     let mut apart = Vec::new();
     if r.cpu.spin_s > 0.0 {
-        // Open loop spins to send on schedule; a one-connection closed loop polls for the
-        // answers instead of sleeping.
+        // Open loop stays awake for its slots and answers; a one-connection closed loop polls
+        // for the answers instead of sleeping.
         let why = if r.send_lateness.is_some() {
-            "spinning to send on schedule"
+            "spinning to stay awake for slots and answers"
         } else {
             "polling for answers"
         };

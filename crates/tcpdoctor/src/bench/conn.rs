@@ -23,8 +23,9 @@
 //!    Open loop (unless `--spin 0`): the same looking, on any number of connections, between
 //!    looks yielding to the thread's other connections (a tokio yield) as well as to the CPU,
 //!    and ending early at a slot that comes due; before each slot the connection stays awake
-//!    for `--spin` (`proxy/timer.rs` rule 4). The spinning is counted per thread
-//!    (`crate::spin`), so another connection's work done during a yield is not counted as spin.
+//!    for `--spin` (`proxy/timer.rs` rule 4). The spinning is counted per thread, and every
+//!    poll of a connection settles it first (`crate::spin`), so one connection's work done
+//!    during another's yield is not counted as spin.
 //! 3. The oldest outstanding request not answered within `--timeout` costs a timeout for every
 //!    outstanding request and a new connection; so does a response the framing rejects (an
 //!    error) or the peer closing with requests outstanding.
@@ -328,7 +329,6 @@ impl Driver<'_> {
         let open_polling = self.schedule.is_some() && !self.cfg.spin.is_zero();
         let mut quick = true;
         loop {
-            self.settle_spin();
             // A refused setup: nothing after it can succeed on this connection (rule 6).
             if self.io.setup_failed.is_some() {
                 return End::Reconnect;
@@ -391,18 +391,11 @@ impl Driver<'_> {
             }
             if open_polling && quick && outstanding > 0 {
                 // Never past the timeout, nor past a slot that comes due meanwhile.
-                let until = [
-                    Some(clock.now().plus(Duration::from_nanos(POLL_NS))),
-                    timeout_at,
-                    precise_slot,
-                ]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(now);
-                let r = self.poll_answer_yielding(s.as_raw_fd(), until).await;
-                self.settle_spin();
-                if let Some(r) = r {
+                let until = [timeout_at, slot]
+                    .into_iter()
+                    .flatten()
+                    .fold(clock.now().plus(Duration::from_nanos(POLL_NS)), Ord::min);
+                if let Some(r) = self.poll_answer_yielding(s.as_raw_fd(), until).await {
                     now = clock.now();
                     quick = self.answered_within(now, POLL_NS);
                     if let Some(end) = self.on_read(r, now, &mut last_io) {
@@ -410,7 +403,7 @@ impl Driver<'_> {
                     }
                     continue;
                 }
-                if precise_slot.is_some_and(|t| clock.now() >= t) {
+                if slot.is_some_and(|t| clock.now() >= t) {
                     now = clock.now();
                     continue;
                 }
@@ -418,7 +411,6 @@ impl Driver<'_> {
             tokio::select! {
                 biased;
                 r = s.read(&mut self.io.read) => {
-                    self.settle_spin();
                     now = clock.now();
                     quick = self.answered_within(now, POLL_NS);
                     if let Some(end) = self.on_read(r, now, &mut last_io) {
@@ -427,12 +419,15 @@ impl Driver<'_> {
                 }
                 r = slot_wait(self.timer, precise_slot.map(|t| clock.std_instant(t))),
                     if precise_slot.is_some() => {
-                    // A failed timerfd wait ends early; the loop sends only what is due.
-                    let _ = r;
+                    // A timerfd that fails is given up: tokio's timer wakes the slots from
+                    // then on (a millisecond late, as without one), rather than a wait that
+                    // returns at once and spins to the slot.
+                    if r.is_err() {
+                        self.timer = None;
+                    }
                     now = clock.now();
                 }
                 () = &mut sleep => {
-                    self.settle_spin();
                     armed = far;
                     now = clock.now();
                     if idle_at.is_some_and(|t| now >= t) {
@@ -524,7 +519,7 @@ impl Driver<'_> {
     /// Rule 2 (open loop): looks for the answer without sleeping until `until`, between looks
     /// letting the thread's other connections run (a tokio yield) and a server on this CPU
     /// (`sched_yield`). What a `recv` gave, or None when nothing came by `until`. The looks
-    /// are marked as spin (`crate::spin`); the caller settles them.
+    /// are marked as spin (`crate::spin`); the task's next poll settles them.
     async fn poll_answer_yielding(
         &mut self,
         fd: std::os::fd::RawFd,
@@ -543,12 +538,6 @@ impl Driver<'_> {
             unsafe { libc::sched_yield() };
             tokio::task::yield_now().await;
         }
-    }
-
-    /// Counts what this thread spun since its mark (this task's yielding or another's, see
-    /// `crate::spin`) as spin, so the work that follows is not.
-    fn settle_spin(&mut self) {
-        self.local.spun(crate::spin::settle());
     }
 
     /// One `recv` that never waits: bytes, end of stream or an error; None when nothing is

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 /// How [`CpuTimes::now`] reads the driver's CPU, for the findings that rest on it.
 pub const COUNTERS: &str = "getrusage(RUSAGE_SELF) user + system time of the driver over the \
-    scenario, less its spinning (open-loop slots, one-connection polling for answers) and the CPU clocks of tcpdoctor's helper threads \
-    (capture, socket readers, delay line), divided by its exchanges";
+    scenario, less its spinning (an open loop awake for its slots and answers, one-connection polling for answers) and the CPU clocks of tcpdoctor's helper threads \
+    (capture, socket readers, delay line, proxy hop), divided by its exchanges";
 
 /// User and system CPU time of this process so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -107,7 +107,7 @@ impl BenchConfig {
                 "closed_loop".into()
             },
             rate_per_s: self.rate,
-            spin_us: self.rate.map(|_| self.spin.as_secs_f64() * 1e6),
+            spin_us: self.rate.map(|_| self.spin.as_nanos() as f64 / 1e3),
             requests: match self.bound {
                 Bound::Requests(n) => Some(n),
                 Bound::Duration(_) => None,

@@ -43,11 +43,20 @@ pub async fn one(
         cfg.script.step_names().len(),
         cfg.threads * 2,
     ));
+    // Spin marks left by an earlier run's tasks are not this run's (`crate::spin` rule 4).
+    crate::spin::new_epoch();
     let cpu_before = CpuTimes::now();
     let helpers_before = helpers_cpu();
     let mut tasks = JoinSet::new();
     for id in 0..cfg.connections {
-        tasks.spawn(conn::run(cfg.clone(), rec.clone(), id, first.take()));
+        let sink = rec.clone();
+        tasks.spawn(crate::spin::settled(
+            conn::run(cfg.clone(), rec.clone(), id, first.take()),
+            move |d| {
+                sink.spin_ns
+                    .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+            },
+        ));
     }
     let label = if cfg.repeat > 1 {
         format!("run {run_no}/{}", cfg.repeat)

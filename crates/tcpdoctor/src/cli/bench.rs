@@ -123,7 +123,8 @@ pub struct BenchArgs {
     pub repeat: u64,
 
     /// Worker threads (default: one per core, at most one per connection; an open loop one
-    /// per 20,000 req/s of --rate, as each thread spins before its slots: see --spin).
+    /// per 20,000 req/s of --rate, as each thread spins before its slots: see --spin; watch
+    /// the send lateness, which grows when a thread has more work than time).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
 
@@ -166,7 +167,8 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
 const OPEN_LOOP_RATE_PER_THREAD: f64 = 20_000.0;
 
 /// The worker threads when `--threads` is not given: one per core, at most one per
-/// connection, and for an open loop at most one per [`OPEN_LOOP_RATE_PER_THREAD`].
+/// connection, and for an open loop that spins (`rate`: None for one that does not) at most
+/// one per [`OPEN_LOOP_RATE_PER_THREAD`].
 fn default_threads(cores: usize, connections: u64, rate: Option<f64>) -> usize {
     let by_rate = rate.map_or(usize::MAX, |r| {
         (r / OPEN_LOOP_RATE_PER_THREAD).ceil().clamp(1.0, 256.0) as usize
@@ -323,7 +325,7 @@ impl BenchArgs {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = match self.threads {
             Some(t) => usize::from(t),
-            None => default_threads(cores, self.connections, rate),
+            None => default_threads(cores, self.connections, rate.filter(|_| !spin.is_zero())),
         };
         let mut script = self.load_script()?;
         crate::bench::exec::run_execs(&mut script, self.allow_exec, &self.script_source())?;
@@ -409,9 +411,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn an_open_loop_gets_a_thread_per_20000_requests_per_second() {
-        use super::default_threads;
         assert_eq!(default_threads(8, 50, None), 8, "closed loop: one per core");
         assert_eq!(default_threads(8, 3, None), 3, "at most one per connection");
         assert_eq!(default_threads(2, 4, Some(20_000.0)), 1);
@@ -420,8 +423,6 @@ mod tests {
         assert_eq!(default_threads(8, 2, Some(1e6)), 2, "nor the connections");
         assert_eq!(default_threads(1, 1, Some(0.01)), 1);
     }
-
-    use super::*;
 
     #[test]
     fn split_writes_syntax() {

@@ -23,10 +23,12 @@
 //!    are prompt, the lead (and the spin) shrinks to almost nothing; the cap bounds the spin
 //!    when a busy CPU wakes us very late.
 //! 4. A timer made [`Timer::awake`] arms that much earlier again: it wakes (late by about the
-//!    lead) and then stays awake, yielding, for that long before the deadline. The benchmark's
-//!    open loop does this before each slot (`bench --spin`), so its CPU is awake when the
-//!    request leaves and when the answer comes. The yielding is marked as spin for the thread
-//!    (`crate::spin`).
+//!    lead, so awake for about that long before the deadline) and yields until the deadline.
+//!    The benchmark's open loop does this before each slot (`bench --spin`), so its CPU is
+//!    awake when the request leaves and when the answer comes. Such a timer marks its
+//!    yielding as spin for the thread (`crate::spin`); one made with [`Timer::new`] (the
+//!    proxy's) does not, as before. A wait shorter than lead + awake but not than the lead
+//!    leaves the lead as it is (rule 2 is about the lead alone).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -55,7 +57,7 @@ pub struct Timer {
     /// the same instant (the previous one was dropped when a read won the select) does not
     /// re-arm it, which saves a system call per chunk read while a chunk waits.
     armed_for: std::sync::Mutex<Option<Instant>>,
-    /// Rule 4: the least time spent awake before a deadline.
+    /// Rule 4: how much earlier than the lead the timerfd is armed.
     awake: Duration,
 }
 
@@ -69,7 +71,8 @@ impl Timer {
         Timer::with_lead(&LEAD_NS)
     }
 
-    /// A timer that stays awake (yielding) from at least `awake` before each deadline (rule 4).
+    /// A timer that wakes `awake` earlier than [`Timer::new`]'s would, and yields from then to
+    /// each deadline, marking it as spin (rule 4).
     pub fn awake(awake: Duration) -> io::Result<Timer> {
         let mut t = Timer::new()?;
         t.awake = awake.min(MAX_AWAKE);
@@ -101,22 +104,32 @@ impl Timer {
         })
     }
 
-    /// Returns at `deadline` (at once if it has passed), never before. The yielding that
-    /// reaches it after the timerfd woke (rule 1) is marked as spin (`crate::spin`): the
-    /// caller settles it.
+    /// Returns at `deadline` (at once if it has passed), never before. An awake timer's
+    /// yielding (rule 4) is marked as spin (`crate::spin`), settled by the task's next poll.
     pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
         let lead = Duration::from_nanos(self.lead_ns.load(Ordering::Relaxed));
+        let left = deadline.saturating_duration_since(Instant::now());
         let wake = deadline.checked_sub(lead + self.awake).unwrap_or(deadline);
         let late = if self.sleep_on_fd(wake).await? {
-            Instant::now().saturating_duration_since(wake)
+            Some(Instant::now().saturating_duration_since(wake))
+        } else if left < lead {
+            // Rule 2: a wait shorter than the lead says the lead may be too long.
+            Some(Duration::ZERO)
         } else {
-            Duration::ZERO
+            // Shorter than the lead and the awake time together, not than the lead: it says
+            // nothing of the wake-ups.
+            None
         };
-        let lead = next_lead(lead, late);
-        self.lead_ns
-            .store(lead.as_nanos() as u64, Ordering::Relaxed);
+        if let Some(late) = late {
+            let lead = next_lead(lead, late);
+            self.lead_ns
+                .store(lead.as_nanos() as u64, Ordering::Relaxed);
+        }
+        let mark = !self.awake.is_zero();
         while Instant::now() < deadline {
-            crate::spin::yielding();
+            if mark {
+                crate::spin::yielding();
+            }
             tokio::task::yield_now().await;
         }
         Ok(())
@@ -248,6 +261,31 @@ mod tests {
             lead.as_nanos() as u64
         )));
         super::Timer::with_lead(lead_ns).expect("timerfd")
+    }
+
+    /// Rule 4: an awake timer yields (marked as spin) from `awake` before the deadline; a
+    /// plain one, woken by its timerfd at the deadline (lead 0), yields not at all and marks
+    /// nothing.
+    #[tokio::test]
+    async fn an_awake_timer_yields_before_the_deadline_and_marks_it_as_spin() {
+        crate::spin::settle();
+        let plain = own_timer(Duration::ZERO);
+        let deadline = Instant::now() + Duration::from_millis(3);
+        plain.sleep_until(deadline).await.expect("timerfd");
+        assert!(Instant::now() >= deadline);
+        assert_eq!(crate::spin::settle(), Duration::ZERO, "nothing marked");
+
+        let mut awake = own_timer(Duration::ZERO);
+        // Woken 10 ms in, 50 ms before the deadline: only a wake-up 50 ms late would leave
+        // nothing to yield.
+        awake.awake = Duration::from_millis(50);
+        let deadline = Instant::now() + Duration::from_millis(60);
+        awake.sleep_until(deadline).await.expect("timerfd");
+        assert!(Instant::now() >= deadline, "never early");
+        assert!(
+            crate::spin::settle() > Duration::ZERO,
+            "the yields before the deadline were marked"
+        );
     }
 
     /// A wait for the instant the timer is already armed for (the previous wait was dropped

@@ -105,22 +105,42 @@ fn proxy_config(upstream: &Addr, hop: &Hop, pcap: PathBuf) -> ProxyConfig {
 struct RunningHop {
     addr: SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<anyhow::Result<proxy::Summary>>,
+    task: tokio::sync::oneshot::Receiver<anyhow::Result<proxy::Summary>>,
     pcap: PathBuf,
 }
 
-async fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<RunningHop> {
+/// Starts the scenario's proxy on a thread of its own, a helper (`bench::cpu`): its CPU is
+/// tcpdoctor's, reported apart from the driver's work, and its tasks never share a thread
+/// with the driver's connections (whose spinning is counted per thread, `crate::spin`).
+fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<RunningHop> {
     let pcap = plan.file(&path.name, "proxy.pcap");
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0")
         .context("binding the scenario's proxy on 127.0.0.1")?;
+    tcp.set_nonblocking(true)?;
     let addr = tcp.local_addr()?;
-    let listener = Listener::Tcp(tcp);
     let cfg = proxy_config(&plan.target, hop, pcap.clone());
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(proxy::run(listener, cfg, async move {
-        let _ = rx.await;
-    }));
+    let (done, task) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("tcpdoctor-hop".into())
+        .spawn(move || {
+            let _helper = crate::bench::cpu::helper_thread();
+            let ran = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the scenario's proxy")
+                .and_then(|rt| {
+                    rt.block_on(async move {
+                        let listener = Listener::Tcp(tokio::net::TcpListener::from_std(tcp)?);
+                        proxy::run(listener, cfg, async move {
+                            let _ = rx.await;
+                        })
+                        .await
+                    })
+                });
+            let _ = done.send(ran);
+        })
+        .context("starting the scenario's proxy thread")?;
     Ok(RunningHop {
         addr,
         stop,
@@ -169,7 +189,7 @@ pub async fn run(
     far: Option<super::far::FarEnd>,
 ) -> anyhow::Result<ScenarioResult> {
     let hop = match &path.hop {
-        Some(h) => Some(start_hop(plan, path, h).await?),
+        Some(h) => Some(start_hop(plan, path, h)?),
         None => None,
     };
     // Over a real path the server is the far end's, reached through the line.
@@ -396,7 +416,8 @@ pub async fn run(
             exchanges: bench.exchanges,
             floor_us: bench.cpu.per_request_us,
             floor_of: "the driver's own CPU per request (its spinning for open-loop slots and \
-                       one-connection answers, and tcpdoctor's capture, socket-reading and delay-line threads excluded)",
+                       answers and one-connection answers, and tcpdoctor's capture, socket-reading, \
+                       delay-line and proxy-hop threads excluded)",
             cpu_counters: &format!(
                 "{} ({} processes at the end)",
                 crate::run::server::CPU_COUNTERS,
