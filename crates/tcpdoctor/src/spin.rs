@@ -10,12 +10,17 @@
 //!    mark is spin (handed to the task's sink), and the mark is cleared, so what the task
 //!    does in that poll is not spin. The benchmark's connections run under it, so one
 //!    connection's sends and reads are never counted as another's spin.
-//! 3. A task not run under [`settled`] (the run's progress ticker, twice a second's worth of
-//!    work at most) that the runtime polls while a mark is set has its work counted as spin
-//!    at the next settle: small, and the only way work can leak into spin.
-//! 4. Marks are per thread, and carry the epoch they were set in ([`new_epoch`], one per
-//!    benchmark run): a mark left by a task that was aborted or moved to another worker while
-//!    yielded is dropped by the next run instead of charging it CPU from before its start.
+//! 3. A task not run under [`settled`] that the runtime polls while a mark is set has its work
+//!    counted as spin at the next settle. On a current-thread runtime (`bench --threads 1`)
+//!    that is the run's progress ticker, ten times a second; elsewhere the ticker runs on the
+//!    caller's thread, apart from the connections.
+//! 4. Marks are per thread. A task moved to another worker while yielded leaves its mark on
+//!    the first thread; the runtimes drop a thread's mark when the thread goes to sleep
+//!    ([`drop_mark`] as `on_thread_park`), so such a mark never spans a sleep and the
+//!    wake-up after it, and the connections settled there meanwhile credit only the
+//!    runtime's polling. Marks also carry the epoch they were set in ([`new_epoch`], one per
+//!    benchmark run): one left by a task aborted while yielded is dropped by the next run
+//!    instead of charging it CPU from before its start.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -41,10 +46,16 @@ pub fn new_epoch() {
 /// Rule 1: the calling task is about to yield while it spins.
 pub fn yielding() {
     SINCE.with(|s| {
-        if s.get().is_none() {
-            s.set(Some((EPOCH.load(Ordering::Relaxed), thread_cpu())));
+        let epoch = EPOCH.load(Ordering::Relaxed);
+        if s.get().is_none_or(|(e, _)| e != epoch) {
+            s.set(Some((epoch, thread_cpu())));
         }
     });
+}
+
+/// Rule 4: this thread is going to sleep; its mark, if any, is dropped uncounted.
+pub fn drop_mark() {
+    SINCE.with(|s| s.set(None));
 }
 
 /// Rule 2: the CPU this thread has spun since the mark (zero without one, or with one from
@@ -73,7 +84,7 @@ pub async fn settled<F: Future>(f: F, sink: impl Fn(Duration)) -> F::Output {
 
 #[cfg(test)]
 mod tests {
-    use super::{new_epoch, settle, settled, thread_cpu, yielding};
+    use super::{drop_mark, settle, settled, thread_cpu, yielding, EPOCH, SINCE};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
@@ -110,13 +121,34 @@ mod tests {
         .expect("thread");
     }
 
+    /// Rule 4. The epoch is process-wide and other tests hold marks while they run, so this
+    /// one plants a mark of an earlier epoch instead of starting a new one.
     #[test]
-    fn a_mark_from_an_earlier_epoch_is_dropped() {
+    fn a_mark_from_an_earlier_epoch_is_dropped_and_does_not_block_a_new_one() {
         std::thread::spawn(|| {
+            let old = EPOCH.load(Ordering::Relaxed).wrapping_sub(1);
+            SINCE.with(|s| s.set(Some((old, thread_cpu()))));
+            burn(Duration::from_millis(5));
+            assert_eq!(
+                settle(),
+                Duration::ZERO,
+                "an earlier run's mark is not this run's"
+            );
+            SINCE.with(|s| s.set(Some((old, Duration::ZERO))));
             yielding();
             burn(Duration::from_millis(5));
-            new_epoch();
-            assert_eq!(settle(), Duration::ZERO);
+            let spun = settle();
+            assert!(
+                spun >= Duration::from_millis(5) && spun < Duration::from_millis(50),
+                "counted from the new mark: {spun:?}"
+            );
+            yielding();
+            drop_mark();
+            assert_eq!(
+                settle(),
+                Duration::ZERO,
+                "a thread that sleeps drops its mark"
+            );
         })
         .join()
         .expect("thread");

@@ -419,9 +419,9 @@ impl Driver<'_> {
                 }
                 r = slot_wait(self.timer, precise_slot.map(|t| clock.std_instant(t))),
                     if precise_slot.is_some() => {
-                    // A timerfd that fails is given up: tokio's timer wakes the slots from
-                    // then on (a millisecond late, as without one), rather than a wait that
-                    // returns at once and spins to the slot.
+                    // A timerfd that fails is given up for the rest of this connection:
+                    // tokio's timer wakes its slots (a millisecond late, as without one),
+                    // rather than a wait that returns at once and spins to the slot.
                     if r.is_err() {
                         self.timer = None;
                     }

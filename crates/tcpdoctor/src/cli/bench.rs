@@ -123,7 +123,7 @@ pub struct BenchArgs {
     pub repeat: u64,
 
     /// Worker threads (default: one per core, at most one per connection; an open loop one
-    /// per 20,000 req/s of --rate, as each thread spins before its slots: see --spin; watch
+    /// per 20,000 req/s of --rate unless --spin 0, as each thread spins before its slots; watch
     /// the send lateness, which grows when a thread has more work than time).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
@@ -378,11 +378,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
     let rt = if cfg.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            // A sleeping thread drops its spin mark (crate::spin rule 4).
+            .on_thread_park(crate::spin::drop_mark)
             .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(cfg.threads)
             .enable_all()
+            // A sleeping thread drops its spin mark (crate::spin rule 4).
+            .on_thread_park(crate::spin::drop_mark)
             .build()
     }
     .context("starting the runtime")?;

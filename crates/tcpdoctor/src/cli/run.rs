@@ -643,6 +643,8 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
+        // A sleeping thread drops its spin mark (crate::spin rule 4).
+        .on_thread_park(crate::spin::drop_mark)
         .build()
         .context("starting the runtime")?;
     let mut results: Vec<ScenarioResult> = Vec::new();

@@ -23,11 +23,11 @@
 //!    are prompt, the lead (and the spin) shrinks to almost nothing; the cap bounds the spin
 //!    when a busy CPU wakes us very late.
 //! 4. A timer made [`Timer::awake`] arms that much earlier again: it wakes (late by about the
-//!    lead, so awake for about that long before the deadline) and yields until the deadline.
+//!    lead, so about `awake` before the deadline) and yields until the deadline.
 //!    The benchmark's open loop does this before each slot (`bench --spin`), so its CPU is
-//!    awake when the request leaves and when the answer comes. Such a timer marks its
-//!    yielding as spin for the thread (`crate::spin`); one made with [`Timer::new`] (the
-//!    proxy's) does not, as before. A wait shorter than lead + awake but not than the lead
+//!    awake when the request leaves and when the answer comes. Such a timer (even with
+//!    `--spin 0`) marks its yielding as spin for the thread (`crate::spin`); one made with
+//!    [`Timer::new`] (the proxy's) does not, as before. A wait shorter than lead + awake but not than the lead
 //!    leaves the lead as it is (rule 2 is about the lead alone).
 
 use std::io;
@@ -59,6 +59,9 @@ pub struct Timer {
     armed_for: std::sync::Mutex<Option<Instant>>,
     /// Rule 4: how much earlier than the lead the timerfd is armed.
     awake: Duration,
+    /// Rule 4: whether the yielding is marked as spin (a timer made by [`Timer::awake`], even
+    /// with no awake time: the benchmark's).
+    marks: bool,
 }
 
 /// The next lead after a wake-up `late` behind the instant the timer was armed for (rule 2).
@@ -76,6 +79,7 @@ impl Timer {
     pub fn awake(awake: Duration) -> io::Result<Timer> {
         let mut t = Timer::new()?;
         t.awake = awake.min(MAX_AWAKE);
+        t.marks = true;
         Ok(t)
     }
 
@@ -101,6 +105,7 @@ impl Timer {
             lead_ns,
             armed_for: std::sync::Mutex::new(None),
             awake: Duration::ZERO,
+            marks: false,
         })
     }
 
@@ -125,9 +130,8 @@ impl Timer {
             self.lead_ns
                 .store(lead.as_nanos() as u64, Ordering::Relaxed);
         }
-        let mark = !self.awake.is_zero();
         while Instant::now() < deadline {
-            if mark {
+            if self.marks {
                 crate::spin::yielding();
             }
             tokio::task::yield_now().await;
@@ -279,6 +283,7 @@ mod tests {
         // Woken 10 ms in, 50 ms before the deadline: only a wake-up 50 ms late would leave
         // nothing to yield.
         awake.awake = Duration::from_millis(50);
+        awake.marks = true;
         let deadline = Instant::now() + Duration::from_millis(60);
         awake.sleep_until(deadline).await.expect("timerfd");
         assert!(Instant::now() >= deadline, "never early");

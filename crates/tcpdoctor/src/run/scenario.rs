@@ -106,7 +106,41 @@ struct RunningHop {
     addr: SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::sync::oneshot::Receiver<anyhow::Result<proxy::Summary>>,
+    thread: std::thread::JoinHandle<()>,
     pcap: PathBuf,
+}
+
+impl RunningHop {
+    /// Stops the proxy and waits for its summary (its recording is complete by then).
+    async fn finish(self) -> anyhow::Result<proxy::Summary> {
+        let _ = self.stop.send(());
+        match self.task.await {
+            Ok(summary) => summary.context("the scenario's proxy"),
+            // The thread ended without a word: it panicked.
+            Err(_) => Err(match self.thread.join() {
+                Err(p) => anyhow::anyhow!(
+                    "the scenario's proxy failed: {}",
+                    p.downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into())
+                ),
+                Ok(()) => anyhow::anyhow!("the scenario's proxy ended without a summary"),
+            }),
+        }
+    }
+}
+
+/// A listening socket on 127.0.0.1 with the backlog tokio's own `bind` gives (std's is 128,
+/// too few for `--connections` in the thousands opened at once).
+fn hop_listener() -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())?;
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
 }
 
 /// Starts the scenario's proxy on a thread of its own, a helper (`bench::cpu`): its CPU is
@@ -114,37 +148,59 @@ struct RunningHop {
 /// with the driver's connections (whose spinning is counted per thread, `crate::spin`).
 fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<RunningHop> {
     let pcap = plan.file(&path.name, "proxy.pcap");
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0")
-        .context("binding the scenario's proxy on 127.0.0.1")?;
-    tcp.set_nonblocking(true)?;
+    let tcp = hop_listener().context("binding the scenario's proxy on 127.0.0.1")?;
     let addr = tcp.local_addr()?;
     let cfg = proxy_config(&plan.target, hop, pcap.clone());
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let (done, task) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
+    // The thread says whether its runtime and listener are up before the scenario drives
+    // anything through it, so a proxy that cannot start fails the scenario at once.
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<anyhow::Result<()>>(1);
+    let thread = std::thread::Builder::new()
         .name("tcpdoctor-hop".into())
         .spawn(move || {
             let _helper = crate::bench::cpu::helper_thread();
-            let ran = tokio::runtime::Builder::new_current_thread()
+            let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .context("starting the scenario's proxy")
-                .and_then(|rt| {
-                    rt.block_on(async move {
-                        let listener = Listener::Tcp(tokio::net::TcpListener::from_std(tcp)?);
-                        proxy::run(listener, cfg, async move {
-                            let _ = rx.await;
-                        })
-                        .await
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e).context("starting the scenario's proxy"));
+                    return;
+                }
+            };
+            let ran = rt.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(tcp) {
+                    Ok(l) => Listener::Tcp(l),
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e).context("the scenario's proxy listener"));
+                        return None;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                Some(
+                    proxy::run(listener, cfg, async move {
+                        let _ = rx.await;
                     })
-                });
-            let _ = done.send(ran);
+                    .await,
+                )
+            });
+            if let Some(ran) = ran {
+                let _ = done.send(ran);
+            }
         })
         .context("starting the scenario's proxy thread")?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => anyhow::bail!("the scenario's proxy thread ended before it was ready"),
+    }
     Ok(RunningHop {
         addr,
         stop,
         task,
+        thread,
         pcap,
     })
 }
@@ -262,9 +318,8 @@ pub async fn run(
     };
     let (summary, proxy_pcap) = match hop {
         Some(h) => {
-            let _ = h.stop.send(());
-            let s = h.task.await.context("the scenario's proxy")??;
-            (Some(s), Some(h.pcap))
+            let pcap = h.pcap.clone();
+            (Some(h.finish().await?), Some(pcap))
         }
         None => (None, None),
     };
