@@ -163,7 +163,8 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
 /// How many requests per second one worker thread of an open loop is given by default: a
 /// thread that spins before its slots (`--spin`) keeps a CPU busy, so an open loop uses no
 /// more threads than its rate needs. A thread's work per request, spinning aside, measured
-/// 19–26 µs at 20,000/s against redis (docs/bench.md): about half of one thread's time.
+/// 30–32 µs at 20,000/s against redis (docs/bench.md; that counts the spinning connections'
+/// own looks as work): under two thirds of one thread's time.
 const OPEN_LOOP_RATE_PER_THREAD: f64 = 20_000.0;
 
 /// The worker threads when `--threads` is not given: one per core, at most one per
