@@ -324,9 +324,15 @@ impl Driver<'_> {
         // pipeline slot was free while it waited for the schedule.
         let mut room_at = now;
         let mut free = false;
-        // Rule 2: whether answers have lately come within POLL_NS.
-        let polling = self.cfg.connections == 1 && self.schedule.is_none();
-        let open_polling = self.schedule.is_some() && !self.cfg.spin.is_zero();
+        // Rule 2: whether this connection looks for its answers without sleeping (a closed
+        // loop on one connection, an open loop unless --spin 0), and whether answers have
+        // lately come within POLL_NS.
+        let open_loop = self.schedule.is_some();
+        let looks = if open_loop {
+            !self.cfg.spin.is_zero()
+        } else {
+            self.cfg.connections == 1
+        };
         let mut quick = true;
         loop {
             // A refused setup: nothing after it can succeed on this connection (rule 6).
@@ -376,26 +382,14 @@ impl Driver<'_> {
                 sleep.as_mut().reset(wake);
                 armed = wake;
             }
-            if polling && quick && outstanding > 0 {
-                // Never past the timeout: an answer later than that is a timeout.
-                let left = timeout_at.map(|t| t.0.saturating_sub(clock.now().0));
-                let limit = left.map_or(POLL_NS, |ns| ns.min(POLL_NS));
-                if let Some(r) = self.poll_answer(s.as_raw_fd(), limit) {
-                    now = clock.now();
-                    quick = self.answered_within(now, POLL_NS);
-                    if let Some(end) = self.on_read(r, now, &mut last_io) {
-                        return end;
-                    }
-                    continue;
-                }
-            }
-            if open_polling && quick && outstanding > 0 {
-                // Never past the timeout, nor past a slot that comes due meanwhile.
+            if looks && quick && outstanding > 0 {
+                // Never past the timeout (an answer later than that is a timeout), nor past a
+                // slot that comes due meanwhile.
                 let until = [timeout_at, slot]
                     .into_iter()
                     .flatten()
                     .fold(clock.now().plus(Duration::from_nanos(POLL_NS)), Ord::min);
-                if let Some(r) = self.poll_answer_yielding(s.as_raw_fd(), until).await {
+                if let Some(r) = self.look_for_answer(s.as_raw_fd(), until, open_loop).await {
                     now = clock.now();
                     quick = self.answered_within(now, POLL_NS);
                     if let Some(end) = self.on_read(r, now, &mut last_io) {
@@ -484,60 +478,37 @@ impl Driver<'_> {
             .is_none_or(|t| now.0.saturating_sub(t.0) <= ns)
     }
 
-    /// Rule 2 (one connection): looks for the answer without sleeping for up to `limit_ns`
-    /// (at most [`POLL_NS`], less when the timeout is nearer); what a `recv`
-    /// gave (bytes, end of stream or an error), or None when nothing came. The CPU it spent
-    /// looking is counted as the driver's spinning. The socket's readiness in the poller is left alone:
-    /// at worst the next `read` there finds nothing and waits for the next edge.
-    fn poll_answer(&mut self, fd: std::os::fd::RawFd, limit_ns: u64) -> Option<io::Result<usize>> {
-        let clock = self.rec.clock;
-        let start = clock.now();
-        // The spinning counted is this thread's CPU (not the time the yields gave a server on
-        // this CPU), up to the recv that brought something (reading the answer is work).
-        let cpu_start = super::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
-        let mut cpu_end;
-        let mut got = None;
-        loop {
-            cpu_end = super::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
-            if let Some(r) = self.try_recv(fd) {
-                got = Some(r);
-                break;
-            }
-            if clock.now().0.saturating_sub(start.0) >= limit_ns {
-                break;
-            }
-            // SAFETY: sched_yield takes no arguments.
-            unsafe { libc::sched_yield() };
-        }
-        if got.is_none() {
-            cpu_end = super::cpu::clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
-        }
-        self.local.spun(cpu_end.saturating_sub(cpu_start));
-        got
-    }
-
-    /// Rule 2 (open loop): looks for the answer without sleeping until `until`, between looks
-    /// letting the thread's other connections run (a tokio yield) and a server on this CPU
-    /// (`sched_yield`). What a `recv` gave, or None when nothing came by `until`. The looks
-    /// are marked as spin (`crate::spin`); the task's next poll settles them.
-    async fn poll_answer_yielding(
+    /// Rule 2: looks for the answer without sleeping until `until`: a `recv` that never
+    /// waits, then `sched_yield` (a server on this CPU runs first) and, in an open loop
+    /// (`cooperative`), a tokio yield so the thread's other connections run too. What a `recv`
+    /// gave (bytes, end of stream or an error), or None when nothing came by `until`. The
+    /// looking is marked as spin (`crate::spin`) from the first `recv` that found nothing, and
+    /// settled here, so what follows is work; the `recv` that brings the answer is counted in
+    /// the spin (about a microsecond). The socket's readiness in the poller is left alone: at
+    /// worst the next `read` there finds nothing and waits for the next edge.
+    async fn look_for_answer(
         &mut self,
         fd: std::os::fd::RawFd,
         until: Timestamp,
+        cooperative: bool,
     ) -> Option<io::Result<usize>> {
         let clock = self.rec.clock;
-        loop {
+        let got = loop {
             if let Some(r) = self.try_recv(fd) {
-                return Some(r);
+                break Some(r);
             }
             if clock.now() >= until {
-                return None;
+                break None;
             }
             crate::spin::yielding();
             // SAFETY: sched_yield takes no arguments.
             unsafe { libc::sched_yield() };
-            tokio::task::yield_now().await;
-        }
+            if cooperative {
+                tokio::task::yield_now().await;
+            }
+        };
+        self.local.spun(crate::spin::settle());
+        got
     }
 
     /// One `recv` that never waits: bytes, end of stream or an error; None when nothing is
