@@ -376,21 +376,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
-    let rt = if cfg.threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            // A sleeping thread drops its spin mark (crate::spin rule 4).
-            .on_thread_park(crate::spin::drop_mark)
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cfg.threads)
-            .enable_all()
-            // A sleeping thread drops its spin mark (crate::spin rule 4).
-            .on_thread_park(crate::spin::drop_mark)
-            .build()
-    }
-    .context("starting the runtime")?;
+    let rt = super::runtime(cfg.threads)?;
     let report = match rt.block_on(crate::bench::run(Arc::new(cfg))) {
         Ok(r) => r,
         Err(e) => {

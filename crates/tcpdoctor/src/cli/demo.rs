@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 use tcpdoctor_core::run::{RunReport, RunSettings};
 
@@ -74,13 +73,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     }
     let (live, reason) = live_capture();
     crate::capture::stop::install();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        // A sleeping thread drops its spin mark (crate::spin rule 4).
-        .on_thread_park(crate::spin::drop_mark)
-        .build()
-        .context("starting the runtime")?;
+    let rt = super::runtime(2)?;
     let started = std::time::Instant::now();
     let demo = crate::run::demo::run(&rt, &out, live, &reason, &wan_ok)?;
     let settings = RunSettings {

@@ -57,3 +57,21 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Inspect(args) => inspect::run(args),
     }
 }
+
+/// The tokio runtime of a command: the current thread for one worker, else that many workers.
+/// A thread that goes to sleep drops its spin mark (`crate::spin` rule 4).
+pub(crate) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    let mut b = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    if threads > 1 {
+        b.worker_threads(threads);
+    }
+    b.enable_all()
+        .on_thread_park(crate::spin::drop_mark)
+        .build()
+        .context("starting the runtime")
+}

@@ -351,17 +351,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<u8> {
     if let Err(e) = crate::limits::raise_fd_limit() {
         eprintln!("tcpdoctor proxy: cannot raise the open-file limit ({e}); continuing");
     }
-    let rt = if args.threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(usize::from(args.threads))
-            .enable_all()
-            .build()
-    }
-    .context("starting the runtime")?;
+    let rt = super::runtime(usize::from(args.threads))?;
     rt.block_on(async move {
         let listener = crate::proxy::Listener::bind(&listen)
             .await

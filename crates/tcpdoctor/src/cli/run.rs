@@ -640,13 +640,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
         split: SplitWrites::Whole,
         rate: None,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        // A sleeping thread drops its spin mark (crate::spin rule 4).
-        .on_thread_park(crate::spin::drop_mark)
-        .build()
-        .context("starting the runtime")?;
+    let rt = super::runtime(2)?;
     let mut results: Vec<ScenarioResult> = Vec::new();
     for s in &scenarios {
         if crate::capture::stop::interrupted() {

@@ -25,10 +25,11 @@
 //! 4. A timer made [`Timer::awake`] arms that much earlier again: it wakes (late by about the
 //!    lead, so about `awake` before the deadline) and yields until the deadline.
 //!    The benchmark's open loop does this before each slot (`bench --spin`), so its CPU is
-//!    awake when the request leaves and when the answer comes. Such a timer (even with
-//!    `--spin 0`) marks its yielding as spin for the thread (`crate::spin`); one made with
-//!    [`Timer::new`] (the proxy's) does not, as before. A wait shorter than lead + awake but not than the lead
-//!    leaves the lead as it is (rule 2 is about the lead alone).
+//!    awake when the request leaves and when the answer comes. A wait shorter than lead +
+//!    awake but not than the lead leaves the lead as it is (rule 2 is about the lead alone).
+//! 5. The yielding of rules 1 and 4 is marked as spin for the thread (`crate::spin`): the
+//!    benchmark counts it apart from its work. The proxy's marks are never settled (it
+//!    counts no spin) and cost a thread-local check per yield.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -59,9 +60,6 @@ pub struct Timer {
     armed_for: std::sync::Mutex<Option<Instant>>,
     /// Rule 4: how much earlier than the lead the timerfd is armed.
     awake: Duration,
-    /// Rule 4: whether the yielding is marked as spin (a timer made by [`Timer::awake`], even
-    /// with no awake time: the benchmark's).
-    marks: bool,
 }
 
 /// The next lead after a wake-up `late` behind the instant the timer was armed for (rule 2).
@@ -75,11 +73,10 @@ impl Timer {
     }
 
     /// A timer that wakes `awake` earlier than [`Timer::new`]'s would, and yields from then to
-    /// each deadline, marking it as spin (rule 4).
+    /// each deadline (rule 4).
     pub fn awake(awake: Duration) -> io::Result<Timer> {
         let mut t = Timer::new()?;
         t.awake = awake.min(MAX_AWAKE);
-        t.marks = true;
         Ok(t)
     }
 
@@ -105,12 +102,11 @@ impl Timer {
             lead_ns,
             armed_for: std::sync::Mutex::new(None),
             awake: Duration::ZERO,
-            marks: false,
         })
     }
 
-    /// Returns at `deadline` (at once if it has passed), never before. An awake timer's
-    /// yielding (rule 4) is marked as spin (`crate::spin`), settled by the task's next poll.
+    /// Returns at `deadline` (at once if it has passed), never before. The yielding is marked
+    /// as spin (rule 5), settled by the task's next poll.
     pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
         let lead = Duration::from_nanos(self.lead_ns.load(Ordering::Relaxed));
         let left = deadline.saturating_duration_since(Instant::now());
@@ -131,9 +127,7 @@ impl Timer {
                 .store(lead.as_nanos() as u64, Ordering::Relaxed);
         }
         while Instant::now() < deadline {
-            if self.marks {
-                crate::spin::yielding();
-            }
+            crate::spin::yielding();
             tokio::task::yield_now().await;
         }
         Ok(())
@@ -267,8 +261,8 @@ mod tests {
         super::Timer::with_lead(lead_ns).expect("timerfd")
     }
 
-    /// Rule 4: an awake timer yields (marked as spin) from `awake` before the deadline; a
-    /// plain one, woken by its timerfd at the deadline (lead 0), yields not at all and marks
+    /// Rules 4 and 5: an awake timer yields (marked as spin) from `awake` before the deadline;
+    /// a plain one, woken by its timerfd at the deadline (lead 0), yields not at all and marks
     /// nothing.
     #[tokio::test]
     async fn an_awake_timer_yields_before_the_deadline_and_marks_it_as_spin() {
@@ -283,7 +277,6 @@ mod tests {
         // Woken 10 ms in, 50 ms before the deadline: only a wake-up 50 ms late would leave
         // nothing to yield.
         awake.awake = Duration::from_millis(50);
-        awake.marks = true;
         let deadline = Instant::now() + Duration::from_millis(60);
         awake.sleep_until(deadline).await.expect("timerfd");
         assert!(Instant::now() >= deadline, "never early");

@@ -160,13 +160,10 @@ fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<RunningHop> 
         .name("tcpdoctor-hop".into())
         .spawn(move || {
             let _helper = crate::bench::cpu::helper_thread();
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
+            let rt = match crate::cli::runtime(1) {
                 Ok(rt) => rt,
                 Err(e) => {
-                    let _ = ready_tx.send(Err(e).context("starting the scenario's proxy"));
+                    let _ = ready_tx.send(Err(e).context("the scenario's proxy"));
                     return;
                 }
             };
