@@ -13,6 +13,17 @@ use serde_json::Value;
 
 use common::{bench_json, num, run0, step, tcpdoctor};
 
+/// `bench --format json` of the echo-line preset, with `more` flags, against an echo server
+/// that answers at once; also how many requests that server saw.
+fn echo_line_json(more: &[&str]) -> (Value, i32, String, u64) {
+    let seen = Arc::new(AtomicU64::new(0));
+    let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
+    let mut args = vec!["--target", &addr, "--preset", "echo-line"];
+    args.extend_from_slice(more);
+    let (r, code, err) = bench_json(&args);
+    (r, code, err, seen.load(Ordering::Relaxed))
+}
+
 /// `bench --format json` of the memcache preset (key `foo`) against `addr`, with `more` flags.
 fn memcache_json(addr: &str, more: &[&str]) -> (Value, i32, String) {
     let mut args = vec![
@@ -418,18 +429,7 @@ fn split_writes_header_cuts_where_the_script_marks_the_body() {
 
 #[test]
 fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
-    let seen = Arc::new(AtomicU64::new(0));
-    let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
-    let (r, code, _) = bench_json(&[
-        "--target",
-        &addr,
-        "--preset",
-        "echo-line",
-        "--rate",
-        "200",
-        "--duration",
-        "1s",
-    ]);
+    let (r, code, _, seen) = echo_line_json(&["--rate", "200", "--duration", "1s"]);
     assert_eq!(code, 0);
     assert_eq!(r["settings"]["mode"], "open_loop");
     assert_eq!(
@@ -437,7 +437,7 @@ fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
         200,
         "one request per 5 ms slot for 1 s"
     );
-    assert_eq!(seen.load(Ordering::Relaxed), 200);
+    assert_eq!(seen, 200);
     // Awake from 60 us before each slot (--spin's default), looking for each answer without
     // sleeping: every answer the looks read is counted once (200 above), and the CPU of the
     // spinning is reported apart from the driver's work. How much: the CPU clock of a thread
@@ -480,20 +480,8 @@ fn open_loop_sends_every_slot_and_measures_from_the_intended_start() {
 /// sends every slot and reads every answer.
 #[test]
 fn an_open_loop_without_spinning_still_measures_every_slot() {
-    let seen = Arc::new(AtomicU64::new(0));
-    let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
-    let (r, code, err) = bench_json(&[
-        "--target",
-        &addr,
-        "--preset",
-        "echo-line",
-        "--rate",
-        "200",
-        "--spin",
-        "0",
-        "--duration",
-        "500ms",
-    ]);
+    let (r, code, err, seen) =
+        echo_line_json(&["--rate", "200", "--spin", "0", "--duration", "500ms"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(r["settings"]["spin_us"], 0.0);
     assert_eq!(
@@ -501,29 +489,15 @@ fn an_open_loop_without_spinning_still_measures_every_slot() {
         100,
         "one request per 5 ms slot for 0.5 s"
     );
-    assert_eq!(seen.load(Ordering::Relaxed), 100);
+    assert_eq!(seen, 100);
     assert_eq!(run0(&r)["errors"]["timeouts"], 0);
 }
 
 #[test]
 fn warmup_exchanges_are_sent_but_not_recorded() {
-    let seen = Arc::new(AtomicU64::new(0));
-    let addr = servers::batch_echo(Duration::ZERO, seen.clone()).to_string();
-    let (r, _, _) = bench_json(&[
-        "--target",
-        &addr,
-        "--preset",
-        "echo-line",
-        "--warmup",
-        "300ms",
-        "--requests",
-        "200",
-    ]);
+    let (r, _, _, seen) = echo_line_json(&["--warmup", "300ms", "--requests", "200"]);
     assert_eq!(run0(&r)["exchanges"], 200);
-    assert!(
-        seen.load(Ordering::Relaxed) > 200,
-        "warmup traffic reached the server"
-    );
+    assert!(seen > 200, "warmup traffic reached the server");
 }
 
 #[test]
