@@ -124,6 +124,7 @@ fn report() -> RunReport {
         requests: 40,
         repeat: 1,
         connections: 1,
+        pipeline: 1,
         output_dir: "tcpdoctor-demo".into(),
     };
     let mut r = RunReport::new(settings, vec![before, after, hostile]);
@@ -243,6 +244,7 @@ fn wan_report() -> RunReport {
         requests: 30,
         repeat: 1,
         connections: 1,
+        pipeline: 1,
         output_dir: "tcpdoctor-run".into(),
     };
     let mut r = RunReport::new(settings, vec![direct, wan]);
@@ -432,6 +434,7 @@ fn four_scenario_report() -> RunReport {
         requests: 200,
         repeat: 1,
         connections: 1,
+        pipeline: 1,
         output_dir: "/tmp/tcpdoctor-run.4194304".into(),
     };
     let mut r = RunReport::new(settings, scenarios);

@@ -225,3 +225,168 @@ fn a_baseline_of_another_script_scenario_set_or_target_is_refused_or_warned_abou
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--fail-on-worse` as a CI gate: the same server again passes (result `passed`, exit 0);
+/// a real 2× slowdown (2 ms → 4 ms between the reply lines) fails it, exit 1, with p50 named
+/// in the JSON, the reasons and the text. Without it the same slowdown is `not_gated`, exit 0,
+/// never "passed".
+#[test]
+fn fail_on_worse_fails_on_a_real_2x_slowdown_and_passes_a_rerun() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("baseline-gate");
+    let port = free_port();
+    let (_, code, err) = run_gap(&dir, port, "2ms", &["--save", "a.json"]);
+    assert_eq!(code, 0, "{err}");
+
+    let (r, code, err) = run_gap(
+        &dir,
+        port,
+        "2ms",
+        &["--baseline", "a.json", "--fail-on-worse"],
+    );
+    assert_eq!(
+        code, 0,
+        "a rerun of the same server: {err}; {:#}",
+        r["reasons"]
+    );
+    assert_eq!(r["result"], "passed");
+    assert_eq!(r["gate"]["fail_on_worse"][0], "all");
+    assert_eq!(r["worse"].as_array().map(Vec::len), Some(0));
+    common::validate_with("run-report.schema.json", &r);
+
+    let (r, code, err) = run_gap(
+        &dir,
+        port,
+        "4ms",
+        &["--baseline", "a.json", "--fail-on-worse=p50,stalls"],
+    );
+    assert_eq!(code, 1, "a 2× slowdown: {err}");
+    assert_eq!(r["result"], "failed");
+    let worse: Vec<&str> = r["worse"]
+        .as_array()
+        .expect("worse")
+        .iter()
+        .filter_map(|w| w["figure"].as_str())
+        .collect();
+    assert_eq!(worse, ["p50"], "{:#}", r["worse"]);
+    let p50 = &r["worse"][0];
+    assert!(p50["ratio"].as_f64().is_some_and(|x| x > 1.5), "{p50}");
+    assert!(
+        r["reasons"]
+            .as_array()
+            .expect("reasons")
+            .iter()
+            .any(|x| x.as_str().is_some_and(|x| x.starts_with("p50 in direct: "))),
+        "{:#}",
+        r["reasons"]
+    );
+    common::validate_with("run-report.schema.json", &r);
+
+    // Text, no gate: the same slowdown is WORSE in the table, the result is not "passed".
+    let (out, code) = text_run(&dir, port, "4ms", &["--baseline", "a.json"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Result: not gated"), "{out}");
+    assert!(!out.contains("Result: passed"), "{out}");
+    assert!(
+        out.contains("not gated, but WORSE than the baseline: "),
+        "{out}"
+    );
+    let (out, code) = text_run(
+        &dir,
+        port,
+        "4ms",
+        &["--baseline", "a.json", "--fail-on-worse"],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Result: FAILED (exit 1)"), "{out}");
+    assert!(out.contains("  - p50 in direct: "), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `run_gap` with the text report on stdout: (stdout, exit code).
+fn text_run(dir: &std::path::Path, port: u16, gap: &str, extra: &[&str]) -> (String, i32) {
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server = format!(
+        "{exe} specimen --listen 127.0.0.1:{port} --writes per-line --nodelay --lines 2 \
+         --line-gap {gap} --idle-timeout 60s"
+    );
+    let target = format!("127.0.0.1:{port}");
+    let out_dir = dir.join("files");
+    let mut args = vec![
+        "run",
+        "--server",
+        &server,
+        "--target",
+        &target,
+        "--out",
+        out_dir.to_str().expect("as in the report"),
+        "--scenarios",
+        "direct",
+        "--requests",
+        "40",
+    ];
+    args.extend_from_slice(SPECIMEN_LINE);
+    args.extend_from_slice(extra);
+    let out = std::process::Command::new(exe)
+        .current_dir(dir)
+        .args(&args)
+        .output()
+        .expect("tcpdoctor runs");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// A figure named in `--fail-on-worse` that was not measured on both sides (chunks: only a
+/// hop reads them) is not passed; `--fail-on-worse` without `--baseline`, or with a figure it
+/// does not know, is a usage error before any work; another `--pipeline` is warned about.
+#[test]
+fn fail_on_worse_never_passes_what_it_did_not_compare() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("baseline-uncompared");
+    let port = free_port();
+    let (_, code, err) = run_gap(&dir, port, "0s", &["--requests", "10", "--save", "a.json"]);
+    assert_eq!(code, 0, "{err}");
+    let (r, code, err) = run_gap(
+        &dir,
+        port,
+        "0s",
+        &[
+            "--requests",
+            "10",
+            "--baseline",
+            "a.json",
+            "--fail-on-worse=chunks",
+            "--pipeline",
+            "2",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    let reasons = r["reasons"].to_string();
+    assert!(
+        reasons.contains("chunks: not compared in any scenario"),
+        "{reasons}"
+    );
+    assert!(
+        r["comparisons"][0]["warnings"]
+            .to_string()
+            .contains("the baseline ran --pipeline 1, this run 2"),
+        "{:#}",
+        r["comparisons"][0]
+    );
+    assert_eq!(r["settings"]["pipeline"], 2);
+
+    let (_, code, err) = run_gap(&dir, port, "0s", &["--fail-on-worse"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--baseline"), "{err}");
+    let (_, code, err) = run_gap(
+        &dir,
+        port,
+        "0s",
+        &["--baseline", "a.json", "--fail-on-worse=p95"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown figure `p95`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -165,7 +165,7 @@ fn the_demo_report_reads_right() {
     );
     for line in report.lines() {
         let t = line.trim_start();
-        if t.starts_with("exchanges ≥ 30 ms") || t.starts_with("errors") {
+        if t.starts_with("stalls") || t.starts_with("errors") {
             assert!(
                 !t.contains(".0") && !t.contains("0.000"),
                 "a count printed as a float: {line}"
@@ -179,7 +179,7 @@ fn the_demo_report_reads_right() {
     assert_eq!(v["cases"][3]["requests"], 30);
     for cmp in v["comparisons"].as_array().expect("comparisons") {
         for row in cmp["rows"].as_array().expect("rows") {
-            if row["metric"] == "errors" || row["metric"] == "exchanges ≥ 30 ms" {
+            if row["metric"] == "errors" || row["metric"] == "stalls" {
                 assert!(row["before"].is_u64() && row["after"].is_u64(), "{row}");
             }
         }

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::noise::{
-    beyond_floor, intervals_apart, runs_apart, wilson, Interval, Noise, RunPoint, EXCHANGES_FLOOR,
-    MIN_RUNS, RUNS_FLOOR, TAIL_FLOOR, UNMEASURED_FLOOR,
+    beyond_floor, counts_apart, intervals_apart, runs_apart, Interval, Noise, RunPoint,
+    EXCHANGES_FLOOR, MIN_RUNS, RUNS_FLOOR, TAIL_FLOOR, UNMEASURED_FLOOR,
 };
 use super::Figures;
 
@@ -22,12 +22,19 @@ pub enum Basis {
     Resolution,
     /// No noise recorded for this figure: only a change beyond ×2 is marked.
     Unmeasured,
+    /// A count (stalls, chunks, errors): counted exactly, with no timing noise and no floor;
+    /// marked when the two rates per exchange differ beyond the chance variation of the
+    /// counts themselves (see [`counts_apart`]).
+    Counts,
 }
 
 /// One metric, before and after.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ComparisonRow {
     pub metric: String,
+    /// The figure as `--check` and `--fail-on-worse` name it (`p50`, `stalls`, `chunks`,
+    /// `cpu`, …; a step's p50 is `STEP.p50`).
+    pub figure: String,
     /// The unit the values are in (`ms`, `req/s`, `µs`, ``).
     pub unit: String,
     /// A count (exchanges, errors) is written as a JSON integer.
@@ -48,6 +55,10 @@ pub struct ComparisonRow {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Comparison {
     pub title: String,
+    /// The scenario compared with the same scenario of a baseline (`run --baseline`); empty
+    /// for the demo's pairs of scenarios.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub scenario: String,
     pub before: String,
     pub after: String,
     pub rows: Vec<ComparisonRow>,
@@ -65,16 +76,8 @@ struct Side {
     interval: Option<Interval>,
     /// Each run's own value.
     runs: Vec<f64>,
-}
-
-impl Side {
-    fn plain(value: Option<f64>) -> Side {
-        Side {
-            value,
-            interval: None,
-            runs: Vec::new(),
-        }
-    }
+    /// A count and the exchanges it was counted over: compared as counts ([`Basis::Counts`]).
+    count: Option<(u64, u64)>,
 }
 
 fn side(
@@ -91,15 +94,28 @@ fn side(
             .as_ref()
             .map(|n| n.runs.iter().map(&run).collect())
             .unwrap_or_default(),
+        count: None,
     }
 }
 
-/// A share (stalls, errors) with its Wilson interval, shown as the count.
-fn share(count: u64, of: u64) -> Side {
+/// A count (stalls, errors, timeouts) over `of` exchanges, shown as the count.
+fn counted(count: Option<u64>, of: u64) -> Side {
     Side {
-        value: Some(count as f64),
-        interval: Some(wilson(count, of)),
+        value: count.map(|c| c as f64),
+        interval: None,
         runs: Vec::new(),
+        count: count.map(|c| (c, of)),
+    }
+}
+
+/// A count per exchange (chunks per exchange), shown as the rate; the count is the rate
+/// times the exchanges (the figure was computed as one over the other).
+fn per_exchange(rate: Option<f64>, of: u64) -> Side {
+    Side {
+        value: rate,
+        interval: None,
+        runs: Vec::new(),
+        count: rate.map(|r| ((r * of as f64).round() as u64, of)),
     }
 }
 
@@ -147,10 +163,10 @@ impl Comparison {
                 false,
             ),
             row(
-                "exchanges ≥ 30 ms",
+                "stalls",
                 "",
-                share(b.stalls_30ms, b.exchanges),
-                share(a.stalls_30ms, a.exchanges),
+                counted(b.stalls, b.exchanges),
+                counted(a.stalls, a.exchanges),
                 false,
             ),
         ];
@@ -167,6 +183,7 @@ impl Comparison {
                                 .map(|s| s.p50_ms)
                         }),
                         runs: Vec::new(),
+                        count: None,
                     };
                     rows.push(row(
                         &name,
@@ -182,8 +199,8 @@ impl Comparison {
             rows.push(row(
                 "server→client chunks per exchange",
                 "",
-                Side::plain(b.s2c_chunks_per_exchange),
-                Side::plain(a.s2c_chunks_per_exchange),
+                per_exchange(b.s2c_chunks_per_exchange, b.exchanges),
+                per_exchange(a.s2c_chunks_per_exchange, a.exchanges),
                 false,
             ));
         }
@@ -192,6 +209,7 @@ impl Comparison {
                 value: f.server_cpu_per_request_us,
                 interval: f.noise.as_ref().and_then(|n| n.server_cpu_per_request_us),
                 runs: Vec::new(),
+                count: None,
             };
             let mut r = row("server CPU per request", "µs", cpu(b), cpu(a), false);
             if r.basis == Basis::Exchanges {
@@ -202,14 +220,22 @@ impl Comparison {
         rows.push(row(
             "errors",
             "",
-            share(b.errors, b.exchanges + b.errors),
-            share(a.errors, a.exchanges + a.errors),
+            counted(Some(b.errors), attempts(b)),
+            counted(Some(a.errors), attempts(a)),
+            false,
+        ));
+        rows.push(row(
+            "timeouts",
+            "",
+            counted(Some(b.timeouts), attempts(b)),
+            counted(Some(a.timeouts), attempts(a)),
             false,
         ));
         let runs = |f: &Figures| f.noise.as_ref().map_or(0, |n| n.runs.len());
         let method = method(&rows, runs(b), runs(a));
         Comparison {
             title: title.to_string(),
+            scenario: String::new(),
             before: before.0.to_string(),
             after: after.0.to_string(),
             rows,
@@ -220,6 +246,23 @@ impl Comparison {
 
     pub fn row(&self, metric: &str) -> Option<&ComparisonRow> {
         self.rows.iter().find(|r| r.metric == metric)
+    }
+}
+
+/// The exchanges attempted: measured, failed and timed out (what errors are counted over).
+fn attempts(f: &Figures) -> u64 {
+    f.exchanges + f.errors + f.timeouts
+}
+
+/// The name `--check` and `--fail-on-worse` use for a row's figure.
+fn figure_of(metric: &str) -> String {
+    match metric {
+        "server→client chunks per exchange" => "chunks".into(),
+        "server CPU per request" => "cpu".into(),
+        m => match m.strip_suffix(" p50") {
+            Some(step) => format!("{step}.p50"),
+            None => m.to_string(),
+        },
     }
 }
 
@@ -261,6 +304,13 @@ fn method(rows: &[ComparisonRow], runs_before: usize, runs_after: usize) -> Stri
             "{by_resolution}: beyond what the CPU accounting resolves and beyond ×{EXCHANGES_FLOOR}"
         ));
     }
+    let by_counts = names(Basis::Counts);
+    if !by_counts.is_empty() {
+        parts.push(format!(
+            "{by_counts}: counted exactly (no timing noise, no floor), a change when the rates \
+             per exchange differ beyond the counts' own chance variation (99 %)"
+        ));
+    }
     let unmeasured = names(Basis::Unmeasured);
     if !unmeasured.is_empty() {
         parts.push(format!(
@@ -286,6 +336,13 @@ fn row(
         before.interval,
         after.interval,
     ) {
+        _ if before.count.is_some() || after.count.is_some() => {
+            let apart = match (before.count, after.count) {
+                (Some((cb, nb)), Some((ca, na))) => counts_apart(cb, nb, ca, na),
+                _ => false,
+            };
+            (Basis::Counts, apart, 1.0)
+        }
         (Some(apart), _, _) => (Basis::Runs, apart, RUNS_FLOOR),
         (None, Some(ib), Some(ia)) => {
             let floor = if metric == "p99" {
@@ -305,6 +362,7 @@ fn row(
     };
     ComparisonRow {
         metric: metric.to_string(),
+        figure: figure_of(metric),
         unit: unit.to_string(),
         before: before.value,
         after: after.value,
@@ -328,6 +386,7 @@ mod tests {
             p99_ms: p50 * 2.0,
             max_ms: p50 * 3.0,
             stalls_30ms: stalls,
+            stalls: Some(stalls),
             ..Figures::default()
         }
     }
@@ -345,8 +404,9 @@ mod tests {
         let p = c.row("p50").unwrap();
         assert_eq!(p.ratio, Some(0.005));
         assert_eq!(p.better, Some(true));
-        let s = c.row("exchanges ≥ 30 ms").unwrap();
+        let s = c.row("stalls").unwrap();
         assert_eq!((s.ratio, s.better), (Some(0.0), Some(true)));
+        assert_eq!((s.basis, s.figure.as_str()), (Basis::Counts, "stalls"));
         let e = c.row("errors").unwrap();
         assert_eq!((e.ratio, e.better), (None, None));
         assert!(c.row("server CPU per request").is_none());
@@ -465,10 +525,18 @@ mod tests {
         );
         assert_eq!(c.row("p50").unwrap().better, None);
         let mut after = noisy(2.0, 0.02, &[]);
-        after.stalls_30ms = 40;
+        after.stalls = Some(40);
         let c = Comparison::of("x", ("before", &noisy(1.0, 0.02, &[])), ("after", &after));
         assert_eq!(c.row("p50").unwrap().better, Some(false));
-        assert_eq!(c.row("exchanges ≥ 30 ms").unwrap().better, Some(false));
+        assert_eq!(
+            c.row("stalls").unwrap().better,
+            None,
+            "no stall count before"
+        );
+        let mut before = noisy(1.0, 0.02, &[]);
+        before.stalls = Some(0);
+        let c = Comparison::of("x", ("before", &before), ("after", &after));
+        assert_eq!(c.row("stalls").unwrap().better, Some(false));
         // 2× but inside wide intervals: no change.
         let c = Comparison::of(
             "x",

@@ -12,6 +12,7 @@
 //! - `compare.rs`: before/after tables with ratios, marked better/worse beyond the noise.
 //! - `noise.rs`: how much a figure moves between measurements (intervals, runs' spread).
 //! - `check.rs`: `--check 'p99<5ms'` parsed and evaluated.
+//! - `worse.rs`: `--fail-on-worse`: the baseline comparison as a gate.
 //! - `repeat.rs`: `--repeat K`: a scenario's K runs pooled, and their spread.
 //! - `busy_poll.rs`: the `busy_poll` finding, from process CPU accounting.
 //! - `text.rs`: the report for a terminal ([`render_run_text`]).
@@ -30,6 +31,7 @@ mod tests;
 mod text;
 #[cfg(test)]
 mod text_tests;
+pub mod worse;
 
 use serde::Serialize;
 
@@ -47,6 +49,7 @@ pub use noise::{Interval, Noise, RunPoint, StepNoise};
 pub use repeat::{Pooled, RepeatRun, ScenarioRepeat};
 pub use scenario::{Scenario, ScenarioKind, SCENARIO_NAMES};
 pub use text::render_run_text;
+pub use worse::WorseFigure;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const RUN_SCHEMA_VERSION: u32 = 1;
@@ -71,6 +74,9 @@ pub struct RunSettings {
     /// Runs per scenario (`--repeat`); the figures pool them all.
     pub repeat: u64,
     pub connections: u64,
+    /// Requests in flight per connection (`--pipeline`; 1: each waits for the previous
+    /// response).
+    pub pipeline: u64,
     /// Where captures, logs and the server's output were written.
     pub output_dir: String,
 }
@@ -317,12 +323,16 @@ pub struct Incomplete {
     pub message: String,
 }
 
-/// What the gate concluded; the exit code follows it (0, 1, 1).
+/// What the gate concluded; the exit code follows it (0, 0, 1, 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GateResult {
-    /// Every scenario measured what it was asked to, every check held, no `--fail-on` kind.
+    /// A gate was asked for and held: every scenario measured what it was asked to, every
+    /// check held, no `--fail-on` kind was found, no `--fail-on-worse` figure got worse.
     Passed,
+    /// Every scenario measured what it was asked to, but nothing was asked to pass or fail
+    /// (no `--check`, `--fail-on` or `--fail-on-worse`): not "passed", whatever it found.
+    NotGated,
     Failed,
     /// Stopped by Ctrl-C (or SIGTERM): the figures cover only what was measured until then.
     Interrupted,
@@ -332,26 +342,31 @@ impl GateResult {
     pub fn as_str(self) -> &'static str {
         match self {
             GateResult::Passed => "passed",
+            GateResult::NotGated => "not_gated",
             GateResult::Failed => "failed",
             GateResult::Interrupted => "interrupted",
         }
     }
 }
 
-/// The gate a run was asked to pass: `--check` expressions and `--fail-on` kinds.
+/// The gate a run was asked to pass: `--check` expressions, `--fail-on` kinds and
+/// `--fail-on-worse` figures.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GateSpec {
     pub checks: Vec<String>,
     /// Finding kinds, or `any`.
     pub fail_on: Vec<String>,
+    /// Figures that fail the run when the baseline comparison marks them WORSE (`all`: every
+    /// figure of the table); empty when `--fail-on-worse` was not given.
+    pub fail_on_worse: Vec<String>,
 }
 
 impl GateSpec {
     pub fn is_empty(&self) -> bool {
-        self.checks.is_empty() && self.fail_on.is_empty()
+        self.checks.is_empty() && self.fail_on.is_empty() && self.fail_on_worse.is_empty()
     }
 
-    /// `2 checks, --fail-on any`; empty when nothing was asked.
+    /// `2 checks, --fail-on any, --fail-on-worse p50,stalls`; empty when nothing was asked.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.checks.is_empty() {
@@ -359,6 +374,13 @@ impl GateSpec {
         }
         if !self.fail_on.is_empty() {
             parts.push(format!("--fail-on {}", self.fail_on.join(",")));
+        }
+        match self.fail_on_worse.as_slice() {
+            [] => {}
+            [all] if all == worse::ALL => {
+                parts.push("--fail-on-worse (every figure of the baseline comparison)".into())
+            }
+            figures => parts.push(format!("--fail-on-worse {}", figures.join(","))),
         }
         parts.join(", ")
     }
@@ -392,6 +414,8 @@ pub struct RunReport {
     pub checks: Vec<CheckResult>,
     /// Finding kinds `--fail-on` asked about that were found.
     pub failed_on: Vec<String>,
+    /// Figures `--fail-on-worse` covers that the baseline comparison marked WORSE.
+    pub worse: Vec<WorseFigure>,
     /// True when the result is not `passed` (exit 1): a check failed or could not be
     /// evaluated, a `--fail-on` kind was found, a scenario measured nothing, hung or was
     /// interrupted (or, for `demo`, a case was not reproduced or not fixed).
@@ -424,8 +448,9 @@ impl RunReport {
             comparisons: Vec::new(),
             checks: Vec::new(),
             failed_on: Vec::new(),
+            worse: Vec::new(),
             failed: false,
-            result: GateResult::Passed,
+            result: GateResult::NotGated,
             interrupted: false,
             not_run: Vec::new(),
             incomplete: Vec::new(),
@@ -438,6 +463,18 @@ impl RunReport {
     /// Evaluates `checks` on every scenario they apply to and `fail_on` on every finding, and
     /// sets [`RunReport::failed`].
     pub fn gate(&mut self, checks: &[Check], fail_on: &[FindingKind], fail_on_any: bool) {
+        self.gate_with_worse(checks, fail_on, fail_on_any, None);
+    }
+
+    /// [`RunReport::gate`], and `fail_on_worse` (the figures `--fail-on-worse` names, or
+    /// [`worse::ALL`]) on the baseline comparisons already in [`RunReport::comparisons`].
+    pub fn gate_with_worse(
+        &mut self,
+        checks: &[Check],
+        fail_on: &[FindingKind],
+        fail_on_any: bool,
+        fail_on_worse: Option<&[String]>,
+    ) {
         self.checks = checks
             .iter()
             .flat_map(|c| c.evaluate(&self.scenarios))
@@ -458,6 +495,7 @@ impl RunReport {
             } else {
                 fail_on.iter().map(|k| k.as_str().to_string()).collect()
             },
+            fail_on_worse: fail_on_worse.map(<[String]>::to_vec).unwrap_or_default(),
         };
         let mut reasons: Vec<String> = self
             .checks
@@ -470,8 +508,14 @@ impl RunReport {
                 .iter()
                 .map(|f| format!("found {f} (--fail-on)")),
         );
+        if let Some(figures) = fail_on_worse {
+            let verdict = worse::evaluate(&self.comparisons, figures);
+            reasons.extend(verdict.reasons);
+            self.worse = verdict.worse;
+        }
         let planned = self.settings.requests * self.settings.repeat.max(1);
-        self.conclude(Some(planned), reasons);
+        let gated = !self.gate.is_empty();
+        self.conclude(Some(planned), reasons, gated);
     }
 
     /// The demo's gate: every case reproduced and fixed, every scenario measured.
@@ -497,13 +541,14 @@ impl RunReport {
         if !self.interrupted {
             reasons.extend(self.not_run.iter().map(|n| format!("{n}: NOT run")));
         }
-        self.conclude(None, reasons);
+        self.conclude(None, reasons, true);
     }
 
     /// The result, from `gate_reasons` (failed checks, kinds found, demo cases), the
     /// scenarios that measured nothing, and an interruption (set by the shell beforehand, or
-    /// seen in a scenario's outcome): never `passed` when any of these holds.
-    fn conclude(&mut self, planned: Option<u64>, gate_reasons: Vec<String>) {
+    /// seen in a scenario's outcome): never `passed` when any of these holds, and never
+    /// `passed` when nothing was `gated` either (then `not_gated`).
+    fn conclude(&mut self, planned: Option<u64>, gate_reasons: Vec<String>, gated: bool) {
         self.incomplete = self
             .scenarios
             .iter()
@@ -527,12 +572,14 @@ impl RunReport {
         reasons.extend(gate_reasons);
         self.result = if self.interrupted {
             GateResult::Interrupted
-        } else if reasons.is_empty() {
+        } else if !reasons.is_empty() {
+            GateResult::Failed
+        } else if gated {
             GateResult::Passed
         } else {
-            GateResult::Failed
+            GateResult::NotGated
         };
-        self.failed = self.result != GateResult::Passed;
+        self.failed = matches!(self.result, GateResult::Failed | GateResult::Interrupted);
         self.reasons = reasons;
     }
 }

@@ -11,14 +11,16 @@
 //!      and the two intervals do not overlap. Quantiles (p50, p99, each step's p50):
 //!      distribution-free intervals from the order statistics of the exchange latencies.
 //!      Mean: ± 2.576 standard errors; throughput: the mean's relative interval (one closed-loop
-//!      connection does 1 / mean exchanges per second). Stalls and errors: Wilson intervals of
-//!      their share of the exchanges.
-//! 2. **Beyond a floor** for the noise the method cannot see: [`RUNS_FLOOR`] (runs: the drift
+//!      connection does 1 / mean exchanges per second).
+//!    - *counts* — stalls, errors, timeouts, chunks per exchange: counted exactly, so no
+//!      timing noise and no floor (rule 2) apply; the rates per exchange must differ beyond the
+//!      chance variation of the counts themselves ([`counts_apart`]).
+//! 2. **Beyond a floor** (timings only) for the noise the method cannot see: [`RUNS_FLOOR`] (runs: the drift
 //!    between two sessions, which the runs of one session do not measure) or
 //!    [`EXCHANGES_FLOOR`] (exchanges: one run measures no run-to-run noise at all;
-//!    [`TAIL_FLOOR`] for p99, which a burst of load decides). Figures
-//!    with no recorded noise (chunks per exchange, a baseline saved before noise was
-//!    recorded) need [`UNMEASURED_FLOOR`].
+//!    [`TAIL_FLOOR`] for p99, which a burst of load decides). Timings
+//!    with no recorded noise (a baseline saved before noise was recorded) need
+//!    [`UNMEASURED_FLOOR`].
 //! 3. Server CPU per request is read from the processes' CPU clocks: its interval is ± what
 //!    the accounting cannot resolve over the scenario's exchanges (*resolution*: the CPU the
 //!    server could have used while its clocks were read, or two 10 ms ticks per process where
@@ -199,22 +201,6 @@ pub fn quantile_interval(h: &LatencyHistogram, q: f64) -> Interval {
     }
 }
 
-/// The Wilson 99 % interval of a share: `k` of `n`.
-pub fn wilson(k: u64, n: u64) -> Interval {
-    if n == 0 {
-        return Interval { lo: 0.0, hi: 1.0 };
-    }
-    let (k, n) = (k as f64, n as f64);
-    let p = k / n;
-    let z2 = Z99 * Z99;
-    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
-    let half = Z99 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
-    Interval {
-        lo: (centre - half).max(0.0),
-        hi: (centre + half).min(1.0),
-    }
-}
-
 /// Two-sided 99 % Student t quantiles by degrees of freedom (1–30, then 40, 60, 120).
 const T99: [(f64, f64); 33] = [
     (1.0, 63.657),
@@ -289,6 +275,25 @@ pub fn intervals_apart(a: &Interval, b: &Interval) -> bool {
     a.apart(b)
 }
 
+/// Whether two counts, `ca` events over `na` exchanges and `cb` over `nb`, have rates that
+/// differ beyond the counts' own chance variation: the difference of the rates is more than
+/// z₉₉ of its standard error, each count taken as Poisson (variance = the count; for a share
+/// near 1 this overstates the variance, so it errs towards "no change"). A count has no
+/// measurement noise — a stall or a chunk is there or not — but which exchanges stall is
+/// chance: 3 stalls in one run and 4 in the next of the same build are not a regression,
+/// 0 and 40 of 200 are.
+pub fn counts_apart(ca: u64, na: u64, cb: u64, nb: u64) -> bool {
+    if na == 0 || nb == 0 {
+        return false;
+    }
+    let (ra, rb) = (ca as f64 / na as f64, cb as f64 / nb as f64);
+    if ra == rb {
+        return false;
+    }
+    let var = ca as f64 / (na as f64).powi(2) + cb as f64 / (nb as f64).powi(2);
+    (ra - rb).abs() > Z99 * var.sqrt()
+}
+
 /// Whether `after / before` is beyond `floor` either way (a change from or to 0 is).
 pub fn beyond_floor(before: f64, after: f64, floor: f64) -> bool {
     if before == after {
@@ -332,13 +337,18 @@ mod tests {
     }
 
     #[test]
-    fn wilson_intervals() {
-        let none = wilson(0, 200);
-        assert_eq!(none.lo, 0.0);
-        assert!((none.hi - 0.032).abs() < 0.001, "{none:?}");
-        // 15 of 200 stalls is apart from 0 of 200; 5 of 200 is not.
-        assert!(wilson(15, 200).apart(&none));
-        assert!(!wilson(5, 200).apart(&none));
+    fn counts_apart_by_their_own_chance() {
+        // 0 of 200 and 15 of 200 stalls are apart; 0 and 3 are not; 296 → 0 of 300 is.
+        assert!(counts_apart(0, 200, 15, 200));
+        assert!(!counts_apart(0, 200, 3, 200));
+        assert!(counts_apart(296, 300, 0, 300));
+        // The same build twice: 150 and 170 stalls of 200 are chance.
+        assert!(!counts_apart(150, 200, 170, 200));
+        // Chunks per exchange 2 → 1 over 200 exchanges each.
+        assert!(counts_apart(400, 200, 200, 200));
+        // Rates, not counts: 20 of 200 and 40 of 400 are the same rate.
+        assert!(!counts_apart(20, 200, 40, 400));
+        assert!(!counts_apart(0, 0, 5, 10));
     }
 
     /// Welch on five runs a side: a 1.3× shift with 3 % spread is apart; the same values

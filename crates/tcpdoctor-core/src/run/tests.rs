@@ -49,6 +49,7 @@ pub(crate) fn settings(scenarios: &[&str], requests: u64, repeat: u64) -> RunSet
         requests,
         repeat,
         connections: 1,
+        pipeline: 1,
         output_dir: "out".into(),
     }
 }
@@ -411,4 +412,34 @@ fn send_lateness_and_reconnects_are_shown_wherever_the_figures_are() {
     let closed = RunReport::new(settings(&["direct"], 100, 1), vec![healthy()]);
     assert!(!render_run_text(&closed).contains("send late"));
     assert!(!render_html(&closed).contains("send lateness"));
+}
+
+/// No gate asked: `not_gated`, exit 0 and never "passed"; a gate asked and held: `passed`;
+/// --fail-on-worse over a WORSE p50: `failed`, with the figure named.
+#[test]
+fn not_gated_passed_and_worse() {
+    let fast = scenario("direct", &[Duration::from_micros(200); 200]);
+    let slow = scenario("direct", &[Duration::from_millis(40); 200]);
+    let mut r = RunReport::new(settings(&["direct"], 200, 1), vec![slow.clone()]);
+    r.gate(&[], &[], false);
+    assert_eq!((r.result, r.failed), (GateResult::NotGated, false));
+    let mut c = Comparison::of("direct", ("b", &fast.figures), ("now", &slow.figures));
+    c.scenario = "direct".into();
+    r.comparisons.push(c);
+    r.gate_with_worse(&[], &[], false, Some(&["all".to_string()]));
+    assert_eq!((r.result, r.failed), (GateResult::Failed, true));
+    assert!(r.worse.iter().any(|w| w.figure == "p50"), "{:?}", r.worse);
+    assert!(r.reasons.iter().any(|x| x.contains("--fail-on-worse")));
+    // The same build against itself passes.
+    let mut r = RunReport::new(settings(&["direct"], 200, 1), vec![fast.clone()]);
+    let mut c = Comparison::of("direct", ("b", &fast.figures), ("now", &fast.figures));
+    c.scenario = "direct".into();
+    r.comparisons.push(c);
+    r.gate_with_worse(&[], &[], false, Some(&["all".to_string()]));
+    assert_eq!(
+        (r.result, r.failed),
+        (GateResult::Passed, false),
+        "{:?}",
+        r.reasons
+    );
 }

@@ -96,12 +96,18 @@ pub fn render_run_text(r: &RunReport) -> String {
             r.failed_on.join(", ")
         );
     }
+    if !r.worse.is_empty() {
+        let _ = writeln!(out, "\nWORSE than the baseline (--fail-on-worse):");
+        for w in &r.worse {
+            let _ = writeln!(out, "  {}", w.describe());
+        }
+    }
     if r.cases.is_empty() {
         let _ = write!(
             out,
             "\nGate: {}",
             if r.gate.is_empty() {
-                "none asked (no --check, no --fail-on)".to_string()
+                "none asked (no --check, no --fail-on, no --fail-on-worse)".to_string()
             } else {
                 r.gate.describe()
             }
@@ -112,6 +118,9 @@ pub fn render_run_text(r: &RunReport) -> String {
         "\n{}",
         match r.result {
             GateResult::Passed => "Result: passed",
+            GateResult::NotGated =>
+                "Result: not gated: nothing was asked to pass or fail (exit 0; --check, \
+                 --fail-on or --fail-on-worse make a gate)",
             GateResult::Failed => "Result: FAILED (exit 1)",
             GateResult::Interrupted => "Result: INTERRUPTED (exit 1)",
         }
@@ -119,7 +128,52 @@ pub fn render_run_text(r: &RunReport) -> String {
     for why in &r.reasons {
         let _ = writeln!(out, "  - {why}");
     }
+    if r.result == GateResult::NotGated {
+        for hint in ungated_hints(r) {
+            let _ = writeln!(out, "  - {hint}");
+        }
+    }
     out
+}
+
+/// What a gate would have caught in a run that asked for none: WORSE rows of the baseline
+/// tables and critical findings, each with the flag that gates it.
+fn ungated_hints(r: &RunReport) -> Vec<String> {
+    let mut hints = Vec::new();
+    let worse: Vec<String> = r
+        .comparisons
+        .iter()
+        .filter(|c| !c.scenario.is_empty())
+        .flat_map(|c| {
+            c.rows
+                .iter()
+                .filter(|row| row.better == Some(false))
+                .map(move |row| format!("{} in {}", row.metric, c.scenario))
+        })
+        .collect();
+    if !worse.is_empty() {
+        hints.push(format!(
+            "not gated, but WORSE than the baseline: {} (--fail-on-worse fails the run on these)",
+            worse.join(", ")
+        ));
+    }
+    let mut critical: Vec<String> = Vec::new();
+    for s in &r.scenarios {
+        for f in &s.findings {
+            let k = f.kind.as_str().to_string();
+            if f.severity == crate::report::Severity::Critical && !critical.contains(&k) {
+                critical.push(k);
+            }
+        }
+    }
+    if !critical.is_empty() {
+        hints.push(format!(
+            "not gated, but critical findings: {} (--fail-on {} fails the run on them)",
+            critical.join(", "),
+            critical.join(",")
+        ));
+    }
+    hints
 }
 
 /// What the demo ran: how many cases, how many exchanges each, how long it all took.

@@ -148,7 +148,12 @@ fn the_gate_is_named() {
     r.gate(&[], &[], false);
     assert!(r.gate.is_empty());
     assert!(render_html(&r).contains("NO GATE"));
-    assert!(render_run_text(&r).contains("\nGate: none asked (no --check, no --fail-on)\n"));
+    assert_eq!(r.result, GateResult::NotGated);
+    assert!(!r.failed);
+    let text = render_run_text(&r);
+    assert!(text.contains("\nGate: none asked (no --check, no --fail-on, no --fail-on-worse)\n"));
+    assert!(text.contains("Result: not gated"), "{text}");
+    assert!(!text.contains("Result: passed"), "{text}");
     r.gate(&[], &[], true);
     assert!(render_run_text(&r).contains("\nGate: --fail-on any\n"));
 }

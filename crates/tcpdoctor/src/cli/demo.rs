@@ -91,6 +91,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
             .unwrap_or(0),
         repeat: 1,
         connections: 1,
+        pipeline: 1,
         output_dir: out.display().to_string(),
     };
     let mut report = RunReport::new(settings, demo.scenarios);

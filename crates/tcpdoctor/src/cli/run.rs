@@ -32,10 +32,12 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 /// server's CPU from /proc, and diagnoses. Prints a side-by-side table, the findings with
 /// evidence and fixes, the comparison with --baseline, and the checks.
 ///
-/// Exit 0 passed; 1 a --check failed or could not be evaluated, a --fail-on kind was found,
-/// a scenario measured nothing (or hung), or Ctrl-C interrupted the run (the report of what
-/// was measured is printed, marked INTERRUPTED); 2 bad usage, a server that never got ready
-/// or exited, an unreachable target.
+/// Exit 0 passed, or not gated (no --check, --fail-on or --fail-on-worse: the result says
+/// "not gated", never "passed"); 1 a --check failed or could not be evaluated, a --fail-on
+/// kind was found, a --fail-on-worse figure got WORSE than the --baseline, a scenario
+/// measured nothing (or hung), or Ctrl-C interrupted the run (the report of what was
+/// measured is printed, marked INTERRUPTED); 2 bad usage, a server that never got ready or
+/// exited, an unreachable target.
 ///
 /// --dry-run prints the script's first conversation as it would be sent (secrets masked)
 /// and exits 0 without starting or contacting anything; a script with an `exec` (a value
@@ -151,6 +153,21 @@ pub struct RunArgs {
     /// Exit 1 when any of these finding kinds is found (comma-separated, or `any`).
     #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_fail_on)]
     pub fail_on: Vec<FailOn>,
+
+    /// With --baseline: exit 1 when the comparison marks a figure WORSE beyond the noise
+    /// (two runs of the same build pass). Alone, every figure of the table; or a list:
+    /// --fail-on-worse=p50,p99,stalls (throughput mean p50 p99 stalls chunks cpu errors
+    /// timeouts STEP.p50). A listed figure not measured on both sides fails the run.
+    #[arg(
+        long,
+        value_name = "FIGURES",
+        num_args = 0..=1,
+        require_equals = true,
+        value_delimiter = ',',
+        requires = "baseline",
+        value_parser = parse_worse_figure
+    )]
+    pub fail_on_worse: Option<Vec<String>>,
 
     /// Run everything inside a private network namespace (user namespace, no root): live
     /// capture works there without privileges. Needs --server: the namespace cannot see a
@@ -302,6 +319,15 @@ struct SavedSettings {
     scenarios: Vec<String>,
     requests: u64,
     connections: u64,
+    /// Absent in reports saved before `pipeline` was recorded: those ran with 1.
+    #[serde(default = "one")]
+    pipeline: u64,
+    #[serde(default = "one")]
+    repeat: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 #[derive(Deserialize)]
@@ -392,12 +418,20 @@ fn baseline_fits(
     for (what, then, today) in [
         ("--requests", saved.requests, now.requests),
         ("--connections", saved.connections, now.connections),
+        ("--pipeline", saved.pipeline, now.pipeline),
     ] {
         if then != today {
             warnings.push(format!(
                 "the baseline ran {what} {then}, this run {today}: figures from another load"
             ));
         }
+    }
+    if saved.repeat != now.repeat {
+        warnings.push(format!(
+            "the baseline ran --repeat {}, this run {}: the noise each side can show differs \
+             (a change is judged by runs only with --repeat 3 or more on both sides)",
+            saved.repeat, now.repeat
+        ));
     }
     Ok(warnings)
 }
@@ -451,6 +485,7 @@ fn compare(report: &mut RunReport, baseline: &[SavedScenario], file: &str, warni
                 (file, &b.figures),
                 ("now", &s.figures),
             );
+            c.scenario = s.name.clone();
             c.warnings = warnings.to_vec();
             report.comparisons.push(c);
         }
@@ -588,6 +623,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
         requests: args.requests,
         repeat: args.repeat,
         connections: args.connections,
+        pipeline: args.pipeline,
         output_dir: out.display().to_string(),
     };
     let baseline = args.baseline.as_deref().map(load_baseline).transpose()?;
@@ -714,7 +750,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
         );
     }
     let (kinds, any) = kinds(&args.fail_on);
-    report.gate(&checks, &kinds, any);
+    let worse = args.fail_on_worse.as_ref().map(|figures| {
+        if figures.is_empty() || figures.iter().any(|f| f == tcpdoctor_core::run::worse::ALL) {
+            vec![tcpdoctor_core::run::worse::ALL.to_string()]
+        } else {
+            figures.clone()
+        }
+    });
+    report.gate_with_worse(&checks, &kinds, any, worse.as_deref());
     let code = finish(
         &report,
         args.format,
@@ -766,6 +809,10 @@ fn still_running(server: Option<&mut Server>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn parse_worse_figure(s: &str) -> Result<String, String> {
+    tcpdoctor_core::run::worse::parse_figure(s)
 }
 
 pub(crate) fn kinds(fail_on: &[FailOn]) -> (Vec<FindingKind>, bool) {

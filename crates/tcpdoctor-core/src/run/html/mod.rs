@@ -124,16 +124,17 @@ fn header(report: &RunReport) -> String {
             count(report.cases.len() as u64, "case")
         )
     };
-    let (class, word) = match (report.result, gate.is_empty()) {
-        (GateResult::Interrupted, _) => ("fail", "INTERRUPTED"),
-        (GateResult::Failed, _) => ("fail", "GATE FAILED"),
-        (GateResult::Passed, false) => ("pass", "GATE PASSED"),
-        (GateResult::Passed, true) => ("none", "NO GATE"),
+    let (class, word) = match report.result {
+        GateResult::Interrupted => ("fail", "INTERRUPTED"),
+        GateResult::Failed => ("fail", "GATE FAILED"),
+        GateResult::Passed => ("pass", "GATE PASSED"),
+        GateResult::NotGated => ("none", "NO GATE"),
     };
-    let gate = if gate.is_empty() && report.result == GateResult::Passed {
-        "no --check or --fail-on given: nothing to pass or fail".to_string()
+    let gate = if gate.is_empty() && report.result == GateResult::NotGated {
+        "no --check, --fail-on or --fail-on-worse given: nothing to pass or fail".to_string()
     } else if gate.is_empty() {
-        "no --check or --fail-on given, and the run itself failed: see below".to_string()
+        "no --check, --fail-on or --fail-on-worse given, and the run itself failed: see below"
+            .to_string()
     } else {
         gate
     };

@@ -86,6 +86,7 @@ fn sample() -> RunReport {
         requests: 40,
         repeat: 1,
         connections: 1,
+        pipeline: 1,
         output_dir: "out".into(),
     };
     let mut r = RunReport::new(settings, vec![before, after, hostile]);
