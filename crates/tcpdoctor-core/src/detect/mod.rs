@@ -397,6 +397,16 @@ pub(crate) fn hop_blame(
             )
         };
         let mut text = text;
+        if compared > 0 && !h.source_shape.all_whole() {
+            // The hop held them: its fix first; the source's pieces cost nothing on its own leg.
+            text.fix = format!(
+                "Set TCP_NODELAY on the hop's client-side socket (or have it coalesce what it \
+                 reads before writing): the hop held these bytes. {} writes each response in \
+                 pieces too; one write per response there would also give the hop's Nagle \
+                 nothing to hold.",
+                h.source
+            );
+        }
         if compared > 0 {
             text.fact.push_str(&format!(
                 "; the hop kept the last bytes of {n_held} of {compared} responses {} or more \
