@@ -225,3 +225,74 @@ fn a_nodelay_server_that_waits_for_the_ack_is_not_called_nagle() {
         );
     }
 }
+
+/// `run --pipeline P` against `server` (a shell command listening on `port`); the report.
+fn run_pipelined(test: &str, server: &str, port: u16, preset: &[&str], depth: &str) -> Value {
+    let dir = scratch(test);
+    let target = format!("127.0.0.1:{port}");
+    let out = dir.join("files");
+    let mut argv = vec![
+        "run",
+        "--format",
+        "json",
+        "--server",
+        server,
+        "--target",
+        &target,
+        "--pipeline",
+        depth,
+        "--connections",
+        "2",
+        "--requests",
+        "800",
+        "--scenarios",
+        "direct",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ];
+    argv.extend_from_slice(preset);
+    let (r, code, err) = tcpdoctor_in(&dir, &argv);
+    assert_eq!(code, 0, "no gate asked for: exit 0; stderr: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+/// Pipelined memcached: each reply is its own write, so a turn of 8 replies is 8 segments —
+/// whole replies, not "responses in pieces". The per-line specimen pipelined the same way
+/// writes more segments than a turn holds replies: its replies are in pieces, and said so.
+#[test]
+fn pipelined_whole_replies_are_not_called_responses_in_pieces() {
+    let test = "pipelined_whole_replies_are_not_called_responses_in_pieces";
+    if !live_capture_possible() {
+        common::live::skip(test, "live capture on lo needs root");
+        return;
+    }
+    if Command::new("memcached").arg("--version").output().is_err() {
+        skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "memcached is not installed");
+        return;
+    }
+    let port = common::run::free_port();
+    let server = format!("memcached -u nobody -l 127.0.0.1 -p {port} -U 0");
+    let r = run_pipelined(test, &server, port, &["--preset", "memcache"], "8");
+    let sc = scenario(&r, "direct");
+    let (server_findings, _) = nagle_findings(sc, port);
+    let f = of_kind(&server_findings, "fragmented_writes")
+        .unwrap_or_else(|| panic!("a segment per reply is still many small segments: {sc:#}"));
+    let v = f["verdict"].as_str().expect("verdict");
+    assert!(!v.contains("in pieces:"), "{v}");
+    assert!(v.contains("one reply per write"), "{v}");
+
+    // The per-line specimen with TCP_NODELAY, pipelined 4 deep: replies in pieces.
+    let port = common::run::free_port();
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server = format!(
+        "{exe} specimen --listen 127.0.0.1:{port} --writes per-line --nodelay --idle-timeout 60s"
+    );
+    let r = run_pipelined(test, &server, port, common::run::SPECIMEN_LINE, "4");
+    let sc = scenario(&r, "direct");
+    let (server_findings, _) = nagle_findings(sc, port);
+    let f = of_kind(&server_findings, "fragmented_writes")
+        .unwrap_or_else(|| panic!("per-line replies are fragmented: {sc:#}"));
+    let v = f["verdict"].as_str().expect("verdict");
+    assert!(v.contains("writes responses in pieces"), "{v}");
+}

@@ -27,6 +27,11 @@
 //!    `nagle_delayed_ack`); "Nagle held the pieces" is said only of a leg where something did.
 //!    A sender whose sockets are known to have TCP_NODELAY on waited for the ACK itself
 //!    ([`reword_for_nodelay`]).
+//! 8. The capture cannot tell one reply in eight pieces from eight pipelined replies in eight
+//!    segments (the core never reads payload). Where the client is known to pipeline up to
+//!    *P* requests (`run` knows its driver), a turn holds up to *P* replies, and turns of at
+//!    most *P* segments are described as whole replies, one per write
+//!    ([`reword_for_pipelining`]).
 
 use std::time::Duration;
 
@@ -407,4 +412,57 @@ pub fn reword_for_nodelay(f: &mut Finding) {
          that waits for the peer) before writing more.",
         f.fix.trim_end()
     );
+}
+
+/// Rewords a finding of this kind about replies to a client known to pipeline up to `depth`
+/// requests (`run` drives it so): a turn then holds up to `depth` replies, and a turn of no
+/// more segments than that may be whole replies, one per segment — not replies in pieces.
+/// Applies only when every fragmented turn had at most `depth` segments; returns whether it
+/// did.
+pub fn reword_for_pipelining(f: &mut Finding, depth: usize) -> bool {
+    let Some(segs) = f.evidence.distributions.get("segments_per_turn") else {
+        return false;
+    };
+    if f.kind != FindingKind::FragmentedWrites
+        || !f.verdict.starts_with("The server writes")
+        || depth < 2
+        || f.direction != Direction::ServerToClient
+        || segs.max > depth as f64
+    {
+        return false;
+    }
+    let (p50, max) = (segs.p50, segs.max);
+    let n = f.evidence.counts.get("fragmented_turns").copied().unwrap_or(0);
+    let bytes = f
+        .evidence
+        .distributions
+        .get("segment_bytes")
+        .map_or(0.0, |d| d.p50);
+    let rest = f
+        .verdict
+        .find("; Nagle held")
+        .or_else(|| f.verdict.find(". Nothing held them"))
+        .map_or(String::new(), |i| f.verdict[i..].to_string());
+    let rest = if rest.starts_with(". Nothing held them") {
+        ". Nothing held them, so they cost no time in this capture; each costs a syscall and a \
+         packet."
+            .to_string()
+    } else {
+        rest
+    };
+    f.verdict = format!(
+        "The server answers each batch of pipelined requests (up to {depth} at a time) with one \
+         reply per write: {n} turns left as several small segments (median {p50}, at most \
+         {max} — no more than the replies a turn can hold; median segment {bytes} bytes), so \
+         these are most likely whole replies, one per segment, not replies in pieces{rest}"
+    );
+    f.evidence.facts.push(format!(
+        "the client pipelined up to {depth} requests: a server turn holds up to {depth} replies, \
+         and no fragmented turn had more segments than that"
+    ));
+    f.fix = "The replies are most likely whole already: to save the packets and syscalls, gather the replies of one \
+             batch and write them together (one writev per batch, or a write buffer flushed \
+             once the batch is answered)."
+        .to_string();
+    true
 }

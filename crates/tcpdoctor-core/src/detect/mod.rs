@@ -120,6 +120,13 @@ pub fn reword_for_nodelay(f: &mut Finding) {
     }
 }
 
+/// Rewords a `fragmented_writes` finding about the replies to a client known to pipeline up
+/// to `depth` requests: a turn of no more segments than replies is whole replies, one per
+/// segment (see `fragmented_writes` rule 8). Returns whether it did.
+pub fn reword_for_pipelining(f: &mut Finding, depth: usize) -> bool {
+    fragmented_writes::reword_for_pipelining(f, depth)
+}
+
 /// Per-(group, direction) state, created on first use.
 #[derive(Debug)]
 pub(crate) struct PerGroup<T> {
