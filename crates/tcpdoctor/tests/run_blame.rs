@@ -89,11 +89,8 @@ fn nagle_findings(sc: &Value, port: u16) -> (Vec<&Value>, Vec<&Value>) {
         .filter(|f| kinds.iter().any(|k| f["kind"] == *k) && f["direction"] == "server_to_client")
         .collect();
     let suffix = format!(":{port}");
-    all.into_iter().partition(|f| {
-        f["server"]
-            .as_str()
-            .is_some_and(|s| s.ends_with(&suffix))
-    })
+    all.into_iter()
+        .partition(|f| f["server"].as_str().is_some_and(|s| s.ends_with(&suffix)))
 }
 
 fn of_kind<'a>(fs: &[&'a Value], kind: &str) -> Option<&'a Value> {
@@ -215,7 +212,10 @@ fn a_nodelay_server_that_waits_for_the_ack_is_not_called_nagle() {
     );
     assert!(!verdict.contains("Nagle's algorithm holds"), "{verdict}");
     let fix = stall["fix"].as_str().expect("fix");
-    assert!(fix.contains("do not wait for the send queue to drain"), "{fix}");
+    assert!(
+        fix.contains("do not wait for the send queue to drain"),
+        "{fix}"
+    );
     for f in &server {
         let v = f["verdict"].as_str().expect("verdict");
         assert!(
@@ -268,7 +268,11 @@ fn pipelined_whole_replies_are_not_called_responses_in_pieces() {
         return;
     }
     if Command::new("memcached").arg("--version").output().is_err() {
-        skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "memcached is not installed");
+        skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            test,
+            "memcached is not installed",
+        );
         return;
     }
     let port = common::run::free_port();

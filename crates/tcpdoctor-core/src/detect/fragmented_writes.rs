@@ -375,7 +375,12 @@ fn nagle_clause(held_by_nagle: u64, held: Duration) -> String {
 /// what waited for the peer's ACK was the program, not Nagle.
 pub fn reword_for_nodelay(f: &mut Finding) {
     let n = f.evidence.counts.get("held_by_nagle").copied().unwrap_or(0);
-    let ms = f.evidence.values.get("nagle_held_ms").copied().unwrap_or(0.0);
+    let ms = f
+        .evidence
+        .values
+        .get("nagle_held_ms")
+        .copied()
+        .unwrap_or(0.0);
     let held = Duration::from_secs_f64(ms.max(0.0) / 1e3);
     // The clause as `nagle_clause` wrote it (its figure was rounded since).
     let Some(start) = f.verdict.find("; Nagle held the pieces of ") else {
@@ -432,7 +437,12 @@ pub fn reword_for_pipelining(f: &mut Finding, depth: usize) -> bool {
         return false;
     }
     let (p50, max) = (segs.p50, segs.max);
-    let n = f.evidence.counts.get("fragmented_turns").copied().unwrap_or(0);
+    let n = f
+        .evidence
+        .counts
+        .get("fragmented_turns")
+        .copied()
+        .unwrap_or(0);
     let bytes = f
         .evidence
         .distributions

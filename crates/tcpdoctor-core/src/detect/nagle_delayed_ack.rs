@@ -356,7 +356,12 @@ pub fn reword_for_nodelay(f: &mut Finding) {
         Direction::ClientToServer => ("requests", "request", "client", "server"),
     };
     let n = f.evidence.counts.get("stalled_turns").copied().unwrap_or(0);
-    let median = f.evidence.values.get("median_stall_ms").copied().unwrap_or(0.0);
+    let median = f
+        .evidence
+        .values
+        .get("median_stall_ms")
+        .copied()
+        .unwrap_or(0.0);
     let verdict = format!(
         "{n} {} stalled ({median:.1} ms median): the {sender} wrote each {whose} in pieces and \
          waited for the {receiver}'s ACK of a piece before writing the rest — its sockets have \

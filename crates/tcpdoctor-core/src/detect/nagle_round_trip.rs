@@ -318,7 +318,12 @@ pub fn reword_for_nodelay(f: &mut Finding) {
         Direction::ClientToServer => ("requests", "request", "client", "server"),
     };
     let n = f.evidence.counts.get("held_turns").copied().unwrap_or(0);
-    let median = f.evidence.values.get("median_hold_ms").copied().unwrap_or(0.0);
+    let median = f
+        .evidence
+        .values
+        .get("median_hold_ms")
+        .copied()
+        .unwrap_or(0.0);
     f.verdict = format!(
         "{n} {} waited one extra round trip ({median:.1} ms median): the {sender} wrote each \
          {whose} in pieces and waited for the {receiver}'s ACK of the first before writing the \
