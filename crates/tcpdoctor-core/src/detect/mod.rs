@@ -67,6 +67,12 @@ impl GroupInfo {
     pub fn hop_sender(&self, dir: Direction) -> Option<HopSender<'_>> {
         self.hops.iter().find_map(|h| h.sender(self.server, dir))
     }
+
+    /// Whether the capture shows this server behind a hop (its flows are a hop's upstream
+    /// leg): the data it sends is its own, and the hop is measured on the other leg.
+    pub fn behind_hop(&self) -> bool {
+        self.hops.iter().any(|h| h.upstream == self.server)
+    }
 }
 
 pub type Groups = [GroupInfo];

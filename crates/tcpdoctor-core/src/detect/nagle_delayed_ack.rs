@@ -304,6 +304,13 @@ fn finding(
         note: format!("released {} after the ACK", fmt_duration(ex.release_after)),
     });
     let fix = match dir {
+        // The capture holds the hop's legs too: the hop is judged there, not guessed at here.
+        Direction::ServerToClient if groups[group].behind_hop() => {
+            "Write each response with one call: build it in a buffer (or use writev / a \
+             buffered writer) and send it once. Where responses are already whole when \
+             written, set TCP_NODELAY on the server's sockets. TCP_QUICKACK on the client is \
+             not a fix."
+        }
         Direction::ServerToClient => {
             "Write each response with one call: build it in a buffer (or use writev / a \
              buffered writer) and send it once. Where responses are already whole when \

@@ -135,7 +135,7 @@ impl ServerSockets {
         } else if self.nodelay_on == self.accepted {
             format!(
                 "the server's accepted sockets have TCP_NODELAY on ({}): the server's own Nagle \
-                 holds nothing it writes; what waited for the ACK is the program",
+                 holds nothing it writes",
                 of(self.nodelay_on)
             )
         } else if self.nodelay_unknown == self.accepted {
