@@ -9,6 +9,10 @@ nagle_forwarder.py --nagle on between it and the client and the client sees ~40 
 --nagle off is the fixed twin. The server is the same in both cases, which is the point: both
 endpoints are "correct" and the hop in the middle decides.
 
+--nagle on clears TCP_NODELAY again on each accepted socket (asyncio's default is off):
+the per-line server whose own Nagle holds the lines after the first until its peer's delayed
+ACK — behind a transparent hop (Nagle off on both its legs) the hop only passes that on.
+
 Prints `PORT <n>` when listening; exits after --max-conns connections have closed, or after
 --idle-timeout seconds without a request, or at --deadline.
 """
@@ -29,8 +33,11 @@ class PerLine(asyncio.Protocol):
     def connection_made(self, transport):
         self.transport = transport
         sock = transport.get_extra_info("socket")
+        if self.server.nagle:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
         nodelay = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-        note(f"aio_lineserver: accepted, TCP_NODELAY={nodelay} (set by asyncio)")
+        how = "cleared by --nagle on" if self.server.nagle else "set by asyncio"
+        note(f"aio_lineserver: accepted, TCP_NODELAY={nodelay} ({how})")
         self.server.touch()
 
     def data_received(self, data):
@@ -53,6 +60,7 @@ class PerLine(asyncio.Protocol):
 class Server:
     def __init__(self, args):
         self.lines = args.lines
+        self.nagle = args.nagle == "on"
         self.max_conns = args.max_conns
         self.idle_timeout = args.idle_timeout
         self.requests = 0
@@ -89,6 +97,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--lines", type=int, default=8)
+    p.add_argument("--nagle", choices=["on", "off"], default="off")
     p.add_argument("--max-conns", type=int, default=1)
     p.add_argument("--idle-timeout", type=float, default=5.0)
     p.add_argument("--deadline", type=float, default=120.0)

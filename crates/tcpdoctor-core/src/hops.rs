@@ -24,6 +24,15 @@
 //!    the client-facing leg) is phrased about the hop, and says
 //!    whether the *source* leg carried the same messages whole (the hop splits them) or in
 //!    pieces too (the hop passes the pieces on).
+//! 5. How long the hop kept what it received (PHYSICS §9, "Blame the element that held the
+//!    bytes"): each leg also records when the first and the last byte of each of its first
+//!    [`KEPT_RESPONSES`] responses crossed it. Response *k* of the upstream leg is response
+//!    *k* of the client-facing leg (compared while their sizes agree); the hop's *lag* for it
+//!    is the time from its first (last) byte arriving on the upstream leg to the same byte
+//!    leaving on the client-facing leg, both seen by the one capture on the hop's host. A hop
+//!    whose lag is small forwarded what it read at once: a stall on its client-facing leg was
+//!    already in the bytes it received. A lag of about the stall's length means the hop's
+//!    own socket held bytes it already had ([`crate::detect`] decides which, per finding).
 
 use std::time::Duration;
 
@@ -37,9 +46,12 @@ use crate::wire::Endpoint;
 pub const MIN_TURNS: usize = 6;
 /// Turns kept per leg record.
 pub const KEPT_TURNS: usize = 6;
-/// Leg records kept per capture (≈ 250 bytes each): memory stays bounded on captures of
-/// millions of connections; legs beyond it are not paired.
-pub const MAX_LEGS: usize = 262_144;
+/// Responses whose timing a leg record keeps (rule 5): enough to see past the receiver's
+/// quick-ACK start (its first ACKs are immediate, so nothing is held at first).
+pub const KEPT_RESPONSES: usize = 32;
+/// Leg records kept per capture (≈ 1 KB each at most, ≈ 250 bytes for a short flow): memory
+/// stays bounded on captures of millions of connections; legs beyond it are not paired.
+pub const MAX_LEGS: usize = 131_072;
 /// The longest a hop may hold a request before forwarding it.
 pub const MAX_HOP_DELAY: Duration = Duration::from_secs(2);
 
@@ -69,12 +81,21 @@ impl Shape {
     }
 }
 
-/// One flow's record (rule 1).
+/// When one response crossed a leg (rule 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ResponseTimes {
+    bytes: u64,
+    first: Timestamp,
+    last: Timestamp,
+}
+
+/// One flow's record (rules 1 and 5).
 #[derive(Clone, Debug, Default)]
 pub struct LegRecord {
     turns: Vec<TurnSig>,
     shape: [Shape; 2],
     count: usize,
+    responses: Vec<ResponseTimes>,
 }
 
 impl LegRecord {
@@ -86,6 +107,13 @@ impl LegRecord {
                 dir: turn.dir,
                 bytes: turn.bytes,
                 first: turn.first.ts,
+            });
+        }
+        if turn.dir == Direction::ServerToClient && self.responses.len() < KEPT_RESPONSES {
+            self.responses.push(ResponseTimes {
+                bytes: turn.bytes,
+                first: turn.first.ts,
+                last: turn.last.ts,
             });
         }
         let full = u64::from(flow.full_segment(turn.dir).max(1));
@@ -134,6 +162,56 @@ pub struct Hop {
     /// The client's requests on the client-facing leg; the upstream's responses on its leg.
     pub requests: Shape,
     pub responses: Shape,
+    /// How long the hop kept the responses it relayed (rule 5).
+    pub forwarding: Forwarding,
+}
+
+/// The hop's lag for each response compared on both legs (rule 5): from a byte arriving on
+/// the upstream leg to the same byte leaving on the client-facing leg, for the response's
+/// first and last byte.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Forwarding {
+    /// `(first byte, last byte)` lag per compared response, in order.
+    pub lags: Vec<(Duration, Duration)>,
+}
+
+impl Forwarding {
+    fn of(upstream: &[ResponseTimes], client: &[ResponseTimes]) -> Forwarding {
+        Forwarding {
+            lags: upstream
+                .iter()
+                .zip(client)
+                .take_while(|(u, c)| u.bytes == c.bytes)
+                .map(|(u, c)| (c.first.since(u.first), c.last.since(u.last)))
+                .collect(),
+        }
+    }
+
+    /// Responses compared.
+    pub fn compared(&self) -> usize {
+        self.lags.len()
+    }
+
+    /// Responses whose last byte the hop kept at least `at_least`.
+    pub fn held(&self, at_least: Duration) -> usize {
+        self.lags.iter().filter(|(_, l)| *l >= at_least).count()
+    }
+
+    /// The longest the hop kept a first or last byte.
+    pub fn max_lag(&self) -> Duration {
+        self.lags
+            .iter()
+            .map(|(f, l)| (*f).max(*l))
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// The median lag of the responses' last bytes.
+    pub fn median_last(&self) -> Duration {
+        let mut v: Vec<Duration> = self.lags.iter().map(|(_, l)| *l).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or_default()
+    }
 }
 
 /// The hop a finding's sender is, with the leg the messages came from (rule 4).
@@ -239,6 +317,7 @@ pub fn pair(legs: &[Leg]) -> Vec<Hop> {
                 upstream_flow: b.flow,
                 requests: a.record.shape[Direction::ClientToServer.index()],
                 responses: b.record.shape[Direction::ServerToClient.index()],
+                forwarding: Forwarding::of(&b.record.responses, &a.record.responses),
             });
         }
     }
@@ -258,8 +337,22 @@ mod tests {
     }
 
     /// A leg of three 7-byte requests and 155-byte responses, each turn starting `lag` µs
-    /// after `t0 + k × 10 ms` (requests) or `rlag` µs after (responses).
+    /// after `t0 + k × 10 ms` (requests) or `rlag` µs after (responses), each response's last
+    /// byte 1 ms after its first.
     fn leg(flow: u64, client: u16, server: u16, lag: u64, rlag: u64, segs: u64) -> Leg {
+        leg_ending(flow, client, server, lag, rlag, segs, 1000)
+    }
+
+    /// [`leg`], each response's last byte `last` µs after its first.
+    fn leg_ending(
+        flow: u64,
+        client: u16,
+        server: u16,
+        lag: u64,
+        rlag: u64,
+        segs: u64,
+        last: u64,
+    ) -> Leg {
         let mut record = LegRecord::default();
         for k in 0..3u64 {
             for (dir, bytes, l) in [
@@ -272,6 +365,11 @@ mod tests {
                     first: Timestamp((k * 10_000 + l) * 1000),
                 });
             }
+            record.responses.push(ResponseTimes {
+                bytes: 155,
+                first: Timestamp((k * 10_000 + rlag) * 1000),
+                last: Timestamp((k * 10_000 + rlag + last) * 1000),
+            });
             let s = &mut record.shape[Direction::ServerToClient.index()];
             s.messages += 1;
             s.segments += segs;
@@ -303,8 +401,34 @@ mod tests {
             .sender(ep(9001), Direction::ServerToClient)
             .expect("hop sends");
         assert!(s.source_shape.all_whole());
+        // Each response's first and last byte left 50 µs after it arrived.
+        assert_eq!(h.forwarding.compared(), 3);
+        assert_eq!(h.forwarding.max_lag(), Duration::from_micros(50));
+        assert_eq!(h.forwarding.held(Duration::from_millis(1)), 0);
         assert!(h.sender(ep(9001), Direction::ClientToServer).is_none());
         assert!(h.sender(ep(8001), Direction::ClientToServer).is_none());
+    }
+
+    #[test]
+    fn a_hop_that_keeps_the_last_bytes_shows_the_lag() {
+        // The upstream's responses end 1 ms after they start; the hop sends the last bytes
+        // 41 ms after their first (40 ms after they arrived): it held them.
+        let legs = [
+            leg_ending(1, 50000, 9001, 0, 100, 2, 41_050),
+            leg(2, 50001, 8001, 20, 50, 9),
+        ];
+        let hops = pair(&legs);
+        assert_eq!(hops.len(), 1);
+        let fw = &hops[0].forwarding;
+        assert_eq!(fw.compared(), 3);
+        assert_eq!(fw.median_last(), Duration::from_micros(40_100));
+        assert_eq!(fw.held(Duration::from_millis(20)), 3);
+        assert_eq!(fw.held(Duration::from_millis(41)), 0);
+        // Responses of other sizes are not compared: the legs stop agreeing there.
+        let mut other = leg(2, 50001, 8001, 20, 50, 9);
+        other.record.responses[1].bytes = 154;
+        let hops = pair(&[leg_ending(1, 50000, 9001, 0, 100, 2, 41_050), other]);
+        assert_eq!(hops[0].forwarding.compared(), 1);
     }
 
     #[test]

@@ -14,7 +14,10 @@
 //! - `limiter sender|receiver_window` — a reported `window_limited` must name that limiter;
 //! - `hop PORT splits|passes` — the capture holds both legs of a hop listening on PORT: every
 //!   Nagle or fragmented-writes finding on it must name the hop, and say that the upstream's
-//!   own leg carries whole messages (the hop splits them) or pieces (the hop passes them on).
+//!   own leg carries whole messages (the hop splits them) or pieces (the hop passes them on);
+//! - `hop PORT forwards UPSTREAM_PORT` — the hop on PORT forwarded every piece at once: no
+//!   Nagle or fragmented-writes finding is about its leg, and the upstream's `nagle_delayed_ack`
+//!   finding says that the hop passes the holds on.
 
 mod common;
 
@@ -198,6 +201,35 @@ fn check(expect: &Path) -> Vec<String> {
                     if got.as_u64() != Some(want) {
                         problems.push(format!("{name}: limiter is not {which} ({at})"));
                     }
+                }
+            }
+            ["hop", port, "forwards", upstream] => {
+                let nagle_kinds = ["nagle_delayed_ack", "nagle_round_trip", "fragmented_writes"];
+                for f in all.iter().filter(|f| {
+                    f["server"]
+                        .as_str()
+                        .is_some_and(|s| s.ends_with(&format!(":{port}")))
+                        && nagle_kinds.iter().any(|k| f["kind"] == *k)
+                }) {
+                    problems.push(format!(
+                        "{name}: {} names the hop on {port}, which forwarded at once ({at})",
+                        f["kind"]
+                    ));
+                }
+                let passed = all.iter().any(|f| {
+                    f["kind"] == "nagle_delayed_ack"
+                        && f["server"]
+                            .as_str()
+                            .is_some_and(|s| s.ends_with(&format!(":{upstream}")))
+                        && f["evidence"]["facts"]
+                            .to_string()
+                            .contains("the hop passes these holds on")
+                });
+                if !passed {
+                    problems.push(format!(
+                        "{name}: no nagle_delayed_ack on {upstream} saying the hop passed the \
+                         holds on ({at})"
+                    ));
                 }
             }
             ["hop", port, how] => {

@@ -22,10 +22,23 @@
 //!    clue) the pieces are most likely TLS records, one per write, which is common; the fix is
 //!    to buffer the records of one flight and write them together, whether or not Nagle held
 //!    them.
+//! 7. On the client-facing leg of a hop whose both legs the capture holds, pieces that Nagle
+//!    held are blamed on the element that held them ([`super::hop_blame`], as in
+//!    `nagle_delayed_ack`); "Nagle held the pieces" is said only of a leg where something did.
+//!    A sender whose sockets are known to have TCP_NODELAY on waited for the ACK itself
+//!    ([`reword_for_nodelay`]).
+//! 8. The capture cannot tell one reply in eight pieces from eight pipelined replies in eight
+//!    segments (the core never reads payload). Where the client is known to pipeline up to
+//!    *P* requests (`run` knows its driver), a turn holds up to *P* replies, and turns of at
+//!    most *P* segments are described as whole replies, one per write
+//!    ([`reword_for_pipelining`]).
 
 use std::time::Duration;
 
-use super::{delayed_ack_stalls, of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
+use super::{
+    delayed_ack_stalls, of, Detector, FindingHead, FlowMarks, FlowView, Groups, Held, HopBlame,
+    Passed, PerGroup,
+};
 use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::SizeCounter;
@@ -148,7 +161,7 @@ impl Detector for FragmentedWrites {
             };
             out.push(finding(group, dir, &st, share, flow_ref, &turn, groups));
         }
-        out
+        super::settle(out)
     }
 }
 
@@ -160,7 +173,7 @@ fn finding(
     example_flow: FlowRef,
     turn: &Turn,
     groups: &Groups,
-) -> Finding {
+) -> (Finding, Option<Passed>) {
     // Rule 5: severity follows the time the pattern cost.
     let severity = if st.held > Duration::ZERO {
         Severity::Warning
@@ -175,9 +188,30 @@ fn finding(
     };
     let seg_dist = st.segments_per_turn.distribution();
     let size_dist = st.sizes.distribution();
-    let hop = super::hop_text(groups, group, dir);
-    let writer = match &hop {
-        Some(h) => format!("The {} re-emits", h.subject.trim_start_matches("the ")),
+    // Rule 7: a hop is weighed against the holds only when something held the pieces.
+    let blame = if st.held > Duration::ZERO {
+        super::hop_blame(
+            groups,
+            group,
+            dir,
+            Held {
+                typical: st.held / st.held_by_nagle.max(1) as u32,
+                share: st.held_by_nagle as f64 / st.turns.max(1) as f64,
+            },
+        )
+    } else {
+        super::hop_text(groups, group, dir).map(|text| HopBlame::Hop {
+            cause: format!("{} re-emits", text.subject),
+            text,
+        })
+    };
+    let writer = match &blame {
+        Some(HopBlame::Hop { cause, .. }) => format!("The {}", cause.trim_start_matches("the ")),
+        Some(HopBlame::Upstream(p)) => format!(
+            "The {} passes on, as they arrive from {},",
+            p.subject.trim_start_matches("the "),
+            p.upstream
+        ),
         None => format!("The {sender} writes"),
     };
     let mut verdict = format!(
@@ -185,19 +219,23 @@ fn finding(
          (median {} segments each, median segment {} bytes)",
         st.fragmented, seg_dist.p50, size_dist.p50
     );
-    if st.held > Duration::ZERO {
-        verdict.push_str(&format!(
-            "; Nagle held the pieces of {} of them until the peer's delayed ACK, {} in all \
-             (see nagle_delayed_ack).",
+    match &blame {
+        Some(HopBlame::Upstream(p)) => verdict.push_str(&format!(
+            "; the pieces of {} of them already arrived late from {}, {} in all, and the hop, {}, \
+             passed the wait on.",
             st.held_by_nagle,
-            fmt_duration(st.held)
-        ));
-    } else {
-        verdict.push_str(
+            p.upstream,
+            fmt_duration(st.held),
+            p.promptly
+        )),
+        _ if st.held > Duration::ZERO => {
+            verdict.push_str(&nagle_clause(st.held_by_nagle, st.held));
+        }
+        _ => verdict.push_str(
             ". Nothing held them, so they cost no time in this capture, but each piece costs \
              a syscall and a packet, and behind a hop with Nagle on the pieces after the \
              first wait for an ACK (a nagle_delayed_ack stall waiting to happen).",
-        );
+        ),
     }
     if tls {
         verdict.push_str(&format!(
@@ -224,7 +262,7 @@ fn finding(
         ));
     }
     ev.facts.push(per_turn);
-    if st.held_by_nagle > 0 {
+    if st.held_by_nagle > 0 && !matches!(blame, Some(HopBlame::Upstream(_))) {
         ev.facts.push(format!(
             "{} {what} show the Nagle shape instead: a small first piece, a delayed ACK, then \
              everything written meanwhile as one segment",
@@ -240,8 +278,10 @@ fn finding(
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    if let Some(h) = &hop {
-        ev.facts.push(h.fact.clone());
+    match &blame {
+        Some(HopBlame::Hop { text, .. }) => ev.facts.push(text.fact.clone()),
+        Some(HopBlame::Upstream(p)) => ev.facts.push(p.fact.clone()),
+        None => {}
     }
     ev.counts.insert("fragmented_turns".into(), st.fragmented);
     ev.counts.insert("turns".into(), st.turns);
@@ -296,8 +336,20 @@ fn finding(
             }
         }
     };
-    let fix = hop.as_ref().map_or(fix, |h| h.fix.as_str());
-    FindingHead {
+    let fix: String = match &blame {
+        Some(HopBlame::Hop { text, .. }) => text.fix.clone(),
+        Some(HopBlame::Upstream(p)) => format!(
+            "Fix {}, not the hop (it forwards what it reads at once): {}",
+            p.upstream,
+            fix.trim_end()
+        ),
+        None => fix.to_string(),
+    };
+    let passed = match blame {
+        Some(HopBlame::Upstream(p)) => Some(p),
+        _ => None,
+    };
+    let f = FindingHead {
         kind: FindingKind::FragmentedWrites,
         severity,
         group,
@@ -306,5 +358,121 @@ fn finding(
         example_flow,
         time_lost: st.held,
     }
-    .finish(groups, verdict, ev, fix)
+    .finish(groups, verdict, ev, &fix);
+    (f, passed)
+}
+
+/// The verdict's sentence on the pieces Nagle held (rule 3).
+fn nagle_clause(held_by_nagle: u64, held: Duration) -> String {
+    format!(
+        "; Nagle held the pieces of {held_by_nagle} of them until the peer's delayed ACK, {} in \
+         all (see nagle_delayed_ack).",
+        fmt_duration(held)
+    )
+}
+
+/// Rewords a finding of this kind about a sender whose sockets had TCP_NODELAY on (rule 7):
+/// what waited for the peer's ACK was the program, not Nagle.
+pub fn reword_for_nodelay(f: &mut Finding) {
+    let n = f.evidence.counts.get("held_by_nagle").copied().unwrap_or(0);
+    let ms = f
+        .evidence
+        .values
+        .get("nagle_held_ms")
+        .copied()
+        .unwrap_or(0.0);
+    let held = Duration::from_secs_f64(ms.max(0.0) / 1e3);
+    // The clause as `nagle_clause` wrote it (its figure was rounded since).
+    let Some(start) = f.verdict.find("; Nagle held the pieces of ") else {
+        return;
+    };
+    let tail = "(see nagle_delayed_ack).";
+    let Some(len) = f.verdict[start..].find(tail) else {
+        return;
+    };
+    let clause = f.verdict[start..start + len + tail.len()].to_string();
+    let sender = match f.direction {
+        Direction::ServerToClient => "server",
+        Direction::ClientToServer => "client",
+    };
+    f.verdict = f.verdict.replace(
+        &clause,
+        &format!(
+            "; the {sender} wrote the rest of {n} of them only once the peer's ACK of a piece \
+             came (its delayed ACK), {} in all: its sockets have TCP_NODELAY on, so Nagle held \
+             nothing (see nagle_delayed_ack).",
+            fmt_duration(held)
+        ),
+    );
+    for fact in &mut f.evidence.facts {
+        if fact.contains("show the Nagle shape instead") {
+            *fact = format!(
+                "{n} of them show a wait for the ACK instead: a small first piece, the peer's \
+                 delayed ACK, then the rest"
+            );
+        }
+    }
+    f.fix = format!(
+        "{} Do not wait for the send queue to drain (SIOCOUTQ, tcp_info's unacked, a flush \
+         that waits for the peer) before writing more.",
+        f.fix.trim_end()
+    );
+}
+
+/// Rewords a finding of this kind about replies to a client known to pipeline up to `depth`
+/// requests (`run` drives it so): a turn then holds up to `depth` replies, and a turn of no
+/// more segments than that may be whole replies, one per segment — not replies in pieces.
+/// Applies only when every fragmented turn had at most `depth` segments; returns whether it
+/// did.
+pub fn reword_for_pipelining(f: &mut Finding, depth: usize) -> bool {
+    let Some(segs) = f.evidence.distributions.get("segments_per_turn") else {
+        return false;
+    };
+    if f.kind != FindingKind::FragmentedWrites
+        || !f.verdict.starts_with("The server writes")
+        || depth < 2
+        || f.direction != Direction::ServerToClient
+        || segs.max > depth as f64
+    {
+        return false;
+    }
+    let (p50, max) = (segs.p50, segs.max);
+    let n = f
+        .evidence
+        .counts
+        .get("fragmented_turns")
+        .copied()
+        .unwrap_or(0);
+    let bytes = f
+        .evidence
+        .distributions
+        .get("segment_bytes")
+        .map_or(0.0, |d| d.p50);
+    let rest = f
+        .verdict
+        .find("; Nagle held")
+        .or_else(|| f.verdict.find(". Nothing held them"))
+        .map_or(String::new(), |i| f.verdict[i..].to_string());
+    let rest = if rest.starts_with(". Nothing held them") {
+        ". Nothing held them, so they cost no time in this capture; each costs a syscall and a \
+         packet."
+            .to_string()
+    } else {
+        rest
+    };
+    f.verdict = format!(
+        "The server answers each batch of pipelined requests (up to {depth} at a time) with one \
+         reply per write: {n} turns left as several small segments (median {p50}, at most \
+         {max} — no more than the replies a turn can hold; median segment {bytes} bytes), so \
+         these are most likely whole replies, one per segment, not replies in pieces{rest}"
+    );
+    f.evidence.facts.push(format!(
+        "the client pipelined up to {depth} requests: a server turn holds up to {depth} replies, \
+         and no fragmented turn had more segments than that"
+    ));
+    f.fix = "The replies are most likely whole already: to save the packets and syscalls, gather the replies of one \
+             batch and write them together (one writev per batch, or a write buffer flushed \
+             once the batch is answered)."
+        .to_string();
+    true
 }

@@ -67,6 +67,12 @@ impl GroupInfo {
     pub fn hop_sender(&self, dir: Direction) -> Option<HopSender<'_>> {
         self.hops.iter().find_map(|h| h.sender(self.server, dir))
     }
+
+    /// Whether the capture shows this server behind a hop (its flows are a hop's upstream
+    /// leg): the data it sends is its own, and the hop is measured on the other leg.
+    pub fn behind_hop(&self) -> bool {
+        self.hops.iter().any(|h| h.upstream == self.server)
+    }
 }
 
 pub type Groups = [GroupInfo];
@@ -106,6 +112,25 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(retransmission_stall::RetransmissionStall::default()),
         Box::new(window_limited::WindowLimited::default()),
     ]
+}
+
+/// Rewords a finding about data whose sender's sockets are known (read live, as `run` does)
+/// to have had TCP_NODELAY on: the Nagle kinds then describe a program that waited for the
+/// peer's ACK, not Nagle. Other kinds are left alone.
+pub fn reword_for_nodelay(f: &mut Finding) {
+    match f.kind {
+        FindingKind::NagleDelayedAck => nagle_delayed_ack::reword_for_nodelay(f),
+        FindingKind::NagleRoundTrip => nagle_round_trip::reword_for_nodelay(f),
+        FindingKind::FragmentedWrites => fragmented_writes::reword_for_nodelay(f),
+        _ => {}
+    }
+}
+
+/// Rewords a `fragmented_writes` finding about the replies to a client known to pipeline up
+/// to `depth` requests: a turn of no more segments than replies is whole replies, one per
+/// segment (see `fragmented_writes` rule 8). Returns whether it did.
+pub fn reword_for_pipelining(f: &mut Finding, depth: usize) -> bool {
+    fragmented_writes::reword_for_pipelining(f, depth)
 }
 
 /// Per-(group, direction) state, created on first use.
@@ -268,6 +293,39 @@ pub(crate) struct HopText {
     pub fix: String,
 }
 
+/// What a finding about held data measured, to weigh the hop's part in it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    /// The typical hold (the median stall) on the hop's client-facing leg.
+    pub typical: Duration,
+    /// The share of that leg's turns that were held.
+    pub share: f64,
+}
+
+/// Who a finding about data that a hop sends blames ([`hop_blame`]).
+pub(crate) enum HopBlame {
+    /// The hop's own socket held bytes it had already received: it is named.
+    Hop {
+        text: HopText,
+        /// `the hop listening on H held bytes it had already received (…)`.
+        cause: String,
+    },
+    /// The hop forwarded what it read at once: the holds came from upstream.
+    Upstream(Passed),
+}
+
+/// A finding the hop passed on from its upstream (see [`settle`]).
+pub(crate) struct Passed {
+    /// The upstream server, as findings name it.
+    pub upstream: String,
+    /// The hop, as the verdict names it.
+    pub subject: String,
+    /// `which forwarded each response's first and last bytes within 0.1 ms of receiving them`.
+    pub promptly: String,
+    /// The fact the upstream's own finding gains, or this one keeps.
+    pub fact: String,
+}
+
 /// [`HopText`] for `dir` data on `group`'s flows, when a hop sends it.
 pub(crate) fn hop_text(groups: &Groups, group: GroupId, dir: Direction) -> Option<HopText> {
     let h = groups.get(group)?.hop_sender(dir)?;
@@ -307,6 +365,121 @@ pub(crate) fn hop_text(groups: &Groups, group: GroupId, dir: Direction) -> Optio
         )
     };
     Some(HopText { subject, fact, fix })
+}
+
+/// Blames the element that held the bytes (PHYSICS §9), for a finding about held `dir` data
+/// on `group`'s flows when a hop sends it:
+/// 1. The hop *held* a response when its last byte left on the client-facing leg at least
+///    half the typical hold after it arrived on the upstream leg ([`crate::hops`] rule 5).
+/// 2. The hop is the cause when it held at least one of the compared responses and at least
+///    half as many as the leg's held share predicts among them: its own socket had the bytes
+///    and did not send them. The finding names the hop, with the lag measured.
+/// 3. Otherwise the hop forwarded what it read at once (no compared response kept as long,
+///    or too few to account for the holds): the holds were already in the bytes it received.
+///    No finding names the hop as their cause ([`settle`]).
+/// 4. With no response compared on both legs, the hop is named as before (its leg is all
+///    the capture can tell about).
+pub(crate) fn hop_blame(
+    groups: &Groups,
+    group: GroupId,
+    dir: Direction,
+    held: Held,
+) -> Option<HopBlame> {
+    let text = hop_text(groups, group, dir)?;
+    let h = groups.get(group)?.hop_sender(dir)?;
+    let fw = &h.hop.forwarding;
+    let compared = fw.compared();
+    let at_least = held.typical / 2;
+    let n_held = fw.held(at_least);
+    let expected = held.share * compared as f64;
+    let ms = |d: Duration| crate::units::fmt_duration(d);
+    if compared == 0 || (n_held >= 1 && n_held as f64 >= expected / 2.0) {
+        let cause = if compared == 0 {
+            format!("{} re-emits", text.subject)
+        } else {
+            format!(
+                "{} held bytes it had already received (the last bytes of {} of {} responses \
+                 compared left it {} or more after they arrived from {}; median {}) and \
+                 re-emits",
+                text.subject,
+                n_held,
+                compared,
+                ms(at_least),
+                h.source,
+                ms(fw.median_last())
+            )
+        };
+        let mut text = text;
+        if compared > 0 && !h.source_shape.all_whole() {
+            // The hop held them: its fix first; the source's pieces cost nothing on its own leg.
+            text.fix = format!(
+                "Set TCP_NODELAY on the hop's client-side socket (or have it coalesce what it \
+                 reads before writing): the hop held these bytes. {} writes each response in \
+                 pieces too; one write per response there would also give the hop's Nagle \
+                 nothing to hold.",
+                h.source
+            );
+        }
+        if compared > 0 {
+            text.fact.push_str(&format!(
+                "; the hop kept the last bytes of {n_held} of {compared} responses {} or more \
+                 after they arrived on the upstream leg (median {}): its own socket held them",
+                ms(at_least),
+                ms(fw.median_last())
+            ));
+        }
+        return Some(HopBlame::Hop { text, cause });
+    }
+    let promptly = format!(
+        "which forwarded each response's first and last bytes within {} of receiving them \
+         ({compared} responses compared on both legs, median {})",
+        ms(fw.max_lag()),
+        ms(fw.median_last())
+    );
+    let fact = format!(
+        "the client {} reaches {} through {} (flow {}), {promptly}: the hop passes these holds \
+         on, it does not cause them; {} held the bytes itself",
+        h.hop.client, h.source, text.subject, h.hop.client_flow, h.source
+    );
+    Some(HopBlame::Upstream(Passed {
+        upstream: h.source.to_string(),
+        subject: text.subject,
+        promptly,
+        fact,
+    }))
+}
+
+/// Findings a hop passed on ([`hop_blame`] rule 3): one whose upstream has a finding of its
+/// own of the same kind and direction is dropped, and that finding gains the hop's fact (the
+/// holds are counted once, on the element that held them); one whose upstream has none is
+/// kept, phrased about the upstream by its detector.
+pub(crate) fn settle(found: Vec<(Finding, Option<Passed>)>) -> Vec<Finding> {
+    let owners: Vec<(FindingKind, Direction, String)> = found
+        .iter()
+        .filter(|(_, p)| p.is_none())
+        .map(|(f, _)| (f.kind, f.direction, f.server.clone()))
+        .collect();
+    let mut kept: Vec<Finding> = Vec::with_capacity(found.len());
+    let mut moved: Vec<(FindingKind, Direction, String, String)> = Vec::new();
+    for (f, passed) in found {
+        match passed {
+            Some(p) if owners.contains(&(f.kind, f.direction, p.upstream.clone())) => {
+                moved.push((f.kind, f.direction, p.upstream, p.fact));
+            }
+            _ => kept.push(f),
+        }
+    }
+    for (kind, dir, upstream, fact) in moved {
+        if let Some(f) = kept
+            .iter_mut()
+            .find(|f| f.kind == kind && f.direction == dir && f.server == upstream)
+        {
+            if !f.evidence.facts.contains(&fact) {
+                f.evidence.facts.push(fact);
+            }
+        }
+    }
+    kept
 }
 
 /// `12 of 30 (40%)`

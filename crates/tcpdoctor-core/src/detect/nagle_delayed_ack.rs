@@ -17,12 +17,20 @@
 //! 5. Report from [`MIN_STALLS`] stall: rules 2's conditions are specific enough that a
 //!    single one is real (a POST whose body waited 40 ms). Critical when ≥ [`CRITICAL_SHARE`]
 //!    of the turns stalled and the stalls cost ≥ [`CRITICAL_LOST`] in total.
+//! 6. Stalls on the client-facing leg of a hop whose both legs the capture holds are blamed
+//!    on the element that held the bytes ([`super::hop_blame`]): the hop when it kept bytes it
+//!    had already received for about a stall; else the upstream, whose own finding gains the
+//!    hop's fact (the hop's is dropped, [`super::settle`]).
+//! 7. A server whose sockets are known to have TCP_NODELAY on (`run` reads them) cannot have
+//!    had its Nagle hold anything: the same shape then means the program wrote the rest only
+//!    once the peer's ACK came (it waited for its send queue to drain), and
+//!    [`nodelay_reading`] says so.
 
 use std::time::Duration;
 
 use super::{
-    delayed_ack_stalls, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups,
-    NagleRelease, PerGroup, Timer,
+    delayed_ack_stalls, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, Held,
+    HopBlame, NagleRelease, Passed, PerGroup, Timer,
 };
 use crate::flow::Direction;
 use crate::report::{
@@ -114,11 +122,17 @@ impl Detector for NagleDelayedAck {
             };
             out.push(finding(group, dir, &st, example, groups));
         }
-        out
+        super::settle(out)
     }
 }
 
-fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &Groups) -> Finding {
+fn finding(
+    group: usize,
+    dir: Direction,
+    st: &State,
+    example: Example,
+    groups: &Groups,
+) -> (Finding, Option<Passed>) {
     let Example {
         flow: example_flow,
         turn,
@@ -141,19 +155,40 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         Direction::ServerToClient => ("responses", "response", "server", "client"),
         Direction::ClientToServer => ("requests", "request", "client", "server"),
     };
-    let hop = super::hop_text(groups, group, dir);
-    let writer = match &hop {
-        Some(h) => format!("{} re-emits", h.subject),
-        None => format!("the {sender} writes"),
-    };
-    let verdict = format!(
-        "{} {} stalled ({median} median): {writer} each {whose} in pieces and Nagle's \
-         algorithm holds the rest until the {receiver}'s delayed ACK ({}); {} lost.",
+    let blame = super::hop_blame(
+        groups,
+        group,
+        dir,
+        Held {
+            typical: Duration::from_micros(st.stall_us.quantile(0.5) as u64),
+            share,
+        },
+    );
+    let passed_on = matches!(blame, Some(HopBlame::Upstream(_)));
+    let lost = fmt_duration(st.lost);
+    let stalled = format!(
+        "{} {} stalled ({median} median)",
         st.stalled_turns,
         if st.stalled_turns == 1 { whose } else { what },
-        short_timer(timer),
-        fmt_duration(st.lost),
     );
+    let verdict = match &blame {
+        Some(HopBlame::Upstream(p)) => format!(
+            "{stalled} on their way through {}, {}: the pieces already left {} with the stall \
+             in them, so the hop passes it on and does not cause it; {lost} lost.",
+            p.subject, p.promptly, p.upstream
+        ),
+        _ => {
+            let writer = match &blame {
+                Some(HopBlame::Hop { cause, .. }) => cause.clone(),
+                _ => format!("the {sender} writes"),
+            };
+            format!(
+                "{stalled}: {writer} each {whose} in pieces and Nagle's algorithm holds the rest \
+                 until the {receiver}'s delayed ACK ({}); {lost} lost.",
+                short_timer(timer),
+            )
+        }
+    };
     let mut ev = Evidence::default();
     ev.facts.push(format!(
         "stalled {what}: {}",
@@ -178,8 +213,10 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
          acknowledging all of it, then the rest of the {whose} as soon as that ACK reached the \
          {sender} (at once at the {sender}'s end, one round trip later at the {receiver}'s)"
     ));
-    if let Some(h) = &hop {
-        ev.facts.push(h.fact.clone());
+    match &blame {
+        Some(HopBlame::Hop { text, .. }) => ev.facts.push(text.fact.clone()),
+        Some(HopBlame::Upstream(p)) => ev.facts.push(p.fact.clone()),
+        None => {}
     }
     ev.counts.insert("stalled_turns".into(), st.stalled_turns);
     ev.counts.insert("turns".into(), st.turns);
@@ -241,7 +278,11 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         direction: dir,
         what: format!("{} bytes", p.before.len),
         payload_bytes: Some(u64::from(p.before.len)),
-        note: "small segment in flight; Nagle holds what the application writes next".into(),
+        note: match passed_on {
+            false => "small segment in flight; Nagle holds what the application writes next",
+            true => "small segment in flight; the rest has not come through yet",
+        }
+        .into(),
     });
     ev.timeline.push(TimelineEntry {
         frame: ack.frame,
@@ -263,6 +304,13 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         note: format!("released {} after the ACK", fmt_duration(ex.release_after)),
     });
     let fix = match dir {
+        // The capture holds the hop's legs too: the hop is judged there, not guessed at here.
+        Direction::ServerToClient if groups[group].behind_hop() => {
+            "Write each response with one call: build it in a buffer (or use writev / a \
+             buffered writer) and send it once. Where responses are already whole when \
+             written, set TCP_NODELAY on the server's sockets. TCP_QUICKACK on the client is \
+             not a fix."
+        }
         Direction::ServerToClient => {
             "Write each response with one call: build it in a buffer (or use writev / a \
              buffered writer) and send it once. Where responses are already whole when \
@@ -279,8 +327,22 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
              on that hop. TCP_QUICKACK on the server is not a fix."
         }
     };
-    let fix = hop.as_ref().map_or(fix, |h| h.fix.as_str());
-    FindingHead {
+    let fix: String = match &blame {
+        Some(HopBlame::Hop { text, .. }) => text.fix.clone(),
+        Some(HopBlame::Upstream(p)) => format!(
+            "Fix {}, not the hop (it forwards what it reads at once): have it write each \
+             {whose} with one call (a buffer or writev), then set TCP_NODELAY on its \
+             sockets; where it already has TCP_NODELAY, stop waiting for the send queue to \
+             drain between pieces.",
+            p.upstream
+        ),
+        None => fix.to_string(),
+    };
+    let passed = match blame {
+        Some(HopBlame::Upstream(p)) => Some(p),
+        _ => None,
+    };
+    let f = FindingHead {
         kind: FindingKind::NagleDelayedAck,
         severity,
         group,
@@ -289,7 +351,47 @@ fn finding(group: usize, dir: Direction, st: &State, example: Example, groups: &
         example_flow,
         time_lost: st.lost,
     }
-    .finish(groups, verdict, ev, fix)
+    .finish(groups, verdict, ev, &fix);
+    (f, passed)
+}
+
+/// Rewords a finding of this kind about a sender whose sockets had TCP_NODELAY on (rule 7):
+/// the sender wrote the rest only once the peer's ACK came.
+pub fn reword_for_nodelay(f: &mut Finding) {
+    let (what, whose, sender, receiver) = match f.direction {
+        Direction::ServerToClient => ("responses", "response", "server", "client"),
+        Direction::ClientToServer => ("requests", "request", "client", "server"),
+    };
+    let n = f.evidence.counts.get("stalled_turns").copied().unwrap_or(0);
+    let median = f
+        .evidence
+        .values
+        .get("median_stall_ms")
+        .copied()
+        .unwrap_or(0.0);
+    let verdict = format!(
+        "{n} {} stalled ({median:.1} ms median): the {sender} wrote each {whose} in pieces and \
+         waited for the {receiver}'s ACK of a piece before writing the rest — its sockets have \
+         TCP_NODELAY on, so Nagle held nothing; the {receiver}'s delayed ACK set the pace; \
+         {} lost.",
+        if n == 1 { whose } else { what },
+        fmt_duration(Duration::from_secs_f64(f.time_lost_ms.max(0.0) / 1e3)),
+    );
+    let fix = format!(
+        "Write each {whose} whole, with one call (a buffer or writev), and do not wait for the \
+         send queue to drain (SIOCOUTQ, tcp_info's unacked, a flush that waits for the peer) \
+         before writing more: with TCP_NODELAY on, what is written leaves at once. \
+         TCP_QUICKACK on the {receiver} only hides it."
+    );
+    f.verdict = verdict;
+    f.fix = fix;
+    for t in &mut f.evidence.timeline {
+        if t.note.contains("Nagle holds") {
+            t.note = format!(
+                "small segment in flight; the {sender} writes the rest once it is acknowledged"
+            );
+        }
+    }
 }
 
 fn dominant_timer(counts: &[u64; 4]) -> Timer {

@@ -17,6 +17,11 @@
 //!    trip costs nothing worth naming). Critical when ≥ [`CRITICAL_SHARE`] of the turns were
 //!    held and the holds cost ≥ [`CRITICAL_LOST`] in total; else a warning.
 //!
+//! 6. On the client-facing leg of a hop whose both legs the capture holds, the hold is blamed
+//!    on the element that held the bytes ([`super::hop_blame`], as in `nagle_delayed_ack`).
+//! 7. A sender whose sockets are known to have TCP_NODELAY on waited for the ACK itself
+//!    ([`reword_for_nodelay`]).
+//!
 //! It is not `nagle_delayed_ack`: no timer is involved, so `--fail-on nagle_delayed_ack` and
 //! the stall counts (which are about ≈40/200 ms timers) do not include it. At the receiver's
 //! end the shape is ambiguous with a sender that wrote the tail one round trip later, which is
@@ -25,8 +30,8 @@
 use std::time::Duration;
 
 use super::{
-    of, rel_ms, round_trip_hold, Detector, FindingHead, FlowMarks, FlowView, Groups, NagleRelease,
-    PerGroup,
+    of, rel_ms, round_trip_hold, Detector, FindingHead, FlowMarks, FlowView, Groups, Held,
+    HopBlame, NagleRelease, Passed, PerGroup,
 };
 use crate::flow::Direction;
 use crate::report::{
@@ -103,7 +108,7 @@ impl Detector for NagleRoundTrip {
             };
             out.push(finding(group, dir, &st, example, groups));
         }
-        out
+        super::settle(out)
     }
 }
 
@@ -113,7 +118,7 @@ fn finding(
     st: &State,
     (example_flow, turn, r, claim): (FlowRef, Turn, NagleRelease, Claim),
     groups: &Groups,
-) -> Finding {
+) -> (Finding, Option<Passed>) {
     let share = st.held_turns as f64 / st.turns.max(1) as f64;
     let severity = if share >= CRITICAL_SHARE && st.lost >= CRITICAL_LOST {
         Severity::Critical
@@ -126,21 +131,45 @@ fn finding(
         Direction::ServerToClient => ("responses", "response", "server", "client"),
         Direction::ClientToServer => ("requests", "request", "client", "server"),
     };
-    let hop = super::hop_text(groups, group, dir);
-    let writer = match &hop {
-        Some(h) => format!("{} re-emits", h.subject),
-        None => format!("the {sender} writes"),
-    };
-    let verdict = format!(
-        "{} {} waited one extra round trip ({:.1} ms median): {writer} each \
-         {whose} in pieces and Nagle's algorithm holds the last, small piece until the \
-         {receiver} acknowledges the first — the {receiver} answered at once, so this costs \
-         the path's round trip, not a delayed-ACK timer; {} lost.",
+    let blame = super::hop_blame(
+        groups,
+        group,
+        dir,
+        Held {
+            typical: Duration::from_micros(st.hold_us.quantile(0.5) as u64),
+            share,
+        },
+    );
+    let passed_on = matches!(blame, Some(HopBlame::Upstream(_)));
+    let held = format!(
+        "{} {} waited one extra round trip ({:.1} ms median)",
         st.held_turns,
         if st.held_turns == 1 { whose } else { what },
         hold.p50,
-        fmt_duration(st.lost),
     );
+    let verdict = match &blame {
+        Some(HopBlame::Upstream(p)) => format!(
+            "{held} on their way through {}, {}: the last pieces already left {} a round trip \
+             late, so the hop passes the wait on and does not cause it; {} lost.",
+            p.subject,
+            p.promptly,
+            p.upstream,
+            fmt_duration(st.lost),
+        ),
+        _ => {
+            let writer = match &blame {
+                Some(HopBlame::Hop { cause, .. }) => cause.clone(),
+                _ => format!("the {sender} writes"),
+            };
+            format!(
+                "{held}: {writer} each {whose} in pieces and Nagle's algorithm holds the last, \
+                 small piece until the {receiver} acknowledges the first — the {receiver} \
+                 answered at once, so this costs the path's round trip, not a delayed-ACK timer; \
+                 {} lost.",
+                fmt_duration(st.lost),
+            )
+        }
+    };
     let mut ev = Evidence::default();
     ev.facts
         .push(format!("held {what}: {}", of(st.held_turns, st.turns)));
@@ -160,8 +189,10 @@ fn finding(
         fmt_duration(st.lost),
         st.holds
     ));
-    if let Some(h) = &hop {
-        ev.facts.push(h.fact.clone());
+    match &blame {
+        Some(HopBlame::Hop { text, .. }) => ev.facts.push(text.fact.clone()),
+        Some(HopBlame::Upstream(p)) => ev.facts.push(p.fact.clone()),
+        None => {}
     }
     ev.counts.insert("held_turns".into(), st.held_turns);
     ev.counts.insert("turns".into(), st.turns);
@@ -208,9 +239,13 @@ fn finding(
         dir,
         format!("{} bytes", p.before.len),
         Some(p.before.len),
-        "last segment before the silence; a small one is unacknowledged, so Nagle holds the \
-         next small write"
-            .into(),
+        if passed_on {
+            "last segment before the silence; the rest has not come through yet".into()
+        } else {
+            "last segment before the silence; a small one is unacknowledged, so Nagle holds the \
+             next small write"
+                .into()
+        },
     );
     push(
         r.ack.pkt.frame,
@@ -246,8 +281,22 @@ fn finding(
              TCP_CORK / MSG_MORE around the pieces also works."
         }
     };
-    let fix = hop.as_ref().map_or(fix, |h| h.fix.as_str());
-    FindingHead {
+    let fix: String = match &blame {
+        Some(HopBlame::Hop { text, .. }) => text.fix.clone(),
+        Some(HopBlame::Upstream(p)) => format!(
+            "Fix {}, not the hop (it forwards what it reads at once): have it write each \
+             {whose} with one call (a buffer or writev), or set TCP_NODELAY on its sockets \
+             once {what} are whole; where it already has TCP_NODELAY, stop waiting for the \
+             send queue to drain between pieces.",
+            p.upstream
+        ),
+        None => fix.to_string(),
+    };
+    let passed = match blame {
+        Some(HopBlame::Upstream(p)) => Some(p),
+        _ => None,
+    };
+    let f = FindingHead {
         kind: FindingKind::NagleRoundTrip,
         severity,
         group,
@@ -256,5 +305,43 @@ fn finding(
         example_flow,
         time_lost: st.lost,
     }
-    .finish(groups, verdict, ev, fix)
+    .finish(groups, verdict, ev, &fix);
+    (f, passed)
+}
+
+/// Rewords a finding of this kind about a sender whose sockets had TCP_NODELAY on (rule 7):
+/// Nagle held nothing; the sender wrote the tail only once the peer acknowledged the first
+/// piece, which costs the round trip.
+pub fn reword_for_nodelay(f: &mut Finding) {
+    let (what, whose, sender, receiver) = match f.direction {
+        Direction::ServerToClient => ("responses", "response", "server", "client"),
+        Direction::ClientToServer => ("requests", "request", "client", "server"),
+    };
+    let n = f.evidence.counts.get("held_turns").copied().unwrap_or(0);
+    let median = f
+        .evidence
+        .values
+        .get("median_hold_ms")
+        .copied()
+        .unwrap_or(0.0);
+    f.verdict = format!(
+        "{n} {} waited one extra round trip ({median:.1} ms median): the {sender} wrote each \
+         {whose} in pieces and waited for the {receiver}'s ACK of the first before writing the \
+         last — its sockets have TCP_NODELAY on, so Nagle held nothing; {} lost.",
+        if n == 1 { whose } else { what },
+        fmt_duration(Duration::from_secs_f64(f.time_lost_ms.max(0.0) / 1e3)),
+    );
+    f.fix = format!(
+        "Write each {whose} whole, with one call (a buffer or writev), and do not wait for the \
+         send queue to drain (SIOCOUTQ, tcp_info's unacked, a flush that waits for the peer) \
+         before writing more: with TCP_NODELAY on, what is written leaves at once."
+    );
+    for t in &mut f.evidence.timeline {
+        if t.note.contains("Nagle holds") {
+            t.note = format!(
+                "last segment before the silence; the {sender} writes the rest once it is \
+                 acknowledged"
+            );
+        }
+    }
 }

@@ -480,6 +480,7 @@ fn bulk_transfer_is_not_fragmented() {
 
 mod fragments;
 mod handshake;
+mod hop_blame;
 mod nagle;
 mod rtt;
 mod window;

@@ -8,7 +8,12 @@
 //!    server sent from that port: `nagle_delayed_ack`, `nagle_round_trip` and
 //!    `fragmented_writes`, direction `server_to_client`, whose `server` is that port. A finding
 //!    about another port (a hop's, in a proxy scenario) is left alone: the hop's sockets are
-//!    not the server's. Nothing else in the finding changes: the packets decided it.
+//!    not the server's. The packets decided the finding (its frames, counts and time lost do
+//!    not change); the option decides which mechanism its words name.
+//! 3. When every accepted socket had TCP_NODELAY on, the server's Nagle held nothing: the
+//!    shape the packets show (a piece, the peer's ACK, the rest) is the program writing the
+//!    rest only once the ACK came, and the finding is reworded so
+//!    ([`crate::detect::reword_for_nodelay`]): its verdict and fix no longer say Nagle.
 
 use serde::Serialize;
 
@@ -130,8 +135,7 @@ impl ServerSockets {
         } else if self.nodelay_on == self.accepted {
             format!(
                 "the server's accepted sockets have TCP_NODELAY on ({}): the server's own Nagle \
-                 does not hold these replies; look at what writes them in pieces and at any hop \
-                 in between",
+                 holds nothing it writes",
                 of(self.nodelay_on)
             )
         } else if self.nodelay_unknown == self.accepted {
@@ -168,6 +172,9 @@ pub fn corroborate(findings: &mut [Finding], server: &ServerSockets) -> usize {
         ) && f.direction == Direction::ServerToClient
             && f.server.ends_with(&suffix)
     }) {
+        if server.accepted > 0 && server.nodelay_on == server.accepted {
+            crate::detect::reword_for_nodelay(f);
+        }
         f.evidence.facts.push(server.nodelay_fact());
         f.evidence.rests_on.push(format!(
             "TCP_NODELAY of the server's accepted sockets, read by inspect with getsockopt on \

@@ -389,6 +389,10 @@ pub async fn run(
                     );
                 }
                 findings = found;
+                // The driver pipelines: a turn of whole replies is not a reply in pieces.
+                for f in &mut findings {
+                    tcpdoctor_core::detect::reword_for_pipelining(f, path.driver.pipeline);
+                }
                 if let Some(how) = recording_basis(&source, path, &file) {
                     for f in &mut findings {
                         f.evidence.rests_on.push(how.clone());

@@ -117,3 +117,76 @@ fn nodelay_on_or_unknown_is_said_as_it_is() {
     let stale = server_sockets(&obs, 7000).unwrap();
     assert_eq!((stale.nodelay_off, stale.nodelay_unknown), (1, 1));
 }
+
+/// The findings of a real capture (`testdata/captures/`).
+fn analyze(bytes: &[u8]) -> Vec<Finding> {
+    let mut reader = crate::wire::CaptureReader::new(bytes).expect("pcap header");
+    let mut analyzer = crate::analysis::Analyzer::default();
+    while let Some(f) = reader.next_frame().expect("frame") {
+        analyzer.on_frame(f.number, f.ts, f.link, f.data, f.orig_len);
+    }
+    analyzer.finish("capture.pcap", "pcap").1
+}
+
+/// Issue 26: a server whose accepted sockets had TCP_NODELAY on cannot have had its Nagle
+/// hold anything: the same packets (a piece, the client's delayed ACK, the rest) are read as
+/// the program waiting for the ACK — verdict and fix. With TCP_NODELAY off, Nagle is named.
+#[test]
+fn with_nodelay_on_the_nagle_kinds_say_the_program_waited_for_the_ack() {
+    const PERLINE: &[u8] =
+        include_bytes!("../../../../../testdata/captures/nagle_perline_server.pcap");
+    let found = analyze(PERLINE);
+    let port: u16 = found
+        .iter()
+        .find(|f| f.kind == FindingKind::NagleDelayedAck)
+        .and_then(|f| f.server.rsplit(':').next()?.parse().ok())
+        .expect("the per-line capture has its Nagle stall");
+    for (nodelay, waited) in [(true, true), (false, false)] {
+        let mut findings = found.clone();
+        let mut s = server_sockets(&observed(Some(nodelay)), 7000).unwrap();
+        s.port = port;
+        assert!(corroborate(&mut findings, &s) >= 2);
+        let stall = findings
+            .iter()
+            .find(|f| f.kind == FindingKind::NagleDelayedAck)
+            .unwrap();
+        let frag = findings
+            .iter()
+            .find(|f| f.kind == FindingKind::FragmentedWrites)
+            .unwrap();
+        assert_eq!(
+            stall.verdict.contains("waited for the client's ACK"),
+            waited,
+            "{}",
+            stall.verdict
+        );
+        assert_eq!(
+            stall.verdict.contains("Nagle's algorithm holds"),
+            !waited,
+            "{}",
+            stall.verdict
+        );
+        assert_eq!(
+            stall
+                .fix
+                .contains("do not wait for the send queue to drain"),
+            waited,
+            "{}",
+            stall.fix
+        );
+        assert_eq!(
+            frag.verdict.contains("Nagle held the pieces"),
+            !waited,
+            "{}",
+            frag.verdict
+        );
+        // The packets decided the finding: its figures and frames do not change.
+        let before = found
+            .iter()
+            .find(|f| f.kind == FindingKind::NagleDelayedAck)
+            .unwrap();
+        assert_eq!(stall.time_lost_ms, before.time_lost_ms);
+        assert_eq!(stall.evidence.frames, before.evidence.frames);
+        assert_eq!(stall.evidence.counts, before.evidence.counts);
+    }
+}
