@@ -320,7 +320,8 @@ pub(crate) struct Passed {
     pub upstream: String,
     /// The hop, as the verdict names it.
     pub subject: String,
-    /// `which forwarded each response's first and last bytes within 0.1 ms of receiving them`.
+    /// `which forwarded the first and last bytes of every one of the 30 responses compared on
+    /// both legs within 0.4 ms of receiving them (median 0.2 ms)`.
     pub promptly: String,
     /// The fact the upstream's own finding gains, or this one keeps.
     pub fact: String,
@@ -430,12 +431,26 @@ pub(crate) fn hop_blame(
         }
         return Some(HopBlame::Hop { text, cause });
     }
-    let promptly = format!(
-        "which forwarded each response's first and last bytes within {} of receiving them \
-         ({compared} responses compared on both legs, median {})",
-        ms(fw.max_lag()),
-        ms(fw.median_last())
-    );
+    // The slowest forwarding may be a scheduler hiccup or a hold the upstream's own timer
+    // overlapped; the count within the threshold is what rule 3 decided on, so say that.
+    let promptly = if n_held == 0 {
+        format!(
+            "which forwarded the first and last bytes of every one of the {compared} responses \
+             compared on both legs within {} of receiving them (median {})",
+            ms(fw.max_lag()),
+            ms(fw.median_last())
+        )
+    } else {
+        format!(
+            "which forwarded the last bytes of {} of the {compared} responses compared on both \
+             legs within {} of receiving them (median {}; the slowest {}, too few to account \
+             for the holds)",
+            compared - n_held,
+            ms(at_least),
+            ms(fw.median_last()),
+            ms(fw.max_lag())
+        )
+    };
     let fact = format!(
         "the client {} reaches {} through {} (flow {}), {promptly}: the hop passes these holds \
          on, it does not cause them; {} held the bytes itself",

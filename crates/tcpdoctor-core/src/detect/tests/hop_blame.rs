@@ -56,7 +56,7 @@ fn a_hop_that_forwarded_at_once_is_not_named_and_the_server_is() {
         .find(|f| f.contains("through the hop listening on 127.0.0.1:39779"))
         .expect("the hop's fact moved to the server's finding");
     assert!(
-        fact.contains("forwarded each response's first and last bytes within")
+        fact.contains("which forwarded the first and last bytes of every one of the ")
             && fact.contains("it does not cause them"),
         "{fact}"
     );
