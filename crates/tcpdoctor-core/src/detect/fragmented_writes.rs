@@ -25,6 +25,10 @@
 
 use std::time::Duration;
 
+mod window;
+
+use window::{window_waits, WindowWait};
+
 use super::{delayed_ack_stalls, of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
 use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
@@ -47,6 +51,12 @@ struct State {
     held_by_nagle: u64,
     /// How long Nagle held pieces of the fragmented turns, in all.
     held: Duration,
+    /// Rule 7: turns whose pieces spent the congestion window, the waits, and their time.
+    window_turns: u64,
+    window_waits: u64,
+    window: Duration,
+    /// One window wait, with its flow and the full segment there.
+    window_example: Option<(FlowRef, WindowWait, u32)>,
     extra_segments: u64,
     segments_per_turn: SizeCounter,
     sizes: SizeCounter,
@@ -67,6 +77,9 @@ pub struct FragmentedWrites {
 struct Fragmented {
     extra: u64,
     held: Duration,
+    /// Rule 7's waits in this turn, and their time.
+    waits: Vec<WindowWait>,
+    window: Duration,
 }
 
 /// Whether a turn was written in pieces (rules 1–3).
@@ -82,9 +95,21 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
     if extra == 0 {
         return None;
     }
-    let held: Duration = delayed_ack_stalls(flow.flow, turn).map(|r| r.stall()).sum();
-    if held > Duration::ZERO {
-        return Some(Fragmented { extra, held });
+    let mut held = Duration::ZERO;
+    let mut nagle = Vec::new();
+    for r in delayed_ack_stalls(flow.flow, turn) {
+        held += r.stall();
+        nagle.push(r.pause.before.pkt.frame);
+    }
+    let waits: Vec<WindowWait> = window_waits(flow.flow, turn, &nagle).collect();
+    let window = waits.iter().map(WindowWait::cost).sum();
+    if held > Duration::ZERO || !waits.is_empty() {
+        return Some(Fragmented {
+            extra,
+            held,
+            waits,
+            window,
+        });
     }
     if turn.segments < MIN_SEGMENTS {
         return None;
@@ -96,6 +121,8 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
     (u64::from(turn.segments) >= 2 * needed.max(1) && small).then_some(Fragmented {
         extra,
         held: Duration::ZERO,
+        waits,
+        window,
     })
 }
 
@@ -114,6 +141,23 @@ impl Detector for FragmentedWrites {
         if frag.held > Duration::ZERO {
             st.held_by_nagle += 1;
             st.held += frag.held;
+        }
+        if let Some(w) = frag.waits.first() {
+            st.window_turns += 1;
+            st.window_waits += frag.waits.len() as u64;
+            st.window += frag.window;
+            // The example shows a window wait when there is one (its frames must be on the
+            // example flow).
+            if st.window_example.is_none() {
+                st.window_example =
+                    Some((flow.flow_ref(), *w, flow.flow.full_segment(turn.dir)));
+                st.example = Some((flow.flow_ref(), turn.clone()));
+                st.example_full = flow.flow.full_segment(turn.dir);
+            }
+        }
+        if st.window_example.is_some() {
+            self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
+            return;
         }
         st.extra_segments += frag.extra;
         st.segments_per_turn.record(turn.segments);
@@ -162,7 +206,8 @@ fn finding(
     groups: &Groups,
 ) -> Finding {
     // Rule 5: severity follows the time the pattern cost.
-    let severity = if st.held > Duration::ZERO {
+    let lost = st.held + st.window;
+    let severity = if lost > Duration::ZERO {
         Severity::Warning
     } else {
         Severity::Info
@@ -192,12 +237,17 @@ fn finding(
             st.held_by_nagle,
             fmt_duration(st.held)
         ));
-    } else {
+    } else if st.window == Duration::ZERO {
         verdict.push_str(
             ". Nothing held them, so they cost no time in this capture, but each piece costs \
              a syscall and a packet, and behind a hop with Nagle on the pieces after the \
              first wait for an ACK (a nagle_delayed_ack stall waiting to happen).",
         );
+    } else {
+        verdict.push('.');
+    }
+    if st.window > Duration::ZERO {
+        verdict.push_str(&window::verdict(st.window_turns, st.window));
     }
     if tls {
         verdict.push_str(&format!(
@@ -253,6 +303,11 @@ fn finding(
     );
     ev.values
         .insert("fragmented_share".into(), crate::stats::round3(share));
+    ev.counts.insert("window_waits".into(), st.window_waits);
+    ev.values.insert(
+        "window_wait_ms".into(),
+        crate::stats::round3(crate::units::ms(st.window)),
+    );
     ev.distributions
         .insert("segments_per_turn".into(), seg_dist);
     ev.distributions.insert("segment_bytes".into(), size_dist);
@@ -276,6 +331,10 @@ fn finding(
         ),
         note: format!("through frame {}", turn.last.frame),
     });
+    if let Some((_, w, full)) = &st.window_example {
+        let counts = (st.window_turns, st.window_waits);
+        window::evidence(&mut ev, dir, w, *full, counts, turn.first.ts);
+    }
     let fix = if tls {
         "One TLS record per write is common (many TLS stacks seal each application write as its \
          own record and send it at once). Buffer the records of one flight and write them \
@@ -304,7 +363,7 @@ fn finding(
         direction: dir,
         flows_affected: st.flows,
         example_flow,
-        time_lost: st.held,
+        time_lost: lost,
     }
     .finish(groups, verdict, ev, fix)
 }
