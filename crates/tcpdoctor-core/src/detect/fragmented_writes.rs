@@ -142,6 +142,12 @@ impl Detector for FragmentedWrites {
             st.held_by_nagle += 1;
             st.held += frag.held;
         }
+        st.extra_segments += frag.extra;
+        st.segments_per_turn.record(turn.segments);
+        for &s in turn.sizes.iter() {
+            st.sizes.record(s);
+        }
+        self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
         if let Some(w) = frag.waits.first() {
             st.window_turns += 1;
             st.window_waits += frag.waits.len() as u64;
@@ -156,15 +162,8 @@ impl Detector for FragmentedWrites {
             }
         }
         if st.window_example.is_some() {
-            self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
             return;
         }
-        st.extra_segments += frag.extra;
-        st.segments_per_turn.record(turn.segments);
-        for &s in turn.sizes.iter() {
-            st.sizes.record(s);
-        }
-        self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
         // Prefer an example that shows the pieces themselves (no Nagle hold).
         let better = match &st.example {
             None => true,

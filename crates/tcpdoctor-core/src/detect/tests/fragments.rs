@@ -213,6 +213,7 @@ fn tiny_segments_that_spend_the_congestion_window_cost_a_round_trip_each() {
             fw.verdict
         );
         assert!(!fw.verdict.contains("cost no time"), "{}", fw.verdict);
+        assert!(fw.verdict.contains("median 11 segments each"), "{}", fw.verdict);
         // Ten small segments in flight: not Nagle, which lets one be unacknowledged.
         assert_eq!(kinds(&f), vec![(FindingKind::FragmentedWrites, S2C)]);
         // The example's frames: the flight, its first ACK, its last segment, the rest.
