@@ -91,7 +91,9 @@ fn tiny_writes_that_spend_the_congestion_window_cost_what_the_clients_clock_show
         let fw = finding(findings, "fragmented_writes").expect("fragmented_writes");
         assert_eq!(fw["direction"], "server_to_client");
         assert_eq!(fw["severity"], "warning", "{}", fw["verdict"]);
-        let waits = fw["evidence"]["counts"]["window_waits"].as_u64().expect("waits");
+        let waits = fw["evidence"]["counts"]["window_waits"]
+            .as_u64()
+            .expect("waits");
         let lost = fw["time_lost_ms"].as_f64().expect("time lost");
         // Every fresh connection's first reply: ten 19-byte segments fill IW10.
         assert!(waits >= 4, "{waits} window waits: {}", fw["verdict"]);
@@ -101,7 +103,10 @@ fn tiny_writes_that_spend_the_congestion_window_cost_what_the_clients_clock_show
             "{per} ms per wait: each is about one round trip"
         );
         let verdict = fw["verdict"].as_str().expect("verdict");
-        assert!(verdict.contains("congestion window counts packets"), "{verdict}");
+        assert!(
+            verdict.contains("congestion window counts packets"),
+            "{verdict}"
+        );
         assert!(!verdict.contains("cost no time"), "{verdict}");
         let facts = fw["evidence"]["facts"].to_string();
         assert!(facts.contains("is the first ACK of it"), "{facts}");
@@ -114,7 +119,10 @@ fn tiny_writes_that_spend_the_congestion_window_cost_what_the_clients_clock_show
     let n = lat["count"].as_f64().expect("count");
     let mean = lat["mean"].as_f64().expect("mean");
     let max = lat["max"].as_f64().expect("max");
-    assert!(max >= 2.0 * RTT_MS, "slowest exchange {max} ms: two round trips");
+    assert!(
+        max >= 2.0 * RTT_MS,
+        "slowest exchange {max} ms: two round trips"
+    );
     let beyond = (mean - RTT_MS) * n;
     let fw = finding(&s["findings"], "fragmented_writes").expect("fragmented_writes");
     let lost = fw["time_lost_ms"].as_f64().expect("time lost");
@@ -122,12 +130,21 @@ fn tiny_writes_that_spend_the_congestion_window_cost_what_the_clients_clock_show
         beyond >= 0.9 * lost,
         "the client saw {beyond} ms beyond one round trip per exchange; claimed {lost} ms"
     );
-    // The audit re-read the frames and withdrew nothing.
-    let withdrawn = &s["capture"]["summary"]["withdrawn"];
+    // The audit re-read the example's frames, found its window_wait claim true, and withdrew
+    // nothing.
+    let summary = &s["capture"]["summary"];
+    let withdrawn = &summary["withdrawn"];
     assert!(
         withdrawn.as_array().is_none_or(|w| w.is_empty()),
         "{withdrawn}"
     );
+    let claims = fw["evidence"]["claims"].as_array().expect("claims");
+    assert!(
+        claims.iter().any(|c| c["claim"] == "window_wait"),
+        "{claims:?}"
+    );
+    let passed = summary["audit"]["claims_passed"].as_u64().expect("audit");
+    assert!(passed >= 1, "{}", summary["audit"]);
 }
 
 #[test]
@@ -150,7 +167,11 @@ fn memcached_missing(test: &str) -> bool {
     if Command::new("memcached").arg("--version").output().is_ok() {
         return false;
     }
-    common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "memcached is not installed");
+    common::skip_unless_required(
+        "TCPDOCTOR_REQUIRE_TOOLS",
+        test,
+        "memcached is not installed",
+    );
     true
 }
 
@@ -158,7 +179,11 @@ fn memcached_missing(test: &str) -> bool {
 fn memcached(name: &str, args: &[&str]) -> Option<Value> {
     let dir = scratch(name);
     let port = free_port();
-    let user = if common::live::is_root() { "-u root " } else { "" };
+    let user = if common::live::is_root() {
+        "-u root "
+    } else {
+        ""
+    };
     let server = format!("memcached {user}-l 127.0.0.1 -p {port} -U 0");
     let mut all = vec!["--preset", "memcache"];
     all.extend_from_slice(args);
@@ -173,35 +198,52 @@ fn pipelined_memcached_is_told_of_its_batches_not_of_one_request_at_a_time() {
     if memcached_missing(test) {
         return;
     }
-    let Some(r) = memcached(
-        "wan-mc-pipelined",
-        &[
-            "--pipeline",
-            "8",
-            "--connections",
-            "4",
-            "--requests",
-            "2000",
-        ],
-    ) else {
-        return;
-    };
-    let s = scenario(&r);
-    // A driver that refills its window as answers come is a sliding window when the answers
-    // arrive split, and batches that each wait a round trip when they arrive together: the
-    // finding follows what each end's capture shows, and at least one end shows the batches.
-    let ends = [&s["findings"], &s["server_end"]["findings"]];
-    let reported: Vec<&Value> = ends
-        .iter()
-        .filter_map(|f| finding(f, "rtt_bound"))
-        .collect();
-    assert!(!reported.is_empty(), "no rtt_bound at either end: {ends:#?}");
-    for rb in reported {
+    // A driver that refills its window as answers come shows batches that each wait a round
+    // trip when the answers arrive together, and a sliding window (exchanges faster than a
+    // round trip, not counted) when they arrive spread out, as they do more often on a busy
+    // machine: its flows sit near the rule's 50% share. The finding follows what each end's
+    // capture shows; a run where neither end shows enough batches is tried again (at most
+    // three runs).
+    let mut reported: Vec<Value> = Vec::new();
+    for attempt in 0..3 {
+        let Some(r) = memcached(
+            &format!("wan-mc-pipelined-{attempt}"),
+            &[
+                "--pipeline",
+                "8",
+                "--connections",
+                "4",
+                "--requests",
+                "2000",
+            ],
+        ) else {
+            return;
+        };
+        let s = scenario(&r);
+        reported = [&s["findings"], &s["server_end"]["findings"]]
+            .into_iter()
+            .filter_map(|f| finding(f, "rtt_bound").cloned())
+            .collect();
+        if !reported.is_empty() {
+            break;
+        }
+        eprintln!(
+            "{test}: run {attempt}: no rtt_bound at either end: {}",
+            s["figures"]
+        );
+    }
+    assert!(!reported.is_empty(), "no rtt_bound in three runs");
+    for rb in &reported {
         let verdict = rb["verdict"].as_str().expect("verdict");
         let all = format!("{verdict} {} {}", rb["evidence"]["facts"], rb["fix"]);
         assert!(verdict.contains("--pipeline 8"), "{verdict}");
         assert!(verdict.contains("requests per turn"), "{verdict}");
-        for never in ["one request at a time", "HTTP/2", "Multiplex", "one request per"] {
+        for never in [
+            "one request at a time",
+            "HTTP/2",
+            "Multiplex",
+            "one request per",
+        ] {
             assert!(!all.contains(never), "{never}: {all}");
         }
         let fix = rb["fix"].as_str().expect("fix");
@@ -214,9 +256,15 @@ fn pipelined_memcached_is_told_of_its_batches_not_of_one_request_at_a_time() {
         assert!((1.0..=8.0).contains(&per_turn), "{per_turn}");
         // Severity follows the time the finding says was lost.
         let lost = rb["time_lost_ms"].as_f64().expect("lost");
-        let elapsed = rb["evidence"]["values"]["elapsed_ms"].as_f64().expect("elapsed");
+        let elapsed = rb["evidence"]["values"]["elapsed_ms"]
+            .as_f64()
+            .expect("elapsed");
         let critical = lost >= 1000.0 && lost >= 0.8 * elapsed;
-        assert_eq!(rb["severity"] == "critical", critical, "{lost} of {elapsed} ms");
+        assert_eq!(
+            rb["severity"] == "critical",
+            critical,
+            "{lost} of {elapsed} ms"
+        );
     }
 }
 

@@ -156,7 +156,7 @@ impl Detector for FragmentedWrites {
             // example flow).
             if st.window_example.is_none() {
                 st.window_example =
-                    Some((flow.flow_ref(), *w, flow.flow.full_segment(turn.dir)));
+                    Some((flow.flow_ref(), w.clone(), flow.flow.full_segment(turn.dir)));
                 st.example = Some((flow.flow_ref(), turn.clone()));
                 st.example_full = flow.flow.full_segment(turn.dir);
             }

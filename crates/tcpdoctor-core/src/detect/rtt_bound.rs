@@ -499,7 +499,8 @@ fn finding(
         u64::from(st.peak.max(1)),
     );
     if let Some(c) = client {
-        ev.counts.insert("driver_pipeline".into(), u64::from(c.pipeline));
+        ev.counts
+            .insert("driver_pipeline".into(), u64::from(c.pipeline));
         ev.counts
             .insert("driver_connections".into(), u64::from(c.connections));
         ev.counts.insert("driver_requests".into(), c.requests);

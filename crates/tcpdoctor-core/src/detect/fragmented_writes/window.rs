@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::flow::{Direction, Flow};
 use crate::numfmt::count;
-use crate::report::{Evidence, TimelineEntry};
+use crate::report::{Claim, Evidence, TimelineEntry, WindowWait as ClaimedWait};
 use crate::stats::round3;
 use crate::time::Timestamp;
 use crate::turns::{Pause, Turn};
@@ -42,10 +42,12 @@ pub const MIN_FLIGHT: u32 = 4;
 /// The path's round trip, at least.
 pub const MIN_RTT: Duration = Duration::from_millis(1);
 
-/// A pause the congestion window made: the flight before it and the data after it.
-#[derive(Clone, Copy, Debug)]
+/// A pause the congestion window made: the flight before it and the data after it, and the
+/// claim the audit checks.
+#[derive(Clone, Debug)]
 pub struct WindowWait {
     pub pause: Pause,
+    pub claim: Option<Claim>,
 }
 
 impl WindowWait {
@@ -67,8 +69,31 @@ pub fn window_waits<'a>(
         .filter(move |p| !nagle.contains(&p.before.pkt.frame))
         .filter_map(move |p| {
             let rtt = rtt?;
-            window_wait(flow, turn.dir, p, rtt).then_some(WindowWait { pause: *p })
+            window_wait(flow, turn.dir, p, rtt).then(|| WindowWait {
+                pause: *p,
+                claim: claim(flow, turn.dir, p),
+            })
         })
+}
+
+/// The claim the audit re-checks for one wait.
+fn claim(flow: &Flow, dir: Direction, p: &Pause) -> Option<Claim> {
+    let (sender, receiver) = match dir {
+        Direction::ClientToServer => (flow.client, flow.server),
+        Direction::ServerToClient => (flow.server, flow.client),
+    };
+    Some(Claim::WindowWait(ClaimedWait {
+        sender: sender.to_string(),
+        receiver: receiver.to_string(),
+        first: p.flight.first.frame,
+        before: p.before.pkt.frame,
+        ack: p.flight.first_ack?.frame,
+        after: p.after.pkt.frame,
+        segments: p.flight.segments,
+        bytes: p.flight.bytes,
+        full_segment: flow.full_segment(dir),
+        syns: flow.syn_frames(),
+    }))
 }
 
 /// Rules 1–4 for one pause.
@@ -189,9 +214,16 @@ pub fn evidence(
         p.after.pkt.ts,
         dir,
         Some(p.after.len),
-        format!("{} bytes: the rest leaves once the window opens", p.after.len),
+        format!(
+            "{} bytes: the rest leaves once the window opens",
+            p.after.len
+        ),
         format!("{} after the segment above", fmt_duration(p.gap())),
     );
+    ev.claims.extend(w.claim.clone());
+    if let Some(Claim::WindowWait(c)) = &w.claim {
+        ev.frames.extend(&c.syns);
+    }
     ev.timeline.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
     ev.frames.sort_unstable();
     ev.frames.dedup();

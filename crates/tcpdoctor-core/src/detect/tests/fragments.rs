@@ -202,7 +202,12 @@ fn tiny_segments_that_spend_the_congestion_window_cost_a_round_trip_each() {
         let f = window_spent_by_tiny_segments(at_sender, false);
         let fw = get(&f, FindingKind::FragmentedWrites);
         assert_eq!(fw.direction, S2C);
-        assert_eq!(fw.severity, crate::report::Severity::Warning, "{}", fw.verdict);
+        assert_eq!(
+            fw.severity,
+            crate::report::Severity::Warning,
+            "{}",
+            fw.verdict
+        );
         assert_eq!(fw.evidence.counts["window_waits"], 5, "{:?}", fw.evidence);
         // Each pause: one round trip less the flight's 36 µs, give or take the ACK's 40 µs.
         let per = fw.time_lost_ms / 5.0;
@@ -213,7 +218,11 @@ fn tiny_segments_that_spend_the_congestion_window_cost_a_round_trip_each() {
             fw.verdict
         );
         assert!(!fw.verdict.contains("cost no time"), "{}", fw.verdict);
-        assert!(fw.verdict.contains("median 11 segments each"), "{}", fw.verdict);
+        assert!(
+            fw.verdict.contains("median 11 segments each"),
+            "{}",
+            fw.verdict
+        );
         // Ten small segments in flight: not Nagle, which lets one be unacknowledged.
         assert_eq!(kinds(&f), vec![(FindingKind::FragmentedWrites, S2C)]);
         // The example's frames: the flight, its first ACK, its last segment, the rest.

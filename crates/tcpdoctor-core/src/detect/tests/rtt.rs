@@ -336,12 +336,21 @@ fn a_pipelining_driver_is_told_to_pipeline_deeper_not_to_multiplex() {
     let f = pipelined_batches(Some(client));
     let r = get(&f, FindingKind::RttBound);
     let all = format!("{} {} {}", r.verdict, r.evidence.facts.join(" "), r.fix);
-    for said in ["--pipeline 8", "about 8.0 requests per turn", "scripted client"] {
+    for said in [
+        "--pipeline 8",
+        "about 8.0 requests per turn",
+        "scripted client",
+    ] {
         assert!(r.verdict.contains(said), "{said}: {}", r.verdict);
     }
     assert!(r.fix.contains("raise --pipeline"), "{}", r.fix);
     assert!(r.fix.contains("batch commands"), "{}", r.fix);
-    for never in ["one request at a time", "HTTP/2", "Multiplex", "one request per"] {
+    for never in [
+        "one request at a time",
+        "HTTP/2",
+        "Multiplex",
+        "one request per",
+    ] {
         assert!(!all.contains(never), "{never}: {all}");
     }
     assert_eq!(r.evidence.values["requests_per_turn"], 8.0);
@@ -358,9 +367,17 @@ fn a_pipelining_driver_is_told_to_pipeline_deeper_not_to_multiplex() {
 fn parallel_turns_of_an_unknown_client_are_not_called_one_request_at_a_time() {
     let f = pipelined_batches(None);
     let r = get(&f, FindingKind::RttBound);
-    assert!(r.fix.contains("If each turn carries one request"), "{}", r.fix);
+    assert!(
+        r.fix.contains("If each turn carries one request"),
+        "{}",
+        r.fix
+    );
     assert!(r.fix.contains("more requests in each turn"), "{}", r.fix);
-    assert!(!r.verdict.contains("multiplexing the requests"), "{}", r.verdict);
+    assert!(
+        !r.verdict.contains("multiplexing the requests"),
+        "{}",
+        r.verdict
+    );
     assert!(!r.verdict.contains("scripted"), "{}", r.verdict);
 }
 
