@@ -14,14 +14,21 @@
 //!    the wire). The time those holds lasted is the time the pattern cost.
 //! 4. Report when at least [`MIN_TURNS`] turns and [`MIN_SHARE`] of the turns in that
 //!    direction are fragmented.
-//! 5. Severity follows cost: a warning only when Nagle held some of the turns (time lost > 0);
-//!    otherwise info, however many turns are fragmented: the pieces cost no measured time, and
-//!    the finding says why they still matter (a syscall and a packet per piece, and a stall
-//!    behind any hop with Nagle on).
+//! 5. Severity follows cost: a warning only when the pieces cost measured time — Nagle held
+//!    some of the turns (rule 3) or the pieces spent the congestion window (rule 7); the time
+//!    lost is both together. Otherwise info, however many turns are fragmented: the pieces
+//!    cost no measured time, and the finding says why they still matter (a syscall and a
+//!    packet per piece, and a stall behind any hop with Nagle on).
 //! 6. On a TLS port ([`TLS_PORTS`]; the core never sees payload bytes, so the port is the only
 //!    clue) the pieces are most likely TLS records, one per write, which is common; the fix is
 //!    to buffer the records of one flight and write them together, whether or not Nagle held
 //!    them.
+//! 7. The congestion window counts packets (PHYSICS §9): a pause after a flight of at least
+//!    [`window::MIN_FLIGHT`] small segments, released by the flight's first ACK one round
+//!    trip later, is a *window wait* ([`window`]: written whole, the rest would have left
+//!    inside the window). A turn with one is fragmented; the pauses are time lost, stated as
+//!    a `window_wait` claim the evidence audit re-reads. Pauses rule 3 counts are not counted
+//!    again.
 
 use std::time::Duration;
 
