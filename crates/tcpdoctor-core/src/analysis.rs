@@ -259,7 +259,28 @@ impl Default for Analyzer {
     }
 }
 
+/// What the analysis is told about the client when it is tcpdoctor's own scripted driver
+/// (`run` drove the traffic and says so; a plain `analyze` of a capture knows nothing of the
+/// client and passes nothing). Findings about the client's conversation then say that the
+/// waiting is the script's own protocol, and how deep it pipelined.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScriptedClient {
+    /// Requests the driver kept in flight per connection at most (`--pipeline`).
+    pub pipeline: u32,
+    /// Connections the driver kept open at once (`--connections`).
+    pub connections: u32,
+    /// Requests the driver completed during the capture (0 when unknown).
+    pub requests: u64,
+    /// Open loop at this many requests per second (`--rate`); None: closed loop.
+    pub rate: Option<f64>,
+}
+
 impl Analyzer {
+    /// An analyzer told that the capture's client is tcpdoctor's scripted driver.
+    pub fn with_scripted_client(client: ScriptedClient) -> Analyzer {
+        Analyzer::new(detect::with_client(Some(client)))
+    }
+
     pub fn new(detectors: Vec<Box<dyn Detector>>) -> Analyzer {
         Analyzer {
             flows: FxHashMap::default(),

@@ -67,6 +67,22 @@ pub struct Pause {
     /// the data before it is the capture seeing one packet twice, and does not count): a loss,
     /// not a hold.
     pub retransmitted: bool,
+    /// The data the sender sent since its previous pause (or the turn's start), through
+    /// `before`: a *flight*, what a congestion window let out in one go.
+    pub flight: Flight,
+}
+
+/// The segments of a turn between two pauses, and the first ACK of any of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flight {
+    /// Its first data segment.
+    pub first: PacketRef,
+    /// Data segments (new data) and their bytes.
+    pub segments: u32,
+    pub bytes: u64,
+    /// The first segment from the peer that acknowledged some of the sender's data since the
+    /// flight began (before the pause or during it), if any.
+    pub first_ack: Option<PacketRef>,
 }
 
 impl Pause {
@@ -270,6 +286,10 @@ pub struct TurnTracker {
     pending_zero_window: bool,
     /// The talker retransmitted since its last data (capture duplicates aside).
     pending_retransmit: bool,
+    /// The flight in progress: its first segment, the turn's segments and bytes before it,
+    /// and the first peer segment acknowledging new data since it began.
+    flight: Option<(PacketRef, u32, u64)>,
+    flight_ack: Option<PacketRef>,
     /// Right edge of the receive window each side advertised (indexed by the direction of the
     /// data it limits), when the window is known exactly.
     edge: [Option<SeqNum>; 2],
@@ -308,6 +328,9 @@ impl TurnTracker {
                         .last_data
                         .is_none_or(|d| ev.pkt.ts.since(d.pkt.ts) > DUPLICATE);
                 } else if ev.dir != turn.dir && ev.has_ack && !ev.syn {
+                    if ev.newly_acked > 0 {
+                        self.flight_ack.get_or_insert(ev.pkt);
+                    }
                     if ev.acks_all_peer_data {
                         if let Some(u) = self.unacked.take() {
                             self.pending_ack.get_or_insert(AckRef {
@@ -358,10 +381,24 @@ impl TurnTracker {
             end: ev.seq.plus(ev.len),
             ack: if ev.has_ack { ev.ack } else { SeqNum(0) },
         };
+        if turn.segments == 0 {
+            self.flight = Some((ev.pkt, 0, 0));
+            self.flight_ack = None;
+        }
         if let Some(prev) = self.last_data {
             if turn.segments > 0 && ev.pkt.ts.since(prev.pkt.ts) >= PAUSE_MIN {
+                let (first, segments, bytes) = self.flight.unwrap_or((prev.pkt, 0, 0));
+                let flight = Flight {
+                    first,
+                    segments: turn.segments - segments,
+                    bytes: turn.bytes - bytes,
+                    first_ack: self.flight_ack,
+                };
+                self.flight = Some((ev.pkt, turn.segments, turn.bytes));
+                self.flight_ack = None;
                 if turn.pauses.len() < PAUSES_KEPT {
                     turn.pauses.push(Pause {
+                        flight,
                         before: prev,
                         after: this,
                         ack: self.pending_ack,
@@ -417,6 +454,8 @@ impl TurnTracker {
         self.pending_retransmit = false;
         self.last_data = None;
         self.unacked = None;
+        self.flight = None;
+        self.flight_ack = None;
         match dir {
             Direction::ClientToServer => {
                 self.request_pending = true;

@@ -21,7 +21,10 @@
 //!    measured between the frames it names, after a silence of at least the round trip towards
 //!    the client since the previous response; each round trip from a segment (not a
 //!    retransmission) and the first answer acknowledging it (`round_trip.rs`).
-//! 5. Arithmetic: the time lost is at most `flows_affected` × the capture's duration; what
+//! 5. A `window_wait` claim holds frame by frame (see `window.rs`): a flight of at least four
+//!    small data segments, exactly as many and as large as claimed, nothing from the sender
+//!    until the data after the pause, and an ACK of some of the flight before that data.
+//! 6. Arithmetic: the time lost is at most `flows_affected` × the capture's duration; what
 //!    pipelining would save is at most the wall time measured.
 //!
 //! # What the audit cannot read
@@ -40,6 +43,7 @@ mod sequential;
 mod sequential_tests;
 #[cfg(test)]
 mod tests;
+mod window;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -244,6 +248,10 @@ fn job(f: &Finding) -> Job {
                 cited.extend(sequential::cited(c));
                 ranges.extend(sequential::ranges(c));
             }
+            Claim::WindowWait(w) => {
+                cited.extend(window::cited(w));
+                ranges.extend(window::ranges(w));
+            }
         }
     }
     cited.sort_unstable();
@@ -350,6 +358,9 @@ fn check(f: &Finding, job: &Job, duration: Duration) -> Verdict {
             Claim::SequentialExchange(c) => {
                 sequential::check(c, &frames, &mut v.failures, &mut unsure)
             }
+            Claim::WindowWait(w) => {
+                window::check(w, client.is_ipv4(), &frames, &mut v.failures, &mut unsure)
+            }
         }
         if v.failures.len() != before {
             continue;
@@ -372,6 +383,7 @@ fn claim_name(c: &Claim) -> &'static str {
     match c {
         Claim::NagleHold(_) => "nagle_hold",
         Claim::SequentialExchange(_) => "sequential_exchange",
+        Claim::WindowWait(_) => "window_wait",
     }
 }
 
@@ -413,7 +425,7 @@ fn timeline(f: &Finding, frames: &Frames, out: &mut Vec<String>) {
     }
 }
 
-/// Rule 5.
+/// Rule 6.
 fn arithmetic(f: &Finding, duration: Duration, out: &mut Vec<String>) {
     let bound = f.flows_affected as f64 * ms(duration);
     // Reports round to the microsecond.

@@ -14,10 +14,11 @@
 //!    the wire). The time those holds lasted is the time the pattern cost.
 //! 4. Report when at least [`MIN_TURNS`] turns and [`MIN_SHARE`] of the turns in that
 //!    direction are fragmented.
-//! 5. Severity follows cost: a warning only when Nagle held some of the turns (time lost > 0);
-//!    otherwise info, however many turns are fragmented: the pieces cost no measured time, and
-//!    the finding says why they still matter (a syscall and a packet per piece, and a stall
-//!    behind any hop with Nagle on).
+//! 5. Severity follows cost: a warning only when the pieces cost measured time — Nagle held
+//!    some of the turns (rule 3) or the pieces spent the congestion window (rule 9); the time
+//!    lost is both together. Otherwise info, however many turns are fragmented: the pieces
+//!    cost no measured time, and the finding says why they still matter (a syscall and a
+//!    packet per piece, and a stall behind any hop with Nagle on).
 //! 6. On a TLS port ([`TLS_PORTS`]; the core never sees payload bytes, so the port is the only
 //!    clue) the pieces are most likely TLS records, one per write, which is common; the fix is
 //!    to buffer the records of one flight and write them together, whether or not Nagle held
@@ -32,8 +33,18 @@
 //!    *P* requests (`run` knows its driver), a turn holds up to *P* replies, and turns of at
 //!    most *P* segments are described as whole replies, one per write
 //!    ([`reword_for_pipelining`]).
+//! 9. The congestion window counts packets (PHYSICS §9): a pause after a flight of at least
+//!    [`window::MIN_FLIGHT`] small segments, released by the flight's first ACK one round
+//!    trip later, is a *window wait* ([`window`]: written whole, the rest would have left
+//!    inside the window). A turn with one is fragmented; the pauses are time lost, stated as
+//!    a `window_wait` claim the evidence audit re-reads. Pauses rule 3 counts are not counted
+//!    again.
 
 use std::time::Duration;
+
+mod window;
+
+use window::{window_waits, WindowWait};
 
 use super::{
     delayed_ack_stalls, of, Detector, FindingHead, FlowMarks, FlowView, Groups, Held, HopBlame,
@@ -60,6 +71,12 @@ struct State {
     held_by_nagle: u64,
     /// How long Nagle held pieces of the fragmented turns, in all.
     held: Duration,
+    /// Rule 7: turns whose pieces spent the congestion window, the waits, and their time.
+    window_turns: u64,
+    window_waits: u64,
+    window: Duration,
+    /// One window wait, with its flow and the full segment there.
+    window_example: Option<(FlowRef, WindowWait, u32)>,
     extra_segments: u64,
     segments_per_turn: SizeCounter,
     sizes: SizeCounter,
@@ -80,6 +97,9 @@ pub struct FragmentedWrites {
 struct Fragmented {
     extra: u64,
     held: Duration,
+    /// Rule 7's waits in this turn, and their time.
+    waits: Vec<WindowWait>,
+    window: Duration,
 }
 
 /// Whether a turn was written in pieces (rules 1–3).
@@ -95,9 +115,21 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
     if extra == 0 {
         return None;
     }
-    let held: Duration = delayed_ack_stalls(flow.flow, turn).map(|r| r.stall()).sum();
-    if held > Duration::ZERO {
-        return Some(Fragmented { extra, held });
+    let mut held = Duration::ZERO;
+    let mut nagle = Vec::new();
+    for r in delayed_ack_stalls(flow.flow, turn) {
+        held += r.stall();
+        nagle.push(r.pause.before.pkt.frame);
+    }
+    let waits: Vec<WindowWait> = window_waits(flow.flow, turn, &nagle).collect();
+    let window = waits.iter().map(WindowWait::cost).sum();
+    if held > Duration::ZERO || !waits.is_empty() {
+        return Some(Fragmented {
+            extra,
+            held,
+            waits,
+            window,
+        });
     }
     if turn.segments < MIN_SEGMENTS {
         return None;
@@ -109,6 +141,8 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
     (u64::from(turn.segments) >= 2 * needed.max(1) && small).then_some(Fragmented {
         extra,
         held: Duration::ZERO,
+        waits,
+        window,
     })
 }
 
@@ -134,6 +168,22 @@ impl Detector for FragmentedWrites {
             st.sizes.record(s);
         }
         self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
+        if let Some(w) = frag.waits.first() {
+            st.window_turns += 1;
+            st.window_waits += frag.waits.len() as u64;
+            st.window += frag.window;
+            // The example shows a window wait when there is one (its frames must be on the
+            // example flow).
+            if st.window_example.is_none() {
+                st.window_example =
+                    Some((flow.flow_ref(), w.clone(), flow.flow.full_segment(turn.dir)));
+                st.example = Some((flow.flow_ref(), turn.clone()));
+                st.example_full = flow.flow.full_segment(turn.dir);
+            }
+        }
+        if st.window_example.is_some() {
+            return;
+        }
         // Prefer an example that shows the pieces themselves (no Nagle hold).
         let better = match &st.example {
             None => true,
@@ -175,7 +225,8 @@ fn finding(
     groups: &Groups,
 ) -> (Finding, Option<Passed>) {
     // Rule 5: severity follows the time the pattern cost.
-    let severity = if st.held > Duration::ZERO {
+    let lost = st.held + st.window;
+    let severity = if lost > Duration::ZERO {
         Severity::Warning
     } else {
         Severity::Info
@@ -231,11 +282,15 @@ fn finding(
         _ if st.held > Duration::ZERO => {
             verdict.push_str(&nagle_clause(st.held_by_nagle, st.held));
         }
-        _ => verdict.push_str(
+        _ if st.window == Duration::ZERO => verdict.push_str(
             ". Nothing held them, so they cost no time in this capture, but each piece costs \
              a syscall and a packet, and behind a hop with Nagle on the pieces after the \
              first wait for an ACK (a nagle_delayed_ack stall waiting to happen).",
         ),
+        _ => verdict.push('.'),
+    }
+    if st.window > Duration::ZERO {
+        verdict.push_str(&window::verdict(st.window_turns, st.window));
     }
     if tls {
         verdict.push_str(&format!(
@@ -293,6 +348,11 @@ fn finding(
     );
     ev.values
         .insert("fragmented_share".into(), crate::stats::round3(share));
+    ev.counts.insert("window_waits".into(), st.window_waits);
+    ev.values.insert(
+        "window_wait_ms".into(),
+        crate::stats::round3(crate::units::ms(st.window)),
+    );
     ev.distributions
         .insert("segments_per_turn".into(), seg_dist);
     ev.distributions.insert("segment_bytes".into(), size_dist);
@@ -316,6 +376,10 @@ fn finding(
         ),
         note: format!("through frame {}", turn.last.frame),
     });
+    if let Some((_, w, full)) = &st.window_example {
+        let counts = (st.window_turns, st.window_waits);
+        window::evidence(&mut ev, dir, w, *full, counts, turn.first.ts);
+    }
     let fix = if tls {
         "One TLS record per write is common (many TLS stacks seal each application write as its \
          own record and send it at once). Buffer the records of one flight and write them \
@@ -356,7 +420,7 @@ fn finding(
         direction: dir,
         flows_affected: st.flows,
         example_flow,
-        time_lost: st.held,
+        time_lost: lost,
     }
     .finish(groups, verdict, ev, &fix);
     (f, passed)
@@ -452,6 +516,7 @@ pub fn reword_for_pipelining(f: &mut Finding, depth: usize) -> bool {
         .verdict
         .find("; Nagle held")
         .or_else(|| f.verdict.find(". Nothing held them"))
+        .or_else(|| f.verdict.find(". The congestion window counts packets"))
         .map_or(String::new(), |i| f.verdict[i..].to_string());
     let rest = if rest.starts_with(". Nothing held them") {
         ". Nothing held them, so they cost no time in this capture; each costs a syscall and a \

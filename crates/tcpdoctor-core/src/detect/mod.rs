@@ -17,6 +17,7 @@ mod zero_window;
 use crate::fxhash::FxHashSet as HashSet;
 use std::time::Duration;
 
+use crate::analysis::ScriptedClient;
 use crate::flow::{Direction, Flow, SegmentEvent};
 use crate::hops::{Hop, HopSender};
 use crate::report::{Finding, FindingKind, FlowRef, Severity};
@@ -102,11 +103,16 @@ pub trait Detector {
 
 /// Every detector `analyze` runs.
 pub fn all() -> Vec<Box<dyn Detector>> {
+    with_client(None)
+}
+
+/// Every detector, told what the client is when `run` drove it ([`ScriptedClient`]).
+pub fn with_client(client: Option<ScriptedClient>) -> Vec<Box<dyn Detector>> {
     vec![
         Box::new(nagle_delayed_ack::NagleDelayedAck::default()),
         Box::new(nagle_round_trip::NagleRoundTrip::default()),
         Box::new(fragmented_writes::FragmentedWrites::default()),
-        Box::new(rtt_bound::RttBound::default()),
+        Box::new(rtt_bound::RttBound::new(client)),
         Box::new(connection_churn::ConnectionChurn::default()),
         Box::new(zero_window::ZeroWindow::default()),
         Box::new(retransmission_stall::RetransmissionStall::default()),

@@ -28,10 +28,22 @@
 //!    [`MIN_SAVING`] after that, nothing is reported.
 //! 5. When most flagged flows overlapped in time with other connections from the same client
 //!    address to this server, the client already spreads its requests over parallel
-//!    connections (a browser's HTTP/1.1 pool, which cannot pipeline): the fix is multiplexing
-//!    or fewer requests. Otherwise it is pipelining or batching on the connection.
-//! 6. Critical from [`CRITICAL_SHARE`] of the wall time and a saving of [`CRITICAL_SAVING`].
+//!    connections. The wire shows request *turns*, not how many requests each carries: the
+//!    advice covers a client with one request per turn (a browser's HTTP/1.1 pool, which
+//!    cannot pipeline: multiplex, or fewer requests) and one whose protocol already pipelines
+//!    (more requests per turn, batching). Otherwise it is pipelining or batching on the
+//!    connection.
+//! 6. Severity follows the time the finding says was lost (the saving, `time_lost_ms`):
+//!    critical when it is at least [`CRITICAL_SAVING`] and at least [`CRITICAL_SHARE`] of the
+//!    time the flagged flows covered together; otherwise a warning.
+//! 7. When `run` says the client is its own scripted driver ([`ScriptedClient`]), the finding
+//!    says so: the waiting is the script's protocol, and the fix is the script's (deeper
+//!    `--pipeline`, batched commands), never the server's. It states the driver's pipelining
+//!    depth and the requests per turn the wire carried (requests completed ÷ request turns
+//!    to this server); "one request at a time" only with `--pipeline 1`, and multiplexing
+//!    (HTTP/2) is never offered to a client that pipelines. The rule itself is unchanged.
 
+use crate::analysis::ScriptedClient;
 use crate::fxhash::FxHashMap as HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -47,13 +59,15 @@ use crate::time::Timestamp;
 use crate::turns::Exchange;
 use crate::units::fmt_duration;
 
+mod text;
+
 pub const MIN_EXCHANGES: u64 = 10;
 pub const MIN_RTT: Duration = Duration::from_millis(1);
 pub const MIN_SHARE: f64 = 0.5;
 pub const MIN_SAVING: Duration = Duration::from_millis(100);
-/// Critical when round trips are at least this share of the wall time…
+/// Critical when the saving is at least this share of the time the flows covered…
 pub const CRITICAL_SHARE: f64 = 0.8;
-/// …and pipelining would save at least this much.
+/// …and at least this much.
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
 /// Ended flows remembered per client address and server, to tell parallel connections.
 const PEERS_KEPT: usize = 64;
@@ -169,6 +183,8 @@ fn merge(spans: &mut Vec<(Timestamp, Timestamp)>) {
 
 #[derive(Default)]
 pub struct RttBound {
+    /// The client, when `run` says it is its own scripted driver (rule 7).
+    client: Option<ScriptedClient>,
     open: Slots<FlowState>,
     /// Flows with exchanges per client address and server, to tell parallel connections.
     clients: HashMap<(GroupId, IpAddr), Peers>,
@@ -176,6 +192,13 @@ pub struct RttBound {
 }
 
 impl RttBound {
+    pub fn new(client: Option<ScriptedClient>) -> RttBound {
+        RttBound {
+            client,
+            ..RttBound::default()
+        }
+    }
+
     /// Records `flow`'s exchange span and marks the flows of the same client that overlap it.
     /// How many other connections from the flow's client address to this server exchanged
     /// data while it did (open ones, and the last [`PEERS_KEPT`] that ended). Work per flow,
@@ -370,12 +393,14 @@ impl Detector for RttBound {
                 (elapsed, saving),
                 (example_flow, example),
                 groups,
+                self.client,
             ));
         }
         out
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn finding(
     group: usize,
     dir: Direction,
@@ -383,6 +408,7 @@ fn finding(
     (elapsed, saving): (Duration, Duration),
     (example_flow, example): (FlowRef, Option<Example>),
     groups: &Groups,
+    client: Option<ScriptedClient>,
 ) -> Finding {
     let share = st.waiting.as_secs_f64() / st.wall.as_secs_f64().max(1e-9);
     let rtt = st.rtt_us.distribution(1e-3);
@@ -390,39 +416,32 @@ fn finding(
     let to_client = st.to_client_us.distribution(1e-3);
     let latency = st.latency_us.distribution(1e-3);
     let parallel = st.concurrent_flows * 2 > st.flows;
-    let severity = if share >= CRITICAL_SHARE && saving >= CRITICAL_SAVING {
+    // Rule 6: the time this finding says was lost, and its share of the time it covered.
+    let lost_share = saving.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
+    let severity = if lost_share >= CRITICAL_SHARE && saving >= CRITICAL_SAVING {
         Severity::Critical
     } else {
         Severity::Warning
     };
-    let mut verdict = format!(
-        "Round-trip bound: {} sequential exchanges each waited one round trip ({:.1} ms); \
-         waiting on the network is {:.0}% of the {} they took",
-        st.exchanges,
-        rtt.p50,
-        share * 100.0,
-        fmt_duration(st.wall),
+    let words = text::wording(
+        &text::Figures {
+            turns: st.exchanges,
+            flows: st.flows,
+            all_turns: groups[group].exchanges,
+            rtt_ms: rtt.p50,
+            share,
+            wall: st.wall,
+            elapsed,
+            saving,
+            parallel,
+            peak: st.peak,
+        },
+        client.as_ref(),
     );
-    if parallel {
-        verdict.push_str(&format!(
-            ", spread over up to {} overlapping connections from the same client ({} elapsed); \
-             multiplexing the requests over one connection would save up to about {}.",
-            st.peak,
-            fmt_duration(elapsed),
-            fmt_duration(saving)
-        ));
-    } else {
-        verdict.push_str(&format!(
-            ", and not waiting for each reply would save about {}.",
-            fmt_duration(saving)
-        ));
-    }
+    let verdict = words.verdict;
     let mut ev = Evidence::default();
-    ev.facts.push(format!(
-        "{} exchanges in {} flow(s) were sequential: each request waited for the previous \
-         response, and each took at least one round trip as seen at the capture point",
-        st.exchanges, st.flows
-    ));
+    ev.facts.push(words.turns_fact);
+    ev.facts.extend(words.client_fact);
     if st.overlapped > 0 {
         ev.facts.push(format!(
             "{} more exchanges in these flows were faster than a round trip allows: they \
@@ -479,6 +498,21 @@ fn finding(
         "max_concurrent_connections".into(),
         u64::from(st.peak.max(1)),
     );
+    if let Some(c) = client {
+        ev.counts
+            .insert("driver_pipeline".into(), u64::from(c.pipeline));
+        ev.counts
+            .insert("driver_connections".into(), u64::from(c.connections));
+        ev.counts.insert("driver_requests".into(), c.requests);
+        ev.counts
+            .insert("request_turns".into(), groups[group].exchanges);
+        if c.requests > 0 && groups[group].exchanges > 0 {
+            ev.values.insert(
+                "requests_per_turn".into(),
+                round3(c.requests as f64 / groups[group].exchanges as f64),
+            );
+        }
+    }
     ev.values.insert("rtt_ms".into(), rtt.p50);
     ev.values
         .insert("rtt_towards_server_ms".into(), to_server.p50);
@@ -498,20 +532,7 @@ fn finding(
     ev.distributions.insert("rtt_ms".into(), rtt);
     ev.distributions
         .insert("flow_mean_exchange_latency_ms".into(), latency);
-    let fix = if parallel {
-        "This client already spreads its requests over several connections to this server at \
-         once, and each connection still waits one round trip per request (an HTTP/1.1 \
-         browser's connection pool works this way: one request per connection at a time). \
-         Multiplex the requests over one connection \
-         (HTTP/2 or HTTP/3, or the protocol's own multiplexing), or make fewer requests \
-         (batch them, bundle small resources, cache). More parallel connections only hide the \
-         round trips."
-    } else {
-        "Stop paying one round trip per command: pipeline (send the next requests without \
-         waiting for each reply), batch commands into one request (multi-get, bulk endpoints, \
-         one query instead of N), or move the chatty loop next to the server. On this path \
-         every sequential command costs one RTT, whatever the server does."
-    };
+    let fix = words.fix;
     FindingHead {
         kind: FindingKind::RttBound,
         severity,

@@ -17,6 +17,8 @@ pub enum Claim {
     NagleHold(NagleHold),
     /// A request waited for the previous response, and its exchange took a whole round trip.
     SequentialExchange(SequentialExchange),
+    /// A flight of small segments spent the congestion window; the rest waited for an ACK.
+    WindowWait(WindowWait),
 }
 
 /// What released a Nagle hold.
@@ -97,4 +99,33 @@ pub struct SequentialExchange {
     /// The server's segment and the client's answer (the round trip towards the client).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt_to_client: Option<[u64; 2]>,
+}
+
+/// The frames of one pause `fragmented_writes` counted as a congestion-window wait.
+///
+/// What must hold (the audit checks each): from `first` to `before` the sender sent exactly
+/// `segments` data segments carrying `bytes` in all, at least four, and on average at most
+/// half of `full_segment`; `full_segment` is no more than the MSS the SYNs in `syns` allow
+/// (when given); nothing from the sender carries data between `before` and `after`, and
+/// `after` does; `ack` is a segment from the receiver between `first` and `after` that
+/// acknowledges some of the flight (its ACK number is past `first`'s sequence number), and
+/// `after` passed the capture point after it: the rest left only once an ACK came back.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowWait {
+    pub sender: String,
+    pub receiver: String,
+    /// The flight's first and last data segments.
+    pub first: u64,
+    pub before: u64,
+    /// The first segment from the receiver acknowledging some of the flight.
+    pub ack: u64,
+    /// The first data segment after the pause.
+    pub after: u64,
+    pub segments: u32,
+    pub bytes: u64,
+    /// Payload of a full-sized segment from the sender.
+    pub full_segment: u32,
+    /// The SYN and SYN-ACK that announced the MSS values (empty when not captured).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub syns: Vec<u64>,
 }

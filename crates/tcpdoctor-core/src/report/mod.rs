@@ -17,7 +17,7 @@ use crate::wire::CaptureError;
 
 pub use bench_text::render_bench_text;
 pub use census::{Census, Skipped, TunnelCount};
-pub use claims::{Claim, NagleHold, ReleasedBy, SequentialExchange};
+pub use claims::{Claim, NagleHold, ReleasedBy, SequentialExchange, WindowWait};
 pub use text::render_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).

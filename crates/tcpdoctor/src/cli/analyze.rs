@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use tcpdoctor_core::analysis::Analyzer;
+use tcpdoctor_core::analysis::{Analyzer, ScriptedClient};
 use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::report::{render_text, FindingKind, Report, Truncation};
 use tcpdoctor_core::wire::{decode_tcp, CaptureError, CaptureReader};
@@ -172,7 +172,20 @@ pub(crate) fn emit(report: &Report, format: Format, fail_on: &[FailOn]) -> anyho
 /// (two ends of one path are compared from what this one pass keeps: no second read).
 pub(crate) fn analyze_file(
     path: &PathBuf,
+    end: Option<&mut EndCapture>,
+) -> anyhow::Result<(
+    tcpdoctor_core::report::CaptureSummary,
+    Vec<tcpdoctor_core::report::Finding>,
+)> {
+    analyze_file_as(path, end, None)
+}
+
+/// [`analyze_file`], told what the client was when tcpdoctor's own driver made the traffic
+/// (`run`): findings about the client's conversation then say it is the script's.
+pub(crate) fn analyze_file_as(
+    path: &PathBuf,
     mut end: Option<&mut EndCapture>,
+    client: Option<ScriptedClient>,
 ) -> anyhow::Result<(
     tcpdoctor_core::report::CaptureSummary,
     Vec<tcpdoctor_core::report::Finding>,
@@ -191,7 +204,10 @@ pub(crate) fn analyze_file(
     // The reader has its own large buffer: a BufReader in between would copy every byte twice.
     let mut reader = CaptureReader::with_buffer_size(input, 4 << 20).with_context(reading)?;
     let format = reader.format();
-    let mut analyzer = Analyzer::default();
+    let mut analyzer = match client {
+        Some(c) => Analyzer::with_scripted_client(c),
+        None => Analyzer::default(),
+    };
     let mut progress = Progress::new(&name, size);
     let truncated = loop {
         let frame = match reader.next_frame() {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tcpdoctor_core::analysis::ScriptedClient;
 use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::impair::ChunkMode;
 use tcpdoctor_core::report::{Bucket, Finding};
@@ -202,6 +203,17 @@ fn start_hop(plan: &Plan, path: &Path, hop: &Hop) -> anyhow::Result<RunningHop> 
     })
 }
 
+/// What the analysis is told about the client: the driver's pipelining, connections and the
+/// requests it completed (all runs of the scenario: the capture spans them).
+fn scripted_client(plan: &Plan, path: &Path, requests: u64) -> ScriptedClient {
+    ScriptedClient {
+        pipeline: u32::try_from(path.driver.pipeline).unwrap_or(u32::MAX),
+        connections: u32::try_from(plan.connections).unwrap_or(u32::MAX),
+        requests,
+        rate: path.driver.rate,
+    }
+}
+
 fn bucket_label(i: usize) -> String {
     let lo = 1u64 << i;
     let hi = (1u64 << (i + 1)) - 1;
@@ -367,6 +379,9 @@ pub async fn run(
     };
     let mut findings: Vec<Finding> = Vec::new();
     let mut capture_info = None;
+    // Every client in these captures is this run's driver (directly, or through the hop):
+    // the analysis says so in what it finds about the client's conversation.
+    let client = Some(scripted_client(plan, path, bench.exchanges));
     // Over a real path the two ends are also compared packet by packet: each end's packets
     // are kept during its analysis (one read per file).
     let mut near_end = match (&capture_file, &far_end_file) {
@@ -374,7 +389,7 @@ pub async fn run(
         _ => None,
     };
     if let Some(file) = capture_file {
-        match crate::cli::analyze::analyze_file(&file, near_end.as_mut()) {
+        match crate::cli::analyze::analyze_file_as(&file, near_end.as_mut(), client) {
             Ok((summary, found)) => {
                 // A refuted finding is not a finding (and no gate counts it), but the run says
                 // so rather than dropping it silently.
@@ -419,7 +434,7 @@ pub async fn run(
     let server_end = match &far_end_file {
         Some(file) => {
             let mut far_end = EndCapture::new(&file.display().to_string());
-            match crate::cli::analyze::analyze_file(file, Some(&mut far_end)) {
+            match crate::cli::analyze::analyze_file_as(file, Some(&mut far_end), client) {
                 Ok((_, found)) => Some(tcpdoctor_core::run::ServerEnd {
                     file: file.display().to_string(),
                     findings: found,

@@ -143,3 +143,164 @@ fn tls_records_held_by_nagle_are_a_warning_named_as_tls() {
     assert!(fw.verdict.contains("TLS"), "{}", fw.verdict);
     assert!(fw.fix.contains("TLS record"), "{}", fw.fix);
 }
+
+/// A response written as 50 tiny writes with TCP_NODELAY on a fresh connection over a 30 ms
+/// path, seen at the client's end: ten 19-byte segments (the initial window, counted in
+/// packets), the client's ACKs at once, and the rest, coalesced, one round trip after the
+/// first ACK. Each response cost a round trip the same bytes written whole would not have:
+/// a warning whose time lost is those pauses, with the frames that show one.
+fn window_spent_by_tiny_segments(at_sender: bool, whole: bool) -> Vec<Finding> {
+    let mut s = Sim::new();
+    let mut t = 0;
+    for k in 0..5u16 {
+        // At the client's end the round trip lies towards the server; at the server's end,
+        // towards the client.
+        let (to_server, to_client) = if at_sender {
+            (20, 30_000)
+        } else {
+            (30_000, 20)
+        };
+        s.connect(40000 + k, t, to_server, to_client);
+        t += 31_000;
+        s.data(C2S, t, 20);
+        // The response's first data at the capture point.
+        let r = if at_sender { t + 50 } else { t + 30_050 };
+        if whole {
+            s.data(S2C, r, 950);
+            s.ack(C2S, if at_sender { r + 30_010 } else { r + 40 });
+            t = r + 31_000;
+            s.data(C2S, t, 20);
+        } else {
+            for i in 0..10 {
+                s.data(S2C, r + i * 4, 19);
+            }
+            // The first ACK: at the client's end it leaves at once; at the server's end it
+            // arrives a round trip later, and the rest leaves 30 µs after it.
+            let ack = if at_sender { r + 30_010 } else { r + 40 };
+            s.ack(C2S, ack);
+            let rest = if at_sender { ack + 30 } else { ack + 30_010 };
+            s.data(S2C, rest, 760);
+            s.ack(C2S, if at_sender { rest + 30_010 } else { rest + 40 });
+            // The client's next request ends the response turn (the simulated close is
+            // faster than the path, and must not be the RTT the turn is judged with).
+            t = rest + 61_000;
+            s.data(C2S, t, 20);
+        }
+        // The simulated close answers a FIN in 10 µs, which at the server's end would be a
+        // round trip faster than the path: there, the flows end with the capture.
+        if !at_sender {
+            s.close(t);
+        }
+        t += 1_000;
+    }
+    s.findings()
+}
+
+#[test]
+fn tiny_segments_that_spend_the_congestion_window_cost_a_round_trip_each() {
+    for at_sender in [false, true] {
+        let f = window_spent_by_tiny_segments(at_sender, false);
+        let fw = get(&f, FindingKind::FragmentedWrites);
+        assert_eq!(fw.direction, S2C);
+        assert_eq!(
+            fw.severity,
+            crate::report::Severity::Warning,
+            "{}",
+            fw.verdict
+        );
+        assert_eq!(fw.evidence.counts["window_waits"], 5, "{:?}", fw.evidence);
+        // Each pause: one round trip less the flight's 36 µs, give or take the ACK's 40 µs.
+        let per = fw.time_lost_ms / 5.0;
+        assert!((29.9..30.1).contains(&per), "{per} ms per wait");
+        assert!(
+            fw.verdict.contains("congestion window counts packets"),
+            "{}",
+            fw.verdict
+        );
+        assert!(!fw.verdict.contains("cost no time"), "{}", fw.verdict);
+        assert!(
+            fw.verdict.contains("median 11 segments each"),
+            "{}",
+            fw.verdict
+        );
+        // Ten small segments in flight: not Nagle, which lets one be unacknowledged.
+        assert_eq!(kinds(&f), vec![(FindingKind::FragmentedWrites, S2C)]);
+        // The example's frames: the flight, its first ACK, its last segment, the rest.
+        let fact = fw
+            .evidence
+            .facts
+            .iter()
+            .find(|x| x.contains("a flight of 10 segments"))
+            .unwrap_or_else(|| panic!("{:?}", fw.evidence.facts));
+        assert!(fact.contains("frames 5–14"), "{fact}");
+        assert!(fw.evidence.frames.contains(&15) || fw.evidence.frames.contains(&16));
+    }
+}
+
+/// The same server writing each response whole: one segment inside the window, nothing
+/// fragmented, no cost claimed.
+#[test]
+fn a_response_written_whole_claims_no_window_cost() {
+    for at_sender in [false, true] {
+        let f = window_spent_by_tiny_segments(at_sender, true);
+        assert!(
+            !f.iter().any(|x| x.kind == FindingKind::FragmentedWrites),
+            "{:?}",
+            kinds(&f)
+        );
+    }
+}
+
+/// A sender that writes a burst of five tiny messages every 10 ms over a 30 ms path, seen at
+/// the receiver's end: each burst follows an ACK, but sooner than that ACK could have reached
+/// the sender. It writes on its own clock; nothing waited for the window.
+#[test]
+fn bursts_written_faster_than_the_round_trip_are_not_window_waits() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30_000, 20);
+    let mut t = 31_000;
+    for _ in 0..10 {
+        s.data(C2S, t, 20);
+        let mut r = t + 30_050;
+        for _ in 0..4 {
+            for i in 0..5 {
+                s.data(S2C, r + i * 4, 19);
+            }
+            s.ack(C2S, r + 40);
+            r += 10_000;
+        }
+        t = r + 30_000;
+    }
+    s.close(t);
+    let f = s.findings();
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.evidence.counts["window_waits"], 0, "{}", fw.verdict);
+    assert_eq!(fw.time_lost_ms, 0.0);
+}
+
+/// Three tiny segments then a pause of one round trip: Nagle or a window cannot be told
+/// apart from so short a flight (every TCP may send two or three at once), so no window
+/// wait is claimed.
+#[test]
+fn a_flight_shorter_than_any_window_is_not_a_window_wait() {
+    let mut s = Sim::new();
+    let mut t = 0;
+    for k in 0..5u16 {
+        s.connect(40000 + k, t, 30_000, 20);
+        t += 31_000;
+        s.data(C2S, t, 20);
+        let r = t + 30_050;
+        for i in 0..3 {
+            s.data(S2C, r + i * 4, 19);
+        }
+        s.ack(C2S, r + 40);
+        s.data(S2C, r + 30_050, 760);
+        s.ack(C2S, r + 30_090);
+        t = r + 31_000;
+        s.close(t);
+        t += 1_000;
+    }
+    let f = s.findings();
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.evidence.counts["window_waits"], 0, "{}", fw.verdict);
+}

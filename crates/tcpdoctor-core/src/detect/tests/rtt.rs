@@ -285,3 +285,127 @@ fn exchanges_just_under_the_rtt_are_overlapped() {
         f.iter().map(|x| &x.verdict).collect::<Vec<_>>()
     );
 }
+
+/// Four connections of a driver keeping eight requests in flight each over a 30 ms path,
+/// seen at the client: each turn carries a batch of eight 24-byte requests and waits one
+/// round trip for the batch's responses.
+fn pipelined_batches(client: Option<crate::analysis::ScriptedClient>) -> Vec<Finding> {
+    let mut s = Sim::new();
+    if let Some(c) = client {
+        s.an = Analyzer::with_scripted_client(c);
+    }
+    let mut conns = Vec::new();
+    for k in 0..4u16 {
+        s.connect(41000 + k, u64::from(k) * 100, 30_000, 20);
+        conns.push(s.conn());
+    }
+    let start = 40_000;
+    let mut events: Vec<(u64, usize, Direction)> = Vec::new();
+    for k in 0..conns.len() {
+        for i in 0..20u64 {
+            let t = start + k as u64 * 50 + i * 30_300;
+            events.push((t, k, C2S));
+            events.push((t + 30_200, k, S2C));
+        }
+    }
+    events.sort_by_key(|&(t, k, dir)| (t, k, dir.index()));
+    for (t, k, dir) in events {
+        s.set_conn(conns[k]);
+        s.data(dir, t, if dir == C2S { 8 * 24 } else { 8 * 30 });
+        conns[k] = s.conn();
+    }
+    let end = start + 20 * 30_300 + 30_000;
+    for (k, c) in conns.clone().into_iter().enumerate() {
+        s.set_conn(c);
+        s.close(end + k as u64 * 100);
+    }
+    s.findings()
+}
+
+/// `run` says the client is its driver with --pipeline 8 on 4 connections: the finding says
+/// batches of eight per turn, each waiting a round trip, and that the fix is the script's. It
+/// never says one request at a time, nor offers HTTP/2 to a client that pipelines.
+#[test]
+fn a_pipelining_driver_is_told_to_pipeline_deeper_not_to_multiplex() {
+    let client = crate::analysis::ScriptedClient {
+        pipeline: 8,
+        connections: 4,
+        requests: 4 * 20 * 8,
+        rate: None,
+    };
+    let f = pipelined_batches(Some(client));
+    let r = get(&f, FindingKind::RttBound);
+    let all = format!("{} {} {}", r.verdict, r.evidence.facts.join(" "), r.fix);
+    for said in [
+        "--pipeline 8",
+        "about 8.0 requests per turn",
+        "scripted client",
+    ] {
+        assert!(r.verdict.contains(said), "{said}: {}", r.verdict);
+    }
+    assert!(r.fix.contains("raise --pipeline"), "{}", r.fix);
+    assert!(r.fix.contains("batch commands"), "{}", r.fix);
+    for never in [
+        "one request at a time",
+        "HTTP/2",
+        "Multiplex",
+        "one request per",
+    ] {
+        assert!(!all.contains(never), "{never}: {all}");
+    }
+    assert_eq!(r.evidence.values["requests_per_turn"], 8.0);
+    assert_eq!(r.evidence.counts["driver_pipeline"], 8);
+    // Severity follows the time the finding says was lost.
+    let elapsed = r.evidence.values["elapsed_ms"];
+    let critical = r.time_lost_ms >= 1000.0 && r.time_lost_ms >= 0.8 * elapsed;
+    assert_eq!(r.severity == crate::report::Severity::Critical, critical);
+}
+
+/// The same wire from a plain capture: the analysis cannot know what a turn carries, so it
+/// speaks of turns and makes multiplexing conditional on one request per turn.
+#[test]
+fn parallel_turns_of_an_unknown_client_are_not_called_one_request_at_a_time() {
+    let f = pipelined_batches(None);
+    let r = get(&f, FindingKind::RttBound);
+    assert!(
+        r.fix.contains("If each turn carries one request"),
+        "{}",
+        r.fix
+    );
+    assert!(r.fix.contains("more requests in each turn"), "{}", r.fix);
+    assert!(
+        !r.verdict.contains("multiplexing the requests"),
+        "{}",
+        r.verdict
+    );
+    assert!(!r.verdict.contains("scripted"), "{}", r.verdict);
+}
+
+/// A driver with --pipeline 1 on one connection: one request at a time is what happened, and
+/// the finding says so (and that the fix is the script's).
+#[test]
+fn a_driver_that_does_not_pipeline_gets_the_sequential_wording() {
+    let mut s = Sim::new();
+    s.an = Analyzer::with_scripted_client(crate::analysis::ScriptedClient {
+        pipeline: 1,
+        connections: 1,
+        requests: 40,
+        rate: None,
+    });
+    s.connect(41000, 0, 30_000, 20);
+    let mut t = 40_000;
+    for _ in 0..40 {
+        s.data(C2S, t, 24);
+        s.data(S2C, t + 30_200, 30);
+        t += 30_300;
+    }
+    s.close(t);
+    let f = s.findings();
+    let r = get(&f, FindingKind::RttBound);
+    assert!(r.verdict.contains("one request at a time"), "{}", r.verdict);
+    assert!(r.verdict.contains("--pipeline 1"), "{}", r.verdict);
+    assert!(r.fix.contains("raise --pipeline"), "{}", r.fix);
+    assert!(!r.fix.contains("HTTP/2"), "{}", r.fix);
+    assert_eq!(r.evidence.values["requests_per_turn"], 1.0);
+    assert_eq!(r.severity, crate::report::Severity::Critical);
+}
