@@ -1,8 +1,8 @@
 """A CPython line server that, after each reply, polls its send queue (SIOCOUTQ) until it is
 empty, as the busy event loops of PHYSICS §6 do. The reply goes out in two writes with Nagle
 on, so the second waits for the first one's ACK — the driver's delayed ACK, ~40 ms — and the
-loop spins for all of it. Usage: python3 siocoutq_spinner.py PORT [whole]
-(`whole`: the reply in one write: the queue empties at once and nothing spins)."""
+loop spins for all of it. Usage: python3 siocoutq_spinner.py PORT [trust]
+(`trust`: the same writes, then on to the next request: the kernel sends the queue)."""
 import fcntl
 import socket
 import struct
@@ -10,7 +10,7 @@ import sys
 import termios
 import threading
 
-WHOLE = len(sys.argv) > 2 and sys.argv[2] == "whole"
+TRUST = len(sys.argv) > 2 and sys.argv[2] == "trust"
 
 
 def queued(sock):
@@ -22,12 +22,9 @@ def serve(conn):
     with conn:
         for line in f:
             head = b"200 " + line.strip() + b"\r\n"
-            if WHOLE:
-                conn.sendall(head + b".\r\n")
-            else:
-                conn.sendall(head)
-                conn.sendall(b".\r\n")
-            while queued(conn) > 0:
+            conn.sendall(head)
+            conn.sendall(b".\r\n")
+            while not TRUST and queued(conn) > 0:
                 pass
 
 

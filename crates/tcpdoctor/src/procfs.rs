@@ -86,6 +86,26 @@ fn parse_voluntary(status: &str) -> Option<u64> {
         .ok()
 }
 
+/// Thread `tid` of process `pid`: its time on a CPU and its time waiting on a run queue,
+/// ready to run but not on a CPU (the scheduler's `sum_exec_runtime` and `run_delay`, the
+/// first two fields of /proc/PID/task/TID/schedstat), in nanoseconds; None when it is gone.
+pub fn thread_schedstat(pid: i32, tid: i32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    let mut f = text.split_whitespace();
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
+/// The thread ids of process `pid`.
+pub fn threads(pid: i32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| t.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `RUN_NS WAIT_NS SLICES`: the time on CPU.
 fn parse_schedstat(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()

@@ -26,6 +26,9 @@ pub struct CpuInterval {
     pub wall_ns: u64,
     /// CPU time of the server's processes (all threads) in the interval.
     pub cpu_ns: u64,
+    /// Time its threads spent ready to run but waiting for a CPU (other work had it): with
+    /// `cpu_ns`, the time they did not sleep, whatever else the machine was doing.
+    pub ready_ns: u64,
     pub phase: Phase,
 }
 
@@ -47,21 +50,34 @@ pub struct CpuSamples {
 pub struct Spent {
     pub wall_ns: u64,
     pub cpu_ns: u64,
+    pub ready_ns: u64,
 }
 
 impl Spent {
     fn add(&mut self, i: &CpuInterval) {
         self.wall_ns += i.wall_ns;
         self.cpu_ns += i.cpu_ns;
+        self.ready_ns += i.ready_ns;
+    }
+
+    fn per_wall(&self, ns: u64) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            ns as f64 / self.wall_ns as f64
+        }
     }
 
     /// CPU per wall time: the share of one core (more than 1 with several threads busy).
     pub fn share(&self) -> f64 {
-        if self.wall_ns == 0 {
-            0.0
-        } else {
-            self.cpu_ns as f64 / self.wall_ns as f64
-        }
+        self.per_wall(self.cpu_ns)
+    }
+
+    /// On a CPU or ready to run, per wall time: the share of the time a thread did not sleep
+    /// (near 1 for a loop that never sleeps, however busy the machine; more than 1 with
+    /// several threads awake).
+    pub fn awake_share(&self) -> f64 {
+        self.per_wall(self.cpu_ns + self.ready_ns)
     }
 }
 
@@ -103,6 +119,7 @@ pub(crate) fn spinning(exchanges: u64, wait_ms: u64) -> CpuSamples {
     let spin = CpuInterval {
         wall_ns: 1_000_000,
         cpu_ns: 950_000,
+        ready_ns: 30_000,
         phase: Phase::Waiting,
     };
     CpuSamples {
@@ -120,6 +137,7 @@ mod tests {
         CpuInterval {
             wall_ns: ms * 1_000_000,
             cpu_ns: cpu_ms * 1_000_000,
+            ready_ns: cpu_ms * 100_000,
             phase,
         }
     }
@@ -141,6 +159,7 @@ mod tests {
         assert_eq!(p.working.share(), 1.0);
         assert_eq!(p.waiting.share(), 0.5);
         assert_eq!(p.mixed.share(), 0.5);
+        assert!((p.waiting.awake_share() - 0.55).abs() < 1e-12);
         assert_eq!(p.waiting_halves[0].share(), 1.0, "front-loaded");
         assert_eq!(p.waiting_halves[1].share(), 0.0);
         assert_eq!(p.waiting_halves[0].wall_ns, 2_000_000);

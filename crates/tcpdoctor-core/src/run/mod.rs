@@ -40,7 +40,7 @@ use crate::numfmt::{count, num};
 use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
 use crate::stats::round3;
 
-pub use busy_poll::{busy_poll, measure as busy_poll_measure, BusyPollInput};
+pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, CheckStatus, Metric, Op};
 pub use compare::{Basis, Comparison, ComparisonRow};
 pub use cpu_samples::{CpuInterval, CpuSamples, Phase, Phases};

@@ -8,9 +8,15 @@
 //!    growth of the processes present at both its ends;
 //! 2. the driver's phase (`bench::timeline`): whether a request was out with its answer not
 //!    begun, and whether that changed, or answer bytes arrived, since the last read;
-//! 3. every [`REFRESH`], the tree's members again (a process started meanwhile joins from its
-//!    first read) and each thread's voluntary context switches (`procfs::voluntary_switches`),
-//!    so a thread that exits during the run takes at most one refresh's switches with it.
+//! 3. the time the tree's *active* threads spent ready to run but waiting for a CPU
+//!    (`procfs::thread_schedstat`'s run delay): with the CPU time, the time they did not sleep,
+//!    which a loop that never sleeps fills whatever else the machine runs. Active: the threads
+//!    that ran or waited to run during the last refresh window (a JVM's or Node's idle helper
+//!    threads are not read every millisecond);
+//! 4. every [`REFRESH`], the tree's members again (a process started meanwhile joins from its
+//!    first read), all their threads' schedstat (which are active) and each thread's
+//!    voluntary context switches (`procfs::voluntary_switches`), so a thread that exits
+//!    during the run takes at most one refresh's switches with it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,10 +36,11 @@ pub const INTERVAL: Duration = Duration::from_millis(1);
 pub const REFRESH: Duration = Duration::from_millis(50);
 
 /// How the samples are read, for the findings that rest on them.
-pub const COUNTERS: &str = "the process CPU clock of each process of the server's tree read \
-    every 1 ms, each interval marked by whether the driver then had a request out with its \
-    answer not begun, and whether answer bytes arrived in it; voluntary_ctxt_switches of each of its threads from \
-    /proc/PID/task/TID/status every 50 ms";
+pub const COUNTERS: &str = "the process CPU clock of each process of the server's tree and \
+    the run delay (ready, waiting for a CPU) of its active threads from \
+    /proc/PID/task/TID/schedstat, read every 1 ms, each interval marked by whether the driver \
+    then had a request out with its answer not begun, and whether answer bytes arrived in it; \
+    voluntary_ctxt_switches of each of its threads from /proc/PID/task/TID/status every 50 ms";
 
 /// A running sampler.
 pub struct Sampler {
@@ -97,6 +104,54 @@ impl Switches {
     }
 }
 
+/// Run-queue waits of the tree's threads (rule 3).
+#[derive(Default)]
+struct Ready {
+    /// Each thread's (run, ready) at its last read.
+    last: HashMap<(i32, i32), (u64, u64)>,
+    /// Each thread's (run, ready) at the last refresh.
+    window: HashMap<(i32, i32), (u64, u64)>,
+    active: Vec<(i32, i32)>,
+}
+
+impl Ready {
+    /// The active threads' ready time since the last tick.
+    fn tick(&mut self) -> u64 {
+        let mut ready = 0;
+        for &(pid, tid) in &self.active {
+            if let Some(now) = crate::procfs::thread_schedstat(pid, tid) {
+                if let Some(last) = self.last.insert((pid, tid), now) {
+                    ready += now.1.saturating_sub(last.1);
+                }
+            }
+        }
+        ready
+    }
+
+    /// Every thread of `pids` read: active are those that ran or waited since the last
+    /// refresh, or are new. (What the active ones did since the last tick is not counted:
+    /// at most one tick's in a refresh's fifty.)
+    fn refresh(&mut self, pids: &[i32]) {
+        self.active.clear();
+        let mut window = HashMap::new();
+        for &pid in pids {
+            for tid in crate::procfs::threads(pid) {
+                let Some(now) = crate::procfs::thread_schedstat(pid, tid) else {
+                    continue;
+                };
+                if self.window.get(&(pid, tid)) != Some(&now) {
+                    self.active.push((pid, tid));
+                }
+                // Ticks count from here: what a thread did while it was not read every tick
+                // is not placed in any one interval.
+                self.last.insert((pid, tid), now);
+                window.insert((pid, tid), now);
+            }
+        }
+        self.window = window;
+    }
+}
+
 fn clocks(pids: &[i32]) -> HashMap<i32, u64> {
     pids.iter()
         .filter_map(|&p| Some((p, crate::procfs::cpu_ns(p)?)))
@@ -110,6 +165,8 @@ fn sample(members: &dyn Fn() -> Vec<i32>, timeline: &Timeline, stop: &AtomicBool
         ..Switches::default()
     };
     switches.read(&pids);
+    let mut ready = Ready::default();
+    ready.refresh(&pids);
     let mut refreshed = Instant::now();
     let mut phase = timeline.phase();
     let mut last = clocks(&pids);
@@ -122,6 +179,7 @@ fn sample(members: &dyn Fn() -> Vec<i32>, timeline: &Timeline, stop: &AtomicBool
         }
         let now_phase = timeline.phase();
         let now = clocks(&pids);
+        let ready_ns = ready.tick();
         let now_at = Instant::now();
         let cpu_ns = now
             .iter()
@@ -130,6 +188,7 @@ fn sample(members: &dyn Fn() -> Vec<i32>, timeline: &Timeline, stop: &AtomicBool
         intervals.push(CpuInterval {
             wall_ns: now_at.duration_since(at).as_nanos() as u64,
             cpu_ns,
+            ready_ns,
             phase: match (now_phase.changes == phase.changes, phase.owing) {
                 (false, _) => Phase::Mixed,
                 (true, true) => Phase::Working,
@@ -146,6 +205,7 @@ fn sample(members: &dyn Fn() -> Vec<i32>, timeline: &Timeline, stop: &AtomicBool
             for (p, ns) in clocks(&pids) {
                 last.entry(p).or_insert(ns);
             }
+            ready.refresh(&pids);
             refreshed = Instant::now();
         }
     }

@@ -490,18 +490,6 @@ pub async fn run(
             floor_counters: crate::bench::cpu::COUNTERS,
             mean_ms: bench.latency_ms.mean,
         };
-        if std::env::var_os("TCPDOCTOR_DEBUG_BUSY").is_some() {
-            let m = tcpdoctor_core::run::busy_poll_measure(&input);
-            eprintln!(
-                "BUSYDBG {} {:?} sw={:?} per_req={:.0} spin={:.0} sleep={:?}",
-                path.name,
-                m.phases,
-                samples.voluntary_switches,
-                cpu.per_request_us,
-                m.spin_per_request_us,
-                m.cpu_per_sleep_us
-            );
-        }
         if let Some(f) = busy_poll(&input) {
             findings.push(f);
         }
