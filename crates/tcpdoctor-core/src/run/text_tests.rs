@@ -39,7 +39,7 @@ fn demo_report() -> RunReport {
         requests: 40,
         reproduced: true,
         fixed: true,
-        diagnosis: "the server burns 95% of a core while it waits for nothing".into(),
+        diagnosis: "the server stays awake while it waits for nothing".into(),
         fix: "wait for EPOLLOUT".into(),
     });
     r.comparisons.push(Comparison::of(
@@ -74,7 +74,7 @@ fn the_demo_header_tells_cases_exchanges_and_time() {
 fn a_demo_case_names_its_kind_and_lists_every_finding() {
     let text = render_run_text(&demo_report());
     assert!(
-        text.contains("   diagnosis (busy_poll): the server burns 95% of a core while it waits"),
+        text.contains("   diagnosis (busy_poll): the server stays awake while it waits"),
         "{text}"
     );
     assert!(text.contains("   also found in busy-poll:\n"), "{text}");
