@@ -60,6 +60,52 @@ fn schedstat_ns(pid: i32) -> Option<u64> {
     total
 }
 
+/// Voluntary context switches of each thread of process `pid` (`voluntary_ctxt_switches` of
+/// /proc/PID/task/TID/status: a thread gave up the CPU to sleep), by thread id. Empty when
+/// the process is gone.
+pub fn voluntary_switches(pid: i32) -> Vec<(i32, u64)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let text = std::fs::read_to_string(t.path().join("status")).ok()?;
+            Some((tid, parse_voluntary(&text)?))
+        })
+        .collect()
+}
+
+fn parse_voluntary(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Thread `tid` of process `pid`: its time on a CPU and its time waiting on a run queue,
+/// ready to run but not on a CPU (the scheduler's `sum_exec_runtime` and `run_delay`, the
+/// first two fields of /proc/PID/task/TID/schedstat), in nanoseconds; None when it is gone.
+pub fn thread_schedstat(pid: i32, tid: i32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    let mut f = text.split_whitespace();
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
+/// The thread ids of process `pid`.
+pub fn threads(pid: i32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| t.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `RUN_NS WAIT_NS SLICES`: the time on CPU.
 fn parse_schedstat(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
@@ -84,8 +130,35 @@ fn parse_stat(stat: &str) -> Option<Stat> {
 #[cfg(test)]
 mod tests {
     use super::{
-        cpu_ns, parse_schedstat, parse_stat, process_clock_ns, process_gone, schedstat_ns,
+        cpu_ns, parse_schedstat, parse_stat, parse_voluntary, process_clock_ns, process_gone,
+        schedstat_ns, voluntary_switches,
     };
+
+    #[test]
+    fn voluntary_switches_count_sleeps() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(parse_voluntary(status), Some(17));
+        assert_eq!(parse_voluntary("Name:\tx\n"), None);
+        let me = std::process::id() as i32;
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        // This thread's own count (other test threads come and go).
+        let mine = || {
+            voluntary_switches(me)
+                .into_iter()
+                .find(|(t, _)| *t == tid)
+                .map(|(_, n)| n)
+                .expect("this thread is listed")
+        };
+        let before = mine();
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(
+            mine() >= before + 5,
+            "five sleeps are five voluntary switches"
+        );
+    }
 
     #[test]
     fn schedstat_counts_nanoseconds() {

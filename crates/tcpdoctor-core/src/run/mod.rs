@@ -14,13 +14,15 @@
 //! - `check.rs`: `--check 'p99<5ms'` parsed and evaluated.
 //! - `worse.rs`: `--fail-on-worse`: the baseline comparison as a gate.
 //! - `repeat.rs`: `--repeat K`: a scenario's K runs pooled, and their spread.
-//! - `busy_poll.rs`: the `busy_poll` finding, from process CPU accounting.
+//! - `busy_poll.rs`: the `busy_poll` finding, from the server's CPU sampled along the driver's
+//!   timeline (`cpu_samples.rs`).
 //! - `text.rs`: the report for a terminal ([`render_run_text`]).
 //! - `html/`: the report as one self-contained HTML page ([`render_html`]).
 
 mod busy_poll;
 mod check;
 mod compare;
+mod cpu_samples;
 mod figures;
 mod html;
 mod noise;
@@ -43,6 +45,7 @@ use crate::stats::round3;
 pub use busy_poll::{busy_poll, BusyPollInput};
 pub use check::{Check, CheckResult, CheckStatus, Metric, Op};
 pub use compare::{Basis, Comparison, ComparisonRow};
+pub use cpu_samples::{CpuInterval, CpuSamples, Phase, Phases};
 pub use figures::{log_buckets, timer_stalls, Figures, LogBucket, StepFigures, STALL_MS};
 pub use html::render_html;
 pub use noise::{Interval, Noise, RunPoint, StepNoise};

@@ -54,12 +54,13 @@ pub(crate) fn settings(scenarios: &[&str], requests: u64, repeat: u64) -> RunSet
     }
 }
 
-/// A `busy_poll` finding at `server`: 9 ms of CPU per request against a 20 µs floor.
+/// A `busy_poll` finding at `server`: 9 ms of spinning per request.
 fn busy(server: &str) -> Finding {
     let mut f = crate::run::busy_poll(&BusyPollInput {
         server,
         file: "x",
         cpu: ServerCpu::new(0.3, 0.6, 1.0, 100, 1),
+        samples: &crate::run::cpu_samples::spinning(100, 9),
         exchanges: 100,
         floor_us: 20.0,
         floor_of: "the driver's own",

@@ -12,6 +12,7 @@ fn demo_report() -> RunReport {
         server: "127.0.0.1:7000",
         file: "x",
         cpu: ServerCpu::new(0.3, 0.6, 1.0, 40, 1),
+        samples: &crate::run::cpu_samples::spinning(40, 9),
         exchanges: 40,
         floor_us: 20.0,
         floor_of: "the driver's own",
@@ -19,7 +20,7 @@ fn demo_report() -> RunReport {
         cpu_counters: "utime + stime of the test's process",
         floor_counters: "getrusage of the test",
     })
-    .expect("9 ms per request against a 20 µs floor is busy_poll");
+    .expect("9 ms of spinning per request is busy_poll");
     before.findings.push(f.clone());
     f.kind = crate::report::FindingKind::FragmentedWrites;
     f.verdict = "a second finding of the same scenario".into();
@@ -38,7 +39,7 @@ fn demo_report() -> RunReport {
         requests: 40,
         reproduced: true,
         fixed: true,
-        diagnosis: "the server spends 9000 µs of CPU per request".into(),
+        diagnosis: "the server stays awake while it waits for nothing".into(),
         fix: "wait for EPOLLOUT".into(),
     });
     r.comparisons.push(Comparison::of(
@@ -73,7 +74,7 @@ fn the_demo_header_tells_cases_exchanges_and_time() {
 fn a_demo_case_names_its_kind_and_lists_every_finding() {
     let text = render_run_text(&demo_report());
     assert!(
-        text.contains("   diagnosis (busy_poll): the server spends 9000 µs"),
+        text.contains("   diagnosis (busy_poll): the server stays awake while it waits"),
         "{text}"
     );
     assert!(text.contains("   also found in busy-poll:\n"), "{text}");

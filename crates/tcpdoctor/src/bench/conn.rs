@@ -185,6 +185,10 @@ struct Io {
     ended_badly: Option<String>,
     /// This task's setups that failed in a row: its back-off.
     setup_fails: u64,
+    /// Bytes of the oldest outstanding answer arrived, not all of it (`timeline.rs`).
+    partial: bool,
+    /// What this connection last told the timeline: it owes an answer not begun.
+    owing: bool,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -205,6 +209,8 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         setup_done: false,
         ended_badly: None,
         setup_fails: 0,
+        partial: false,
+        owing: false,
     };
     let has_setup = io.setup_steps.iter().any(|&s| s);
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
@@ -260,6 +266,10 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             Stream::Tcp(s) => d.drive(s).await,
             Stream::Unix(s) => d.drive(s).await,
         };
+        io.partial = false;
+        if let Some(t) = &cfg.timeline {
+            t.set(&mut io.owing, false);
+        }
         let end = match (io.setup_failed.take(), io.ended_badly.take()) {
             (Some(answer), _) => End::SetupFailed(answer),
             (None, Some(why)) if has_setup && !io.setup_done => {
@@ -349,6 +359,7 @@ impl Driver<'_> {
             };
             if self.io.sent_at.len() != sent_before {
                 last_io = now;
+                self.tell_timeline();
             }
             free = blocked == Blocked::Schedule;
             if self.conv.is_finished() {
@@ -455,8 +466,15 @@ impl Driver<'_> {
                 *last_io = now;
                 let mut done = std::mem::take(&mut self.io.done);
                 let r = self.conv.on_bytes_into(&self.io.read[..n], now, &mut done);
+                // Bytes that completed no answer began one (or continued it); an answer
+                // completed leaves the next one not begun, as far as the driver can tell.
+                self.io.partial = done.is_empty();
                 self.completed(&mut done);
                 self.io.done = done;
+                if let Some(t) = &self.cfg.timeline {
+                    t.arrived();
+                }
+                self.tell_timeline();
                 if let Err(e) = r {
                     return Some(self.bad_response(&e.to_string()));
                 }
@@ -466,6 +484,16 @@ impl Driver<'_> {
                 None
             }
             Err(e) => Some(self.lost(&reason(&e), e.kind())),
+        }
+    }
+
+    /// Tells `run`'s timeline whether this connection owes an answer not begun: a request is
+    /// out beyond the one whose answer is arriving.
+    fn tell_timeline(&mut self) {
+        if let Some(t) = &self.cfg.timeline {
+            let out = self.io.sent_at.len();
+            self.io.partial &= out > 0;
+            t.set(&mut self.io.owing, out > usize::from(self.io.partial));
         }
     }
 

@@ -14,6 +14,7 @@
 //!   the conversation, time out, reconnect.
 //! - `recorder.rs`: what connections share — the request budget, histograms, counters.
 //! - `progress.rs`: the progress line on a terminal; `cpu.rs`: the driver's own CPU time.
+//! - `timeline.rs`: whether the server owes an answer at this moment (`run`'s CPU sampler).
 
 mod conn;
 pub(crate) mod cpu;
@@ -21,6 +22,7 @@ pub(crate) mod exec;
 mod progress;
 mod recorder;
 mod run;
+pub(crate) mod timeline;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +93,8 @@ pub struct BenchConfig {
     /// Abandon the run as soon as this process has exited (`run`'s server): the target is
     /// gone, and waiting `hang_after` for it is time lost.
     pub watch_pid: Option<i32>,
+    /// Where the connections say whether the server owes them an answer (`run`'s sampler).
+    pub timeline: Option<Arc<timeline::Timeline>>,
 }
 
 impl BenchConfig {

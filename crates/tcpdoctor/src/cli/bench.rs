@@ -355,6 +355,7 @@ impl BenchArgs {
             seed: self.seed,
             progress: std::io::stderr().is_terminal(),
             watch_pid: None,
+            timeline: None,
         })
     }
 }

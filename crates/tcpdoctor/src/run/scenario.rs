@@ -303,6 +303,7 @@ pub async fn run(
         seed: 1,
         progress: false,
         watch_pid: server.map(|s| s.watch_pid()),
+        timeline: server.map(|_| Arc::new(crate::bench::timeline::Timeline::default())),
     };
     // The server's own sockets, read while the driver's connections are open.
     let sockets = match (server, &plan.target) {
@@ -313,11 +314,20 @@ pub async fn run(
         )),
         _ => None,
     };
+    // The server's CPU along the driver's timeline (busy_poll).
+    let sampler = match (server, &cfg.timeline) {
+        (Some(s), Some(t)) => Some(
+            super::cpu_sampler::Sampler::start(s.members(), Arc::clone(t))
+                .context("starting the server's CPU sampler")?,
+        ),
+        _ => None,
+    };
     let cpu_before = server.map(|s| s.cpu());
     let started = Instant::now();
     let benched = crate::bench::run_keeping_measurements(Arc::new(cfg)).await;
     let wall = started.elapsed();
     let cpu_after = server.map(|s| s.cpu());
+    let samples = sampler.map(|s| s.finish());
     let server_sockets = sockets.and_then(|r| r.finish());
     let live_outcome = capture.map(|c| c.finish());
     // The far end: stop its server, then the line, which writes both ends' captures.
@@ -480,10 +490,12 @@ pub async fn run(
             .as_ref()
             .map_or_else(|| "(process accounting)".to_string(), |c| c.file.clone());
         let target = plan.target.to_string();
-        if let Some(f) = busy_poll(&BusyPollInput {
+        let samples = samples.unwrap_or_default();
+        let input = BusyPollInput {
             server: &target,
             file: &file,
             cpu: *cpu,
+            samples: &samples,
             exchanges: bench.exchanges,
             floor_us: bench.cpu.per_request_us,
             floor_of: "the driver's own CPU per request (its spinning for open-loop slots and \
@@ -496,7 +508,8 @@ pub async fn run(
             ),
             floor_counters: crate::bench::cpu::COUNTERS,
             mean_ms: bench.latency_ms.mean,
-        }) {
+        };
+        if let Some(f) = busy_poll(&input) {
             findings.push(f);
         }
     }

@@ -319,6 +319,12 @@ impl Server {
             .collect()
     }
 
+    /// Lists the server's tree (rule 1) each time it is called: for a thread that samples it.
+    pub fn members(&self) -> impl Fn() -> Vec<libc::pid_t> + Send + 'static {
+        let (pgid, roots) = (self.pgid, self.roots());
+        move || tree_members(pgid, &roots)
+    }
+
     fn roots(&self) -> Vec<libc::pid_t> {
         let mut roots = vec![self.child.id() as libc::pid_t];
         roots.extend_from_slice(&self.daemons);

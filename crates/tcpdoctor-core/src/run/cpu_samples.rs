@@ -1,0 +1,168 @@
+//! The server's CPU sampled along the driver's timeline: what `busy_poll` rests on.
+//!
+//! The shell (`run/cpu_sampler.rs`) reads the server's process CPU clocks at a fine interval
+//! and, at each read, whether the driver had a request out whose answer had not begun (the
+//! server owed work) and whether that changed since the last read. Each interval between two
+//! reads is then *working* (the server owed an answer the whole time), *waiting* (it owed
+//! none and sent nothing the whole time: between exchanges, or while the rest of an answer it
+//! had begun was held for an ACK) or *mixed* (the phase changed, or answer bytes arrived,
+//! within it; not used). This
+//! module sums them, in time order, into what the rule compares.
+
+/// What the driver's state was during one sampled interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Some request was out with its answer not begun, throughout.
+    Working,
+    /// No request was out with its answer not begun, and no answer bytes arrived, throughout.
+    Waiting,
+    /// The phase changed, or answer bytes arrived, within the interval.
+    Mixed,
+}
+
+/// One interval between two reads of the server's CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuInterval {
+    pub wall_ns: u64,
+    /// CPU time of the server's processes (all threads) in the interval.
+    pub cpu_ns: u64,
+    /// Time its threads spent ready to run but waiting for a CPU (other work had it): with
+    /// `cpu_ns`, the time they did not sleep, whatever else the machine was doing.
+    pub ready_ns: u64,
+    pub phase: Phase,
+}
+
+/// The server's CPU along the run, as the shell sampled it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CpuSamples {
+    /// In time order.
+    pub intervals: Vec<CpuInterval>,
+    /// Voluntary context switches of the server's threads over the sampled time (a thread
+    /// gives up the CPU to sleep: in `epoll_wait`, `read`, `nanosleep`, a futex); None when
+    /// they could not be read.
+    pub voluntary_switches: Option<u64>,
+    /// How the samples were read, for the finding's `rests_on`.
+    pub counters: String,
+}
+
+/// CPU and wall time of a set of intervals.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spent {
+    pub wall_ns: u64,
+    pub cpu_ns: u64,
+    pub ready_ns: u64,
+}
+
+impl Spent {
+    fn add(&mut self, i: &CpuInterval) {
+        self.wall_ns += i.wall_ns;
+        self.cpu_ns += i.cpu_ns;
+        self.ready_ns += i.ready_ns;
+    }
+
+    fn per_wall(&self, ns: u64) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            ns as f64 / self.wall_ns as f64
+        }
+    }
+
+    /// CPU per wall time: the share of one core (more than 1 with several threads busy).
+    pub fn share(&self) -> f64 {
+        self.per_wall(self.cpu_ns)
+    }
+
+    /// On a CPU or ready to run, per wall time: the share of the time a thread did not sleep
+    /// (near 1 for a loop that never sleeps, however busy the machine; more than 1 with
+    /// several threads awake).
+    pub fn awake_share(&self) -> f64 {
+        self.per_wall(self.cpu_ns + self.ready_ns)
+    }
+}
+
+/// The samples summed by phase, the waiting time also in two halves of equal wall time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Phases {
+    pub working: Spent,
+    pub waiting: Spent,
+    pub mixed: Spent,
+    /// The first and the second half of the waiting time, in time order.
+    pub waiting_halves: [Spent; 2],
+}
+
+impl CpuSamples {
+    pub fn phases(&self) -> Phases {
+        let mut p = Phases::default();
+        for i in &self.intervals {
+            match i.phase {
+                Phase::Working => p.working.add(i),
+                Phase::Waiting => p.waiting.add(i),
+                Phase::Mixed => p.mixed.add(i),
+            }
+        }
+        let half = p.waiting.wall_ns / 2;
+        let mut seen = 0;
+        for i in self.intervals.iter().filter(|i| i.phase == Phase::Waiting) {
+            let h = usize::from(seen >= half && seen > 0);
+            p.waiting_halves[h].add(i);
+            seen += i.wall_ns;
+        }
+        p
+    }
+}
+
+/// For tests of what renders a finding: `exchanges` exchanges, each followed by `wait_ms`
+/// intervals of 1 ms spent spinning (95% of a core) while owing nothing, one sleep each.
+#[cfg(test)]
+pub(crate) fn spinning(exchanges: u64, wait_ms: u64) -> CpuSamples {
+    let spin = CpuInterval {
+        wall_ns: 1_000_000,
+        cpu_ns: 950_000,
+        ready_ns: 30_000,
+        phase: Phase::Waiting,
+    };
+    CpuSamples {
+        intervals: vec![spin; (exchanges * wait_ms) as usize],
+        voluntary_switches: Some(exchanges),
+        counters: "the test's figures".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(ms: u64, cpu_ms: u64, phase: Phase) -> CpuInterval {
+        CpuInterval {
+            wall_ns: ms * 1_000_000,
+            cpu_ns: cpu_ms * 1_000_000,
+            ready_ns: cpu_ms * 100_000,
+            phase,
+        }
+    }
+
+    #[test]
+    fn intervals_are_summed_by_phase_and_the_waiting_split_in_halves() {
+        let s = CpuSamples {
+            intervals: vec![
+                iv(1, 1, Phase::Waiting),
+                iv(1, 1, Phase::Working),
+                iv(1, 1, Phase::Waiting),
+                iv(2, 1, Phase::Mixed),
+                iv(1, 0, Phase::Waiting),
+                iv(1, 0, Phase::Waiting),
+            ],
+            ..CpuSamples::default()
+        };
+        let p = s.phases();
+        assert_eq!(p.working.share(), 1.0);
+        assert_eq!(p.waiting.share(), 0.5);
+        assert_eq!(p.mixed.share(), 0.5);
+        assert!((p.waiting.awake_share() - 0.55).abs() < 1e-12);
+        assert_eq!(p.waiting_halves[0].share(), 1.0, "front-loaded");
+        assert_eq!(p.waiting_halves[1].share(), 0.0);
+        assert_eq!(p.waiting_halves[0].wall_ns, 2_000_000);
+        assert_eq!(CpuSamples::default().phases().waiting.share(), 0.0);
+    }
+}
