@@ -155,7 +155,7 @@ fn the_secret_can_come_from_the_environment() {
     let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(["bench", "--format", "json", "--target", &addr, "--script"])
         .arg(&script)
-        .args(["--requests", "10"])
+        .args(["--requests", "10", "--allow-env", "TCPDOCTOR_TEST_SECRET"])
         .env("TCPDOCTOR_TEST_SECRET", "from-env")
         .current_dir(repo())
         .output()
@@ -176,6 +176,7 @@ fn the_secret_can_come_from_the_environment() {
     let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(["bench", "--target", &addr, "--script"])
         .arg(&script)
+        .args(["--allow-env", "TCPDOCTOR_TEST_SECRET"])
         .env_remove("TCPDOCTOR_TEST_SECRET")
         .output()
         .expect("run tcpdoctor");

@@ -76,9 +76,11 @@ fn text(out: &std::process::Output) -> (String, String, i32) {
     )
 }
 
+/// `tcpdoctor ARGS --allow-env TCPD_TEST_TOKEN` with that variable set.
 fn with_env(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(args)
+        .args(["--allow-env", "TCPD_TEST_TOKEN"])
         .env("TCPD_TEST_TOKEN", ENV_SECRET)
         .output()
         .expect("run tcpdoctor")

@@ -39,7 +39,8 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///
 /// --dry-run prints the script's first conversation as it would be sent (secrets masked)
 /// and exits 0 without starting or contacting anything; a script with an `exec` (a value
-/// from an outside command) runs only with --allow-exec.
+/// from an outside command) runs only with --allow-exec, one that reads `{env:NAME}` only
+/// with --allow-env NAME.
 ///
 /// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
 /// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
@@ -147,6 +148,11 @@ pub struct RunArgs {
     /// under its timeout). Without it such a script is refused.
     #[arg(long)]
     pub allow_exec: bool,
+
+    /// The environment variables the script may read with `{env:NAME}` (comma-separated or
+    /// repeated); a variable not named here is refused.
+    #[arg(long, value_name = "NAME[,NAME]", value_delimiter = ',')]
+    pub allow_env: Vec<String>,
 
     /// Exit 1 when any of these finding kinds is found (comma-separated, or `any`).
     #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_fail_on)]
@@ -511,8 +517,12 @@ fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
 
 pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
     if args.dry_run {
-        let script =
-            super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
+        let script = super::bench::load_script(
+            args.script.as_deref(),
+            args.preset.as_deref(),
+            &args.param,
+            &args.allow_env,
+        )?;
         return super::bench::dry_run(&script, 1);
     }
     let target = parse_target(args.target.as_deref().unwrap_or_default())?;
@@ -548,8 +558,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let mut script =
-        super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
+    let mut script = super::bench::load_script(
+        args.script.as_deref(),
+        args.preset.as_deref(),
+        &args.param,
+        &args.allow_env,
+    )?;
     crate::bench::exec::run_execs(
         &mut script,
         args.allow_exec,
