@@ -52,8 +52,9 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///
 /// Examples:
 ///   tcpdoctor run --server './myserver --port 7000' --target 127.0.0.1:7000 --preset echo-line
-///   tcpdoctor run --target 127.0.0.1:6379 --preset resp --scenarios direct,wan:15ms \
-///       --save after.json --baseline before.json --check 'p99<5ms@direct' --fail-on nagle_delayed_ack
+///   tcpdoctor run --server 'redis-server --port 6379' --target 127.0.0.1:6379 --preset resp \
+///       --scenarios direct,wan:15ms --save after.json --baseline before.json \
+///       --check 'p99<5ms@direct' --fail-on nagle_delayed_ack
 ///   tcpdoctor run --server 'python3 daemon.py' --target unix:/run/app/app.sock \
 ///       --script app.toml --scenarios direct,proxy-nagle
 #[derive(Debug, Args)]
@@ -515,28 +516,17 @@ fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
-    if args.dry_run {
-        let script = super::bench::load_script(
-            args.script.as_deref(),
-            args.preset.as_deref(),
-            &args.param,
-            &args.allow_env,
-        )?;
-        return super::bench::dry_run(&script, 1);
-    }
-    let target = parse_target(args.target.as_deref().unwrap_or_default())?;
-    let listed = args.scenarios.take().unwrap_or_else(|| {
-        if args.server.is_some() && matches!(target, Addr::Tcp(_)) {
+/// `--scenarios` (or the default for this target and `--server`), parsed, and refused when a
+/// `wan:` path cannot be built for them: before any I/O, and in a dry run too.
+fn scenario_list(args: &RunArgs, target: &Addr) -> anyhow::Result<(String, Vec<Scenario>)> {
+    let listed = args.scenarios.clone().unwrap_or_else(|| {
+        if args.server.is_some() && matches!(*target, Addr::Tcp(_)) {
             "direct,proxy,proxy-nagle,wan:15ms".into()
         } else {
             "direct,proxy,proxy-nagle,proxy-delay:15ms".into()
         }
     });
     let scenarios = Scenario::parse_list(&listed).map_err(|e| anyhow!("--scenarios: {e}"))?;
-    let any_wan = scenarios
-        .iter()
-        .any(|s| matches!(s.kind, ScenarioKind::Wan(_)));
     if let Some(s) = scenarios
         .iter()
         .find(|s| matches!(s.kind, ScenarioKind::Wan(_)))
@@ -550,7 +540,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
                 s.name
             );
         }
-        if matches!(target, Addr::Unix(_)) {
+        if matches!(*target, Addr::Unix(_)) {
             bail!(
                 "--scenarios {}: a wan: path carries TCP/IP and the target is a Unix socket; use \
                  proxy-delay:D",
@@ -558,6 +548,28 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
             );
         }
     }
+    Ok((listed, scenarios))
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    if args.dry_run {
+        let script = super::bench::load_script(
+            args.script.as_deref(),
+            args.preset.as_deref(),
+            &args.param,
+            &args.allow_env,
+        )?;
+        // A dry run refuses the scenarios the run would refuse (it reads nothing for them).
+        if let Some(t) = args.target.as_deref() {
+            scenario_list(&args, &parse_addr("target", t)?)?;
+        }
+        return super::bench::dry_run(&script, 1);
+    }
+    let target = parse_target(args.target.as_deref().unwrap_or_default())?;
+    let (listed, scenarios) = scenario_list(&args, &target)?;
+    let any_wan = scenarios
+        .iter()
+        .any(|s| matches!(s.kind, ScenarioKind::Wan(_)));
     let mut script = super::bench::load_script(
         args.script.as_deref(),
         args.preset.as_deref(),
