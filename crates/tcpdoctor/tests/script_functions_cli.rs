@@ -85,12 +85,8 @@ read = { until = "\r\n" }
 expect = '^200 '
 "#;
 
-fn scratch(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tcpdoctor-fn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join(name);
-    std::fs::write(&file, text).expect("write script");
-    file
+fn scratch(name: &str, text: &str) -> common::ScratchFile {
+    common::scratch_file("fn", name, text)
 }
 
 #[test]
