@@ -7,6 +7,8 @@
 //! `TCPDOCTOR_REQUIRE_CHROMIUM` is set (CI sets it). `TCPDOCTOR_CHROMIUM` names the binary
 //! when it is not `chromium` on PATH.
 
+mod common;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -264,10 +266,12 @@ fn render_in_chromium(name: &str, report: &RunReport) -> Option<String> {
     std::fs::write(&page, &html).expect("write page");
     let Some(bin) = chromium() else {
         let required = std::env::var_os("TCPDOCTOR_REQUIRE_CHROMIUM").is_some();
-        eprintln!(
-            "\n*** SKIPPED {name}: no chromium on PATH (set TCPDOCTOR_CHROMIUM); the page is \
-             at {} ***\n",
-            page.display()
+        common::skipped(
+            name,
+            &format!(
+                "no chromium on PATH (set TCPDOCTOR_CHROMIUM); the page is at {}",
+                page.display()
+            ),
         );
         assert!(
             !required,

@@ -20,7 +20,7 @@ pub fn is_root() -> bool {
 
 /// Prints why a test does not run here (never a silent pass).
 pub fn skip(test: &str, why: &str) {
-    eprintln!("SKIPPED {test}: {why}");
+    super::skipped(test, why);
 }
 
 /// A fresh directory every user may write (mode 0777), removed on drop.

@@ -176,7 +176,35 @@ pub fn step<'a>(run: &'a Value, name: &str) -> &'a Value {
 pub fn skip_unless_required(flag: &str, test: &str, why: &str) {
     let required = std::env::var(flag).is_ok_and(|v| v != "0");
     assert!(!required, "{test}: {flag} is set but {why}");
-    eprintln!("SKIPPED {test}: {why}");
+    skipped(test, why);
+}
+
+/// The tests of this process that did not run, for the closing line.
+static SKIPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Says that `test` passes without running because `why`, where it is seen without
+/// `--nocapture`: libtest captures `eprintln!` (the line showed only with it), not a write to
+/// the stderr handle. When the test binary exits, after libtest's `test result:` line, one more
+/// line counts the skipped tests and names them.
+pub fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+    let mut all = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+    if all.is_empty() {
+        extern "C" fn closing_line() {
+            use std::io::Write;
+            let all = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = writeln!(
+                std::io::stderr(),
+                "{} skipped (passed without running; see the SKIPPED lines): {}\n",
+                all.len(),
+                all.join("; ")
+            );
+        }
+        // SAFETY: registers a function with no preconditions, run once at process exit.
+        unsafe { libc::atexit(closing_line) };
+    }
+    all.push(test.to_string());
 }
 
 /// Whether `text` (stderr, or a report's reasons) says this machine cannot build a WAN path
