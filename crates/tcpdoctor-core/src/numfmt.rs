@@ -11,6 +11,9 @@
 //! 5. In JSON a whole number is written as an integer (`39`, not `39.0`): counts carried in
 //!    a float field (a before/after row, a check's actual value) come out as counts
 //!    ([`whole_as_int`]).
+//! 6. A name shown in a column (a step, a scenario) keeps at most the column's characters:
+//!    a longer one is cut and ends in `…` ([`ellipsize`]), so a name from a script or a flag
+//!    cannot push a table off the screen (nor past what `{:<width$}` can pad).
 
 use serde::Serializer;
 
@@ -44,6 +47,17 @@ pub fn num(v: f64) -> String {
         "0".to_string()
     } else {
         s
+    }
+}
+
+/// `name` cut to at most `max` characters, the last of them `…` when it was cut (rule 6).
+pub fn ellipsize(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match name.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(name),
+        Some(_) => {
+            let keep: String = name.chars().take(max.saturating_sub(1)).collect();
+            std::borrow::Cow::Owned(format!("{keep}…"))
+        }
     }
 }
 
@@ -90,6 +104,16 @@ pub fn whole_as_int<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Er
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_name_is_cut_to_its_column() {
+        assert_eq!(ellipsize("get", 5), "get");
+        assert_eq!(ellipsize("12345", 5), "12345");
+        assert_eq!(ellipsize("123456", 5), "1234…");
+        assert_eq!(ellipsize("ééééééé", 3), "éé…");
+        let huge = "x".repeat(65_536);
+        assert_eq!(ellipsize(&huge, 40).chars().count(), 40);
+    }
 
     #[test]
     fn figures_read_well() {

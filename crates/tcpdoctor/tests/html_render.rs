@@ -321,7 +321,11 @@ fn chromium_renders_the_demo_report() {
     };
     // The browser parsed what we meant: every chart an <svg>, the hostile name as text.
     let svgs = text.matches("<svg").count();
-    assert_eq!(svgs, 3 + 1 + 2, "3 histograms, 1 timeline, 2 chunk charts");
+    assert_eq!(
+        svgs,
+        3 * 2 + 1 + 2,
+        "3 histograms (each for a wide page and a phone), 1 timeline, 2 chunk charts"
+    );
     assert!(text.matches("<rect class=\"bar").count() >= 5);
     assert!(text.contains("42.6 ms of silence"));
     assert!(text.contains("delayed ACK: the client held it 42.6 ms"));
@@ -350,8 +354,8 @@ fn chromium_renders_a_run_over_a_wan_path() {
     };
     assert_eq!(
         text.matches("<svg").count(),
-        2 + 1,
-        "2 histograms, 1 timeline"
+        2 * 2 + 1,
+        "2 histograms (each for a wide page and a phone), 1 timeline"
     );
     assert!(text.contains(&filter), "{filter}");
     assert!(text.contains("of silence"));
@@ -469,7 +473,7 @@ fn four_scenario_report() -> RunReport {
 fn layout_at(bin: &Path, name: &str, html: &str, width: u32) -> serde_json::Value {
     const MEASURE: &str = r#"
 var w = document.getElementById('f').contentWindow, d = w.document, de = d.documentElement;
-var r = {viewport: w.innerWidth, page_width: de.scrollWidth, scrolls: [], sticks_out: [], small: []};
+var r = {viewport: w.innerWidth, page_width: de.scrollWidth, scrolls: [], sticks_out: [], small: [], bars_hidden: [], bars: 0};
 var all = d.querySelectorAll('body *');
 function what(el) { return el.tagName + '.' + (el.getAttribute('class') || '') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"'; }
 for (var i = 0; i < all.length; i++) {
@@ -481,6 +485,13 @@ for (var i = 0; i < all.length; i++) {
     while (p) { var o = w.getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') { held = true; break; } p = p.parentElement; }
     if (!held) r.sticks_out.push(what(el) + ' right ' + Math.round(b.right));
   }
+}
+var bars = d.querySelectorAll('figure rect.bar');
+for (var i = 0; i < bars.length; i++) {
+  var b = bars[i].getBoundingClientRect();
+  if (b.width === 0 && b.height === 0) continue;
+  r.bars++;
+  if (b.left < -1 || b.right > w.innerWidth + 1) r.bars_hidden.push(what(bars[i].parentElement.parentElement) + ' bar ' + bars[i].textContent + ' at ' + Math.round(b.left) + '..' + Math.round(b.right));
 }
 var walk = d.createTreeWalker(d.body, NodeFilter.SHOW_TEXT), n;
 while ((n = walk.nextNode())) {
@@ -588,6 +599,22 @@ fn four_scenarios_fit_1400_px_and_a_phone_can_read_every_report() {
         );
         let small = list(&phone, "small");
         assert!(small.is_empty(), "{name}: text under 10 px: {small:?}");
+        // Every bar of every histogram and chunk chart on the screen, not scrolled away (the
+        // 40 ms bars sit at the right of a log axis: scrolled off, a stalled scenario looked
+        // healthy).
+        assert!(
+            phone["bars"].as_u64() >= Some(4),
+            "{name}: bars drawn: {phone}"
+        );
+        let hidden = list(&phone, "bars_hidden");
+        assert!(
+            hidden.is_empty(),
+            "{name}: bars off the screen at 390 px: {hidden:?}"
+        );
+        eprintln!(
+            "{name} at 390 px, boxes that scroll: {:?}",
+            list(&phone, "scrolls")
+        );
     }
     // And the screenshots, for a person to look at.
     let _ = render_in_chromium("four-scenarios", &run);

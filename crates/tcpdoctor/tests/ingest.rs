@@ -4,19 +4,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
-/// `name` under a scratch folder of this test process, holding `bytes`.
-fn scratch_file(test: &str, name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tcpdoctor-ingest-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).expect("write scratch capture");
-    path
+/// `name` in a scratch folder of its own (removed with it), holding `bytes`.
+fn scratch_file(test: &str, name: &str, bytes: &[u8]) -> common::ScratchFile {
+    common::scratch_file(&format!("ingest-{test}"), name, bytes)
 }
 
 fn capture(name: &str) -> Vec<u8> {

@@ -93,7 +93,7 @@ fn as_user(user: (u32, u32), program: &Path) -> Command {
 struct Postgres {
     child: Child,
     port: u16,
-    dir: PathBuf,
+    dir: common::Scratch,
     log: mpsc::Receiver<String>,
 }
 
@@ -123,7 +123,7 @@ impl Postgres {
         }
         let dir = scratch(&format!("postgres-{}", test.replace(' ', "-")));
         std::fs::write(dir.join("pw"), format!("{PASSWORD}\n")).expect("password file");
-        for p in [dir.as_path(), &dir.join("pw")] {
+        for p in [&*dir, &dir.join("pw")] {
             chown(p, Some(user.0), Some(user.1)).expect("chown to the postgres user");
         }
         let data = dir.join("data");

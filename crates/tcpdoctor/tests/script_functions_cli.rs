@@ -85,12 +85,8 @@ read = { until = "\r\n" }
 expect = '^200 '
 "#;
 
-fn scratch(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tcpdoctor-fn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join(name);
-    std::fs::write(&file, text).expect("write script");
-    file
+fn scratch(name: &str, text: &str) -> common::ScratchFile {
+    common::scratch_file("fn", name, text)
 }
 
 #[test]
@@ -155,7 +151,7 @@ fn the_secret_can_come_from_the_environment() {
     let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(["bench", "--format", "json", "--target", &addr, "--script"])
         .arg(&script)
-        .args(["--requests", "10"])
+        .args(["--requests", "10", "--allow-env", "TCPDOCTOR_TEST_SECRET"])
         .env("TCPDOCTOR_TEST_SECRET", "from-env")
         .current_dir(repo())
         .output()
@@ -176,6 +172,7 @@ fn the_secret_can_come_from_the_environment() {
     let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(["bench", "--target", &addr, "--script"])
         .arg(&script)
+        .args(["--allow-env", "TCPDOCTOR_TEST_SECRET"])
         .env_remove("TCPDOCTOR_TEST_SECRET")
         .output()
         .expect("run tcpdoctor");

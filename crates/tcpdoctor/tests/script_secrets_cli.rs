@@ -12,12 +12,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use common::{repo, tcpdoctor};
+use common::{repo, tcpdoctor, ScratchFile};
 
 const SECRET: &str = "S3cret-Param-42";
 const ENV_SECRET: &str = "Env-Token-9f8e7d";
@@ -60,12 +59,8 @@ fn echo_error(line: &str) -> String {
     format!("500 unknown command: {line}\r\n")
 }
 
-fn scratch(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tcpdoctor-secrets-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join(name);
-    std::fs::write(&file, text).expect("write script");
-    file
+fn scratch(name: &str, text: &str) -> ScratchFile {
+    common::scratch_file("secrets", name, text)
 }
 
 fn text(out: &std::process::Output) -> (String, String, i32) {
@@ -76,9 +71,11 @@ fn text(out: &std::process::Output) -> (String, String, i32) {
     )
 }
 
+/// `tcpdoctor ARGS --allow-env TCPD_TEST_TOKEN` with that variable set.
 fn with_env(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(args)
+        .args(["--allow-env", "TCPD_TEST_TOKEN"])
         .env("TCPD_TEST_TOKEN", ENV_SECRET)
         .output()
         .expect("run tcpdoctor")
@@ -346,7 +343,7 @@ read = { until = "\r\n" }
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-fn exec_script(command: &str, extra: &str, in_steps: bool) -> PathBuf {
+fn exec_script(command: &str, extra: &str, in_steps: bool) -> ScratchFile {
     let exec = format!("exec = {{ name = \"token\", command = {command}{extra} }}");
     let body = if in_steps {
         format!("[[steps]]\n{exec}\n")

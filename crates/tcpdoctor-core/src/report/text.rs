@@ -24,6 +24,19 @@ fn findings_text(report: &Report) -> String {
         withdrawn(&mut out, report);
         return out;
     }
+    if report.findings.is_empty() && carried_no_data(report) {
+        // Not "No findings": a client that never connected is not a healthy one.
+        let flows: u64 = report.captures.iter().map(|c| c.flows).sum();
+        let _ = writeln!(
+            out,
+            "\nNothing to judge: no connection in this traffic carried data ({}, not one byte \
+             of payload; a client whose connection was refused leaves only its SYN and the \
+             reset).",
+            count(flows, "connection")
+        );
+        withdrawn(&mut out, report);
+        return out;
+    }
     if report.findings.is_empty() {
         out.push_str("\nNo findings: nothing in this traffic costs time the way the known TCP pathologies do.\n");
         withdrawn(&mut out, report);
@@ -40,6 +53,16 @@ fn findings_text(report: &Report) -> String {
     }
     withdrawn(&mut out, report);
     out
+}
+
+/// True when every server of every capture is listed and none received or sent a byte.
+fn carried_no_data(report: &Report) -> bool {
+    report.captures.iter().all(|c| {
+        c.servers_omitted == 0
+            && c.servers
+                .iter()
+                .all(|s| s.bytes_to_server == 0 && s.bytes_to_client == 0)
+    })
 }
 
 /// Findings the evidence audit refuted: one line each and the first reason.

@@ -239,6 +239,9 @@ fn case_findings(out: &mut String, r: &RunReport, c: &super::DemoCase) {
 }
 
 /// One column per scenario, one row per figure.
+/// The widest a scenario's column is, in characters (a longer name is cut with `…`).
+const SCENARIO_COLUMN: usize = 32;
+
 fn table(out: &mut String, scenarios: &[ScenarioResult]) {
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     let mut add = |name: &str, f: &dyn Fn(&ScenarioResult) -> String| {
@@ -304,18 +307,23 @@ fn table(out: &mut String, scenarios: &[ScenarioResult]) {
         add("reconnects", &|s| s.figures.reconnects.to_string());
     }
     let first = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
+    // A scenario's name comes from the command line: cut to a column (numfmt rule 6).
+    let names: Vec<_> = scenarios
+        .iter()
+        .map(|s| crate::numfmt::ellipsize(&s.name, SCENARIO_COLUMN))
+        .collect();
     let widths: Vec<usize> = (0..scenarios.len())
         .map(|i| {
             rows.iter()
-                .map(|r| r.1[i].chars().count())
-                .chain([scenarios[i].name.chars().count()])
+                .map(|r| r.1[i].chars().count().min(SCENARIO_COLUMN))
+                .chain([names[i].chars().count()])
                 .max()
                 .unwrap_or(0)
         })
         .collect();
     let _ = write!(out, "\n  {:first$}", "");
-    for (s, w) in scenarios.iter().zip(&widths) {
-        let _ = write!(out, "  {:>w$}", s.name);
+    for (name, w) in names.iter().zip(&widths) {
+        let _ = write!(out, "  {name:>w$}");
     }
     out.push('\n');
     for (name, cells) in &rows {

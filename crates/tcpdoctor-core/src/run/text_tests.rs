@@ -158,3 +158,18 @@ fn the_gate_is_named() {
     r.gate(&[], &[], true);
     assert!(render_run_text(&r).contains("\nGate: --fail-on any\n"));
 }
+
+#[test]
+fn a_scenario_named_with_65536_characters_is_cut_in_the_table_not_a_panic() {
+    let huge = "w".repeat(65_536);
+    let a = scenario(&huge, &[Duration::from_micros(900); 10]);
+    let b = scenario("direct", &[Duration::from_micros(800); 10]);
+    let r = RunReport::new(settings(&[huge.as_str(), "direct"], 10, 1), vec![a, b]);
+    let text = render_run_text(&r);
+    let header = text
+        .lines()
+        .find(|l| l.contains("direct") && l.contains('…'))
+        .unwrap_or_else(|| panic!("a header with the cut name:\n{}", &text[..2000]));
+    assert!(header.chars().count() < 120, "{header}");
+    assert!(header.contains(&format!("{}…", "w".repeat(31))), "{header}");
+}

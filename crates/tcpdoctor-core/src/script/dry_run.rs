@@ -25,6 +25,9 @@ use super::Script;
 use crate::impair::SplitMix64;
 use crate::Timestamp;
 
+/// The widest a step's name is shown, in characters; a longer one is cut (`…`).
+const STEP_COLUMN: usize = 48;
+
 /// The longest request a dry run shows before cutting it (`…`).
 const SHOW_LIMIT: usize = 4096;
 
@@ -38,6 +41,9 @@ pub struct DryRun {
     /// Names a shown placeholder needs and a dry run cannot know, each with where its value
     /// comes from, in the order they are first needed.
     pub unknowns: Vec<Unknown>,
+    /// The environment variables the script reads (each allowed by `--allow-env`; their
+    /// values are masked like every secret).
+    pub env: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +85,7 @@ impl Script {
                 greeting: None,
                 requests: Vec::new(),
                 unknowns: Vec::new(),
+                env: self.env_read.clone(),
             },
         };
         for (name, value) in &self.vars {
@@ -310,12 +317,20 @@ impl DryRun {
             };
             let _ = writeln!(s, "  greeting: the server speaks first{what}");
         }
+        if !self.env.is_empty() {
+            let _ = writeln!(
+                s,
+                "  reads the environment (allowed by --allow-env): {} (values shown as ***)",
+                self.env.join(", ")
+            );
+        }
         let width = self
             .requests
             .iter()
             .map(|r| r.step.chars().count())
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .min(STEP_COLUMN);
         let mut part = "";
         for r in &self.requests {
             if r.part != part {
@@ -338,7 +353,8 @@ impl DryRun {
             } else {
                 "   (not exact: see below)"
             };
-            let _ = writeln!(s, "    {:<width$}  \"{}\"{mark}", r.step, r.shown);
+            let step = crate::numfmt::ellipsize(&r.step, STEP_COLUMN);
+            let _ = writeln!(s, "    {step:<width$}  \"{}\"{mark}", r.shown);
         }
         if !self.unknowns.is_empty() {
             let _ = writeln!(

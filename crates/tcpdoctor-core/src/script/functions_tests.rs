@@ -481,11 +481,13 @@ read = { until = "\n" }
 "#;
     let env = |name: &str| (name == "ZINO_TOKEN").then(|| "t0k".to_string());
     let vars = vec![("secret".to_string(), "other".to_string())];
+    let allowed = ["ZINO_TOKEN".to_string()];
     let script = Script::parse_with(
         src,
         &Inputs {
             vars: &vars,
             env: Some(&env),
+            allow_env: &allowed,
         },
     )
     .expect("valid");
@@ -503,6 +505,7 @@ read = { until = "\n" }
         &Inputs {
             vars: &unknown,
             env: Some(&env),
+            allow_env: &allowed,
         },
     )
     .expect_err("a typo");
@@ -511,6 +514,20 @@ read = { until = "\n" }
         "--param pasword: the script has no variable `pasword` (its variables: user, secret)"
     );
     let e = Script::parse(src).expect_err("no environment");
+    assert_eq!(
+        e.to_string(),
+        "line 7, column 56: the script reads the environment variable `ZINO_TOKEN` and it was \
+         not allowed: a script sends what it reads to its target, so name each one it may read \
+         with --allow-env ZINO_TOKEN"
+    );
+    let e = Script::parse_with(
+        src,
+        &Inputs {
+            allow_env: &allowed,
+            ..Inputs::default()
+        },
+    )
+    .expect_err("allowed, not set");
     assert_eq!(
         e.to_string(),
         "line 7, column 60: in `send`: environment variable `ZINO_TOKEN` is not set"

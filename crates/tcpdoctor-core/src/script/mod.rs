@@ -81,6 +81,8 @@ pub struct Script {
     secret_vars: Vec<String>,
     secrets: secrets::Secrets,
     execs: Vec<ExecStep>,
+    /// The environment variables the script read (`{env:NAME}`), in the order first read.
+    env_read: Vec<String>,
 }
 
 impl fmt::Debug for Script {
@@ -173,6 +175,12 @@ impl Script {
         self.secret_vars.iter().any(|n| n == name)
     }
 
+    /// The environment variables the script reads (`{env:NAME}`), each allowed by
+    /// [`Inputs::allow_env`], in the order first read. Their values are secrets.
+    pub fn env_read(&self) -> &[String] {
+        &self.env_read
+    }
+
     /// The `exec` entries of `[[setup]]`, in script order: the shell runs them (with
     /// `--allow-exec`) before the first connection and passes each output to
     /// [`Script::set_exec_value`].
@@ -221,6 +229,10 @@ pub struct Inputs<'a> {
     pub vars: &'a [(String, String)],
     /// Answers `{env:NAME}`; None: no variable is set.
     pub env: Option<&'a EnvFn>,
+    /// The environment variables the script may read (`--allow-env`). A script is text from
+    /// anywhere and it sends what it reads to a host it names, so `{env:NAME}` of a variable
+    /// not listed here is refused (the error names every such variable), set or not.
+    pub allow_env: &'a [String],
 }
 
 impl fmt::Debug for Inputs<'_> {
@@ -230,6 +242,7 @@ impl fmt::Debug for Inputs<'_> {
         f.debug_struct("Inputs")
             .field("vars", &keys)
             .field("env", &self.env.is_some())
+            .field("allow_env", &self.allow_env)
             .finish()
     }
 }

@@ -6,7 +6,8 @@
 //! 3. Variables: every `{name}` in a template is a `[vars]` entry, a loop variable, or a capture
 //!    made by an earlier step; `for_each` walks a list (an array in `[vars]` or a list capture).
 //! 4. Inputs from the shell: each `--param KEY=VALUE` names a `[vars]` entry (and replaces its
-//!    value); each `{env:NAME}` is set in the environment the shell passed.
+//!    value); each `{env:NAME}` is a variable the command line allowed (`--allow-env`, every
+//!    refused one named in one error) and is set in the environment the shell passed.
 //! 5. Secrets: a `[vars]` entry `{ value = "…", secret = true }`, every `{env:NAME}` read and
 //!    every `exec` output are noted (see `secrets`); `exec` only in `[[setup]]` (see `exec`).
 
@@ -72,13 +73,28 @@ pub(crate) fn parse(src: &str, inputs: &Inputs<'_>) -> Result<Script, ScriptErro
         let message = e.message().trim().replace('\n', "; ");
         ScriptError::new(line, column, format!("TOML syntax: {message}"))
     })?;
-    // Every value read from the environment is a secret (rule 5).
+    // Every value read from the environment is a secret (rule 5); only the variables the
+    // command line allowed are read (rule 4). A refused one reads as empty so the parse goes
+    // on and the error can name every refused variable at once.
     let read_env: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let names_read: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let refused: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let env = inputs.env.unwrap_or(&no_env);
     let recording = |name: &str| {
+        if !inputs.allow_env.iter().any(|a| a == name) {
+            let mut r = refused.borrow_mut();
+            if !r.iter().any(|n| n == name) {
+                r.push(name.to_string());
+            }
+            return Some(String::new());
+        }
         let value = env(name);
         if let Some(v) = &value {
             read_env.borrow_mut().push(v.clone());
+            let mut n = names_read.borrow_mut();
+            if !n.iter().any(|x| x == name) {
+                n.push(name.to_string());
+            }
         }
         value
     };
@@ -94,12 +110,49 @@ pub(crate) fn parse(src: &str, inputs: &Inputs<'_>) -> Result<Script, ScriptErro
         outside: Vec::new(),
         execs: Vec::new(),
     };
-    let mut script = p.document(doc.get_ref())?;
+    let parsed = p.document(doc.get_ref());
+    let refused = refused.into_inner();
+    if !refused.is_empty() {
+        return Err(env_refused(src, &refused));
+    }
+    let mut script = parsed?;
     for v in read_env.borrow().iter() {
         script.secrets.add(v.as_bytes());
     }
+    script.env_read = names_read.into_inner();
     mask_step_names(&mut script);
     Ok(script)
+}
+
+/// The error for `{env:NAME}` reads the command line did not allow (rule 4), at the first.
+fn env_refused(src: &str, names: &[String]) -> ScriptError {
+    let at = names.first().and_then(|first| {
+        let needle = format!("env:{first}");
+        src.match_indices(&needle)
+            .find(|(i, _)| {
+                src[i + needle.len()..]
+                    .bytes()
+                    .next()
+                    .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == b'_' || c == b'-'))
+            })
+            .map(|(i, _)| line_col(src, i))
+    });
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    let (what, were) = if names.len() == 1 {
+        ("variable", "it was")
+    } else {
+        ("variables", "they were")
+    };
+    ScriptError::new(
+        at.map(|a| a.0),
+        at.map(|a| a.1),
+        format!(
+            "the script reads the environment {what} {} and {were} not allowed: a script \
+             sends what it reads to its target, so name each one it may read with --allow-env {}",
+            quoted.join(", "),
+            names.join(",")
+        ),
+    )
 }
 
 /// A step named after its request's first word (`send = "{env:TOKEN} GET"`) would show a
@@ -442,6 +495,7 @@ impl<'s> Parser<'s> {
             secret_vars: std::mem::take(&mut self.secret_vars),
             secrets,
             execs,
+            env_read: Vec::new(),
         })
     }
 

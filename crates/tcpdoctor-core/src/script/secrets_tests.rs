@@ -23,6 +23,7 @@ fn parse(src: &str, vars: &[(&str, &str)]) -> Result<Script, ScriptError> {
         &Inputs {
             vars: &vars,
             env: Some(&env_table),
+            allow_env: &["TOKEN".to_string(), "UNSET".to_string()],
         },
     )
 }
@@ -306,4 +307,64 @@ fn a_step_named_after_a_secret_is_masked() {
     let src = "[[steps]]\nsend = \"{env:TOKEN} GET\\n\"\nread = { until = \"\\n\" }\n";
     let script = parse(src, &[]).expect("valid");
     assert_eq!(script.step_names(), ["***"]);
+}
+
+#[test]
+fn the_environment_is_read_only_where_the_command_line_allows_it() {
+    let src = "[[steps]]\nsend = \"{env:TOKEN} {env:HOME} {hex(env:PATH)} {env:HOME}\\n\"\nread = { until = \"\\n\" }\n";
+    // Nothing allowed: every variable read is named, at the first one's line, with the fix.
+    let e = Script::parse(src).expect_err("nothing allowed");
+    assert_eq!(
+        e.to_string(),
+        "line 2, column 10: the script reads the environment variables `TOKEN`, `HOME`, `PATH` \
+         and they were not allowed: a script sends what it reads to its target, so name each \
+         one it may read with --allow-env TOKEN,HOME,PATH"
+    );
+    // Allowing some names the rest; a variable that is set but not allowed is refused.
+    let e = parse(src, &[]).expect_err("HOME and PATH not allowed");
+    assert!(
+        e.message()
+            .contains("variables `HOME`, `PATH` and they were")
+            && !e.message().contains("TOKEN"),
+        "{e}"
+    );
+    // Allowed: read, listed, masked in a dry run.
+    let src = "[[steps]]\nsend = \"GET {env:TOKEN}\\n\"\nread = { until = \"\\n\" }\n";
+    let script = parse(src, &[]).expect("TOKEN is allowed");
+    assert_eq!(script.env_read(), ["TOKEN"]);
+    let d = script.dry_run(1, None);
+    assert_eq!(d.env, ["TOKEN"]);
+    let text = d.render_text();
+    assert!(
+        text.contains("reads the environment (allowed by --allow-env): TOKEN"),
+        "{text}"
+    );
+    assert!(!text.contains("tok-from-env"), "{text}");
+    // A script that reads nothing lists nothing.
+    let plain = parse(
+        "[[steps]]\nsend = \"GET\\n\"\nread = { until = \"\\n\" }\n",
+        &[],
+    )
+    .expect("valid");
+    assert!(plain.env_read().is_empty());
+    assert!(!plain.dry_run(1, None).render_text().contains("environment"));
+    // Allowed but not set is still an error.
+    let unset = "[[steps]]\nsend = \"{env:UNSET}\\n\"\nread = { until = \"\\n\" }\n";
+    let e = parse(unset, &[]).expect_err("allowed, not set");
+    assert!(e.message().contains("`UNSET` is not set"), "{e}");
+}
+
+#[test]
+fn a_step_named_with_65536_characters_is_cut_in_the_dry_run() {
+    let name = "s".repeat(65_536);
+    let src =
+        format!("[[steps]]\nname = \"{name}\"\nsend = \"GET\\n\"\nread = {{ until = \"\\n\" }}\n");
+    let script = Script::parse(&src).expect("valid");
+    let text = script.dry_run(1, None).render_text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"GET\\n\""))
+        .expect("the request");
+    assert!(line.chars().count() < 80, "{line}");
+    assert!(line.contains(&format!("{}…", "s".repeat(47))), "{line}");
 }

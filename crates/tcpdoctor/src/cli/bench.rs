@@ -35,7 +35,8 @@ use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 ///
 /// --dry-run prints the first conversation's requests as they would be sent (secrets
 /// masked) and connects to nothing. A script with an `exec` (a value from an outside
-/// command) runs only with --allow-exec.
+/// command) runs only with --allow-exec; one that reads `{env:NAME}` only with
+/// --allow-env NAME.
 ///
 /// Exit status: 0 when every run completed, 1 when a run hung (no progress for --hang-after),
 /// measured nothing or was interrupted (Ctrl-C prints what was measured), 2 on a usage error,
@@ -146,6 +147,12 @@ pub struct BenchArgs {
     /// connection, each under its timeout). Without it such a script is refused.
     #[arg(long)]
     pub allow_exec: bool,
+
+    /// The environment variables the script may read with `{env:NAME}` (comma-separated or
+    /// repeated). A script sends what it reads to its target, so a variable not named here
+    /// is refused (the error names each one the script reads).
+    #[arg(long, value_name = "NAME[,NAME]", value_delimiter = ',')]
+    pub allow_env: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -229,23 +236,57 @@ fn parse_params(params: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// The largest script file read (`--script`). A conversation script is a few KiB; this
+/// stops a wrong path (`/dev/zero`, a capture, a disk image) from being read until memory
+/// runs out.
+pub(crate) const MAX_SCRIPT_BYTES: u64 = 4 << 20;
+
+/// A script file's text, at most [`MAX_SCRIPT_BYTES`] (a pipe or a device is read up to one
+/// byte past the limit and refused there).
+fn read_script(path: &std::path::Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCRIPT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > MAX_SCRIPT_BYTES {
+        bail!(
+            "--script {}: more than {} MiB, the most a script may be (a conversation script is \
+             a few KiB of TOML: is it the right file?)",
+            path.display(),
+            MAX_SCRIPT_BYTES >> 20
+        );
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow!(
+            "--script {}: not UTF-8 text (byte {} is not), so not a TOML script",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// A script file, or a preset with its `--param`s: the same flags on `bench` and `run`.
+/// `allow_env` names the environment variables the script may read (`--allow-env`).
 pub(crate) fn load_script(
     script: Option<&std::path::Path>,
     preset: Option<&str>,
     param: &[String],
+    allow_env: &[String],
 ) -> anyhow::Result<Script> {
     let params = parse_params(param)?;
+    let allow_env: Vec<String> = allow_env.iter().map(|n| n.trim().to_string()).collect();
     match (script, preset) {
         (Some(path), _) => {
-            let src = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let src = read_script(path)?;
             // `--param` sets the script's `[vars]`; `{env:NAME}` reads the environment here,
-            // once, so the core stays pure.
+            // once, so the core stays pure, and only the variables `--allow-env` names.
             let env = |name: &str| std::env::var(name).ok();
             let inputs = Inputs {
                 vars: &params,
                 env: Some(&env),
+                allow_env: &allow_env,
             };
             Script::parse_with(&src, &inputs).map_err(|e| anyhow!("{}: {e}", path.display()))
         }
@@ -282,7 +323,12 @@ pub(crate) fn dry_run(script: &Script, seed: u64) -> anyhow::Result<u8> {
 
 impl BenchArgs {
     fn load_script(&self) -> anyhow::Result<Script> {
-        load_script(self.script.as_deref(), self.preset.as_deref(), &self.param)
+        load_script(
+            self.script.as_deref(),
+            self.preset.as_deref(),
+            &self.param,
+            &self.allow_env,
+        )
     }
 
     fn script_source(&self) -> String {

@@ -26,6 +26,12 @@ use clap::{Parser, Subcommand};
     max_term_width = 100
 )]
 pub struct Cli {
+    /// Parse the command line, say whether it parses, and run nothing (before the
+    /// subcommand: `tcpdoctor --check-args run …`). For the test that every example in every
+    /// --help parses as written (tests/help_examples.rs); hidden from the help.
+    #[arg(long, hide = true)]
+    pub check_args: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -45,6 +51,10 @@ pub enum Command {
 
 /// Runs the chosen subcommand and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    if cli.check_args {
+        println!("the command line parses");
+        return Ok(crate::EXIT_CLEAN);
+    }
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(args) => bench::run(*args),

@@ -41,7 +41,8 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///
 /// --dry-run prints the script's first conversation as it would be sent (secrets masked)
 /// and exits 0 without starting or contacting anything; a script with an `exec` (a value
-/// from an outside command) runs only with --allow-exec.
+/// from an outside command) runs only with --allow-exec, one that reads `{env:NAME}` only
+/// with --allow-env NAME.
 ///
 /// Scenarios: direct; proxy (a transparent hop); proxy-nagle (a hop that re-emits each chunk
 /// with Nagle on towards the driver: the middlebox stall); wan:DELAY (DELAY each way).
@@ -53,8 +54,9 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///
 /// Examples:
 ///   tcpdoctor run --server './myserver --port 7000' --target 127.0.0.1:7000 --preset echo-line
-///   tcpdoctor run --target 127.0.0.1:6379 --preset resp --scenarios direct,wan:15ms \
-///       --save after.json --baseline before.json --check 'p99<5ms@direct' --fail-on nagle_delayed_ack
+///   tcpdoctor run --server 'redis-server --port 6379' --target 127.0.0.1:6379 --preset resp \
+///       --scenarios direct,wan:15ms --save after.json --baseline before.json \
+///       --check 'p99<5ms@direct' --fail-on nagle_delayed_ack
 ///   tcpdoctor run --server 'python3 daemon.py' --target unix:/run/app/app.sock \
 ///       --script app.toml --scenarios direct,proxy-nagle
 #[derive(Debug, Args)]
@@ -149,6 +151,11 @@ pub struct RunArgs {
     /// under its timeout). Without it such a script is refused.
     #[arg(long)]
     pub allow_exec: bool,
+
+    /// The environment variables the script may read with `{env:NAME}` (comma-separated or
+    /// repeated); a variable not named here is refused.
+    #[arg(long, value_name = "NAME[,NAME]", value_delimiter = ',')]
+    pub allow_env: Vec<String>,
 
     /// Exit 1 when any of these finding kinds is found (comma-separated, or `any`).
     #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = parse_fail_on)]
@@ -544,24 +551,17 @@ fn write_html(report: &RunReport, p: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
-    if args.dry_run {
-        let script =
-            super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
-        return super::bench::dry_run(&script, 1);
-    }
-    let target = parse_target(args.target.as_deref().unwrap_or_default())?;
-    let listed = args.scenarios.take().unwrap_or_else(|| {
-        if args.server.is_some() && matches!(target, Addr::Tcp(_)) {
+/// `--scenarios` (or the default for this target and `--server`), parsed, and refused when a
+/// `wan:` path cannot be built for them: before any I/O, and in a dry run too.
+fn scenario_list(args: &RunArgs, target: &Addr) -> anyhow::Result<(String, Vec<Scenario>)> {
+    let listed = args.scenarios.clone().unwrap_or_else(|| {
+        if args.server.is_some() && matches!(*target, Addr::Tcp(_)) {
             "direct,proxy,proxy-nagle,wan:15ms".into()
         } else {
             "direct,proxy,proxy-nagle,proxy-delay:15ms".into()
         }
     });
     let scenarios = Scenario::parse_list(&listed).map_err(|e| anyhow!("--scenarios: {e}"))?;
-    let any_wan = scenarios
-        .iter()
-        .any(|s| matches!(s.kind, ScenarioKind::Wan(_)));
     if let Some(s) = scenarios
         .iter()
         .find(|s| matches!(s.kind, ScenarioKind::Wan(_)))
@@ -575,7 +575,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
                 s.name
             );
         }
-        if matches!(target, Addr::Unix(_)) {
+        if matches!(*target, Addr::Unix(_)) {
             bail!(
                 "--scenarios {}: a wan: path carries TCP/IP and the target is a Unix socket; use \
                  proxy-delay:D",
@@ -583,8 +583,34 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let mut script =
-        super::bench::load_script(args.script.as_deref(), args.preset.as_deref(), &args.param)?;
+    Ok((listed, scenarios))
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    if args.dry_run {
+        let script = super::bench::load_script(
+            args.script.as_deref(),
+            args.preset.as_deref(),
+            &args.param,
+            &args.allow_env,
+        )?;
+        // A dry run refuses the scenarios the run would refuse (it reads nothing for them).
+        if let Some(t) = args.target.as_deref() {
+            scenario_list(&args, &parse_addr("target", t)?)?;
+        }
+        return super::bench::dry_run(&script, 1);
+    }
+    let target = parse_target(args.target.as_deref().unwrap_or_default())?;
+    let (listed, scenarios) = scenario_list(&args, &target)?;
+    let any_wan = scenarios
+        .iter()
+        .any(|s| matches!(s.kind, ScenarioKind::Wan(_)));
+    let mut script = super::bench::load_script(
+        args.script.as_deref(),
+        args.preset.as_deref(),
+        &args.param,
+        &args.allow_env,
+    )?;
     crate::bench::exec::run_execs(
         &mut script,
         args.allow_exec,

@@ -21,6 +21,7 @@ const DEFAULT_FILE: &str = "sandbox.pcap";
 ///
 ///   tcpdoctor sandbox -w run.pcap -- sh -c './server --port 7000 & ./client 127.0.0.1:7000'
 ///   tcpdoctor sandbox --analyze -- ./integration-test.sh
+///   tcpdoctor sandbox --delay 15ms --server './srv --port 7000' --analyze -- ./client 198.18.0.1:7000
 ///
 /// One argument runs through /bin/sh -c; several are executed as they are. Writes
 /// sandbox.pcap when neither -w nor --analyze is given. Exit status: the command's when it
@@ -35,9 +36,10 @@ pub struct SandboxArgs {
     /// Put a WAN path between the server and the command: this one-way delay each way
     /// (e.g. 15ms: a 30 ms round trip), real kernel TCP at both ends. The server (--server)
     /// runs in a far network namespace, the command in a near one; the command reaches the
-    /// server at 198.18.0.1 (also in $TCPDOCTOR_SERVER_HOST, and $TCPDOCTOR_SERVER with
-    /// --server-port), even when the server listens on 127.0.0.1. -w FILE writes the client's
-    /// end to FILE and the server's end to FILE's stem + .server.pcapng.
+    /// server at 198.18.0.1 (also in $TCPDOCTOR_SERVER_HOST, and $TCPDOCTOR_SERVER once the
+    /// port is known), even when the server listens on 127.0.0.1. -w FILE writes the client's
+    /// end to FILE and the server's end to FILE's stem + .server.pcapng; --analyze analyses
+    /// both ends as `analyze --ends` does (in a temporary directory without -w).
     #[arg(long, value_name = "DURATION")]
     pub delay: Option<String>,
 
@@ -61,7 +63,9 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "CMD", requires = "delay")]
     pub server: Option<String>,
 
-    /// With --server: wait until the server accepts on this port before running COMMAND.
+    /// With --server: wait until the server listens on this port before running COMMAND.
+    /// Without it, COMMAND runs once the server listens on any port (the one port it
+    /// listens on is then in $TCPDOCTOR_SERVER).
     #[arg(long, value_name = "PORT", requires = "server")]
     pub server_port: Option<u16>,
 
@@ -83,12 +87,14 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
         }
         let spec = tcpdoctor_core::impair::PathSpec::parse(&text)
             .map_err(|e| anyhow::anyhow!("sandbox --delay: the path {text}: {e}"))?;
-        if args.opts.analyze || !args.opts.port.is_empty() || !args.opts.fail_on.is_empty() {
+        if !args.opts.port.is_empty() {
             bail!(
-                "sandbox --delay: the line writes whole captures of both ends (-w FILE); \
-                 analyse them with `tcpdoctor analyze` (--analyze, --port and --fail-on are \
-                 not available with --delay yet)"
+                "sandbox --delay: --port is not available with --delay: the line captures \
+                 every packet of the path, both ends (-w FILE, --analyze)"
             );
+        }
+        if !args.opts.fail_on.is_empty() && !args.opts.analyze {
+            bail!("sandbox --delay: --fail-on judges the analysis: give --analyze too");
         }
         return super::sandbox_wan::run(super::sandbox_wan::WanSandbox {
             spec,
@@ -96,6 +102,10 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
             server_port: args.server_port,
             ready_timeout: Duration::from_secs(10),
             write: args.opts.write.as_deref(),
+            analyze: args
+                .opts
+                .analyze
+                .then(|| (args.opts.format, args.opts.fail_on.clone())),
             command: &args.command,
         });
     }

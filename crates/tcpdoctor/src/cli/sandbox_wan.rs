@@ -8,10 +8,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+use super::analyze::{analyze_file, emit, FailOn, Format};
 use crate::capture::stop;
 use crate::wan::netns::NotListening;
 use crate::wan::{Captures, WanPath, FAR_ADDR};
+use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::impair::PathSpec;
+use tcpdoctor_core::report::Report;
+
+use crate::{EXIT_CLEAN, EXIT_FOUND};
 
 /// What `sandbox --delay` was asked.
 pub struct WanSandbox<'a> {
@@ -20,7 +25,19 @@ pub struct WanSandbox<'a> {
     pub server_port: Option<u16>,
     pub ready_timeout: Duration,
     pub write: Option<&'a Path>,
+    /// `--analyze`: the format and `--fail-on` of the analysis of both ends.
+    pub analyze: Option<(Format, Vec<FailOn>)>,
     pub command: &'a [String],
+}
+
+/// Where the captures go when `--analyze` is given without `-w`: a directory of this process,
+/// removed when the analysis is done.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The far end's capture beside the near one: `run.pcapng` → `run.server.pcapng`.
@@ -44,8 +61,21 @@ fn shell(words: &[String]) -> Command {
 }
 
 pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
-    let captures = w.write.map(|near| Captures {
-        near: near.to_path_buf(),
+    let scratch = match (w.write, &w.analyze) {
+        (None, Some(_)) => {
+            let dir =
+                std::env::temp_dir().join(format!("tcpdoctor-sandbox-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            Some(Scratch(dir))
+        }
+        _ => None,
+    };
+    let near_file = w
+        .write
+        .map(Path::to_path_buf)
+        .or_else(|| scratch.as_ref().map(|s| s.0.join("client.pcapng")));
+    let captures = near_file.as_ref().map(|near| Captures {
+        near: near.clone(),
         far: far_capture_path(near),
     });
     crate::sandbox::namespace::enter_net()?;
@@ -64,9 +94,10 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         server = Some(child);
     }
     let result = (|| -> anyhow::Result<i32> {
-        if let (Some(port), Some(s)) = (w.server_port, server.as_mut()) {
-            wait_ready(&path.ns, s, port, w.ready_timeout)?;
-        }
+        let port = match server.as_mut() {
+            Some(s) => wait_ready(&path.ns, s, w.server_port, w.ready_timeout)?,
+            None => w.server_port,
+        };
         // The client joins the server's process group (one group for Ctrl-C to end), unless
         // the server's command has already ended and taken the group with it.
         if let Some(s) = server.as_mut() {
@@ -78,7 +109,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         c.env("TCPDOCTOR_SERVER_HOST", FAR_ADDR.to_string())
             .process_group(group);
         keep_net_raw(&mut c);
-        if let Some(port) = w.server_port {
+        if let Some(port) = port {
             c.env("TCPDOCTOR_SERVER", format!("{FAR_ADDR}:{port}"));
         }
         let mut client = c.spawn().context("starting the command")?;
@@ -99,7 +130,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     }
     let stats = path.stop()?;
     eprintln!("tcpdoctor: sandbox: path {}: {}", w.spec, stats.describe());
-    if let Some(near) = w.write {
+    if let (Some(near), None) = (&near_file, &scratch) {
         eprintln!(
             "tcpdoctor: sandbox: wrote {} (the client's end) and {} (the server's end)",
             near.display(),
@@ -110,7 +141,77 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     if status != 0 {
         eprintln!("tcpdoctor: sandbox: the command exited with status {status}");
     }
-    Ok(u8::try_from(status).unwrap_or(u8::MAX))
+    let found = match (&w.analyze, &near_file) {
+        (Some((format, fail_on)), Some(near)) if !stop::interrupted() => {
+            analyze_ends(near, *format, fail_on)?
+        }
+        _ => EXIT_CLEAN,
+    };
+    if scratch.is_some() && w.analyze.is_some() {
+        eprintln!(
+            "tcpdoctor: sandbox: the captures were analysed and removed (-w FILE keeps them)"
+        );
+    }
+    drop(scratch);
+    Ok(if status != 0 {
+        u8::try_from(status).unwrap_or(u8::MAX)
+    } else {
+        found
+    })
+}
+
+/// `--analyze`: both ends' captures analysed as `analyze --ends` does; the exit code --fail-on
+/// asks for, or 1 when no request crossed the path and was answered (a client that could not
+/// connect is not a clean run: it is said, never "No findings").
+fn analyze_ends(near: &Path, format: Format, fail_on: &[FailOn]) -> anyhow::Result<u8> {
+    let far = far_capture_path(near);
+    let mut captures = Vec::new();
+    let mut findings = Vec::new();
+    let mut ends = Vec::new();
+    for file in [near.to_path_buf(), far] {
+        let mut end = EndCapture::new(&file.display().to_string());
+        match analyze_file(&file, Some(&mut end)) {
+            Ok((summary, found)) => {
+                captures.push(summary);
+                findings.extend(found);
+                ends.push(end);
+            }
+            Err(e) => {
+                eprintln!(
+                    "tcpdoctor: sandbox: nothing to analyse: {e:#} (did the command reach the \
+                     server at {FAR_ADDR}?)"
+                );
+                return Ok(EXIT_FOUND);
+            }
+        }
+    }
+    let carried: u64 = captures
+        .iter()
+        .flat_map(|c| &c.servers)
+        .map(|s| s.bytes_to_server + s.bytes_to_client)
+        .sum();
+    let exchanges: u64 = captures.iter().map(|c| c.exchanges).sum();
+    let mut report = Report::new(captures, findings);
+    let mut ends = ends.into_iter();
+    if let (Some(a), Some(b)) = (ends.next(), ends.next()) {
+        report.ends = Some(compare(a, b));
+    }
+    let code = emit(&report, format, fail_on)?;
+    if carried == 0 {
+        eprintln!(
+            "tcpdoctor: sandbox: no data crossed the path, so there was nothing to judge (did \
+             the command connect to the server at {FAR_ADDR}? a client that starts before the \
+             server listens is refused: give --server-port PORT)"
+        );
+        return Ok(EXIT_FOUND);
+    }
+    if exchanges == 0 {
+        eprintln!(
+            "tcpdoctor: sandbox: no request crossed the path and was answered (data went one \
+             way only), so no exchange was judged"
+        );
+    }
+    Ok(code)
 }
 
 /// Lets the command keep CAP_NET_RAW across its exec (an ambient capability): a user's own
@@ -162,25 +263,51 @@ fn keep_net_raw(cmd: &mut Command) {
 }
 
 /// Waits until a socket in the far namespace listens on `port` (read from its own
-/// /proc/net/tcp{,6}: no probe connection the server would have to accept), or fails naming why.
+/// /proc/net/tcp{,6}: no probe connection the server would have to accept), or, without a
+/// port, on any port; the port the command is told (`$TCPDOCTOR_SERVER`), if one is known.
+/// Fails naming why the server did not listen.
 fn wait_ready(
     ns: &crate::wan::Namespaces,
     server: &mut Child,
-    port: u16,
+    port: Option<u16>,
     limit: Duration,
-) -> anyhow::Result<()> {
-    match ns.wait_listening(port, limit, || server.try_wait())? {
-        Ok(()) => Ok(()),
+) -> anyhow::Result<Option<u16>> {
+    let on = port.map_or("any port".to_string(), |p| format!("port {p}"));
+    let waited = match port {
+        Some(p) => ns
+            .wait_listening(p, limit, || server.try_wait())?
+            .map(|()| vec![p]),
+        None => ns.wait_listening_any(limit, || server.try_wait())?,
+    };
+    match waited {
+        Ok(_) if port.is_some() => Ok(port),
+        Ok(ports) => {
+            let listed: Vec<String> = ports.iter().map(u16::to_string).collect();
+            eprintln!(
+                "tcpdoctor: sandbox: the server listens on port {} (to wait for another, give \
+                 --server-port)",
+                listed.join(", ")
+            );
+            Ok((ports.len() == 1).then(|| ports[0]))
+        }
         Err(NotListening::Interrupted) => {
-            bail!("interrupted while waiting for the server to listen on port {port}")
+            bail!("interrupted while waiting for the server to listen on {on}")
         }
         Err(NotListening::Exited(st)) => {
-            bail!("the server exited ({st}) before it listened on port {port}")
+            bail!("the server exited ({st}) before it listened on {on}")
         }
-        Err(NotListening::TimedOut) => bail!(
-            "nothing listened on port {port} in the server's namespace within {} (is \
-             --server-port the port the server listens on?)",
-            tcpdoctor_core::units::fmt_duration(limit)
-        ),
+        Err(NotListening::TimedOut) => match port {
+            Some(p) => bail!(
+                "nothing listened on port {p} in the server's namespace within {} (is \
+                 --server-port the port the server listens on?)",
+                tcpdoctor_core::units::fmt_duration(limit)
+            ),
+            None => bail!(
+                "nothing listened on any TCP port in the server's namespace within {}, so the \
+                 command was not started (give --server-port PORT if the server takes longer to \
+                 listen)",
+                tcpdoctor_core::units::fmt_duration(limit)
+            ),
+        },
     }
 }

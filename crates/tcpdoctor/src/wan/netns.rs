@@ -105,6 +105,11 @@ impl Namespaces {
         self.in_far(|| listening(port))
     }
 
+    /// The ports TCP sockets in the far namespace listen on, in ascending order.
+    pub fn far_listening_ports(&self) -> anyhow::Result<Vec<u16>> {
+        self.in_far(listening_ports)
+    }
+
     /// Waits (up to `limit`) until a socket in far listens on `port`. `exited` says whether the
     /// command that starts the server has ended: one that ends with status 0 while processes
     /// remain in far (`srv &`, a daemon) is still starting. Why it did not listen, if not.
@@ -112,15 +117,39 @@ impl Namespaces {
         &self,
         port: u16,
         limit: std::time::Duration,
-        mut exited: impl FnMut() -> io::Result<Option<std::process::ExitStatus>>,
+        exited: impl FnMut() -> io::Result<Option<std::process::ExitStatus>>,
     ) -> anyhow::Result<Result<(), NotListening>> {
+        self.wait_until(limit, exited, || {
+            self.far_listens(port).map(|l| l.then_some(()))
+        })
+    }
+
+    /// [`Self::wait_listening`] for a server whose port is not known: until a socket in far
+    /// listens on any port; the ports listened on then.
+    pub fn wait_listening_any(
+        &self,
+        limit: std::time::Duration,
+        exited: impl FnMut() -> io::Result<Option<std::process::ExitStatus>>,
+    ) -> anyhow::Result<Result<Vec<u16>, NotListening>> {
+        self.wait_until(limit, exited, || {
+            let ports = self.far_listening_ports()?;
+            Ok((!ports.is_empty()).then_some(ports))
+        })
+    }
+
+    fn wait_until<T>(
+        &self,
+        limit: std::time::Duration,
+        mut exited: impl FnMut() -> io::Result<Option<std::process::ExitStatus>>,
+        mut ready: impl FnMut() -> anyhow::Result<Option<T>>,
+    ) -> anyhow::Result<Result<T, NotListening>> {
         let start = std::time::Instant::now();
         loop {
             if crate::capture::stop::interrupted() {
                 return Ok(Err(NotListening::Interrupted));
             }
-            if self.far_listens(port)? {
-                return Ok(Ok(()));
+            if let Some(v) = ready()? {
+                return Ok(Ok(v));
             }
             if let Some(status) = exited()? {
                 if !status.success() || self.far_processes().is_empty() {
@@ -196,14 +225,32 @@ fn reap(pids: &[libc::pid_t]) {
 
 /// Whether a TCP socket of this thread's network namespace listens on `port`.
 fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
+    listening_ports().contains(&port)
+}
+
+/// The ports TCP sockets of this thread's network namespace listen on (state 0A in
+/// /proc/net/tcp{,6}), ascending, each once.
+fn listening_ports() -> Vec<u16> {
+    let mut ports: Vec<u16> = ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())
-        .any(|table| {
-            table.lines().skip(1).any(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
-            })
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    if f.len() > 3 && f[3] == "0A" {
+                        let (_, port) = f[1].rsplit_once(':')?;
+                        u16::from_str_radix(port, 16).ok()
+                    } else {
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
         })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
 }

@@ -17,12 +17,90 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// `tcpdoctor ARGS` in the repository, with a temporary directory of its own (`TMPDIR`),
+/// removed after: what the command keeps there (a failed `run`'s captures and logs, kept on
+/// purpose for a person to read) does not pile up in /tmp, run after run.
 pub fn tcpdoctor(args: &[&str]) -> Output {
+    let tmp = Scratch::new("cmd");
     Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(args)
         .current_dir(repo())
+        .env("TMPDIR", &*tmp)
         .output()
         .expect("run tcpdoctor")
+}
+
+/// A directory under the temp dir, removed when dropped — kept, and named on stderr, when
+/// the test is failing (its files explain what went wrong).
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// `$TMPDIR/tcpdoctor-test-NAME-PID-N`, empty.
+    pub fn new(name: &str) -> Scratch {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let d =
+            std::env::temp_dir().join(format!("tcpdoctor-test-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("scratch dir");
+        Scratch(d)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+/// A file written in a [`Scratch`] of its own, which goes with it.
+pub struct ScratchFile {
+    path: PathBuf,
+    _dir: Scratch,
+}
+
+/// Writes `text` to NAME in a new scratch directory tagged `tag`.
+pub fn scratch_file(tag: &str, name: &str, text: impl AsRef<[u8]>) -> ScratchFile {
+    let dir = Scratch::new(tag);
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write the scratch file");
+    ScratchFile { path, _dir: dir }
+}
+
+impl std::ops::Deref for ScratchFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for ScratchFile {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for inspection: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Runs `analyze --format json` and returns the report, validated against the schema.

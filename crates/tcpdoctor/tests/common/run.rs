@@ -8,10 +8,13 @@ use serde_json::Value;
 
 use super::validate_with;
 
+/// `tcpdoctor ARGS` in `dir`, with `dir` as its `TMPDIR` too: what the command keeps there (a
+/// failed `run`'s captures and logs) goes with the test's scratch directory.
 pub fn tcpdoctor_in(dir: &Path, args: &[&str]) -> (Value, i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(args)
         .current_dir(dir)
+        .env("TMPDIR", dir)
         .output()
         .expect("run tcpdoctor");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -28,11 +31,10 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-pub fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tcpdoctor-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+/// A test's directory (its scripts, `--out`, and the `TMPDIR` of the commands run in it by
+/// [`tcpdoctor_in`]), removed when the test is done; kept when it fails.
+pub fn scratch(name: &str) -> super::Scratch {
+    super::Scratch::new(name)
 }
 
 /// The `line` preset set up for the specimen's protocol: `LIST`, a reply ended by a `.` line.

@@ -142,8 +142,13 @@ fn the_capture_findings_are_what_the_page_shows() {
         assert!(page.contains(&filter), "{filter} missing");
     }
     assert!(page.contains("frame.number in {25, 26, 27}"));
-    let histograms = page.matches("aria-label=\"latency histogram of").count();
-    assert_eq!(histograms, r.scenarios.len());
+    // Each histogram drawn for a wide page and for a phone (the stylesheet shows one).
+    for class in ["chart wide", "chart narrow"] {
+        let drawn = page
+            .matches(&format!("<svg class=\"{class}\" viewBox"))
+            .count();
+        assert_eq!(drawn, r.scenarios.len(), "{class}");
+    }
     assert!(
         page.contains("10 µs") && page.contains("1 s<"),
         "log axis labels"
