@@ -576,7 +576,11 @@ mod tests {
             let r = c.row(metric).unwrap();
             assert_eq!((r.basis, r.better), (Basis::Exchanges, None), "{metric}");
         }
-        assert!(c.method.contains("p99, mean, throughput: ×3"), "{}", c.method);
+        assert!(
+            c.method.contains("p99, mean, throughput: ×3"),
+            "{}",
+            c.method
+        );
         // Beyond ×3 they are marked.
         let slow = noisy(0.31 * 3.5, 0.05, &[]);
         let c = Comparison::of("x", ("before", &before), ("after", &slow));
