@@ -36,7 +36,7 @@
 //! 9. The congestion window counts packets (PHYSICS §9): a pause after a flight of at least
 //!    [`window::MIN_FLIGHT`] small segments, released by the flight's first ACK one round
 //!    trip later, is a *window wait* ([`window`]: written whole, the rest would have left
-//!    inside the window). A turn with one is fragmented; the pauses are time lost, stated as
+//!    inside the window; only for a turn whose bytes fit in the first flight's packets). A turn with one is fragmented; the pauses are time lost, stated as
 //!    a `window_wait` claim the evidence audit re-reads. Pauses rule 3 counts are not counted
 //!    again.
 

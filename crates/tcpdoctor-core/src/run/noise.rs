@@ -18,7 +18,8 @@
 //! 2. **Beyond a floor** (timings only) for the noise the method cannot see: [`RUNS_FLOOR`] (runs: the drift
 //!    between two sessions, which the runs of one session do not measure) or
 //!    [`EXCHANGES_FLOOR`] (exchanges: one run measures no run-to-run noise at all;
-//!    [`TAIL_FLOOR`] for p99, which a burst of load decides). Timings
+//!    [`TAIL_FLOOR`] for p99, the mean and throughput, which a burst of load decides: the
+//!    slowest exchanges make p99 and weigh most in a mean). Timings
 //!    with no recorded noise (a baseline saved before noise was recorded) need
 //!    [`UNMEASURED_FLOOR`].
 //! 3. Server CPU per request is read from the processes' CPU clocks: its interval is ± what

@@ -20,7 +20,12 @@
 //!    rest as soon as the window opened — not later (it was writing late), not sooner (it
 //!    was written before that ACK could reach it);
 //! 5. the path's round trip is at least [`MIN_RTT`] (below that, a round trip costs nothing
-//!    worth naming, and a sender's own pacing cannot be told from a window).
+//!    worth naming, and a sender's own pacing cannot be told from a window);
+//! 6. written whole, the turn would have left inside the window its first flight spent: its
+//!    bytes fit in as many full segments as that flight had packets. A larger message needs
+//!    round trips of slow start however it is written (the window grows per ACK, in packets,
+//!    either way), and whether the tiny pieces added one depends on sizes the pause alone does
+//!    not show: no cost is claimed for it.
 //!
 //! Its cost is the pause: written whole, the rest would have left with the flight. Pauses
 //! that the Nagle rule already claims ([`super::delayed_ack_stalls`]) are not counted again.
@@ -64,9 +69,16 @@ pub fn window_waits<'a>(
     nagle: &'a [u64],
 ) -> impl Iterator<Item = WindowWait> + 'a {
     let rtt = flow.rtt().filter(|r| *r >= MIN_RTT);
+    // Rule 6: the packets of the turn's first flight, each full, would have carried it all.
+    let full = u64::from(flow.full_segment(turn.dir).max(1));
+    let fits = turn
+        .pauses
+        .first()
+        .is_some_and(|p| turn.bytes <= u64::from(p.flight.segments) * full);
     turn.pauses
         .iter()
         .filter(move |p| !nagle.contains(&p.before.pkt.frame))
+        .filter(move |_| fits)
         .filter_map(move |p| {
             let rtt = rtt?;
             window_wait(flow, turn.dir, p, rtt).then(|| WindowWait {

@@ -150,6 +150,12 @@ fn tls_records_held_by_nagle_are_a_warning_named_as_tls() {
 /// first ACK. Each response cost a round trip the same bytes written whole would not have:
 /// a warning whose time lost is those pauses, with the frames that show one.
 fn window_spent_by_tiny_segments(at_sender: bool, whole: bool) -> Vec<Finding> {
+    window_spent_then(at_sender, whole, 1)
+}
+
+/// [`window_spent_by_tiny_segments`], the rest after the pause in `rest_segments` segments of
+/// 760 bytes (1: the 950-byte response; more: a large body after a header of tiny pieces).
+fn window_spent_then(at_sender: bool, whole: bool, rest_segments: u64) -> Vec<Finding> {
     let mut s = Sim::new();
     let mut t = 0;
     for k in 0..5u16 {
@@ -179,7 +185,10 @@ fn window_spent_by_tiny_segments(at_sender: bool, whole: bool) -> Vec<Finding> {
             let ack = if at_sender { r + 30_010 } else { r + 40 };
             s.ack(C2S, ack);
             let rest = if at_sender { ack + 30 } else { ack + 30_010 };
-            s.data(S2C, rest, 760);
+            for j in 0..rest_segments {
+                s.data(S2C, rest + j * 4, 760);
+            }
+            let rest = rest + (rest_segments - 1) * 4;
             s.ack(C2S, if at_sender { rest + 30_010 } else { rest + 40 });
             // The client's next request ends the response turn (the simulated close is
             // faster than the path, and must not be the RTT the turn is judged with).
@@ -234,6 +243,23 @@ fn tiny_segments_that_spend_the_congestion_window_cost_a_round_trip_each() {
             .unwrap_or_else(|| panic!("{:?}", fw.evidence.facts));
         assert!(fact.contains("frames 5–14"), "{fact}");
         assert!(fw.evidence.frames.contains(&15) || fw.evidence.frames.contains(&16));
+    }
+}
+
+/// The same ten tiny pieces followed by a body of 30 segments (22,990 bytes in all, more than
+/// the ten packets of the first flight carry even when full): written whole it would need a
+/// second round trip of slow start too, so the pause is not claimed as the pieces' cost.
+#[test]
+fn a_large_body_after_tiny_pieces_claims_no_window_cost() {
+    for at_sender in [false, true] {
+        let f = window_spent_then(at_sender, false, 30);
+        let fw = get(&f, FindingKind::FragmentedWrites);
+        assert_eq!(fw.evidence.counts["window_waits"], 0, "{}", fw.verdict);
+        assert!(
+            !fw.verdict.contains("congestion window counts packets"),
+            "{}",
+            fw.verdict
+        );
     }
 }
 
