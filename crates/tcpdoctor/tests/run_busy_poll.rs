@@ -148,6 +148,25 @@ fn a_cpython_server_polling_siocoutq_is_named_and_its_twin_that_trusts_the_kerne
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A server that sends a header, computes the rest in user space (no system call, no sleep)
+/// and then sends it: the driver sees the same gap mid-answer as for a spinner, but nothing
+/// in the capture was held for an ACK, so the gap is work, and busy_poll is not named (it was,
+/// critical, when the middle of every answer counted as waiting).
+#[test]
+fn a_server_computing_the_rest_of_its_answer_is_not_named() {
+    let test = "a_server_computing_the_rest_of_its_answer_is_not_named";
+    if !has("python3", "--version", test) {
+        return;
+    }
+    let dir = scratch("busy-compute-rows");
+    let server = format!("python3 {} {{port}}", server_file("compute_rows.py"));
+    for _ in 0..2 {
+        let s = run(&dir, &server, SPECIMEN_LINE, 100);
+        assert_not_named(&s, "a CPython server computing each answer's rest");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_cpython_asyncio_server_writing_rows_on_1ms_timers_is_not_named() {
     let test = "a_cpython_asyncio_server_writing_rows_on_1ms_timers_is_not_named";

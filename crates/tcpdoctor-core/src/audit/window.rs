@@ -18,8 +18,9 @@ use super::nagle::{DEFAULT_MSS_V4, DEFAULT_MSS_V6};
 use super::{ms_between, Frames};
 use crate::report::WindowWait;
 
-/// A flight of fewer segments proves no window (every TCP may send a few at once).
-pub const MIN_FLIGHT: u32 = 4;
+/// A flight of fewer segments proves no window: the initial window (RFC 6928, Linux's
+/// `TCP_INIT_CWND`) is 10 packets, and Linux does not go below it without a loss.
+pub const MIN_FLIGHT: u32 = 10;
 
 pub(super) fn cited(w: &WindowWait) -> Vec<u64> {
     let mut v = vec![w.first, w.before, w.ack, w.after];

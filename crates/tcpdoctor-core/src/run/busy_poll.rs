@@ -15,10 +15,16 @@
 //! sleeps between wake-ups.
 //!
 //! Rule, per scenario:
+//! 0. What counts as waiting: time between exchanges (no request out), and time in the middle
+//!    of an answer (its first bytes arrived, its rest not yet) only when the capture shows
+//!    the rest of the answers held in the server's socket for the client's ACK (a
+//!    `nagle_delayed_ack` or `nagle_round_trip` finding on the server's responses: Nagle, or
+//!    the program itself waiting for the ACK). A server that sends a header and then computes
+//!    the rest is working in that gap, and the driver's clock alone cannot tell the two: without
+//!    such a hold the gap counts for nothing.
 //! 1. Enough to judge: at least [`MIN_EXCHANGES`] exchanges, and at least [`MIN_WAITING`] of
-//!    sampled time in which the server owed nothing and sent nothing (1 ms intervals with no
-//!    change; a closed loop whose exchanges follow each other within an interval leaves no
-//!    such time, and then nothing is said).
+//!    sampled waiting time (1 ms intervals with no change; a closed loop whose exchanges
+//!    follow each other within an interval leaves no such time, and then nothing is said).
 //! 2. While waiting, the server's threads were awake — on a CPU or ready to run and waiting
 //!    for one — at least [`MIN_AWAKE_SHARE`] of the time, in the first half of that time *and*
 //!    in the second. A loop that polls instead of sleeping is always awake: on the CPU
@@ -71,6 +77,9 @@ pub struct BusyPollInput<'a> {
     pub cpu: ServerCpu,
     /// The server's CPU sampled along the driver's timeline.
     pub samples: &'a CpuSamples,
+    /// The capture shows the rest of the server's answers held for the client's ACK (rule 0):
+    /// the time in the middle of an answer is waiting time.
+    pub held_for_ack: bool,
     pub exchanges: u64,
     /// The driver's own CPU per request, microseconds, and what it is (for scale).
     pub floor_us: f64,
@@ -96,7 +105,7 @@ pub struct Measured {
 
 /// Rule 1–4's figures.
 pub fn measure(i: &BusyPollInput) -> Measured {
-    let phases = i.samples.phases();
+    let phases = i.samples.phases(i.held_for_ack);
     let wait_us = phases.waiting.cpu_ns as f64 / 1e3;
     Measured {
         phases,
@@ -187,8 +196,17 @@ fn finding(i: &BusyPollInput, m: &Measured, severity: Severity) -> Finding {
             i.floor_of,
             i.floor_us
         ),
-        "the packets show nothing unusual: the time goes into the process, not the network"
-            .to_string(),
+        if i.held_for_ack {
+            "the waiting time includes the middle of answers: the capture shows their rest held \
+             in the server's socket for the client's ACK (see nagle_delayed_ack), and the server \
+             burnt CPU for as long as that hold lasted"
+                .to_string()
+        } else {
+            "the waiting time is between exchanges only (no answer was held for an ACK in the \
+             capture, so the middle of an answer, where a server may still be computing, is not \
+             counted)"
+                .to_string()
+        },
     ];
     if i.cpu.system_s > i.cpu.user_s {
         facts.push(
@@ -263,7 +281,9 @@ fn finding(i: &BusyPollInput, m: &Measured, severity: Severity) -> Finding {
             pct(p.waiting.awake_share()),
             pct(p.waiting.share())
         ),
-        time_lost_ms: round3(p.waiting.cpu_ns as f64 / 1e6),
+        // CPU burnt while waiting: the cost is a core, not latency; several spinning threads
+        // cannot burn more than the waiting time's wall clock in this figure.
+        time_lost_ms: round3(p.waiting.cpu_ns.min(p.waiting.wall_ns) as f64 / 1e6),
         evidence,
         fix: "wait for the socket instead of polling it: block in epoll/poll/select for \
               writability (EPOLLOUT) when the send buffer is full, `await writer.drain()` in \

@@ -39,6 +39,7 @@ fn judge(intervals: Vec<CpuInterval>, switches: Option<u64>, exchanges: u64) -> 
     let wall_ns: u64 = samples.intervals.iter().map(|i| i.wall_ns).sum();
     let cpu_s = cpu_ns as f64 / 1e9;
     busy_poll(&BusyPollInput {
+        held_for_ack: true,
         server: "127.0.0.1:7000",
         file: "run/busy.pcap",
         cpu: ServerCpu::new(cpu_s * 0.3, cpu_s * 0.7, wall_ns as f64 / 1e9, exchanges, 1),

@@ -4,18 +4,22 @@
 //! and, at each read, whether the driver had a request out whose answer had not begun (the
 //! server owed work) and whether that changed since the last read. Each interval between two
 //! reads is then *working* (the server owed an answer the whole time), *waiting* (it owed
-//! none and sent nothing the whole time: between exchanges, or while the rest of an answer it
-//! had begun was held for an ACK) or *mixed* (the phase changed, or answer bytes arrived,
-//! within it; not used). This
-//! module sums them, in time order, into what the rule compares.
+//! none and sent nothing the whole time, between exchanges), *mid-answer* (the same, but the
+//! rest of an answer it had begun was still due: held in its socket for an ACK, or still
+//! being computed — which of the two the capture tells, so the rule decides whether this time
+//! counts as waiting) or *mixed* (the phase changed, or answer bytes arrived, within it; not
+//! used). This module sums them, in time order, into what the rule compares.
 
 /// What the driver's state was during one sampled interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Some request was out with its answer not begun, throughout.
     Working,
-    /// No request was out with its answer not begun, and no answer bytes arrived, throughout.
+    /// No request was out at all, and no answer bytes arrived, throughout: between exchanges.
     Waiting,
+    /// No request was out with its answer not begun, and no answer bytes arrived, throughout,
+    /// but an answer had begun and was not complete: its rest was due.
+    MidAnswer,
     /// The phase changed, or answer bytes arrived, within the interval.
     Mixed,
 }
@@ -85,25 +89,34 @@ impl Spent {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Phases {
     pub working: Spent,
+    /// Between exchanges, and mid-answer time when it counts as waiting.
     pub waiting: Spent,
+    /// Mid-answer time that does not count as waiting (nothing shows the rest was held for
+    /// an ACK: the server may have been computing it).
+    pub mid_answer: Spent,
     pub mixed: Spent,
     /// The first and the second half of the waiting time, in time order.
     pub waiting_halves: [Spent; 2],
 }
 
 impl CpuSamples {
-    pub fn phases(&self) -> Phases {
+    /// Sums the intervals by phase; mid-answer intervals count as waiting when
+    /// `mid_answer_waits` (the rest of the answers was held for the client's ACK).
+    pub fn phases(&self, mid_answer_waits: bool) -> Phases {
+        let waits =
+            |ph: Phase| ph == Phase::Waiting || (mid_answer_waits && ph == Phase::MidAnswer);
         let mut p = Phases::default();
         for i in &self.intervals {
             match i.phase {
                 Phase::Working => p.working.add(i),
-                Phase::Waiting => p.waiting.add(i),
-                Phase::Mixed => p.mixed.add(i),
+                ph if waits(ph) => p.waiting.add(i),
+                Phase::MidAnswer => p.mid_answer.add(i),
+                _ => p.mixed.add(i),
             }
         }
         let half = p.waiting.wall_ns / 2;
         let mut seen = 0;
-        for i in self.intervals.iter().filter(|i| i.phase == Phase::Waiting) {
+        for i in self.intervals.iter().filter(|i| waits(i.phase)) {
             let h = usize::from(seen >= half && seen > 0);
             p.waiting_halves[h].add(i);
             seen += i.wall_ns;
@@ -155,7 +168,7 @@ mod tests {
             ],
             ..CpuSamples::default()
         };
-        let p = s.phases();
+        let p = s.phases(false);
         assert_eq!(p.working.share(), 1.0);
         assert_eq!(p.waiting.share(), 0.5);
         assert_eq!(p.mixed.share(), 0.5);
@@ -163,6 +176,22 @@ mod tests {
         assert_eq!(p.waiting_halves[0].share(), 1.0, "front-loaded");
         assert_eq!(p.waiting_halves[1].share(), 0.0);
         assert_eq!(p.waiting_halves[0].wall_ns, 2_000_000);
-        assert_eq!(CpuSamples::default().phases().waiting.share(), 0.0);
+        assert_eq!(CpuSamples::default().phases(true).waiting.share(), 0.0);
+    }
+
+    /// Mid-answer time is waiting only when the rest was held for an ACK.
+    #[test]
+    fn mid_answer_time_counts_only_when_held_for_an_ack() {
+        let s = CpuSamples {
+            intervals: vec![iv(1, 0, Phase::Waiting), iv(4, 4, Phase::MidAnswer)],
+            ..CpuSamples::default()
+        };
+        let computing = s.phases(false);
+        assert_eq!(computing.waiting.wall_ns, 1_000_000);
+        assert_eq!(computing.mid_answer.cpu_ns, 4_000_000);
+        let held = s.phases(true);
+        assert_eq!(held.waiting.wall_ns, 5_000_000);
+        assert_eq!(held.waiting.cpu_ns, 4_000_000);
+        assert_eq!(held.mid_answer.wall_ns, 0);
     }
 }

@@ -512,7 +512,8 @@ impl RunReport {
                 .map(|f| format!("found {f} (--fail-on)")),
         );
         if let Some(figures) = fail_on_worse {
-            let verdict = worse::evaluate(&self.comparisons, figures);
+            let ran: Vec<String> = self.scenarios.iter().map(|s| s.name.clone()).collect();
+            let verdict = worse::evaluate(&self.comparisons, figures, &ran);
             reasons.extend(verdict.reasons);
             self.worse = verdict.worse;
         }

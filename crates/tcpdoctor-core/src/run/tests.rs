@@ -57,6 +57,7 @@ pub(crate) fn settings(scenarios: &[&str], requests: u64, repeat: u64) -> RunSet
 /// A `busy_poll` finding at `server`: 9 ms of spinning per request.
 fn busy(server: &str) -> Finding {
     let mut f = crate::run::busy_poll(&BusyPollInput {
+        held_for_ack: true,
         server,
         file: "x",
         cpu: ServerCpu::new(0.3, 0.6, 1.0, 100, 1),

@@ -9,6 +9,7 @@ use super::*;
 fn demo_report() -> RunReport {
     let mut before = scenario("busy-poll", &[Duration::from_micros(900); 40]);
     let mut f = super::busy_poll(&BusyPollInput {
+        held_for_ack: true,
         server: "127.0.0.1:7000",
         file: "x",
         cpu: ServerCpu::new(0.3, 0.6, 1.0, 40, 1),

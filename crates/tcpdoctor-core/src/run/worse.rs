@@ -8,10 +8,11 @@
 //!    measurements for timings, beyond the counts' own chance for counts (`noise.rs`). A
 //!    change within the noise is "no change" and passes: two runs of the same build pass.
 //! 3. Without a list, every row of every table is gated ([`ALL`]). With a list, only those
-//!    figures, and each must have been compared: a named figure that is missing on either
+//!    figures. Either way each gated figure must have been compared: a row missing on one
 //!    side of a table (`stalls` without a capture, `cpu` without a server started by `run`),
-//!    or that no table has at all, fails the run as "not compared" — a gate never passes
-//!    what it did not measure.
+//!    a named figure that no table has at all, or a scenario of this run that the baseline
+//!    does not have, fails the run as "not compared" — a gate never passes what it did not
+//!    measure.
 
 use serde::Serialize;
 
@@ -98,8 +99,9 @@ pub struct Verdict {
     pub reasons: Vec<String>,
 }
 
-/// Rules 2 and 3 over the baseline tables in `comparisons` (those with a scenario).
-pub fn evaluate(comparisons: &[Comparison], figures: &[String]) -> Verdict {
+/// Rules 2 and 3 over the baseline tables in `comparisons` (those with a scenario), for a run
+/// of the scenarios named `ran`.
+pub fn evaluate(comparisons: &[Comparison], figures: &[String], ran: &[String]) -> Verdict {
     let all = figures.is_empty() || figures.iter().any(|f| f == ALL);
     let tables: Vec<&Comparison> = comparisons
         .iter()
@@ -126,9 +128,9 @@ pub fn evaluate(comparisons: &[Comparison], figures: &[String]) -> Verdict {
                     v.worse.push(w);
                 }
                 (Some(_), Some(_), _) => {}
-                (before, _, _) if !all => v.reasons.push(format!(
-                    "{} in {}: not compared, not measured {} (--fail-on-worse {} needs it on \
-                     both sides)",
+                (before, _, _) => v.reasons.push(format!(
+                    "{} in {}: not compared, not measured {} (--fail-on-worse needs it on both \
+                     sides; name the figures to gate with --fail-on-worse=FIGURES)",
                     r.metric,
                     c.scenario,
                     if before.is_none() {
@@ -136,9 +138,17 @@ pub fn evaluate(comparisons: &[Comparison], figures: &[String]) -> Verdict {
                     } else {
                         "in this run"
                     },
-                    r.figure
                 )),
-                _ => {}
+            }
+        }
+    }
+    if !tables.is_empty() {
+        for s in ran {
+            if !tables.iter().any(|c| &c.scenario == s) {
+                v.reasons.push(format!(
+                    "{s}: not in the baseline, so --fail-on-worse compared nothing there (save \
+                     a baseline of these scenarios with --save)"
+                ));
             }
         }
     }
@@ -188,7 +198,8 @@ mod tests {
     #[test]
     fn a_worse_figure_fails_and_is_named() {
         let t = table(&figures(0.2, Some(0)), &figures(92.0, Some(200)));
-        let v = evaluate(std::slice::from_ref(&t), &[ALL.to_string()]);
+        let ran = ["direct".to_string()];
+        let v = evaluate(std::slice::from_ref(&t), &[ALL.to_string()], &ran);
         let names: Vec<&str> = v.worse.iter().map(|w| w.figure.as_str()).collect();
         assert!(
             names.contains(&"p50") && names.contains(&"stalls"),
@@ -199,7 +210,7 @@ mod tests {
             .iter()
             .any(|r| r.starts_with("p50 in direct: 0.2 → 92 ms (460×)")));
         // Only the figures asked for.
-        let v = evaluate(&[t], &["errors".to_string()]);
+        let v = evaluate(&[t], &["errors".to_string()], &ran);
         assert!(
             v.worse.is_empty() && v.reasons.is_empty(),
             "{:?}",
@@ -210,7 +221,7 @@ mod tests {
     #[test]
     fn the_same_figures_pass() {
         let t = table(&figures(1.0, Some(3)), &figures(1.0, Some(4)));
-        let v = evaluate(&[t], &[ALL.to_string()]);
+        let v = evaluate(&[t], &[ALL.to_string()], &["direct".to_string()]);
         assert!(v.reasons.is_empty(), "{:?}", v.reasons);
     }
 
@@ -218,17 +229,23 @@ mod tests {
     #[test]
     fn what_was_not_compared_does_not_pass() {
         let t = table(&figures(1.0, None), &figures(1.0, Some(0)));
-        let v = evaluate(std::slice::from_ref(&t), &["stalls".to_string()]);
+        let ran = ["direct".to_string()];
+        let v = evaluate(std::slice::from_ref(&t), &["stalls".to_string()], &ran);
         assert_eq!(v.reasons.len(), 1, "{:?}", v.reasons);
         assert!(v.reasons[0].contains("not measured in the baseline"));
-        // `all` passes over a row that could not be compared: it marks nothing WORSE.
-        assert!(evaluate(std::slice::from_ref(&t), &[ALL.to_string()])
-            .reasons
-            .is_empty());
-        let v = evaluate(&[t], &["cpu".to_string()]);
+        // `all` does not pass over it either.
+        let v = evaluate(std::slice::from_ref(&t), &[ALL.to_string()], &ran);
+        assert_eq!(v.reasons.len(), 1, "{:?}", v.reasons);
+        let v = evaluate(&[t], &["cpu".to_string()], &ran);
         assert!(v.reasons[0].starts_with("cpu: not compared in any scenario"));
-        let v = evaluate(&[], &[ALL.to_string()]);
+        let v = evaluate(&[], &[ALL.to_string()], &ran);
         assert!(v.reasons[0].contains("no scenario was compared"));
+        // A scenario the baseline lacks was not compared.
+        let t = table(&figures(1.0, Some(0)), &figures(1.0, Some(0)));
+        let both = ["direct".to_string(), "proxy-nagle".to_string()];
+        let v = evaluate(std::slice::from_ref(&t), &[ALL.to_string()], &both);
+        assert_eq!(v.reasons.len(), 1, "{:?}", v.reasons);
+        assert!(v.reasons[0].starts_with("proxy-nagle: not in the baseline"));
     }
 
     #[test]

@@ -189,6 +189,8 @@ struct Io {
     partial: bool,
     /// What this connection last told the timeline: it owes an answer not begun.
     owing: bool,
+    /// What this connection last told the timeline: an answer begun, not complete.
+    told_partial: bool,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -211,6 +213,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         setup_fails: 0,
         partial: false,
         owing: false,
+        told_partial: false,
     };
     let has_setup = io.setup_steps.iter().any(|&s| s);
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
@@ -494,6 +497,7 @@ impl Driver<'_> {
             let out = self.io.sent_at.len();
             self.io.partial &= out > 0;
             t.set(&mut self.io.owing, out > usize::from(self.io.partial));
+            t.set_partial(&mut self.io.told_partial, self.io.partial);
         }
     }
 

@@ -6,7 +6,11 @@
 //! until an ACK, or still being written), or when nothing is out, the connection does not owe.
 //! The driver updates one counter of owing connections and a count of changes; the sampler
 //! reads both at each sample: an interval in which the count of changes did not move was
-//! spent wholly working (some connection owed) or wholly waiting (none did).
+//! spent wholly working (some connection owed) or wholly waiting (none did). A second
+//! counter says whether some connection had an answer begun and not complete: waiting then
+//! is *mid-answer* (the rest is due: held in the server's socket for an ACK, or still being
+//! computed), otherwise *idle* (between exchanges). An answer begins and completes with bytes
+//! arriving, so that counter changes only when the count of changes moves too.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Default)]
 pub struct Timeline {
     owing: AtomicU64,
+    partial: AtomicU64,
     changes: AtomicU64,
 }
 
@@ -22,6 +27,8 @@ pub struct Timeline {
 pub struct Phase {
     /// Some connection owed an answer not begun.
     pub owing: bool,
+    /// Some connection had an answer begun and not complete.
+    pub partial: bool,
     /// Changes and arrivals so far: equal at both ends of an interval means neither within it.
     pub changes: u64,
 }
@@ -44,6 +51,20 @@ impl Timeline {
         }
     }
 
+    /// One connection's answer in progress: `was` is what it last told (updated), `now`
+    /// whether an answer has begun and not completed.
+    pub fn set_partial(&self, was: &mut bool, now: bool) {
+        if *was == now {
+            return;
+        }
+        *was = now;
+        if now {
+            self.partial.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.partial.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// Bytes of an answer arrived: the server was sending.
     pub fn arrived(&self) {
         self.changes.fetch_add(1, Ordering::SeqCst);
@@ -54,6 +75,7 @@ impl Timeline {
         let changes = self.changes.load(Ordering::SeqCst);
         Phase {
             owing: self.owing.load(Ordering::SeqCst) > 0,
+            partial: self.partial.load(Ordering::SeqCst) > 0,
             changes,
         }
     }
@@ -85,8 +107,15 @@ mod tests {
             t.phase(),
             Phase {
                 owing: false,
+                partial: false,
                 changes: 3
             }
         );
+        let mut p = false;
+        t.set_partial(&mut p, true);
+        t.set_partial(&mut p, true);
+        assert!(t.phase().partial);
+        t.set_partial(&mut p, false);
+        assert!(!t.phase().partial);
     }
 }

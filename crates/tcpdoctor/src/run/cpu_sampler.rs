@@ -189,10 +189,15 @@ fn sample(members: &dyn Fn() -> Vec<i32>, timeline: &Timeline, stop: &AtomicBool
             wall_ns: now_at.duration_since(at).as_nanos() as u64,
             cpu_ns,
             ready_ns,
-            phase: match (now_phase.changes == phase.changes, phase.owing) {
-                (false, _) => Phase::Mixed,
-                (true, true) => Phase::Working,
-                (true, false) => Phase::Waiting,
+            phase: match (
+                now_phase.changes == phase.changes,
+                phase.owing,
+                phase.partial,
+            ) {
+                (false, _, _) => Phase::Mixed,
+                (true, true, _) => Phase::Working,
+                (true, false, true) => Phase::MidAnswer,
+                (true, false, false) => Phase::Waiting,
             },
         });
         (phase, last, at) = (now_phase, now, now_at);
@@ -234,7 +239,7 @@ mod tests {
         let sampler = Sampler::start(move || vec![pid], Arc::clone(&timeline)).expect("start");
         let _ = child.wait();
         let s = sampler.finish();
-        let p = s.phases();
+        let p = s.phases(true);
         assert!(p.waiting.wall_ns > 100_000_000, "{p:?}");
         assert!(
             p.waiting.cpu_ns > 20_000_000,

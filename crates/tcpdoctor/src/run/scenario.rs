@@ -16,7 +16,7 @@ use anyhow::Context;
 use tcpdoctor_core::analysis::ScriptedClient;
 use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::impair::ChunkMode;
-use tcpdoctor_core::report::{Bucket, Finding};
+use tcpdoctor_core::report::{Bucket, Finding, FindingKind};
 use tcpdoctor_core::run::{
     busy_poll, log_buckets, BusyPollInput, CaptureInfo, ChunkView, Figures, Pooled, ScenarioKind,
     ScenarioResult, ServerCpu,
@@ -491,11 +491,20 @@ pub async fn run(
             .map_or_else(|| "(process accounting)".to_string(), |c| c.file.clone());
         let target = plan.target.to_string();
         let samples = samples.unwrap_or_default();
+        // busy_poll rule 0: the rest of the answers waited in the server's socket for the
+        // client's ACK, as the capture shows it.
+        let held_for_ack = findings.iter().any(|f| {
+            matches!(
+                f.kind,
+                FindingKind::NagleDelayedAck | FindingKind::NagleRoundTrip
+            ) && f.direction == tcpdoctor_core::flow::Direction::ServerToClient
+        });
         let input = BusyPollInput {
             server: &target,
             file: &file,
             cpu: *cpu,
             samples: &samples,
+            held_for_ack,
             exchanges: bench.exchanges,
             floor_us: bench.cpu.per_request_us,
             floor_of: "the driver's own CPU per request (its spinning for open-loop slots and \

@@ -7,8 +7,12 @@
 //! coalesced). Written whole, the same bytes would have been one or two segments, inside the
 //! window. A pause inside a turn is such a *window wait* when:
 //! 1. the flight before it (the turn's data since its previous pause, or its start) is at least
-//!    [`MIN_FLIGHT`] segments: Nagle lets at most one small segment be unacknowledged, so a
-//!    flight this long of small segments was not held by Nagle;
+//!    [`MIN_FLIGHT`] segments, the initial window: Nagle lets at most one small segment be
+//!    unacknowledged, so such a flight of small segments was not held by Nagle; and Linux
+//!    never lowers the congestion window below the initial one without a loss (an idle
+//!    restart and an application-limited decay both stop there), so a shorter flight
+//!    followed by a pause was not stopped by the window (after a loss, or under BBR's
+//!    PROBE_RTT, it can be smaller: those waits are missed, never claimed falsely);
 //! 2. the flight is small in bytes: at most half a full segment per segment on average, so a
 //!    window counted in bytes would not have stopped it — only a count of packets did;
 //! 3. neither the receive window (closed or too small for what followed) nor a loss (a
@@ -43,7 +47,7 @@ use crate::units::fmt_duration;
 use super::super::release::RELEASE_SLACK;
 
 /// Segments in a flight, at least, for a window wait.
-pub const MIN_FLIGHT: u32 = 4;
+pub const MIN_FLIGHT: u32 = 10;
 /// The path's round trip, at least.
 pub const MIN_RTT: Duration = Duration::from_millis(1);
 
