@@ -7,12 +7,14 @@
 //! # Layout
 //! - `mod.rs`: the plan shared by every scenario, and where files go.
 //! - `scenario.rs`: one scenario end to end (hop, capture, driver, CPU, diagnosis).
+//! - `baseline.rs`: `--baseline`: a saved report read back, checked and compared.
 //! - `server.rs`: the server process: start, ready, CPU from /proc, stop.
 //! - `cpu_sampler.rs`: the server's CPU every millisecond along the driver's timeline.
 //! - `reaper.rs`: what the server started, daemons included: found through /proc, stopped.
 //! - `live.rs`: a live capture on `lo` for one scenario.
 //! - `demo.rs`: the built-in pathologies and their fixes.
 
+pub mod baseline;
 pub mod cpu_sampler;
 pub mod demo;
 pub mod far;
