@@ -143,7 +143,7 @@ impl LegRecord {
         let k = self.seen;
         self.seen += 1;
         self.stride = self.stride.max(1);
-        if k % self.stride != 0 {
+        if !k.is_multiple_of(self.stride) {
             return;
         }
         if self.responses.len() == KEPT_RESPONSES {
@@ -153,7 +153,7 @@ impl LegRecord {
                 j += 1;
                 j % 2 == 1
             });
-            if k % self.stride != 0 {
+            if !k.is_multiple_of(self.stride) {
                 return;
             }
         }
@@ -163,7 +163,7 @@ impl LegRecord {
     /// The kept response of index `k`, if `k` is in the sample.
     fn response(&self, k: u64) -> Option<&ResponseTimes> {
         let stride = self.stride.max(1);
-        if k % stride != 0 {
+        if !k.is_multiple_of(stride) {
             return None;
         }
         self.responses.get(usize::try_from(k / stride).ok()?)
