@@ -25,11 +25,19 @@
 //!    whether the *source* leg carried the same messages whole (the hop splits them) or in
 //!    pieces too (the hop passes the pieces on).
 //! 5. How long the hop kept what it received (PHYSICS §9, "Blame the element that held the
-//!    bytes"): each leg also records when the first and the last byte of each of its first
-//!    [`KEPT_RESPONSES`] responses crossed it. Response *k* of the upstream leg is response
-//!    *k* of the client-facing leg (compared while their sizes agree); the hop's *lag* for it
-//!    is the time from its first (last) byte arriving on the upstream leg to the same byte
-//!    leaving on the client-facing leg, both seen by the one capture on the hop's host. A hop
+//!    bytes"): each leg also records when the first and the last byte of at most
+//!    [`KEPT_RESPONSES`] of its responses crossed it, spread over the whole leg: response *k*
+//!    (counted from 0) is kept while *k* is a multiple of the leg's *stride*, which starts at
+//!    1 and doubles whenever the sample is full (every other kept response is then dropped).
+//!    The first responses alone would not do: a receiver starts in quick-ACK mode (Linux ACKs
+//!    its first segments at once), so a Nagle-on hop holds nothing at first and everything
+//!    later. The sample depends only on how many responses the leg carried, so two legs with
+//!    the same responses keep the same ones (with different counts, the indices that are a
+//!    multiple of the larger stride are on both). Response *k* of the upstream leg is
+//!    response *k* of the client-facing leg (compared in order while their sizes agree); the
+//!    hop's *lag* for it is the time from its first (last) byte arriving on the upstream leg
+//!    to the same byte leaving on the client-facing leg, both seen by the one capture on the
+//!    hop's host. A hop
 //!    whose lag is small forwarded what it read at once: a stall on its client-facing leg was
 //!    already in the bytes it received. A lag of about the stall's length means the hop's
 //!    own socket held bytes it already had ([`crate::detect`] decides which, per finding).
@@ -46,8 +54,8 @@ use crate::wire::Endpoint;
 pub const MIN_TURNS: usize = 6;
 /// Turns kept per leg record.
 pub const KEPT_TURNS: usize = 6;
-/// Responses whose timing a leg record keeps (rule 5): enough to see past the receiver's
-/// quick-ACK start (its first ACKs are immediate, so nothing is held at first).
+/// Responses whose timing a leg record keeps (rule 5), spread over the leg: at least
+/// `KEPT_RESPONSES / 2` of them once the leg carried that many.
 pub const KEPT_RESPONSES: usize = 32;
 /// Leg records kept per capture (≈ 1 KB each at most, ≈ 250 bytes for a short flow): memory
 /// stays bounded on captures of millions of connections; legs beyond it are not paired.
@@ -95,7 +103,11 @@ pub struct LegRecord {
     turns: Vec<TurnSig>,
     shape: [Shape; 2],
     count: usize,
+    /// Kept responses (rule 5): response `j × stride` of the leg is `responses[j]`.
     responses: Vec<ResponseTimes>,
+    /// Responses seen, and the sample's stride (0 until the first response: read as 1).
+    seen: u64,
+    stride: u64,
 }
 
 impl LegRecord {
@@ -109,8 +121,8 @@ impl LegRecord {
                 first: turn.first.ts,
             });
         }
-        if turn.dir == Direction::ServerToClient && self.responses.len() < KEPT_RESPONSES {
-            self.responses.push(ResponseTimes {
+        if turn.dir == Direction::ServerToClient {
+            self.keep_response(ResponseTimes {
                 bytes: turn.bytes,
                 first: turn.first.ts,
                 last: turn.last.ts,
@@ -123,6 +135,38 @@ impl LegRecord {
         // segments ≤ max(1, ⌈bytes / full⌉), without a division: (segments − 1) × full < bytes.
         let whole = turn.segments <= 1 || u64::from(turn.segments - 1) * full < turn.bytes;
         s.whole += u64::from(whole);
+    }
+
+    /// Rule 5's decimating sample: keeps response `k` while `k` is a multiple of the stride;
+    /// a full sample drops every other kept response and doubles the stride.
+    fn keep_response(&mut self, r: ResponseTimes) {
+        let k = self.seen;
+        self.seen += 1;
+        self.stride = self.stride.max(1);
+        if !k.is_multiple_of(self.stride) {
+            return;
+        }
+        if self.responses.len() == KEPT_RESPONSES {
+            self.stride *= 2;
+            let mut j = 0;
+            self.responses.retain(|_| {
+                j += 1;
+                j % 2 == 1
+            });
+            if !k.is_multiple_of(self.stride) {
+                return;
+            }
+        }
+        self.responses.push(r);
+    }
+
+    /// The kept response of index `k`, if `k` is in the sample.
+    fn response(&self, k: u64) -> Option<&ResponseTimes> {
+        let stride = self.stride.max(1);
+        if !k.is_multiple_of(stride) {
+            return None;
+        }
+        self.responses.get(usize::try_from(k / stride).ok()?)
     }
 }
 
@@ -176,15 +220,20 @@ pub struct Forwarding {
 }
 
 impl Forwarding {
-    fn of(upstream: &[ResponseTimes], client: &[ResponseTimes]) -> Forwarding {
-        Forwarding {
-            lags: upstream
-                .iter()
-                .zip(client)
-                .take_while(|(u, c)| u.bytes == c.bytes)
-                .map(|(u, c)| (c.first.since(u.first), c.last.since(u.last)))
-                .collect(),
+    /// The responses both samples kept (rule 5): the indices that are a multiple of the
+    /// larger stride, in order, while their sizes agree.
+    fn of(upstream: &LegRecord, client: &LegRecord) -> Forwarding {
+        let stride = upstream.stride.max(client.stride).max(1);
+        let mut lags = Vec::new();
+        let mut k = 0u64;
+        while let (Some(u), Some(c)) = (upstream.response(k), client.response(k)) {
+            if u.bytes != c.bytes {
+                break;
+            }
+            lags.push((c.first.since(u.first), c.last.since(u.last)));
+            k += stride;
         }
+        Forwarding { lags }
     }
 
     /// Responses compared.
@@ -317,7 +366,7 @@ pub fn pair(legs: &[Leg]) -> Vec<Hop> {
                 upstream_flow: b.flow,
                 requests: a.record.shape[Direction::ClientToServer.index()],
                 responses: b.record.shape[Direction::ServerToClient.index()],
-                forwarding: Forwarding::of(&b.record.responses, &a.record.responses),
+                forwarding: Forwarding::of(&b.record, &a.record),
             });
         }
     }
@@ -429,6 +478,44 @@ mod tests {
         other.record.responses[1].bytes = 154;
         let hops = pair(&[leg_ending(1, 50000, 9001, 0, 100, 2, 41_050), other]);
         assert_eq!(hops[0].forwarding.compared(), 1);
+    }
+
+    /// A record of `n` responses, response `k` of `1000 + k` bytes, first byte at `k` ms and
+    /// last byte `last(k)` µs later.
+    fn sampled(n: u64, last: impl Fn(u64) -> u64) -> LegRecord {
+        let mut r = LegRecord::default();
+        for k in 0..n {
+            r.keep_response(ResponseTimes {
+                bytes: 1000 + k,
+                first: Timestamp(k * 1_000_000),
+                last: Timestamp((k * 1000 + last(k)) * 1000),
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn the_response_sample_spreads_over_the_leg_and_matches_across_legs() {
+        // 240 responses: stride 8, responses 0, 8, …, 232 kept, in order.
+        let r = sampled(240, |_| 0);
+        assert_eq!(r.stride, 8);
+        let kept: Vec<u64> = r.responses.iter().map(|x| x.bytes - 1000).collect();
+        assert_eq!(kept, (0..240).step_by(8).collect::<Vec<u64>>());
+        assert!(r.responses.capacity() <= KEPT_RESPONSES);
+        // The upstream leg forwards at once; the client-facing leg's last bytes leave 40 ms
+        // late from response 40 on (the peer's quick-ACK start is over): the sample sees both.
+        let fw = Forwarding::of(&r, &sampled(240, |k| if k < 40 { 0 } else { 40_000 }));
+        assert_eq!(fw.compared(), 30);
+        assert_eq!(fw.held(Duration::from_millis(20)), 25);
+        // Legs of different lengths (the capture ended during the longer one): the responses
+        // both kept, at the larger stride, 0, 8, …, 96.
+        let fw = Forwarding::of(&sampled(100, |_| 0), &r);
+        assert_eq!(fw.compared(), 13);
+        assert_eq!(Forwarding::of(&r, &sampled(31, |_| 0)).compared(), 4);
+        // Sizes that disagree end the comparison there.
+        let mut other = sampled(240, |_| 0);
+        other.responses[3].bytes += 1;
+        assert_eq!(Forwarding::of(&other, &r).compared(), 3);
     }
 
     #[test]

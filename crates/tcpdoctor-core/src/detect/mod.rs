@@ -378,7 +378,8 @@ pub(crate) fn hop_text(groups: &Groups, group: GroupId, dir: Direction) -> Optio
 /// on `group`'s flows when a hop sends it:
 /// 1. The hop *held* a response when its last byte left on the client-facing leg at least
 ///    half the typical hold after it arrived on the upstream leg ([`crate::hops`] rule 5).
-/// 2. The hop is the cause when it held at least one of the compared responses and at least
+/// 2. The hop is the cause when it held at least one of the compared responses (a sample
+///    spread over the whole leg, so the held share over the leg applies to it) and at least
 ///    half as many as the leg's held share predicts among them: its own socket had the bytes
 ///    and did not send them. The finding names the hop, with the lag measured.
 /// 3. Otherwise the hop forwarded what it read at once (no compared response kept as long,
