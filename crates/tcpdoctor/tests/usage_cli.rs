@@ -149,7 +149,7 @@ fn the_demo_report_reads_right() {
     let second = lines.next().unwrap_or_default();
     assert!(
         second.starts_with(
-            "exchanges per scenario, case by case: 40, 40, 40, 30, 200, 20; over 1 connection; "
+            "exchanges per scenario, case by case: 40, 40, 40, 30, 100, 20; over 1 connection; "
         ) && second.ends_with(" s in all"),
         "{second}"
     );
