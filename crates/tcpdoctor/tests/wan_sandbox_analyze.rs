@@ -111,8 +111,12 @@ fn a_client_that_cannot_connect_is_said_not_called_healthy() {
     let dir = OpenDir::new("wan-refused");
     let ex = exchange(&dir);
     let test = "sandbox --delay --analyze, client to the wrong port";
-    // The client knocks once on a port nothing listens on, and ends with status 0.
-    let client = "python3 -c 'import socket; s = socket.socket(); s.settimeout(5)\ntry: s.connect((\"198.18.0.1\", 7071))\nexcept OSError as e: print(e)'";
+    // The client knocks once on a port nothing listens on (tcpdoctor's own driver: refused,
+    // exit 2), and the command ends with status 0.
+    let client = &format!(
+        "{} bench --target 198.18.0.1:7071 --preset echo --requests 1 >/dev/null 2>&1; true",
+        env!("CARGO_BIN_EXE_tcpdoctor")
+    );
     let Some(out) = sandbox(
         &dir,
         test,
