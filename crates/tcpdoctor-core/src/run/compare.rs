@@ -276,15 +276,20 @@ impl Side {
     }
 }
 
+/// The counts whose number between two non-zero values is a race's catch ([`counts_change`]).
+const RACE_CAUGHT: [&str; 2] = ["stalls", "server→client chunks per exchange"];
+
 /// Whether a count changed ([`Basis::Counts`]): the rates differ beyond the counts' own chance
-/// ([`counts_apart`]) *and* one side is zero — the event (a stall, a piece, an error) appeared
-/// or went away. Between two counts that are both above zero nothing is marked: how many
-/// exchanges a race catches (an ACK against the sender's next write, a hop's read against the
-/// server's next write) moves from run to run with the machine's load, which one run cannot
-/// see (measured: 12 to 80 stalls of 300, and 1.02 to 1.46 chunks per exchange, on reruns of
-/// one build through a Nagle hop); the timing rows compare what the events cost.
-fn counts_change(cb: u64, nb: u64, ca: u64, na: u64) -> bool {
-    (cb == 0 || ca == 0) && counts_apart(cb, nb, ca, na)
+/// ([`counts_apart`]). For stalls and chunks ([`RACE_CAUGHT`]) also one side must be zero —
+/// the event (a stall, a piece) appeared or went away. Between two such counts that are both
+/// above zero nothing is marked: how many exchanges a race catches (an ACK against the
+/// sender's next write, a hop's read against the server's next write) moves from run to run
+/// with the machine's load, which one run cannot see (measured: 12 to 80 stalls of 300, and
+/// 1.02 to 1.46 chunks per exchange, on reruns of one build through a Nagle hop); the timing
+/// rows compare what the events cost. Errors and timeouts are no race's catch: 1 → 500 errors
+/// of 1000 is a regression, whatever the timings of the exchanges that succeeded say.
+fn counts_change(metric: &str, cb: u64, nb: u64, ca: u64, na: u64) -> bool {
+    (!RACE_CAUGHT.contains(&metric) || cb == 0 || ca == 0) && counts_apart(cb, nb, ca, na)
 }
 
 /// The sentence that says how this table told a change from noise.
@@ -322,9 +327,10 @@ fn method(rows: &[ComparisonRow], runs_before: usize, runs_after: usize) -> Stri
     if !by_counts.is_empty() {
         parts.push(format!(
             "{by_counts}: counted exactly (no timing noise, no floor), a change when the \
-             event appeared or went away (one side zero) and the rates per exchange differ \
-             beyond the counts' own chance variation (99 %); between two non-zero counts, \
-             which exchanges a race catches varies run to run, and the timings say what it cost"
+             rates per exchange differ beyond the counts' own chance variation (99 %) and, \
+             for stalls and chunks, the event appeared or went away (one side zero): between \
+             two non-zero counts of those, which exchanges a race catches varies run to run, \
+             and the timings say what it cost"
         ));
     }
     let unmeasured = names(Basis::Unmeasured);
@@ -361,7 +367,7 @@ fn row(
     ) {
         _ if before.count.is_some() || after.count.is_some() => {
             let apart = match (before.count, after.count) {
-                (Some((cb, nb)), Some((ca, na))) => counts_change(cb, nb, ca, na),
+                (Some((cb, nb)), Some((ca, na))) => counts_change(metric, cb, nb, ca, na),
                 _ => false,
             };
             (Basis::Counts, apart, 1.0)
@@ -639,6 +645,19 @@ mod tests {
         // A stall or two where there were none is chance, not a regression.
         let c = Comparison::of("x", ("b", &with(0, 1.0)), ("a", &with(2, 1.0)));
         assert_eq!(c.row("stalls").unwrap().better, None);
+        // Errors and timeouts are no race's catch: a rise between two non-zero counts is
+        // marked, chance is not.
+        let failing = |errors: u64, timeouts: u64| Figures {
+            errors,
+            timeouts,
+            ..with(0, 1.0)
+        };
+        let c = Comparison::of("x", ("b", &failing(1, 2)), ("a", &failing(150, 90)));
+        assert_eq!(c.row("errors").unwrap().better, Some(false));
+        assert_eq!(c.row("timeouts").unwrap().better, Some(false));
+        let c = Comparison::of("x", ("b", &failing(3, 2)), ("a", &failing(4, 3)));
+        assert_eq!(c.row("errors").unwrap().better, None);
+        assert_eq!(c.row("timeouts").unwrap().better, None);
         // Neither side captured: no stalls row at all.
         let mut none = figures(1000.0, 1.0, 0);
         none.stalls = None;
