@@ -491,6 +491,48 @@ impl RunReport {
             }
         }
         self.failed_on = found;
+        // A kind that could not have been found in a scenario (no capture analysed for the
+        // packets' kinds; no server CPU sampled for busy_poll) was not gated there: it fails,
+        // as a `stalls` check there does, rather than pass what was not measured.
+        let mut unmeasured: Vec<String> = Vec::new();
+        for s in &self.scenarios {
+            let kinds: Vec<FindingKind> = if fail_on_any {
+                FindingKind::ALL.to_vec()
+            } else {
+                fail_on.to_vec()
+            };
+            let packets = kinds.iter().any(|k| *k != FindingKind::BusyPoll);
+            if packets && s.figures.stalls.is_none() {
+                unmeasured.push(format!(
+                    "--fail-on {} in {}: not evaluated, the packets' findings come from the \
+                     capture's analysis and this scenario has none ({})",
+                    if fail_on_any {
+                        "any".to_string()
+                    } else {
+                        kinds
+                            .iter()
+                            .filter(|k| **k != FindingKind::BusyPoll)
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    },
+                    s.name,
+                    s.capture_note
+                        .as_deref()
+                        .unwrap_or("its capture could not be analysed")
+                ));
+            }
+            if kinds.contains(&FindingKind::BusyPoll)
+                && !fail_on_any
+                && s.figures.server_cpu_per_request_us.is_none()
+            {
+                unmeasured.push(format!(
+                    "--fail-on busy_poll in {}: not evaluated, the server's CPU was not \
+                     measured (run starts no server without --server)",
+                    s.name
+                ));
+            }
+        }
         self.gate = GateSpec {
             checks: checks.iter().map(|c| c.text.clone()).collect(),
             fail_on: if fail_on_any {
@@ -511,6 +553,7 @@ impl RunReport {
                 .iter()
                 .map(|f| format!("found {f} (--fail-on)")),
         );
+        reasons.extend(unmeasured);
         if let Some(figures) = fail_on_worse {
             let ran: Vec<String> = self.scenarios.iter().map(|s| s.name.clone()).collect();
             let verdict = worse::evaluate(&self.comparisons, figures, &ran);

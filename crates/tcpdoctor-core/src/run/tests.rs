@@ -157,6 +157,39 @@ fn the_gate_fails_on_checks_and_kinds() {
     assert!(r.failed);
 }
 
+/// `--fail-on` a kind that a scenario could not show (no capture analysed for the packets'
+/// kinds, no server CPU for busy_poll) fails there instead of passing: a non-root run with no
+/// live capture of `direct` read "passed" over a 44 ms Nagle stall on every exchange.
+#[test]
+fn fail_on_a_kind_the_scenario_could_not_show_does_not_pass() {
+    let mut blind = healthy();
+    blind.figures.stalls = None;
+    blind.capture_note = Some("no capture of the direct path: live capture needs root".into());
+    let mut r = RunReport::new(settings(&["direct"], 50, 1), vec![blind]);
+    r.gate(&[], &[FindingKind::NagleDelayedAck], false);
+    assert!(r.failed);
+    assert_eq!(r.reasons.len(), 1, "{:?}", r.reasons);
+    assert!(
+        r.reasons[0].starts_with("--fail-on nagle_delayed_ack in direct: not evaluated")
+            && r.reasons[0].contains("live capture needs root"),
+        "{:?}",
+        r.reasons
+    );
+    r.gate(&[], &[], true);
+    assert!(r.failed, "--fail-on any");
+    // busy_poll needs the server's CPU, not a capture.
+    r.gate(&[], &[FindingKind::BusyPoll], false);
+    assert!(r.failed);
+    assert!(r.reasons[0].contains("server's CPU was not measured"));
+    r.scenarios[0].figures.server_cpu_per_request_us = Some(50.0);
+    r.gate(&[], &[FindingKind::BusyPoll], false);
+    assert!(!r.failed, "{:?}", r.reasons);
+    // With the capture analysed, nothing found passes.
+    let mut r = RunReport::new(settings(&["direct"], 50, 1), vec![healthy()]);
+    r.gate(&[], &[FindingKind::NagleDelayedAck], false);
+    assert!(!r.failed, "{:?}", r.reasons);
+}
+
 #[test]
 fn a_repeated_scenario_shows_its_spread_in_text_and_html() {
     let run = |us: u64| {

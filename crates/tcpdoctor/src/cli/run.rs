@@ -33,7 +33,7 @@ use crate::{output, EXIT_CLEAN, EXIT_FOUND};
 ///
 /// Exit 0 passed, or not gated (no --check, --fail-on or --fail-on-worse: the result says
 /// "not gated", never "passed"); 1 a --check failed or could not be evaluated, a --fail-on
-/// kind was found, a --fail-on-worse figure got WORSE than the --baseline, a scenario
+/// kind was found (or could not be: no capture, no server CPU), a --fail-on-worse figure got WORSE than the --baseline, a scenario
 /// measured nothing (or hung), or Ctrl-C interrupted the run (the report of what was
 /// measured is printed, marked INTERRUPTED); 2 bad usage, a server that never got ready or
 /// exited, an unreachable target.
