@@ -412,7 +412,7 @@ fn a_rerun_through_a_nagle_hop_passes_the_count_gate() {
     );
     assert_eq!(code, 0, "{err}");
     let stalls = r["scenarios"][0]["figures"]["stalls"].as_u64();
-    assert!(stalls.is_some_and(|n| n > 20), "the hop stalls: {stalls:?}");
+    assert!(stalls.is_some_and(|n| n > 0), "the hop stalls: {stalls:?}");
     let (r, code, err) = run_gap(
         &dir,
         port,
@@ -431,8 +431,9 @@ fn a_rerun_through_a_nagle_hop_passes_the_count_gate() {
             .find(|x| x["metric"] == m)
             .unwrap_or_else(|| panic!("no row {m}"))
     };
+    // Never WORSE (a rerun that happened to catch no stall would be "better", which passes).
     assert_eq!(row("stalls")["basis"], "counts");
-    assert!(row("stalls")["better"].is_null(), "{}", row("stalls"));
-    assert!(row("server→client chunks per exchange")["better"].is_null());
+    assert_ne!(row("stalls")["better"], false, "{}", row("stalls"));
+    assert_ne!(row("server→client chunks per exchange")["better"], false);
     let _ = std::fs::remove_dir_all(&dir);
 }

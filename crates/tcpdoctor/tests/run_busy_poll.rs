@@ -164,6 +164,22 @@ fn a_server_computing_the_rest_of_its_answer_is_not_named() {
         let s = run(&dir, &server, SPECIMEN_LINE, 100);
         assert_not_named(&s, "a CPython server computing each answer's rest");
     }
+    // Nagle on and ~20 ms of computing: the rest, written after it, waits for the client's
+    // delayed ACK (a nagle_delayed_ack hold, so the gap's time could count as waiting), but
+    // the server sleeps in `read` by the time the hold ends: its computing was work.
+    let held = format!(
+        "python3 {} {{port}} 220000 nagle",
+        server_file("compute_rows.py")
+    );
+    let s = run(&dir, &held, SPECIMEN_LINE, 60);
+    assert!(
+        s["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["kind"] == "nagle_delayed_ack")),
+        "the rest is held for the ACK: {}",
+        s["findings"]
+    );
+    assert_not_named(&s, "a CPython server computing, then held by Nagle");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

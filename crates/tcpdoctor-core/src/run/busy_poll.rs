@@ -19,9 +19,13 @@
 //!    of an answer (its first bytes arrived, its rest not yet) only when the capture shows
 //!    the rest of the answers held in the server's socket for the client's ACK (a
 //!    `nagle_delayed_ack` or `nagle_round_trip` finding on the server's responses: Nagle, or
-//!    the program itself waiting for the ACK). A server that sends a header and then computes
-//!    the rest is working in that gap, and the driver's clock alone cannot tell the two: without
-//!    such a hold the gap counts for nothing.
+//!    the program itself waiting for the ACK), and then only each gap whose last
+//!    [`super::cpu_samples::GAP_END`] intervals the server was awake for at least
+//!    [`MIN_AWAKE_SHARE`] of: a spinner spins until the ACK lets the rest go, while a server
+//!    that computed the rest, wrote it (Nagle then held it) and went back to `read` is asleep
+//!    when the gap ends. A server that sends a header and then computes the rest is working in
+//!    that gap, and the driver's clock alone cannot tell the two: without such a hold, or
+//!    asleep at the gap's end, the gap counts for nothing.
 //! 1. Enough to judge: at least [`MIN_EXCHANGES`] exchanges, and at least [`MIN_WAITING`] of
 //!    sampled waiting time (1 ms intervals with no change; a closed loop whose exchanges
 //!    follow each other within an interval leaves no such time, and then nothing is said).
@@ -105,7 +109,7 @@ pub struct Measured {
 
 /// Rule 1–4's figures.
 pub fn measure(i: &BusyPollInput) -> Measured {
-    let phases = i.samples.phases(i.held_for_ack);
+    let phases = i.samples.phases(i.held_for_ack, MIN_AWAKE_SHARE);
     let wait_us = phases.waiting.cpu_ns as f64 / 1e3;
     Measured {
         phases,

@@ -99,29 +99,71 @@ pub struct Phases {
     pub waiting_halves: [Spent; 2],
 }
 
+/// The intervals at the end of a gap in the middle of an answer that say whether the server
+/// was waiting through it ([`CpuSamples::phases`]).
+pub const GAP_END: usize = 2;
+
 impl CpuSamples {
-    /// Sums the intervals by phase; mid-answer intervals count as waiting when
-    /// `mid_answer_waits` (the rest of the answers was held for the client's ACK).
-    pub fn phases(&self, mid_answer_waits: bool) -> Phases {
-        let waits =
-            |ph: Phase| ph == Phase::Waiting || (mid_answer_waits && ph == Phase::MidAnswer);
+    /// Sums the intervals by phase. With `mid_answer_waits` (the rest of the answers was held
+    /// for the client's ACK), a gap in the middle of an answer (consecutive mid-answer
+    /// intervals) counts as waiting when the server was still awake at its end — its last
+    /// [`GAP_END`] intervals awake at least `awake_at_end` of their time: a spinner spins until
+    /// the ACK lets the rest go; a server that computed the rest, wrote it (Nagle held it) and
+    /// went back to `read` sleeps there, and its computing was work.
+    pub fn phases(&self, mid_answer_waits: bool, awake_at_end: f64) -> Phases {
+        let counts = self.waiting_mask(mid_answer_waits, awake_at_end);
         let mut p = Phases::default();
-        for i in &self.intervals {
+        for (i, waits) in self.intervals.iter().zip(&counts) {
             match i.phase {
                 Phase::Working => p.working.add(i),
-                ph if waits(ph) => p.waiting.add(i),
+                _ if *waits => p.waiting.add(i),
                 Phase::MidAnswer => p.mid_answer.add(i),
                 _ => p.mixed.add(i),
             }
         }
         let half = p.waiting.wall_ns / 2;
         let mut seen = 0;
-        for i in self.intervals.iter().filter(|i| waits(i.phase)) {
+        let waiting = self.intervals.iter().zip(&counts).filter(|(_, w)| **w);
+        for (i, _) in waiting {
             let h = usize::from(seen >= half && seen > 0);
             p.waiting_halves[h].add(i);
             seen += i.wall_ns;
         }
         p
+    }
+}
+
+impl CpuSamples {
+    /// Which intervals count as waiting ([`CpuSamples::phases`]).
+    fn waiting_mask(&self, mid_answer_waits: bool, awake_at_end: f64) -> Vec<bool> {
+        let mut mask: Vec<bool> = self
+            .intervals
+            .iter()
+            .map(|i| i.phase == Phase::Waiting)
+            .collect();
+        if !mid_answer_waits {
+            return mask;
+        }
+        let mut start = 0;
+        while start < self.intervals.len() {
+            if self.intervals[start].phase != Phase::MidAnswer {
+                start += 1;
+                continue;
+            }
+            let mut end = start;
+            while end < self.intervals.len() && self.intervals[end].phase == Phase::MidAnswer {
+                end += 1;
+            }
+            let mut tail = Spent::default();
+            for i in &self.intervals[end.saturating_sub(GAP_END).max(start)..end] {
+                tail.add(i);
+            }
+            if tail.awake_share() >= awake_at_end {
+                mask[start..end].iter_mut().for_each(|m| *m = true);
+            }
+            start = end;
+        }
+        mask
     }
 }
 
@@ -168,7 +210,7 @@ mod tests {
             ],
             ..CpuSamples::default()
         };
-        let p = s.phases(false);
+        let p = s.phases(false, 0.5);
         assert_eq!(p.working.share(), 1.0);
         assert_eq!(p.waiting.share(), 0.5);
         assert_eq!(p.mixed.share(), 0.5);
@@ -176,7 +218,7 @@ mod tests {
         assert_eq!(p.waiting_halves[0].share(), 1.0, "front-loaded");
         assert_eq!(p.waiting_halves[1].share(), 0.0);
         assert_eq!(p.waiting_halves[0].wall_ns, 2_000_000);
-        assert_eq!(CpuSamples::default().phases(true).waiting.share(), 0.0);
+        assert_eq!(CpuSamples::default().phases(true, 0.5).waiting.share(), 0.0);
     }
 
     /// Mid-answer time is waiting only when the rest was held for an ACK.
@@ -186,12 +228,40 @@ mod tests {
             intervals: vec![iv(1, 0, Phase::Waiting), iv(4, 4, Phase::MidAnswer)],
             ..CpuSamples::default()
         };
-        let computing = s.phases(false);
+        let computing = s.phases(false, 0.5);
         assert_eq!(computing.waiting.wall_ns, 1_000_000);
         assert_eq!(computing.mid_answer.cpu_ns, 4_000_000);
-        let held = s.phases(true);
+        let held = s.phases(true, 0.5);
         assert_eq!(held.waiting.wall_ns, 5_000_000);
         assert_eq!(held.waiting.cpu_ns, 4_000_000);
         assert_eq!(held.mid_answer.wall_ns, 0);
+    }
+
+    /// A gap in the middle of an answer, held for the ACK: a spinner is awake to its end and
+    /// the gap is waiting; a server that computed for half of it, wrote the rest and slept in
+    /// `read` until the ACK let it go is asleep at its end, and its computing was work.
+    #[test]
+    fn a_gap_counts_as_waiting_only_when_the_server_is_awake_at_its_end() {
+        let gap = |awake_to: u64| -> Vec<CpuInterval> {
+            let mut v: Vec<CpuInterval> = (0..40u64)
+                .map(|k| iv(1, u64::from(k < awake_to), Phase::MidAnswer))
+                .collect();
+            v.push(iv(1, 0, Phase::Mixed));
+            v
+        };
+        let spinner = CpuSamples {
+            intervals: [gap(40), gap(40)].concat(),
+            ..CpuSamples::default()
+        };
+        let p = spinner.phases(true, 0.5);
+        assert_eq!(p.waiting.wall_ns, 80_000_000);
+        assert!(p.waiting_halves.iter().all(|h| h.awake_share() > 0.9));
+        let computing = CpuSamples {
+            intervals: [gap(20), gap(20)].concat(),
+            ..CpuSamples::default()
+        };
+        let p = computing.phases(true, 0.5);
+        assert_eq!(p.waiting.wall_ns, 0);
+        assert_eq!(p.mid_answer.cpu_ns, 40_000_000);
     }
 }

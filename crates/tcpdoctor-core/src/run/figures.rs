@@ -36,6 +36,10 @@ pub struct Figures {
     /// Server→client chunks (writes, as the hop read them) per exchange.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s2c_chunks_per_exchange: Option<f64>,
+    /// The chunks themselves, counted: what `--baseline` compares (the rate above is rounded
+    /// for people: one chunk in thousands of exchanges would round away).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s2c_chunks: Option<u64>,
     /// Server CPU time per exchange, microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_per_request_us: Option<f64>,
@@ -131,6 +135,7 @@ impl Figures {
             errors: bench.errors.total(),
             timeouts: bench.errors.timeouts,
             s2c_chunks_per_exchange: None,
+            s2c_chunks: None,
             server_cpu_per_request_us: None,
             send_late_p50_us: bench.send_lateness.map(|l| l.p50_us),
             send_late_p99_us: bench.send_lateness.map(|l| l.p99_us),
@@ -148,6 +153,7 @@ impl Figures {
     pub fn set_chunks(&mut self, s2c_chunks: u64) {
         if self.exchanges > 0 {
             self.s2c_chunks_per_exchange = Some(round3(s2c_chunks as f64 / self.exchanges as f64));
+            self.s2c_chunks = Some(s2c_chunks);
         }
     }
 }

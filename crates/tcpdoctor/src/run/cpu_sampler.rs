@@ -239,7 +239,7 @@ mod tests {
         let sampler = Sampler::start(move || vec![pid], Arc::clone(&timeline)).expect("start");
         let _ = child.wait();
         let s = sampler.finish();
-        let p = s.phases(true);
+        let p = s.phases(true, 0.5);
         assert!(p.waiting.wall_ns > 100_000_000, "{p:?}");
         assert!(
             p.waiting.cpu_ns > 20_000_000,
