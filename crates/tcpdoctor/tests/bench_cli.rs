@@ -612,6 +612,7 @@ fn a_server_that_closes_after_each_response_is_reconnected_without_errors() {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     std::fs::write(dir.join("index.html"), "hello\n").expect("index.html");
     let Some((mut child, addr)) = servers::python_http_server(&dir) else {
+        let _ = std::fs::remove_dir_all(&dir);
         common::skip_unless_required(
             "TCPDOCTOR_REQUIRE_TOOLS",
             "http1 against python's http.server",
