@@ -50,7 +50,17 @@
 //! 4. Worth naming: at least [`MIN_SPIN_PER_REQUEST`] of waiting CPU per exchange (what
 //!    `inspect` allows for the whole protocol work of a segment). Only sampled waiting time is
 //!    counted, so this is a lower bound of the spin.
-//! 5. Critical when the server kept at least [`CRITICAL_BUSY`] of a core busy over the run.
+//! 5. In system calls: at least [`MIN_SYSCALL_SHARE`] of the server's CPU over the scenario
+//!    was system time, read over at least [`MIN_CPU_FOR_SHARE`] of CPU (below that the
+//!    accounting's ticks cannot split it, and there is no finding). A loop polling its socket
+//!    lives in system calls — `ioctl(SIOCOUTQ)`, `epoll_wait` with a zero timeout, `recv`
+//!    returning EAGAIN (PHYSICS §6) — even in an interpreter (measured: CPython's SIOCOUTQ
+//!    loop 26–28 % system time, the specimen's 82 %); a server computing in user space runs
+//!    at a few % (measured: CPython computing each answer's rest, 1–2 %). This is what tells
+//!    a spinner from a server whose computing happens to end just as a held gap ends (under
+//!    CPU contention its computing stretches to the ACK). A loop spinning in user space (on
+//!    a flag in memory) is not named: a missing finding, never a wrong one.
+//! 6. Critical when the server kept at least [`CRITICAL_BUSY`] of a core busy over the run.
 //!
 //! The driver's own CPU per request (what the same exchange costs a client that sleeps until
 //! its answer) is quoted in the evidence for scale; the rule does not rest on it.
@@ -69,6 +79,8 @@ pub const MIN_AWAKE_SHARE: f64 = 0.5;
 pub const MIN_CPU_PER_SLEEP: Duration = Duration::from_millis(1);
 pub const MIN_SPIN_PER_REQUEST: Duration = Duration::from_micros(100);
 pub const CRITICAL_BUSY: f64 = 0.5;
+pub const MIN_SYSCALL_SHARE: f64 = 0.10;
+pub const MIN_CPU_FOR_SHARE: Duration = Duration::from_millis(50);
 
 /// What the rule needs.
 #[derive(Clone, Debug)]
@@ -137,6 +149,7 @@ pub fn busy_poll(i: &BusyPollInput) -> Option<Finding> {
             .any(|h| h.awake_share() < MIN_AWAKE_SHARE)
         || m.cpu_per_sleep_us? < MIN_CPU_PER_SLEEP.as_nanos() as f64 / 1e3
         || m.spin_per_request_us < MIN_SPIN_PER_REQUEST.as_nanos() as f64 / 1e3
+        || !in_system_calls(&i.cpu)
     {
         return None;
     }
@@ -146,6 +159,12 @@ pub fn busy_poll(i: &BusyPollInput) -> Option<Finding> {
         Severity::Warning
     };
     Some(finding(i, &m, severity))
+}
+
+/// Rule 5: enough CPU to split, and enough of it in the kernel.
+fn in_system_calls(cpu: &ServerCpu) -> bool {
+    let total = cpu.user_s + cpu.system_s;
+    total >= MIN_CPU_FOR_SHARE.as_secs_f64() && cpu.system_s >= MIN_SYSCALL_SHARE * total
 }
 
 fn pct(x: f64) -> String {

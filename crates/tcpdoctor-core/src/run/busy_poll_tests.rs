@@ -30,6 +30,16 @@ fn timeline(
 }
 
 fn judge(intervals: Vec<CpuInterval>, switches: Option<u64>, exchanges: u64) -> Option<Finding> {
+    judge_split(intervals, switches, exchanges, 0.7)
+}
+
+/// [`judge`] with `system` of the server's CPU in system time.
+fn judge_split(
+    intervals: Vec<CpuInterval>,
+    switches: Option<u64>,
+    exchanges: u64,
+    system: f64,
+) -> Option<Finding> {
     let samples = CpuSamples {
         intervals,
         voluntary_switches: switches,
@@ -42,7 +52,13 @@ fn judge(intervals: Vec<CpuInterval>, switches: Option<u64>, exchanges: u64) -> 
         held_for_ack: true,
         server: "127.0.0.1:7000",
         file: "run/busy.pcap",
-        cpu: ServerCpu::new(cpu_s * 0.3, cpu_s * 0.7, wall_ns as f64 / 1e9, exchanges, 1),
+        cpu: ServerCpu::new(
+            cpu_s * (1.0 - system),
+            cpu_s * system,
+            wall_ns as f64 / 1e9,
+            exchanges,
+            1,
+        ),
         samples: &samples,
         exchanges,
         floor_us: 30.0,
@@ -51,6 +67,16 @@ fn judge(intervals: Vec<CpuInterval>, switches: Option<u64>, exchanges: u64) -> 
         floor_counters: "getrusage of the driver",
         mean_ms: 5.0,
     })
+}
+
+/// Rule 5: the same timeline spent in user space (a server computing until the very end of
+/// each held gap, as one does under CPU contention) is not a loop polling its socket; at a
+/// CPython spinner's share of system time (26 %) it is.
+#[test]
+fn cpu_in_user_space_is_computing_not_polling() {
+    let spin = || timeline(100, 0, 0.0, 4, |_| 0.97);
+    assert!(judge_split(spin(), Some(110), 100, 0.02).is_none());
+    assert!(judge_split(spin(), Some(110), 100, 0.26).is_some());
 }
 
 #[test]
