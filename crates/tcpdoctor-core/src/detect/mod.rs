@@ -504,6 +504,27 @@ pub(crate) fn settle(found: Vec<(Finding, Option<Passed>)>) -> Vec<Finding> {
     kept
 }
 
+/// How a finding names the messages of `dir` and the two ends: (plural, singular, sender,
+/// receiver), e.g. `("responses", "response", "server", "client")`.
+pub(crate) fn message_words(
+    dir: Direction,
+) -> (&'static str, &'static str, &'static str, &'static str) {
+    match dir {
+        Direction::ServerToClient => ("responses", "response", "server", "client"),
+        Direction::ClientToServer => ("requests", "request", "client", "server"),
+    }
+}
+
+/// The fix of a Nagle-kind finding whose sender had TCP_NODELAY on and waited for the ACK
+/// itself (`reword_for_nodelay`), for its `whose` (`response`, `request`).
+pub(crate) fn nodelay_wait_fix(whose: &str) -> String {
+    format!(
+        "Write each {whose} whole, with one call (a buffer or writev), and do not wait for the \
+         send queue to drain (SIOCOUTQ, tcp_info's unacked, a flush that waits for the peer) \
+         before writing more: with TCP_NODELAY on, what is written leaves at once."
+    )
+}
+
 /// `12 of 30 (40%)`
 pub(crate) fn of(part: u64, whole: u64) -> String {
     if whole == 0 {

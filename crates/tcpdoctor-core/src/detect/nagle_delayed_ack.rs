@@ -151,10 +151,7 @@ fn finding(
     let held = st.held_us.distribution(1e-3);
     let timer = dominant_timer(&st.timers);
     let median = fmt_duration(Duration::from_micros(st.stall_us.quantile(0.5) as u64));
-    let (what, whose, sender, receiver) = match dir {
-        Direction::ServerToClient => ("responses", "response", "server", "client"),
-        Direction::ClientToServer => ("requests", "request", "client", "server"),
-    };
+    let (what, whose, sender, receiver) = super::message_words(dir);
     let blame = super::hop_blame(
         groups,
         group,
@@ -358,10 +355,7 @@ fn finding(
 /// Rewords a finding of this kind about a sender whose sockets had TCP_NODELAY on (rule 7):
 /// the sender wrote the rest only once the peer's ACK came.
 pub fn reword_for_nodelay(f: &mut Finding) {
-    let (what, whose, sender, receiver) = match f.direction {
-        Direction::ServerToClient => ("responses", "response", "server", "client"),
-        Direction::ClientToServer => ("requests", "request", "client", "server"),
-    };
+    let (what, whose, sender, receiver) = super::message_words(f.direction);
     let n = f.evidence.counts.get("stalled_turns").copied().unwrap_or(0);
     let median = f
         .evidence
@@ -378,10 +372,8 @@ pub fn reword_for_nodelay(f: &mut Finding) {
         fmt_duration(Duration::from_secs_f64(f.time_lost_ms.max(0.0) / 1e3)),
     );
     let fix = format!(
-        "Write each {whose} whole, with one call (a buffer or writev), and do not wait for the \
-         send queue to drain (SIOCOUTQ, tcp_info's unacked, a flush that waits for the peer) \
-         before writing more: with TCP_NODELAY on, what is written leaves at once. \
-         TCP_QUICKACK on the {receiver} only hides it."
+        "{} TCP_QUICKACK on the {receiver} only hides it.",
+        super::nodelay_wait_fix(whose)
     );
     f.verdict = verdict;
     f.fix = fix;

@@ -127,10 +127,7 @@ fn finding(
     };
     let hold = st.hold_us.distribution(1e-3);
     let rtt = st.rtt_us.distribution(1e-3);
-    let (what, whose, sender, receiver) = match dir {
-        Direction::ServerToClient => ("responses", "response", "server", "client"),
-        Direction::ClientToServer => ("requests", "request", "client", "server"),
-    };
+    let (what, whose, sender, receiver) = super::message_words(dir);
     let blame = super::hop_blame(
         groups,
         group,
@@ -313,10 +310,7 @@ fn finding(
 /// Nagle held nothing; the sender wrote the tail only once the peer acknowledged the first
 /// piece, which costs the round trip.
 pub fn reword_for_nodelay(f: &mut Finding) {
-    let (what, whose, sender, receiver) = match f.direction {
-        Direction::ServerToClient => ("responses", "response", "server", "client"),
-        Direction::ClientToServer => ("requests", "request", "client", "server"),
-    };
+    let (what, whose, sender, receiver) = super::message_words(f.direction);
     let n = f.evidence.counts.get("held_turns").copied().unwrap_or(0);
     let median = f
         .evidence
@@ -331,11 +325,7 @@ pub fn reword_for_nodelay(f: &mut Finding) {
         if n == 1 { whose } else { what },
         fmt_duration(Duration::from_secs_f64(f.time_lost_ms.max(0.0) / 1e3)),
     );
-    f.fix = format!(
-        "Write each {whose} whole, with one call (a buffer or writev), and do not wait for the \
-         send queue to drain (SIOCOUTQ, tcp_info's unacked, a flush that waits for the peer) \
-         before writing more: with TCP_NODELAY on, what is written leaves at once."
-    );
+    f.fix = super::nodelay_wait_fix(whose);
     for t in &mut f.evidence.timeline {
         if t.note.contains("Nagle holds") {
             t.note = format!(
