@@ -320,6 +320,16 @@ pub(crate) enum HopBlame {
     Upstream(Passed),
 }
 
+impl HopBlame {
+    /// What [`settle`] needs of a finding's blame: the upstream it passes the finding to.
+    pub(crate) fn passed(blame: Option<HopBlame>) -> Option<Passed> {
+        match blame {
+            Some(HopBlame::Upstream(p)) => Some(p),
+            _ => None,
+        }
+    }
+}
+
 /// A finding the hop passed on from its upstream (see [`settle`]).
 pub(crate) struct Passed {
     /// The upstream server, as findings name it.

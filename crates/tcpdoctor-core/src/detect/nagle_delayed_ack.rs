@@ -335,10 +335,7 @@ fn finding(
         ),
         None => fix.to_string(),
     };
-    let passed = match blame {
-        Some(HopBlame::Upstream(p)) => Some(p),
-        _ => None,
-    };
+    let passed = HopBlame::passed(blame);
     let f = FindingHead {
         kind: FindingKind::NagleDelayedAck,
         severity,

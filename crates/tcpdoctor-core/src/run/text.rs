@@ -140,16 +140,12 @@ pub fn render_run_text(r: &RunReport) -> String {
 /// tables and critical findings, each with the flag that gates it.
 fn ungated_hints(r: &RunReport) -> Vec<String> {
     let mut hints = Vec::new();
-    let worse: Vec<String> = r
-        .comparisons
+    // What --fail-on-worse would have marked: its own evaluation, not a second copy of it.
+    let ran: Vec<String> = r.scenarios.iter().map(|s| s.name.clone()).collect();
+    let worse: Vec<String> = super::worse::evaluate(&r.comparisons, &[], &ran)
+        .worse
         .iter()
-        .filter(|c| !c.scenario.is_empty())
-        .flat_map(|c| {
-            c.rows
-                .iter()
-                .filter(|row| row.better == Some(false))
-                .map(move |row| format!("{} in {}", row.metric, c.scenario))
-        })
+        .map(|w| format!("{} in {}", w.metric, w.scenario))
         .collect();
     if !worse.is_empty() {
         hints.push(format!(
