@@ -46,6 +46,7 @@ pub mod run;
 pub mod script;
 pub mod seq;
 pub mod stats;
+pub mod syscalls;
 pub mod time;
 pub mod turns;
 pub mod units;

@@ -1,0 +1,260 @@
+//! What the program asked the kernel to do: system calls traced from the programs tcpdoctor
+//! starts (or attaches to), as data.
+//!
+//! The shell's tracer (`crates/tcpdoctor/src/trace`) stops the traced program at each call of
+//! a small set — the write and send families, the read and receive families, socket options,
+//! `ioctl`, the readiness waits, `shutdown`, `close`, `connect`, `accept` — and records one
+//! [`Call`] per call at its exit, with the wall-clock instant of its entry. Descriptors that
+//! are TCP sockets are resolved to their endpoints ([`TracedSocket`]), so the core can join
+//! the bytes each call wrote to the sequence numbers of the frames that carried them.
+//!
+//! Nothing here reads a clock or a file: the trace is evidence, like a capture.
+
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+use crate::time::Timestamp;
+
+/// The calls the tracer traps. `Other` is never produced by the tracer; it stands for a call
+/// number the core does not know (a newer tracer, a hand-made trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    Write,
+    Writev,
+    Pwritev,
+    Sendto,
+    Sendmsg,
+    Sendmmsg,
+    Sendfile,
+    Read,
+    Readv,
+    Recvfrom,
+    Recvmsg,
+    Recvmmsg,
+    Setsockopt,
+    Getsockopt,
+    Ioctl,
+    EpollWait,
+    Poll,
+    Select,
+    Shutdown,
+    Close,
+    Connect,
+    Accept,
+    Socket,
+    Dup,
+    Other,
+}
+
+impl CallKind {
+    /// The name a user knows from strace.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallKind::Write => "write",
+            CallKind::Writev => "writev",
+            CallKind::Pwritev => "pwritev",
+            CallKind::Sendto => "sendto",
+            CallKind::Sendmsg => "sendmsg",
+            CallKind::Sendmmsg => "sendmmsg",
+            CallKind::Sendfile => "sendfile",
+            CallKind::Read => "read",
+            CallKind::Readv => "readv",
+            CallKind::Recvfrom => "recvfrom",
+            CallKind::Recvmsg => "recvmsg",
+            CallKind::Recvmmsg => "recvmmsg",
+            CallKind::Setsockopt => "setsockopt",
+            CallKind::Getsockopt => "getsockopt",
+            CallKind::Ioctl => "ioctl",
+            CallKind::EpollWait => "epoll_wait",
+            CallKind::Poll => "poll",
+            CallKind::Select => "select",
+            CallKind::Shutdown => "shutdown",
+            CallKind::Close => "close",
+            CallKind::Connect => "connect",
+            CallKind::Accept => "accept",
+            CallKind::Socket => "socket",
+            CallKind::Dup => "dup",
+            CallKind::Other => "other",
+        }
+    }
+
+    /// A call that moves bytes out through its descriptor (its result is the bytes written).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            CallKind::Write
+                | CallKind::Writev
+                | CallKind::Pwritev
+                | CallKind::Sendto
+                | CallKind::Sendmsg
+                | CallKind::Sendmmsg
+                | CallKind::Sendfile
+        )
+    }
+
+    /// A call that takes bytes in through its descriptor (its result is the bytes read).
+    pub fn reads(self) -> bool {
+        matches!(
+            self,
+            CallKind::Read
+                | CallKind::Readv
+                | CallKind::Recvfrom
+                | CallKind::Recvmsg
+                | CallKind::Recvmmsg
+        )
+    }
+}
+
+/// `ioctl` requests that matter on a socket (Linux numbers, the same on x86-64 and aarch64).
+pub mod ioctl {
+    /// Bytes in the send queue not yet acknowledged (SIOCOUTQ == TIOCOUTQ).
+    pub const SIOCOUTQ: u64 = 0x5411;
+    /// Bytes readable (SIOCINQ == FIONREAD).
+    pub const SIOCINQ: u64 = 0x541B;
+    /// Bytes in the send queue not yet sent.
+    pub const SIOCOUTQNSD: u64 = 0x894B;
+}
+
+/// Socket option levels and names (Linux).
+pub mod sockopt {
+    pub const SOL_SOCKET: u64 = 1;
+    pub const IPPROTO_TCP: u64 = 6;
+    pub const TCP_NODELAY: u64 = 1;
+    pub const TCP_CORK: u64 = 3;
+    pub const TCP_QUICKACK: u64 = 12;
+    pub const TCP_NOTSENT_LOWAT: u64 = 25;
+    pub const SO_SNDBUF: u64 = 7;
+    pub const SO_RCVBUF: u64 = 8;
+    pub const SO_KEEPALIVE: u64 = 9;
+}
+
+/// One traced system call, recorded at its exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// Wall-clock instant of the call's entry (the tracer's clock, same epoch as captures
+    /// taken on this machine).
+    pub at: Timestamp,
+    /// Nanoseconds from entry to exit (includes the time the call blocked).
+    pub took_ns: u64,
+    /// Process (thread group) and thread.
+    pub pid: u32,
+    pub tid: u32,
+    pub kind: CallKind,
+    /// The descriptor the call was on; -1 for calls without one (poll, select, epoll's own
+    /// descriptor is kept).
+    pub fd: i32,
+    /// The result: bytes, a count, a new descriptor, or `-errno`.
+    pub ret: i64,
+    /// Call-specific first detail:
+    /// - write/read families: the bytes asked for (sum of the iovecs where known; -1 unknown);
+    /// - `ioctl`: the request number; `setsockopt`/`getsockopt`: `level << 32 | optname`;
+    /// - `epoll_wait`/`poll`/`select`: the timeout in milliseconds (-1: forever);
+    /// - `shutdown`: how; otherwise 0.
+    pub arg: i64,
+    /// Call-specific second detail: `setsockopt`'s integer value, `getsockopt`'s value read
+    /// back, the integer `ioctl` wrote back (SIOCOUTQ's queued bytes); -1 when not read.
+    pub value: i64,
+    /// Index into [`Trace::sockets`] when the descriptor was a TCP socket.
+    pub socket: Option<u32>,
+}
+
+impl Call {
+    /// The call failed with this errno.
+    pub fn errno(&self) -> Option<i64> {
+        (self.ret < 0).then_some(-self.ret)
+    }
+
+    /// `level`, `optname` of a socket-option call.
+    pub fn sockopt(&self) -> (u64, u64) {
+        let a = self.arg as u64;
+        (a >> 32, a & 0xffff_ffff)
+    }
+}
+
+/// A TCP socket a traced program used, resolved when first seen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TracedSocket {
+    pub pid: u32,
+    pub fd: i32,
+    /// The socket's inode (socket:[N] in /proc/PID/fd).
+    pub inode: u64,
+    /// Endpoints as the program's end sees them; unknown for a socket never bound/connected
+    /// when it was first seen (a listener is `local` only).
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    /// When the tracer first saw it.
+    #[serde(skip)]
+    pub first_seen: Timestamp,
+    /// Whether the tracer saw the connection start (accept/connect returned it): only then are
+    /// the bytes it counts from the first byte of the stream, and a join to sequence numbers
+    /// valid.
+    pub from_start: bool,
+}
+
+/// A process the tracer followed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TracedProcess {
+    pub pid: u32,
+    /// Its command name (/proc/PID/comm) when first seen.
+    pub name: String,
+    /// Threads seen.
+    pub threads: u32,
+    /// How it ended, when it did while traced: "exited 0", "killed by SIGKILL".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
+/// Whether a program was traced, and if not why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TraceStatus {
+    /// Traced from its start (a program tcpdoctor started) with a seccomp filter trapping only
+    /// the calls above.
+    Traced,
+    /// Attached to a running process for a bounded time (every call stops it: no filter can
+    /// be added to a running process).
+    Attached,
+    /// `--no-trace`.
+    Off,
+    /// Tracing was not possible; the run went on without it.
+    Unavailable { reason: String },
+}
+
+/// Everything one tracer recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    pub status: TraceStatus,
+    pub processes: Vec<TracedProcess>,
+    pub sockets: Vec<TracedSocket>,
+    /// In the order the tracer saw their exits (per thread, in program order).
+    pub calls: Vec<Call>,
+    /// Calls beyond the tracer's cap: counted in `stops`, not kept.
+    pub dropped: u64,
+    /// Traced calls (each is an entry stop and an exit stop).
+    pub traced_calls: u64,
+    /// Time the tracer spent handling stops, nanoseconds: the program was stopped at least
+    /// that long in total (the stated overhead).
+    pub tracer_ns: u64,
+    /// The window traced.
+    pub started: Timestamp,
+    pub ended: Timestamp,
+}
+
+impl Trace {
+    /// A trace that did not happen, with its reason.
+    pub fn not_traced(status: TraceStatus) -> Trace {
+        Trace {
+            status,
+            processes: Vec::new(),
+            sockets: Vec::new(),
+            calls: Vec::new(),
+            dropped: 0,
+            traced_calls: 0,
+            tracer_ns: 0,
+            started: Timestamp::ZERO,
+            ended: Timestamp::ZERO,
+        }
+    }
+}
