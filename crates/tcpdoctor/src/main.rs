@@ -16,6 +16,7 @@ mod run;
 mod sandbox;
 mod specimen;
 mod spin;
+mod trace;
 mod wan;
 
 use std::process::ExitCode;

@@ -11,6 +11,8 @@ pub mod run;
 pub mod sandbox;
 mod sandbox_wan;
 pub mod specimen;
+pub mod trace;
+mod trace_report;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +49,7 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     Demo(demo::DemoArgs),
     Inspect(inspect::InspectArgs),
+    Trace(trace::TraceArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -65,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Trace(args) => trace::run(args),
     }
 }
 

@@ -14,10 +14,10 @@
 
 mod buffers;
 mod diag;
-mod dups;
+pub mod dups;
 mod netns;
-mod options;
-mod proc;
+pub mod options;
+pub mod proc;
 mod sampler;
 mod tcp_info;
 mod track;

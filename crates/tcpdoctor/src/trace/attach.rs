@@ -1,0 +1,249 @@
+//! Attaching to a running process for a bounded time (`inspect --pid P --trace D`).
+//!
+//! 1. Every thread of the process is seized (PTRACE_SEIZE, following the threads it starts)
+//!    and interrupted once, then resumed with PTRACE_SYSCALL. A running process cannot be
+//!    given a seccomp filter, so every system call it makes stops it twice (entry and exit):
+//!    the overhead is higher than for a program tcpdoctor starts, and is stated (calls, the
+//!    tracer's time per call).
+//! 2. Entry and exit are told apart by PTRACE_GET_SYSCALL_INFO; only the calls of
+//!    [`super::filter::TRAPPED`] are recorded.
+//! 3. At the deadline (or Ctrl-C) a timer thread wakes the tracer out of its wait; each
+//!    thread is interrupted and detached from whatever stop it reports next, a pending signal
+//!    passed on with the detach, so the process goes on as if nothing happened.
+//! 4. Refusals name their cause: another user's process, Yama's ptrace_scope (1: only
+//!    descendants, unless root or CAP_SYS_PTRACE), a process already traced.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::ptrace::{self, Options};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use tcpdoctor_core::syscalls::{Trace, TraceStatus};
+
+use super::record::{self, Recorder};
+use super::{ended_how, Shared, Tracer};
+
+/// What an attach cost, besides the trace.
+#[derive(Clone, Debug, Default)]
+pub struct AttachCost {
+    /// Every system call stop (two per call of any kind).
+    pub stops: u64,
+    pub threads: usize,
+    /// Threads detached at the end (the others exited while traced).
+    pub detached: usize,
+}
+
+extern "C" fn wake(_: libc::c_int) {}
+
+fn tasks(pid: u32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn refusal(pid: u32, e: Errno) -> String {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    match (e, scope.as_str()) {
+        (Errno::ESRCH, _) => format!("process {pid} does not exist"),
+        (Errno::EPERM, "1") => format!(
+            "attaching to process {pid} was refused: kernel.yama.ptrace_scope = 1 lets a user \
+             trace only its own descendants (run tcpdoctor as root, or with CAP_SYS_PTRACE)"
+        ),
+        (Errno::EPERM, "2") | (Errno::EPERM, "3") => {
+            format!("attaching to process {pid} was refused: kernel.yama.ptrace_scope = {scope}")
+        }
+        (Errno::EPERM, _) => format!(
+            "attaching to process {pid} was refused: it belongs to another user, is already \
+             traced (a debugger, strace), or a security policy forbids ptrace"
+        ),
+        (e, _) => format!("attaching to process {pid}: {e}"),
+    }
+}
+
+/// Traces `pid` for `duration` (or until `stop`), then detaches (rules 1–3).
+pub fn attach(
+    pid: u32,
+    duration: Duration,
+    stop: Arc<AtomicBool>,
+) -> Result<(Trace, AttachCost), String> {
+    let shared = Arc::new(Mutex::new(Shared {
+        window_start: record::now(),
+        ..Shared::default()
+    }));
+    let worker_shared = Arc::clone(&shared);
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel::<libc::pid_t>();
+    let worker = std::thread::Builder::new()
+        .name("tcpdoctor-attach".into())
+        .spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = tid_tx.send(unsafe { libc::gettid() });
+            run(pid, duration, &worker_shared)
+        })
+        .map_err(|e| format!("starting the tracer thread: {e}"))?;
+    let tracer_tid = tid_rx
+        .recv()
+        .map_err(|_| "the tracer thread ended at once".to_string())?;
+    // Rule 3: the timer wakes the tracer's wait (EINTR) at the deadline or on Ctrl-C.
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(wake),
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler does nothing; installing it only makes waits return EINTR.
+    let _ = unsafe { nix::sys::signal::sigaction(Signal::SIGUSR2, &action) };
+    let started = Instant::now();
+    while !worker.is_finished() {
+        if started.elapsed() >= duration || stop.load(Ordering::Relaxed) {
+            shared.lock().unwrap_or_else(|p| p.into_inner()).done = true;
+            // SAFETY: signals one thread of our own process.
+            unsafe {
+                libc::syscall(libc::SYS_tgkill, libc::getpid(), tracer_tid, libc::SIGUSR2);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let cost = worker
+        .join()
+        .map_err(|_| "the tracer thread panicked".to_string())??;
+    let t = Tracer {
+        pid,
+        status: TraceStatus::Attached,
+        shared,
+        thread: None,
+    };
+    Ok((t.take(), cost))
+}
+
+fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<AttachCost, String> {
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    let opts = Options::PTRACE_O_TRACESYSGOOD | Options::PTRACE_O_TRACECLONE;
+    let mut live: HashSet<i32> = HashSet::new();
+    for tid in tasks(pid) {
+        match ptrace::seize(Pid::from_raw(tid), opts) {
+            Ok(()) => {
+                live.insert(tid);
+            }
+            Err(e) if live.is_empty() => return Err(refusal(pid, e)),
+            Err(_) => {} // a thread that just exited
+        }
+    }
+    if live.is_empty() {
+        return Err(refusal(pid, Errno::ESRCH));
+    }
+    let mut cost = AttachCost {
+        threads: live.len(),
+        ..AttachCost::default()
+    };
+    let mut rec = Recorder::new(Arc::clone(shared));
+    for &tid in &live {
+        rec.task(tid as u32);
+        let _ = ptrace::interrupt(Pid::from_raw(tid));
+    }
+    let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
+    let deadline = Instant::now() + duration;
+    // Phase 1: trace until the deadline.
+    while !live.is_empty() && !lock().done && Instant::now() < deadline {
+        let status = match waitpid(None, Some(flags)) {
+            Ok(s) => s,
+            Err(Errno::EINTR) => continue,
+            Err(_) => break,
+        };
+        let t0 = Instant::now();
+        match status {
+            WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _) => {
+                live.remove(&p.as_raw());
+                rec.ended(p.as_raw() as u32, ended_how(&status));
+                continue;
+            }
+            WaitStatus::PtraceSyscall(p) => {
+                cost.stops += 1;
+                syscall_stop(&mut rec, p);
+                let _ = ptrace::syscall(p, None);
+            }
+            WaitStatus::PtraceEvent(p, _, ev) => {
+                if ev == libc::PTRACE_EVENT_CLONE {
+                    if let Ok(new) = ptrace::getevent(p) {
+                        live.insert(new as i32);
+                        cost.threads += 1;
+                        rec.task(new as u32);
+                    }
+                }
+                // PTRACE_EVENT_STOP (our interrupt, a new thread's start, a group-stop) and
+                // the clone event itself: resume, stopping at system calls.
+                let _ = ptrace::syscall(p, None);
+            }
+            WaitStatus::Stopped(p, sig) => {
+                live.insert(p.as_raw());
+                let _ = ptrace::syscall(p, Some(sig));
+            }
+            _ => {}
+        }
+        lock().tracer_ns += t0.elapsed().as_nanos() as u64;
+    }
+    // Phase 2 (rule 3): stop each thread once more and detach it from that stop.
+    for &tid in &live {
+        let _ = ptrace::interrupt(Pid::from_raw(tid));
+    }
+    let limit = Instant::now() + Duration::from_secs(5);
+    while !live.is_empty() && Instant::now() < limit {
+        let status = match waitpid(None, Some(flags)) {
+            Ok(s) => s,
+            Err(Errno::EINTR) => continue,
+            Err(_) => break,
+        };
+        match status {
+            WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _) => {
+                live.remove(&p.as_raw());
+                rec.ended(p.as_raw() as u32, ended_how(&status));
+            }
+            WaitStatus::Stopped(p, sig) => {
+                if ptrace::detach(p, Some(sig)).is_ok() {
+                    cost.detached += 1;
+                }
+                live.remove(&p.as_raw());
+            }
+            WaitStatus::PtraceSyscall(p) => {
+                syscall_stop(&mut rec, p);
+                if ptrace::detach(p, None).is_ok() {
+                    cost.detached += 1;
+                }
+                live.remove(&p.as_raw());
+            }
+            WaitStatus::PtraceEvent(p, _, _) => {
+                if ptrace::detach(p, None).is_ok() {
+                    cost.detached += 1;
+                }
+                live.remove(&p.as_raw());
+            }
+            _ => {}
+        }
+    }
+    Ok(cost)
+}
+
+/// Rule 2: an entry or an exit stop, told apart by the kernel.
+fn syscall_stop(rec: &mut Recorder, p: Pid) {
+    let Ok(info) = ptrace::syscall_info(p) else {
+        return;
+    };
+    if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
+        // SAFETY: `op` says the entry member of the union is the one filled in.
+        let nr = unsafe { info.u.entry.nr } as i64;
+        if super::filter::kind_of(nr) != tcpdoctor_core::syscalls::CallKind::Other {
+            let _ = rec.entry(p);
+        }
+    } else if info.op == libc::PTRACE_SYSCALL_INFO_EXIT && rec.in_call(p.as_raw() as u32) {
+        let _ = rec.exit(p);
+    }
+}

@@ -1,0 +1,139 @@
+//! Syscall tracing without root: the programs tcpdoctor starts are traced from their first
+//! instruction (a process may trace its own children), stopping only at the calls that matter
+//! (see [`filter`]); a running process can be attached to for a bounded time ([`attach`]).
+//!
+//! The tracer is one thread: ptrace requests are accepted only from the thread that became the
+//! tracer, and it waits with `__WNOTHREAD` so it never reaps a child another thread of
+//! tcpdoctor waits for. Nothing else may `waitpid` a traced program: its exit status is read
+//! through [`Tracer::try_wait`].
+
+pub mod attach;
+mod fds;
+pub mod filter;
+mod record;
+mod regs;
+mod spawn;
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use tcpdoctor_core::syscalls::{Call, Trace, TraceStatus, TracedProcess, TracedSocket};
+use tcpdoctor_core::time::Timestamp;
+
+pub use spawn::{spawn, Spawned};
+
+/// What the tracer thread shares with the rest of tcpdoctor.
+#[derive(Default)]
+pub struct Shared {
+    pub calls: Vec<Call>,
+    pub sockets: Vec<TracedSocket>,
+    pub processes: Vec<TracedProcess>,
+    pub dropped: u64,
+    pub traced_calls: u64,
+    pub tracer_ns: u64,
+    /// The traced program's own exit status (wait(2)'s raw status), once it ended.
+    pub root_status: Option<i32>,
+    /// The tracer thread ended: every traced task is gone (or it failed: `error`).
+    pub done: bool,
+    pub error: Option<String>,
+    /// Start of the current window.
+    pub window_start: Timestamp,
+}
+
+impl Shared {
+    fn sync_sockets(&mut self, list: &[TracedSocket]) {
+        if list.len() > self.sockets.len() {
+            let from = self.sockets.len();
+            self.sockets.extend_from_slice(&list[from..]);
+        }
+    }
+}
+
+/// A traced program: its pid, its exit status, and the calls recorded so far.
+pub struct Tracer {
+    pid: u32,
+    status: TraceStatus,
+    shared: Arc<Mutex<Shared>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Tracer {
+    pub fn id(&self) -> u32 {
+        self.pid
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The program's exit status once it has ended (the tracer reaped it).
+    pub fn try_wait(&self) -> Option<ExitStatus> {
+        let s = self.lock();
+        s.root_status
+            .map(ExitStatus::from_raw)
+            .or_else(|| s.done.then(|| ExitStatus::from_raw(0)))
+    }
+
+    /// Why tracing stopped early, if it did.
+    pub fn error(&self) -> Option<String> {
+        self.lock().error.clone()
+    }
+
+    /// The calls recorded since the last `take` (or the start), with every socket and process
+    /// seen so far; starts a new window.
+    pub fn take(&self) -> Trace {
+        let at = record::now();
+        let mut s = self.lock();
+        let calls = std::mem::take(&mut s.calls);
+        let started = std::mem::replace(&mut s.window_start, at);
+        let t = Trace {
+            status: self.status.clone(),
+            processes: s.processes.clone(),
+            sockets: s.sockets.clone(),
+            calls,
+            dropped: std::mem::take(&mut s.dropped),
+            traced_calls: std::mem::take(&mut s.traced_calls),
+            tracer_ns: std::mem::take(&mut s.tracer_ns),
+            started,
+            ended: at,
+        };
+        drop(s);
+        t
+    }
+
+    /// Waits (at most `limit`) for the tracer thread to end — every traced task gone — and
+    /// returns the last window. The caller must have stopped the program.
+    pub fn finish(mut self, limit: std::time::Duration) -> Trace {
+        let start = std::time::Instant::now();
+        while !self.lock().done && start.elapsed() < limit {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if self.lock().done {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+        self.take()
+    }
+}
+
+/// How a task ended, in words.
+pub fn ended_how(status: &nix::sys::wait::WaitStatus) -> String {
+    use nix::sys::wait::WaitStatus;
+    match status {
+        WaitStatus::Exited(_, code) => format!("exited {code}"),
+        WaitStatus::Signaled(_, sig, _) => format!("killed by {}", sig.as_str()),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Whether `program` can be executed: a path to a file, or a name found on PATH.
+pub fn found(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}

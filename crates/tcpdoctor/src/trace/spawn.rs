@@ -1,0 +1,257 @@
+//! Starting a program traced from its first instruction.
+//!
+//! 1. A dedicated thread spawns the program (the thread that forks is the one the kernel lets
+//!    trace it). In the child, before exec: `PTRACE_TRACEME`, then the seccomp filter. The exec
+//!    then stops the program (SIGTRAP) before its first instruction; the tracer sets its options
+//!    there — `PTRACE_O_TRACESECCOMP` (the filter's stops), fork/vfork/clone/exec following,
+//!    `PTRACE_O_EXITKILL` (see [`super::filter`] rule 3) — and lets it run.
+//! 2. At each trapped call's entry (a seccomp stop) the tracer reads the registers and resumes
+//!    with PTRACE_SYSCALL, which stops the program once more at that call's exit, where the
+//!    result is read; then PTRACE_CONT, so nothing else stops it.
+//! 3. Tasks created by fork, vfork and clone are traced from birth with the same options and
+//!    inherit the filter. Signals are passed on as they arrive.
+//! 4. When tracing is refused — ptrace (Yama's ptrace_scope, a container's own seccomp policy)
+//!    or the filter — the program is started again without it and the reason is returned.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::sys::ptrace::{self, Options};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use tcpdoctor_core::syscalls::TraceStatus;
+
+use super::record::{self, Recorder};
+use super::{ended_how, filter, Shared, Tracer};
+
+/// A program started by [`spawn`].
+pub enum Spawned {
+    Traced(Tracer),
+    /// Tracing was not possible (the reason); the program runs untraced.
+    Untraced(Child, String),
+}
+
+/// Errors the child reports from before exec, chosen among errnos exec itself never returns,
+/// so they cannot be mistaken for the program failing to start.
+const PTRACE_REFUSED: i32 = libc::ECHRNG;
+const FILTER_REFUSED: i32 = libc::EL2HLT;
+
+/// Why tracing cannot work on this machine, before trying.
+fn refused_up_front() -> Option<String> {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok()?;
+    (scope.trim() == "3")
+        .then(|| "ptrace is disabled on this machine (kernel.yama.ptrace_scope = 3)".to_string())
+}
+
+/// Why the child's PTRACE_TRACEME was refused, as well as it can be told from here.
+fn ptrace_refusal() -> String {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let seccomp = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
+        })
+        .unwrap_or_default();
+    match (scope.as_str(), seccomp.as_str()) {
+        ("2", _) => "ptrace was refused: kernel.yama.ptrace_scope = 2 (admin only)".into(),
+        (_, "2") => "ptrace was refused: tcpdoctor runs under a seccomp policy (a container's) that forbids it".into(),
+        _ => "ptrace was refused (a container or security module forbids it)".into(),
+    }
+}
+
+/// Starts `make()`'s command traced (rule 1), or untraced with the reason (rule 4).
+pub fn spawn(make: impl Fn() -> Command + Send + Sync + 'static) -> io::Result<Spawned> {
+    if let Some(why) = refused_up_front() {
+        return Ok(Spawned::Untraced(make().spawn()?, why));
+    }
+    let make = Arc::new(make);
+    let shared = Arc::new(Mutex::new(Shared {
+        window_start: record::now(),
+        ..Shared::default()
+    }));
+    let (tx, rx) = mpsc::channel::<io::Result<u32>>();
+    let thread_shared = Arc::clone(&shared);
+    let thread_make = Arc::clone(&make);
+    let thread = std::thread::Builder::new()
+        .name("tcpdoctor-tracer".into())
+        .spawn(move || {
+            let prog = filter::program();
+            let mut cmd = thread_make();
+            // SAFETY: the hook runs in the forked child before exec; it only makes system
+            // calls (ptrace, prctl, seccomp) and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                        return Err(io::Error::from_raw_os_error(PTRACE_REFUSED));
+                    }
+                    if filter::install(&prog).is_err() {
+                        return Err(io::Error::from_raw_os_error(FILTER_REFUSED));
+                    }
+                    Ok(())
+                });
+            }
+            match cmd.spawn() {
+                Ok(child) => {
+                    let pid = child.id();
+                    let _ = tx.send(Ok(pid));
+                    // The child is reaped by the loop, never through `child`.
+                    drop(child);
+                    trace_loop(Pid::from_raw(pid as i32), &thread_shared);
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+            let mut s = thread_shared.lock().unwrap_or_else(|p| p.into_inner());
+            s.done = true;
+        })?;
+    match rx.recv() {
+        Ok(Ok(pid)) => Ok(Spawned::Traced(Tracer {
+            pid,
+            status: TraceStatus::Traced,
+            shared,
+            thread: Some(thread),
+        })),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            let why = match e.raw_os_error() {
+                Some(PTRACE_REFUSED) => ptrace_refusal(),
+                Some(FILTER_REFUSED) => {
+                    "the seccomp filter was refused (a kernel without seccomp filters)".into()
+                }
+                _ => return Err(e),
+            };
+            Ok(Spawned::Untraced(make().spawn()?, why))
+        }
+        Err(_) => Err(io::Error::other(
+            "the tracer thread ended before starting the program",
+        )),
+    }
+}
+
+fn raw_status(s: &WaitStatus) -> Option<i32> {
+    match *s {
+        WaitStatus::Exited(_, code) => Some((code & 0xff) << 8),
+        WaitStatus::Signaled(_, sig, core) => Some(sig as i32 | if core { 0x80 } else { 0 }),
+        _ => None,
+    }
+}
+
+/// Rules 1–3: the wait loop, until every traced task is gone.
+fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    let mut rec = Recorder::new(Arc::clone(shared));
+    let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
+    // The exec's SIGTRAP: the program has not run an instruction yet.
+    match waitpid(root, Some(flags)) {
+        Ok(WaitStatus::Stopped(_, _)) => {}
+        Ok(s) => {
+            lock().root_status = raw_status(&s);
+            return;
+        }
+        Err(e) => {
+            lock().error = Some(format!("waiting for the traced program: {e}"));
+            return;
+        }
+    }
+    let opts = Options::PTRACE_O_TRACESECCOMP
+        | Options::PTRACE_O_TRACEFORK
+        | Options::PTRACE_O_TRACEVFORK
+        | Options::PTRACE_O_TRACECLONE
+        | Options::PTRACE_O_TRACEEXEC
+        | Options::PTRACE_O_EXITKILL
+        | Options::PTRACE_O_TRACESYSGOOD;
+    if let Err(e) = ptrace::setoptions(root, opts) {
+        lock().error = Some(format!("setting the tracer's options: {e}"));
+        let _ = ptrace::cont(root, None);
+        return;
+    }
+    rec.task(root.as_raw() as u32);
+    let mut live: std::collections::HashSet<i32> = [root.as_raw()].into();
+    // Tasks whose first (attach) SIGSTOP has not been seen yet.
+    let mut newborn: std::collections::HashSet<i32> = Default::default();
+    let _ = ptrace::cont(root, None);
+    while !live.is_empty() {
+        let status = match waitpid(None, Some(flags)) {
+            Ok(s) => s,
+            Err(Errno::EINTR) => continue,
+            Err(_) => break,
+        };
+        let t0 = Instant::now();
+        match status {
+            WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _) => {
+                live.remove(&p.as_raw());
+                newborn.remove(&p.as_raw());
+                rec.ended(p.as_raw() as u32, ended_how(&status));
+                if p == root {
+                    lock().root_status = raw_status(&status);
+                }
+                continue;
+            }
+            WaitStatus::PtraceEvent(p, _, ev) => {
+                if ev == libc::PTRACE_EVENT_SECCOMP {
+                    if rec.entry(p).is_ok() {
+                        let _ = ptrace::syscall(p, None);
+                    } else {
+                        let _ = ptrace::cont(p, None);
+                    }
+                } else {
+                    if matches!(
+                        ev,
+                        libc::PTRACE_EVENT_FORK
+                            | libc::PTRACE_EVENT_VFORK
+                            | libc::PTRACE_EVENT_CLONE
+                    ) {
+                        if let Ok(new) = ptrace::getevent(p) {
+                            if live.insert(new as i32) {
+                                newborn.insert(new as i32);
+                            }
+                            rec.task(new as u32);
+                        }
+                    } else if ev == libc::PTRACE_EVENT_EXEC {
+                        // A thread that exec'd took over the leader's id; the former id is gone.
+                        if let Ok(former) = ptrace::getevent(p) {
+                            if former as i32 != p.as_raw() {
+                                live.remove(&(former as i32));
+                                rec.ended(former as u32, "exec'd".into());
+                            }
+                        }
+                        rec.exec(p.as_raw() as u32);
+                    }
+                    let _ = ptrace::cont(p, None);
+                }
+            }
+            WaitStatus::PtraceSyscall(p) => {
+                if rec.in_call(p.as_raw() as u32) {
+                    let _ = rec.exit(p);
+                }
+                let _ = ptrace::cont(p, None);
+            }
+            WaitStatus::Stopped(p, sig) => {
+                let raw = p.as_raw();
+                if live.insert(raw) {
+                    // Seen before its parent's fork event: a new task's attach stop.
+                    rec.task(raw as u32);
+                    let _ = ptrace::cont(p, None);
+                } else if sig == Signal::SIGSTOP && newborn.remove(&raw) {
+                    let _ = ptrace::cont(p, None);
+                } else if ptrace::getsiginfo(p).is_err() {
+                    // A group-stop (no signal to deliver): resume it as strace does.
+                    let _ = ptrace::cont(p, None);
+                } else {
+                    let _ = ptrace::cont(p, Some(sig));
+                }
+            }
+            _ => {}
+        }
+        lock().tracer_ns += t0.elapsed().as_nanos() as u64;
+    }
+}
