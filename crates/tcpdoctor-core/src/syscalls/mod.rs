@@ -151,7 +151,8 @@ pub struct Call {
     /// - write/read families: the bytes asked for (sum of the iovecs where known; -1 unknown);
     /// - `ioctl`: the request number; `setsockopt`/`getsockopt`: `level << 32 | optname`;
     /// - `epoll_wait`/`poll`/`select`: the timeout in milliseconds (-1: forever);
-    /// - `shutdown`: how; otherwise 0.
+    /// - `shutdown`: how; `accept`: the listening descriptor (the result is the new one);
+    ///   otherwise 0.
     pub arg: i64,
     /// Call-specific second detail: `setsockopt`'s integer value, `getsockopt`'s value read
     /// back, the integer `ioctl` wrote back (SIOCOUTQ's queued bytes); -1 when not read.
@@ -230,6 +231,10 @@ pub struct Trace {
     pub sockets: Vec<TracedSocket>,
     /// In the order the tracer saw their exits (per thread, in program order).
     pub calls: Vec<Call>,
+    /// The `setsockopt` calls made before this window (at start-up, or in an earlier
+    /// window): an option set once on a listener is inherited by every socket it accepts
+    /// later, so each window keeps them.
+    pub setup: Vec<Call>,
     /// Calls beyond the tracer's cap: counted in `stops`, not kept.
     pub dropped: u64,
     /// Traced calls (each is an entry stop and an exit stop).
@@ -250,6 +255,7 @@ impl Trace {
             processes: Vec::new(),
             sockets: Vec::new(),
             calls: Vec::new(),
+            setup: Vec::new(),
             dropped: 0,
             traced_calls: 0,
             tracer_ns: 0,

@@ -130,6 +130,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
 
+    /// Do not trace the server's system calls. By default the server `run` starts is traced
+    /// without root (ptrace with a seccomp filter: only the write/send, read/recv, socket
+    /// option, ioctl, readiness-wait, accept/connect/shutdown/close calls stop it), so the
+    /// findings can say which write() produced which frame and what a busy loop was calling
+    /// (JSON `syscalls`; docs/syscalls.md). Where ptrace is refused the run goes on untraced
+    /// and says why.
+    #[arg(long)]
+    pub no_trace: bool,
+
     /// Write this run's report as JSON (a later run's --baseline).
     #[arg(long, value_name = "FILE.json")]
     pub save: Option<PathBuf>,
@@ -514,6 +523,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         timeout,
         out_dir: out.clone(),
         no_capture_reason: reason,
+        trace: !args.no_trace,
     };
     let driver = Driver {
         pipeline: args.pipeline as usize,
@@ -540,7 +550,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                     1 => out.join("server.log"),
                     n => out.join(format!("server.{n}.log")),
                 };
-                server = start_near(cmd, &log, &target, ready)?;
+                server = start_near(cmd, &log, &target, ready, plan.trace)?;
                 if server.is_none() {
                     break;
                 }
@@ -629,8 +639,9 @@ fn start_near(
     log: &std::path::Path,
     target: &Addr,
     ready: std::time::Duration,
+    trace: bool,
 ) -> anyhow::Result<Option<Server>> {
-    let mut s = Server::start(cmd, log)?;
+    let mut s = Server::start(cmd, log, trace)?;
     crate::capture::stop::kill_group_on_stop(s.pgid());
     match s.wait_ready(target, ready) {
         Ok(()) => Ok(Some(s)),

@@ -66,7 +66,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<u8> {
             words[0]
         );
     }
-    let spawned = trace::spawn(move || command(&words))
+    let spawned = trace::spawn(command(&words))
         .with_context(|| format!("trace: starting `{}`", args.command.join(" ")))?;
     let (status, report) = match spawned {
         Spawned::Traced(tracer) => {

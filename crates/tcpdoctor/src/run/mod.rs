@@ -22,6 +22,7 @@ pub mod live;
 pub mod reaper;
 pub mod scenario;
 pub mod server;
+pub mod server_proc;
 pub mod sockets;
 
 use std::path::PathBuf;
@@ -46,6 +47,8 @@ pub struct Plan {
     /// Why direct scenarios have no capture, when live capture is unavailable (a Unix target
     /// has its own reason).
     pub no_capture_reason: String,
+    /// Trace the server's system calls (`crate::trace`; off with `--no-trace`).
+    pub trace: bool,
 }
 
 impl Plan {

@@ -26,16 +26,20 @@
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use tcpdoctor_core::syscalls::{Trace, TraceStatus};
+
+use super::server_proc::{Proc, Waitable};
 use crate::proxy::Addr;
+use crate::trace::Spawned;
 
 /// A started server and its process group.
 pub struct Server {
-    child: Child,
+    child: Proc,
     pgid: libc::pid_t,
     pub log: PathBuf,
     pub command: String,
@@ -116,8 +120,9 @@ impl Server {
     /// Runs `command` with `sh -c` (full shell: `cd dir && ./srv`, `VAR=x ./srv`, pipes) in a
     /// new process group; stdout and stderr go to `log`. This process becomes a child
     /// subreaper first, so a server that daemonizes stays in its tree and is stopped at the end.
-    pub fn start(command: &str, log: &Path) -> anyhow::Result<Server> {
-        let mut s = Server::start_with(command, log, |_| {})?;
+    /// `trace`: trace its system calls (`crate::trace`); the reason is kept when it cannot be.
+    pub fn start(command: &str, log: &Path, trace: bool) -> anyhow::Result<Server> {
+        let mut s = Server::start_with(command, log, trace, |_| {})?;
         s.adopts = true;
         Ok(s)
     }
@@ -129,36 +134,46 @@ impl Server {
     pub fn start_with(
         command: &str,
         log: &Path,
+        trace: bool,
         prepare: impl FnOnce(&mut Command),
     ) -> anyhow::Result<Server> {
         super::reaper::become_subreaper().context("--server: becoming a child subreaper")?;
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c").arg(command);
         prepare(&mut cmd);
-        Server::spawn(cmd, command.to_string(), log)
+        Server::spawn(cmd, command.to_string(), log, trace)
             .with_context(|| format!("--server: starting `{command}`"))
     }
 
     /// Starts this binary itself with `args` (the demo's specimens).
-    pub fn start_self(args: &[String], log: &Path) -> anyhow::Result<Server> {
+    pub fn start_self(args: &[String], log: &Path, trace: bool) -> anyhow::Result<Server> {
         let exe = std::env::current_exe().context("finding the tcpdoctor binary")?;
         let mut cmd = Command::new(&exe);
         cmd.args(args);
-        Server::spawn(cmd, format!("tcpdoctor {}", args.join(" ")), log)
+        Server::spawn(cmd, format!("tcpdoctor {}", args.join(" ")), log, trace)
             .with_context(|| format!("starting {}", exe.display()))
     }
 
-    fn spawn(mut cmd: Command, command: String, log: &Path) -> anyhow::Result<Server> {
+    fn spawn(mut cmd: Command, command: String, log: &Path, trace: bool) -> anyhow::Result<Server> {
         // SAFETY: getpid has no preconditions.
         let before = super::reaper::descendants(unsafe { libc::getpid() });
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = cmd
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
-            .process_group(0)
-            .spawn()?;
+            .process_group(0);
+        let child = if trace {
+            match crate::trace::spawn(cmd)? {
+                Spawned::Traced(t) => Proc::Traced(t),
+                Spawned::Untraced(c, reason) => {
+                    eprintln!("tcpdoctor: the server runs untraced: {reason}");
+                    Proc::Plain(c, TraceStatus::Unavailable { reason })
+                }
+            }
+        } else {
+            Proc::Plain(cmd.spawn()?, TraceStatus::Off)
+        };
         let pgid = child.id() as libc::pid_t;
         Ok(Server {
             child,
@@ -170,6 +185,11 @@ impl Server {
             before,
             daemons: Vec::new(),
         })
+    }
+
+    /// The system calls traced since the last call (the scenario's window), or why none were.
+    pub fn take_trace(&self) -> Trace {
+        self.child.take_trace()
     }
 
     /// The command's exit status, if it has exited.
@@ -358,7 +378,7 @@ impl Drop for Server {
 
 /// Stops the process group `pgid` led by `child`: SIGTERM, up to 2 s for the leader to exit
 /// and the group to empty, then SIGKILL and reap the leader.
-pub fn stop_group(child: &mut Child, pgid: libc::pid_t) {
+pub fn stop_group(child: &mut impl Waitable, pgid: libc::pid_t) {
     kill_group(pgid, libc::SIGTERM);
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(2) {
@@ -368,7 +388,7 @@ pub fn stop_group(child: &mut Child, pgid: libc::pid_t) {
         std::thread::sleep(Duration::from_millis(10));
     }
     kill_group(pgid, libc::SIGKILL);
-    let _ = child.wait();
+    child.wait_killed();
 }
 
 fn kill_group(pgid: libc::pid_t, sig: libc::c_int) {

@@ -19,10 +19,13 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use tcpdoctor_core::syscalls::{Call, Trace, TraceStatus, TracedProcess, TracedSocket};
+use tcpdoctor_core::syscalls::{Call, CallKind, Trace, TraceStatus, TracedProcess, TracedSocket};
 use tcpdoctor_core::time::Timestamp;
 
 pub use spawn::{spawn, Spawned};
+
+/// Socket-option calls kept from earlier windows (a server sets a handful per connection).
+pub const MAX_SETUP: usize = 100_000;
 
 /// What the tracer thread shares with the rest of tcpdoctor.
 #[derive(Default)]
@@ -40,6 +43,8 @@ pub struct Shared {
     pub error: Option<String>,
     /// Start of the current window.
     pub window_start: Timestamp,
+    /// `setsockopt` calls of the earlier windows (`Trace::setup`), at most [`MAX_SETUP`].
+    pub setup: Vec<Call>,
 }
 
 impl Shared {
@@ -88,11 +93,18 @@ impl Tracer {
         let mut s = self.lock();
         let calls = std::mem::take(&mut s.calls);
         let started = std::mem::replace(&mut s.window_start, at);
+        let setup = s.setup.clone();
+        for c in calls.iter().filter(|c| c.kind == CallKind::Setsockopt) {
+            if s.setup.len() < MAX_SETUP {
+                s.setup.push(c.clone());
+            }
+        }
         let t = Trace {
             status: self.status.clone(),
             processes: s.processes.clone(),
             sockets: s.sockets.clone(),
             calls,
+            setup,
             dropped: std::mem::take(&mut s.dropped),
             traced_calls: std::mem::take(&mut s.traced_calls),
             tracer_ns: std::mem::take(&mut s.tracer_ns),

@@ -136,6 +136,7 @@ impl Recorder {
             CallKind::EpollWait => (wait_timeout(tid, entry), -1),
             CallKind::Poll | CallKind::Select => (wait_timeout(tid, entry), -1),
             CallKind::Shutdown => (a[1] as i64, -1),
+            CallKind::Accept => (a[0] as i64, -1),
             CallKind::Writev | CallKind::Readv | CallKind::Pwritev => (-1, -1),
             _ => (0, -1),
         };

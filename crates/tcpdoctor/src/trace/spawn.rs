@@ -16,6 +16,7 @@
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
@@ -67,37 +68,41 @@ fn ptrace_refusal() -> String {
     }
 }
 
-/// Starts `make()`'s command traced (rule 1), or untraced with the reason (rule 4).
-pub fn spawn(make: impl Fn() -> Command + Send + Sync + 'static) -> io::Result<Spawned> {
+/// Starts `cmd` traced (rule 1), or untraced with the reason (rule 4).
+pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
     if let Some(why) = refused_up_front() {
-        return Ok(Spawned::Untraced(make().spawn()?, why));
+        return Ok(Spawned::Untraced(cmd.spawn()?, why));
     }
-    let make = Arc::new(make);
     let shared = Arc::new(Mutex::new(Shared {
         window_start: record::now(),
         ..Shared::default()
     }));
-    let (tx, rx) = mpsc::channel::<io::Result<u32>>();
+    // Rule 4: cleared before the command is spawned again untraced (the hook stays on the
+    // command; the forked child sees the flag as it was at the fork).
+    let tracing = Arc::new(AtomicBool::new(true));
+    let prog = filter::program();
+    let hook_tracing = Arc::clone(&tracing);
+    // SAFETY: the hook runs in the forked child before exec; it only reads a flag and makes
+    // system calls (ptrace, prctl, seccomp); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if !hook_tracing.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                return Err(io::Error::from_raw_os_error(PTRACE_REFUSED));
+            }
+            if filter::install(&prog).is_err() {
+                return Err(io::Error::from_raw_os_error(FILTER_REFUSED));
+            }
+            Ok(())
+        });
+    }
+    let (tx, rx) = mpsc::channel::<Result<u32, (io::Error, Command)>>();
     let thread_shared = Arc::clone(&shared);
-    let thread_make = Arc::clone(&make);
     let thread = std::thread::Builder::new()
         .name("tcpdoctor-tracer".into())
         .spawn(move || {
-            let prog = filter::program();
-            let mut cmd = thread_make();
-            // SAFETY: the hook runs in the forked child before exec; it only makes system
-            // calls (ptrace, prctl, seccomp) and allocates nothing.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
-                        return Err(io::Error::from_raw_os_error(PTRACE_REFUSED));
-                    }
-                    if filter::install(&prog).is_err() {
-                        return Err(io::Error::from_raw_os_error(FILTER_REFUSED));
-                    }
-                    Ok(())
-                });
-            }
             match cmd.spawn() {
                 Ok(child) => {
                     let pid = child.id();
@@ -107,7 +112,7 @@ pub fn spawn(make: impl Fn() -> Command + Send + Sync + 'static) -> io::Result<S
                     trace_loop(Pid::from_raw(pid as i32), &thread_shared);
                 }
                 Err(e) => {
-                    let _ = tx.send(Err(e));
+                    let _ = tx.send(Err((e, cmd)));
                 }
             }
             let mut s = thread_shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -120,7 +125,7 @@ pub fn spawn(make: impl Fn() -> Command + Send + Sync + 'static) -> io::Result<S
             shared,
             thread: Some(thread),
         })),
-        Ok(Err(e)) => {
+        Ok(Err((e, mut cmd))) => {
             let _ = thread.join();
             let why = match e.raw_os_error() {
                 Some(PTRACE_REFUSED) => ptrace_refusal(),
@@ -129,7 +134,8 @@ pub fn spawn(make: impl Fn() -> Command + Send + Sync + 'static) -> io::Result<S
                 }
                 _ => return Err(e),
             };
-            Ok(Spawned::Untraced(make().spawn()?, why))
+            tracing.store(false, Ordering::Relaxed);
+            Ok(Spawned::Untraced(cmd.spawn()?, why))
         }
         Err(_) => Err(io::Error::other(
             "the tracer thread ended before starting the program",
