@@ -258,3 +258,10 @@ impl Trace {
         }
     }
 }
+
+pub mod cite;
+pub mod join;
+#[cfg(test)]
+mod join_tests;
+#[cfg(test)]
+mod cite_tests;
