@@ -552,11 +552,12 @@ fn gaps(writes: &[&JoinedWrite]) -> Option<String> {
     })
 }
 
-/// "frame 41", "frames 41, 43, 45".
+/// "frame 41", "frames 41, 43, 45"; a long list as "20 frames, 41 to 80".
 fn list(frames: &[u64], one: &str, many: &str) -> String {
     let nums: Vec<String> = frames.iter().map(u64::to_string).collect();
     match frames.len() {
         1 => format!("{one} {}", nums[0]),
+        n if n > 6 => format!("{n} {many}, {} to {},", nums[0], nums[n - 1]),
         _ => format!("{many} {}", nums.join(", ")),
     }
 }
