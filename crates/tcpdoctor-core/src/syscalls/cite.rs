@@ -181,7 +181,9 @@ fn writes_per(f: &mut Finding, trace: &Trace, side: &Side) {
              a hop, not by the program's writes"
         ));
     }
-    f.evidence.distributions.insert(format!("writes_per_{what}"), d);
+    f.evidence
+        .distributions
+        .insert(format!("writes_per_{what}"), d);
 }
 
 /// Rule 3's overall fact.
@@ -217,13 +219,20 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
         format!(
             "{} after {} returned the socket",
             fmt_duration(first.at.since(s.first_seen)),
-            if sender == "server" { "accept" } else { "connect" }
+            if sender == "server" {
+                "accept"
+            } else {
+                "connect"
+            }
         )
     };
+    let on = if on.len() == n {
+        format!("on for every traced socket ({n}) at the end")
+    } else {
+        format!("on for {} of its {sockets} at the end", on.len())
+    };
     let mut out = format!(
-        "the {sender} set TCP_NODELAY: on for {} of its {sockets} at the end, first set {} \
-         after the trace started ({whose})",
-        on.len(),
+        "the {sender} set TCP_NODELAY {} after the trace started ({whose}); {on}",
         fmt_duration(first.at.since(trace.started)),
     );
     if let Some(off) = history.iter().find(|h| !h.on) {
@@ -237,7 +246,10 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
 
 /// The join of the example flow's sending socket.
 fn example_join<'a>(f: &Finding, side: &Side, joins: &'a [SocketJoin]) -> Option<&'a SocketJoin> {
-    let (client, server) = (parse(&f.example_flow.client)?, parse(&f.example_flow.server)?);
+    let (client, server) = (
+        parse(&f.example_flow.client)?,
+        parse(&f.example_flow.server)?,
+    );
     let (local, remote) = match f.direction {
         Direction::ServerToClient => (server, client),
         Direction::ClientToServer => (client, server),
@@ -306,7 +318,9 @@ fn quoted(f: &mut Finding, j: &SocketJoin, trace: &Trace, side: &Side, hist: &[c
         .collect();
     match f.kind {
         FindingKind::FragmentedWrites if fresh.len() >= 2 && !carried.is_empty() => {
-            f.evidence.facts.push(pieces_fact(side, fresh.len(), &carried));
+            f.evidence
+                .facts
+                .push(pieces_fact(side, fresh.len(), &carried));
         }
         FindingKind::NagleDelayedAck => {
             if let Some(origin) = origin {
@@ -359,7 +373,11 @@ fn nagle_release(
         .timeline
         .iter()
         .find(|t| t.direction == f.direction.reverse() && t.payload_bytes == Some(0));
-    let released: Vec<&JoinedWrite> = j.writes.iter().filter(|w| w.frames.contains(&after)).collect();
+    let released: Vec<&JoinedWrite> = j
+        .writes
+        .iter()
+        .filter(|w| w.frames.contains(&after))
+        .collect();
     let stall_at = j.frame(after).map(|fw| fw.segment.ts);
     if let (Some(ack), Some(last)) = (ack, released.last()) {
         let ack_at = Timestamp((origin + ack.t_ms * 1e6).max(0.0) as u64);
@@ -403,7 +421,10 @@ fn nagle_release(
                 rel(at)
             ));
             let all_on = side.data.iter().all(|&s| {
-                let first = trace.calls.iter().find(|c| c.socket == Some(s) && c.kind.writes());
+                let first = trace
+                    .calls
+                    .iter()
+                    .find(|c| c.socket == Some(s) && c.kind.writes());
                 first.is_some_and(|c| nodelay_at(hist, s, &side.listeners, c.at))
             });
             if all_on && !f.verdict.contains("TCP_NODELAY on") {
@@ -434,11 +455,14 @@ fn write_write_read(f: &mut Finding, trace: &Trace, side: &Side, j: Option<&Sock
     // The message of the quoted frames' first write, else the first split one.
     let quoted = j.and_then(|j| {
         let first = j.writes.iter().find(|w| {
-            w.frames
-                .iter()
-                .any(|n| f.evidence.frames.contains(n) || f.evidence.timeline.iter().any(|t| t.frame == *n))
+            w.frames.iter().any(|n| {
+                f.evidence.frames.contains(n) || f.evidence.timeline.iter().any(|t| t.frame == *n)
+            })
         })?;
-        split.iter().find(|m| m.writes.contains(&first.write.call)).copied()
+        split
+            .iter()
+            .find(|m| m.writes.contains(&first.write.call))
+            .copied()
     });
     let Some(m) = quoted.or(split.first().copied()) else {
         return;

@@ -135,9 +135,7 @@ impl SocketJoin {
 /// An address as the capture shows it: an IPv4-mapped IPv6 address is its IPv4 address.
 pub fn endpoint(addr: SocketAddr) -> Endpoint {
     let ip = match addr.ip() {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(IpAddr::V6(v6), IpAddr::V4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,
     };
     Endpoint {
@@ -156,8 +154,9 @@ pub fn stream_writes(trace: &Trace, sockets: &[u32]) -> Result<Vec<StreamWrite>,
             continue;
         }
         if c.kind == CallKind::Sendmmsg {
-            return Err("it was written with sendmmsg, whose result counts messages, not bytes"
-                .into());
+            return Err(
+                "it was written with sendmmsg, whose result counts messages, not bytes".into(),
+            );
         }
         let bytes = c.ret as u64;
         out.push(StreamWrite {
@@ -442,32 +441,44 @@ impl Joiner {
 
 /// "frames 41, 43, 45 carry the bytes of write() calls #7, #8, #9 (12, 35, 35 bytes, 4 µs
 /// apart)": the writes whose bytes the given frames carried for the first time, in the
-/// words of strace. None when the join holds none of them.
+/// words of strace. Frames that carry several writes each, or share one, are told frame by
+/// frame ("frame 5 carries …; frame 7 carries …") when they are few. None when the join
+/// holds none of them.
 pub fn describe_frames(join: &SocketJoin, frames: &[u64]) -> Option<String> {
-    let mut shown: Vec<u64> = Vec::new();
-    let mut indices: Vec<u32> = Vec::new();
+    // Each frame with the writes it carried first.
+    let mut per: Vec<(u64, Vec<&JoinedWrite>)> = Vec::new();
     for fw in frames.iter().filter_map(|&n| join.frame(n)) {
         let n = fw.segment.frame;
-        for k in fw.first_write.max(1)..=fw.last_write {
-            if join.write(k).is_some_and(|w| w.frames.contains(&n)) {
-                push_once(&mut shown, n);
-                if !indices.contains(&k) {
-                    indices.push(k);
-                }
-            }
+        let w: Vec<&JoinedWrite> = (fw.first_write.max(1)..=fw.last_write)
+            .filter_map(|k| join.write(k))
+            .filter(|w| w.frames.contains(&n))
+            .collect();
+        if !w.is_empty() && !per.iter().any(|(m, _)| *m == n) {
+            per.push((n, w));
         }
     }
-    if indices.is_empty() {
+    let mut all: Vec<&JoinedWrite> = per.iter().flat_map(|(_, w)| w.iter().copied()).collect();
+    all.sort_by_key(|w| w.write.index);
+    all.dedup_by_key(|w| w.write.index);
+    if all.is_empty() {
         return None;
     }
-    indices.sort_unstable();
-    let writes: Vec<&JoinedWrite> = indices.iter().filter_map(|&k| join.write(k)).collect();
-    let frame_list = list(&shown, "frame", "frames");
-    let verb = if shown.len() == 1 { "carries" } else { "carry" };
-    Some(format!(
-        "{frame_list} {verb} the bytes of {}",
-        describe_writes(&writes)
-    ))
+    let one_each = per.len() == all.len() && per.iter().all(|(_, w)| w.len() == 1);
+    let carries = |n: usize| if n == 1 { "carries" } else { "carry" };
+    if per.len() == 1 || one_each || per.len() > 6 {
+        let shown: Vec<u64> = per.iter().map(|(n, _)| *n).collect();
+        return Some(format!(
+            "{} {} the bytes of {}",
+            list(&shown, "frame", "frames"),
+            carries(shown.len()),
+            describe_writes(&all)
+        ));
+    }
+    let parts: Vec<String> = per
+        .iter()
+        .map(|(n, w)| format!("frame {n} carries the bytes of {}", describe_writes(w)))
+        .collect();
+    Some(parts.join("; "))
 }
 
 /// "write() calls #7, #8, #9 (12, 35, 35 bytes, 4 µs apart)"; a long run of calls is
@@ -506,11 +517,7 @@ pub fn describe_writes(writes: &[&JoinedWrite]) -> String {
     };
     let total: u64 = writes.iter().map(|w| w.write.bytes).sum();
     let sizes = if writes.len() > 5 {
-        format!(
-            "{} calls, {} bytes in all",
-            writes.len(),
-            fmt_count(total)
-        )
+        format!("{} calls, {} bytes in all", writes.len(), fmt_count(total))
     } else {
         let s: Vec<String> = writes.iter().map(|w| fmt_count(w.write.bytes)).collect();
         format!("{} bytes", s.join(", "))
@@ -518,7 +525,12 @@ pub fn describe_writes(writes: &[&JoinedWrite]) -> String {
     let partial: Vec<String> = writes
         .iter()
         .filter(|w| w.write.asked > w.write.bytes as i64)
-        .map(|w| format!("#{} took {} of {}", w.write.index, w.write.bytes, w.write.asked))
+        .map(|w| {
+            format!(
+                "#{} took {} of {}",
+                w.write.index, w.write.bytes, w.write.asked
+            )
+        })
         .collect();
     out.push_str(&format!(" ({sizes}"));
     if let Some(gaps) = gaps(writes) {

@@ -160,7 +160,11 @@ fn a_retransmission_is_listed_apart() {
     // and the new 20 (a retransmission that also carries new bytes).
     let j = joined(
         &t,
-        &[seg(5, 1, 0, 12), seg(9, 200_000, 0, 12), seg(11, 400_000, 0, 32)],
+        &[
+            seg(5, 1, 0, 12),
+            seg(9, 200_000, 0, 12),
+            seg(11, 400_000, 0, 32),
+        ],
     );
     assert_eq!(j.writes[0].frames, vec![5]);
     assert_eq!(j.writes[0].resent_in, vec![9, 11]);
@@ -247,7 +251,11 @@ fn the_pass_joins_by_endpoints_across_the_sequence_wrap() {
     j.on_segment(1, us(1), &tcp(CLI, SRV, 77, TcpFlags::SYN, 0));
     j.on_segment(2, us(2), &tcp(SRV, CLI, isn, syn_ack, 0));
     j.on_segment(3, us(3), &tcp(CLI, SRV, 78, TcpFlags::ACK, 30)); // the request: other way
-    j.on_segment(4, us(101), &tcp(SRV, CLI, isn.wrapping_add(1), TcpFlags::ACK, 10));
+    j.on_segment(
+        4,
+        us(101),
+        &tcp(SRV, CLI, isn.wrapping_add(1), TcpFlags::ACK, 10),
+    );
     j.on_segment(5, us(105), &tcp(SRV, CLI, 6, TcpFlags::ACK, 10));
     let joins = j.finish();
     assert_eq!(joins.len(), 1);
@@ -304,7 +312,11 @@ fn a_socket_seen_mid_connection_is_not_joined_and_says_why() {
     );
     let mut j = Joiner::new(&t);
     assert!(!j.wants_capture());
-    j.on_segment(1, us(1), &tcp(SRV, CLI, 1000, TcpFlags::SYN | TcpFlags::ACK, 0));
+    j.on_segment(
+        1,
+        us(1),
+        &tcp(SRV, CLI, 1000, TcpFlags::SYN | TcpFlags::ACK, 0),
+    );
     j.on_segment(2, us(11), &tcp(SRV, CLI, 1001, TcpFlags::ACK, 5));
     let sj = &j.finish()[0];
     assert!(!sj.is_joined());
@@ -344,7 +356,11 @@ fn more_bytes_on_the_wire_than_traced_is_noted() {
         vec![call(10, CallKind::Write, 5, 5, 0)],
     );
     let mut j = Joiner::new(&t);
-    j.on_segment(1, us(1), &tcp(SRV, CLI, 1000, TcpFlags::SYN | TcpFlags::ACK, 0));
+    j.on_segment(
+        1,
+        us(1),
+        &tcp(SRV, CLI, 1000, TcpFlags::SYN | TcpFlags::ACK, 0),
+    );
     j.on_segment(2, us(11), &tcp(SRV, CLI, 1001, TcpFlags::ACK, 9));
     let sj = &j.finish()[0];
     assert!(sj.is_joined());
@@ -380,7 +396,11 @@ fn descriptors_of_one_socket_are_one_stream() {
         ],
     );
     let mut j = Joiner::new(&t);
-    j.on_segment(1, us(1), &tcp(SRV, CLI, 1000, TcpFlags::SYN | TcpFlags::ACK, 0));
+    j.on_segment(
+        1,
+        us(1),
+        &tcp(SRV, CLI, 1000, TcpFlags::SYN | TcpFlags::ACK, 0),
+    );
     j.on_segment(2, us(20), &tcp(SRV, CLI, 1001, TcpFlags::ACK, 12));
     let joins = j.finish();
     assert_eq!(joins.len(), 1);

@@ -260,8 +260,8 @@ impl Trace {
 }
 
 pub mod cite;
+#[cfg(test)]
+mod cite_tests;
 pub mod join;
 #[cfg(test)]
 mod join_tests;
-#[cfg(test)]
-mod cite_tests;

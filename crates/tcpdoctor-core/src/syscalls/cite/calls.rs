@@ -109,7 +109,11 @@ pub fn nodelay_at(history: &[NodelaySet], socket: u32, listeners: &[u32], t: Tim
 pub fn describe_message(trace: &Trace, m: &Message) -> String {
     let call = |i: usize| {
         let c = &trace.calls[i];
-        format!("{}(… {} bytes)", c.kind.name(), fmt_count(c.ret.max(0) as u64))
+        format!(
+            "{}(… {} bytes)",
+            c.kind.name(),
+            fmt_count(c.ret.max(0) as u64)
+        )
     };
     let mut out = String::new();
     for (k, &i) in m.writes.iter().enumerate() {
@@ -124,7 +128,10 @@ pub fn describe_message(trace: &Trace, m: &Message) -> String {
         let c = &trace.calls[r];
         out.push_str(&format!(", then waited in {}()", c.kind.name()));
         if c.took_ns >= 1_000 {
-            out.push_str(&format!(" {}", fmt_duration(Duration::from_nanos(c.took_ns))));
+            out.push_str(&format!(
+                " {}",
+                fmt_duration(Duration::from_nanos(c.took_ns))
+            ));
         }
     }
     out
