@@ -96,8 +96,8 @@ pub fn nodelay_at(history: &[NodelaySet], socket: u32, listeners: &[u32], t: Tim
     let before = |s: u32| {
         history
             .iter()
-            .filter(|h| h.socket == s && h.at <= t)
-            .last()
+            .rev()
+            .find(|h| h.socket == s && h.at <= t)
             .map(|h| h.on)
     };
     before(socket)
