@@ -27,6 +27,7 @@
 //! 6. Bounded memory: at most [`MAX_SEGMENTS`] segments are kept per socket (the
 //!    capture's first ones); later writes are left unjoined and the join says so.
 
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
 
 use crate::fxhash::FxHashMap;
@@ -34,7 +35,7 @@ use crate::seq::SeqNum;
 use crate::syscalls::{CallKind, Trace};
 use crate::time::Timestamp;
 use crate::units::{fmt_count, fmt_duration};
-use crate::wire::{decode_tcp, Endpoint, LinkType, TcpSegment};
+use crate::wire::{decode_tcp, CaptureError, CaptureReader, Endpoint, LinkType, TcpSegment};
 
 /// Segments kept per joined socket (rule 6).
 pub const MAX_SEGMENTS: usize = 50_000;
@@ -439,6 +440,26 @@ impl Joiner {
     }
 }
 
+/// The whole second pass over a capture the shell opened: every frame through a [`Joiner`].
+/// A capture cut short inside its last record is joined up to it (the analysis pass has
+/// already warned); any other error is returned. The capture is not read at all when no
+/// socket of `trace` can be joined.
+pub fn join_capture<R: Read>(
+    trace: &Trace,
+    reader: &mut CaptureReader<R>,
+) -> Result<Vec<SocketJoin>, CaptureError> {
+    let mut j = Joiner::new(trace);
+    while j.wants_capture() {
+        match reader.next_frame() {
+            Ok(Some(f)) => j.on_frame(f.number, f.ts, f.link, f.data, f.orig_len),
+            Ok(None) => break,
+            Err(e) if e.is_cut_short() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(j.finish())
+}
+
 /// "frames 41, 43, 45 carry the bytes of write() calls #7, #8, #9 (12, 35, 35 bytes, 4 µs
 /// apart)": the writes whose bytes the given frames carried for the first time, in the
 /// words of strace. Frames that carry several writes each, or share one, are told frame by
@@ -474,9 +495,34 @@ pub fn describe_frames(join: &SocketJoin, frames: &[u64]) -> Option<String> {
             describe_writes(&all)
         ));
     }
-    let parts: Vec<String> = per
+    // Consecutive frames carrying the same writes (one write split over them) go together.
+    let mut groups: Vec<(Vec<u64>, &Vec<&JoinedWrite>)> = Vec::new();
+    for (n, w) in &per {
+        let same = |g: &Vec<&JoinedWrite>| {
+            g.iter()
+                .map(|x| x.write.index)
+                .eq(w.iter().map(|x| x.write.index))
+        };
+        match groups.last_mut() {
+            Some((frames, g)) if same(g) => frames.push(*n),
+            _ => groups.push((vec![*n], w)),
+        }
+    }
+    let parts: Vec<String> = groups
         .iter()
-        .map(|(n, w)| format!("frame {n} carries the bytes of {}", describe_writes(w)))
+        .map(|(f, w)| {
+            let split = match (f.len(), w.len()) {
+                (1, _) => String::new(),
+                (n, 1) => format!(", one write split over {n} frames"),
+                (n, _) => format!(", split over {n} frames"),
+            };
+            format!(
+                "{} {} the bytes of {}{split}",
+                list(f, "frame", "frames"),
+                carries(f.len()),
+                describe_writes(w)
+            )
+        })
         .collect();
     Some(parts.join("; "))
 }

@@ -408,3 +408,43 @@ fn descriptors_of_one_socket_are_one_stream() {
     assert_eq!(joins[0].writes[1].write.offset, 5);
     assert_eq!(joins[0].writes[1].frames, vec![2]);
 }
+
+#[test]
+fn a_capture_file_is_joined_in_one_pass() {
+    use crate::wire::write::{PcapWriter, Side, SyntheticTcp};
+    use crate::wire::CaptureReader;
+    let (c, s) = (
+        "127.0.0.1:50000".parse().unwrap(),
+        "127.0.0.1:7000".parse().unwrap(),
+    );
+    let (mut tcp, mut pkts) = SyntheticTcp::new(c, s, us(1), 0);
+    pkts.extend(tcp.data(us(10), Side::Client, &[0; 20]));
+    // One 100-byte write, then one of 70,000: the second leaves as a full loopback segment
+    // and the rest.
+    pkts.extend(tcp.data(us(30), Side::Server, &[0; 100]));
+    pkts.extend(tcp.data(us(40), Side::Server, &vec![0; 70_000]));
+    let mut w = PcapWriter::new(Vec::new(), 128).unwrap();
+    for (ts, p, len) in &pkts {
+        w.write_packet(*ts, p, *len).unwrap();
+    }
+    let t = trace(
+        vec![socket(SRV, CLI, true)],
+        vec![
+            call(28, CallKind::Write, 100, 100, 0),
+            call(38, CallKind::Write, 70_000, 70_000, 0),
+        ],
+    );
+    let bytes = w.into_inner();
+    let mut reader = CaptureReader::new(std::io::Cursor::new(bytes)).unwrap();
+    let joins = super::join::join_capture(&t, &mut reader).unwrap();
+    let sj = &joins[0];
+    assert!(sj.is_joined(), "{:?}", sj.not_joined);
+    // Frames: 1-3 handshake, 4 the request, 5 the 100 bytes, 6 and 7 the 70,000.
+    assert_eq!(sj.writes[0].frames, vec![5]);
+    assert_eq!(sj.writes[1].frames, vec![6, 7]);
+    assert_eq!(
+        describe_frames(sj, &[5, 6, 7]).unwrap(),
+        "frame 5 carries the bytes of write() call #1 (100 bytes); frames 6, 7 carry the bytes \
+         of write() call #2 (70,000 bytes), one write split over 2 frames"
+    );
+}
