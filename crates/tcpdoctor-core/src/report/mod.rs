@@ -162,6 +162,30 @@ pub struct Evidence {
     /// it was observed and what modelled. Empty for a finding from a capture alone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rests_on: Vec<String>,
+    /// The traced program's write-family calls whose bytes the example's frames carried
+    /// (`run` traces the programs it starts; see [`crate::syscalls::cite`]). Empty when the
+    /// program was not traced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<WriteMark>,
+}
+
+/// One system call that wrote bytes, placed on the finding's timeline above the frames that
+/// carried them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WriteMark {
+    /// strace's name: `write`, `writev`, `sendto`, `sendmsg`, …
+    pub call: String,
+    /// #k: 1-based over the calls that wrote bytes on that socket.
+    pub index: u32,
+    /// Bytes the call wrote (its result).
+    pub bytes: u64,
+    /// The call's entry, in milliseconds since the timeline's first entry (the tracer's
+    /// clock set against the capture's: negative when the call came before that packet).
+    pub t_ms: f64,
+    /// Which way its bytes went.
+    pub direction: Direction,
+    /// Frames that carried its bytes for the first time (Wireshark `frame.number`).
+    pub frames: Vec<u64>,
 }
 
 /// A flow, by its endpoints and its position in the capture.

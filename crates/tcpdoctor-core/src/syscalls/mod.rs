@@ -264,3 +264,10 @@ impl Trace {
         }
     }
 }
+
+pub mod cite;
+#[cfg(test)]
+mod cite_tests;
+pub mod join;
+#[cfg(test)]
+mod join_tests;

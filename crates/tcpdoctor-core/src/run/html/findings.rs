@@ -136,7 +136,7 @@ fn card(f: &Finding) -> String {
         ));
     }
     if !f.evidence.timeline.is_empty() {
-        out.push_str(&timeline::table(&f.evidence.timeline));
+        out.push_str(&timeline::table(&f.evidence.timeline, &f.evidence.writes));
     }
     if !f.evidence.values.is_empty() {
         let values: Vec<String> = f

@@ -252,14 +252,20 @@ fn timeline_section(s: &ScenarioResult, f: &Finding) -> String {
          ({} → {}) in <code>{}</code>. Each arrow is one packet as the capture saw it, from \
          its sender's lane to its receiver's, labelled with its Wireshark frame number; the \
          shaded span is the longest silence. Packets microseconds apart are drawn a little \
-         apart; the dotted leaders point at their true time.</p>\n{}",
+         apart; the dotted leaders point at their true time.{}</p>\n{}",
         esc(f.kind.as_str()),
         esc(&s.name),
         f.example_flow.id,
         esc(&f.example_flow.client),
         esc(&f.example_flow.server),
         esc(&f.file),
-        timeline::timeline(&f.evidence.timeline)
+        if f.evidence.writes.is_empty() {
+            ""
+        } else {
+            " The row above the lanes is the program's own system calls (traced): each mark \
+             names the write() calls whose bytes the packet below it carried."
+        },
+        timeline::timeline(&f.evidence.timeline, &f.evidence.writes)
     )
 }
 

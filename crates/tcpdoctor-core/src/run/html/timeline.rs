@@ -7,10 +7,14 @@
 //! Packets microseconds apart would sit on top of each other on a linear axis 40 ms wide, so
 //! each arrow keeps at least [`SEP`] pixels from the one before; a dotted leader joins it to
 //! its true time on the axis.
+//!
+//! When the program was traced, a row above the lanes shows its write() calls over the
+//! frames that carried their bytes (the finding's [`WriteMark`]s): a frame that carried
+//! several calls gets one mark naming them all.
 
 use super::escape::{dur_ms, esc, num};
 use crate::flow::Direction;
-use crate::report::TimelineEntry;
+use crate::report::{TimelineEntry, WriteMark};
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 96.0;
@@ -20,18 +24,108 @@ const SERVER_Y: f64 = 198.0;
 const AXIS_Y: f64 = 246.0;
 const HEIGHT: f64 = 280.0;
 const SEP: f64 = 58.0;
+/// Height of the row of write() marks above the lanes, when there is one.
+const CALLS: f64 = 46.0;
 
 /// The chart and, below it, the same packets as a table.
-pub fn timeline(entries: &[TimelineEntry]) -> String {
+pub fn timeline(entries: &[TimelineEntry], writes: &[WriteMark]) -> String {
     if entries.is_empty() {
         return String::new();
     }
     // Both scroll sideways on a narrow screen rather than shrink their labels or widen the page.
     format!(
         "<div class=\"scroll\">{}</div>\n<div class=\"scroll\">{}</div>\n",
-        chart(entries),
-        table(entries)
+        chart(entries, writes),
+        table(entries, writes)
     )
+}
+
+/// The writes each entry carried: those with a frame of the entry, else (an entry that
+/// stands for several packets, "through frame N") those whose first frame follows it in
+/// the same direction before the next entry of that direction.
+fn marks_of<'a>(entries: &[TimelineEntry], writes: &'a [WriteMark]) -> Vec<Vec<&'a WriteMark>> {
+    let mut out: Vec<Vec<&WriteMark>> = vec![Vec::new(); entries.len()];
+    for w in writes {
+        let exact = entries
+            .iter()
+            .position(|e| e.direction == w.direction && w.frames.contains(&e.frame));
+        let first = w.frames.first().copied().unwrap_or(0);
+        let before = || {
+            entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.direction == w.direction && e.frame <= first)
+                .max_by_key(|(_, e)| e.frame)
+                .map(|(i, _)| i)
+        };
+        if let Some(i) = exact.or_else(before) {
+            out[i].push(w);
+        }
+    }
+    out
+}
+
+/// "write() #7" or "write() #2–#14", and "12 B" or "13 calls, 195 B".
+fn mark_label(marks: &[&WriteMark]) -> (String, String) {
+    let (first, last) = (marks[0], marks[marks.len() - 1]);
+    let name = if marks.iter().all(|m| m.call == first.call) {
+        format!("{}()", first.call)
+    } else {
+        "calls".to_string()
+    };
+    let bytes: u64 = marks.iter().map(|m| m.bytes).sum();
+    if marks.len() == 1 {
+        (format!("{name} #{}", first.index), format!("{bytes} B"))
+    } else {
+        (
+            format!("{name} #{}–#{}", first.index, last.index),
+            format!("{} calls, {bytes} B", marks.len()),
+        )
+    }
+}
+
+/// The row of write() marks, each over its packet's arrow.
+fn calls_row(entries: &[TimelineEntry], writes: &[WriteMark], xs: &[f64]) -> String {
+    let mut out = format!(
+        "<text class=\"lane-label\" x=\"{:.1}\" y=\"24\" text-anchor=\"end\">calls</text>\n",
+        LEFT - 14.0
+    );
+    for (i, marks) in marks_of(entries, writes).iter().enumerate() {
+        if marks.is_empty() {
+            continue;
+        }
+        let x = xs[i];
+        let (what, size) = mark_label(marks);
+        let title: Vec<String> = marks
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}() #{} at {} ms, {} bytes",
+                    m.call,
+                    m.index,
+                    num(m.t_ms),
+                    m.bytes
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "<g class=\"syscall\"><title>{}</title>\
+             <rect x=\"{:.1}\" y=\"4\" width=\"8\" height=\"8\"/>\
+             <text class=\"call\" x=\"{x:.1}\" y=\"24\" text-anchor=\"middle\">{}</text>\
+             <text class=\"tick\" x=\"{x:.1}\" y=\"37\" text-anchor=\"middle\">{}</text>\
+             <line class=\"joins\" x1=\"{x:.1}\" y1=\"40\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
+             <line class=\"joins\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/></g>\n",
+            esc(&title.join("; ")),
+            x - 4.0,
+            esc(&what),
+            esc(&size),
+            // Around the legend's line (y 14 below the row).
+            CALLS + 4.0,
+            CALLS + 22.0,
+            CALLS + CLIENT_Y - 40.0,
+        ));
+    }
+    out
 }
 
 /// A round step for about six ticks over `span` milliseconds.
@@ -80,10 +174,11 @@ fn longest_gap(entries: &[TimelineEntry]) -> Option<usize> {
         .filter(|&k| entries[k].t_ms > entries[k - 1].t_ms)
 }
 
-fn chart(entries: &[TimelineEntry]) -> String {
+fn chart(entries: &[TimelineEntry], writes: &[WriteMark]) -> String {
     let (xs, t0, scale) = layout(entries);
+    let top = if writes.is_empty() { 0.0 } else { CALLS };
     let mut svg = format!(
-        "<svg class=\"chart timeline\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" \
+        "<svg class=\"chart timeline\" viewBox=\"0 0 {WIDTH} {}\" role=\"img\" \
          aria-label=\"timeline of one stalled exchange\">\n\
          <defs><marker id=\"tl-head-c2s\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" \
          markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
@@ -93,8 +188,13 @@ fn chart(entries: &[TimelineEntry]) -> String {
          <path d=\"M0,0 L10,5 L0,10 z\" class=\"head s2c\"/></marker>\
          <marker id=\"tl-head-gap\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" \
          markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
-         <path d=\"M0,0 L10,5 L0,10 z\" class=\"head gap\"/></marker></defs>\n"
+         <path d=\"M0,0 L10,5 L0,10 z\" class=\"head gap\"/></marker></defs>\n",
+        HEIGHT + top
     );
+    if !writes.is_empty() {
+        svg.push_str(&calls_row(entries, writes, &xs));
+        svg.push_str(&format!("<g transform=\"translate(0,{top})\">\n"));
+    }
     if let Some(k) = longest_gap(entries) {
         let (a, b) = (xs[k - 1] + 10.0, xs[k] - 10.0);
         let gap = entries[k].t_ms - entries[k - 1].t_ms;
@@ -192,7 +292,7 @@ fn chart(entries: &[TimelineEntry]) -> String {
          <text class=\"tick\" x=\"{:.1}\" y=\"18\">server → client</text>\
          <line class=\"ack\" x1=\"{:.1}\" y1=\"14\" x2=\"{:.1}\" y2=\"14\"/>\
          <text class=\"tick\" x=\"{:.1}\" y=\"18\">pure ACK (no data); “19 B”: payload \
-         bytes</text></g>\n</svg>\n",
+         bytes</text></g>\n",
         LEFT + 24.0,
         LEFT + 30.0,
         LEFT + 150.0,
@@ -202,22 +302,38 @@ fn chart(entries: &[TimelineEntry]) -> String {
         LEFT + 324.0,
         LEFT + 330.0
     ));
+    if !writes.is_empty() {
+        svg.push_str("</g>\n");
+    }
+    svg.push_str("</svg>\n");
     svg
 }
 
-pub fn table(entries: &[TimelineEntry]) -> String {
+pub fn table(entries: &[TimelineEntry], writes: &[WriteMark]) -> String {
+    let marks = marks_of(entries, writes);
     let mut out = String::from(
         "<table class=\"packets\"><thead><tr><th>frame</th><th class=\"num\">t</th>\
          <th>direction</th><th>packet</th><th>why it matters</th></tr></thead><tbody>\n",
     );
-    for e in entries {
+    for (e, m) in entries.iter().zip(&marks) {
+        let calls = match m.is_empty() {
+            true => String::new(),
+            false => {
+                let (what, size) = mark_label(m);
+                format!(
+                    "<br><span class=\"syscall\">bytes of {} ({})</span>",
+                    esc(&what),
+                    esc(&size)
+                )
+            }
+        };
         let (class, dir) = match e.direction {
             Direction::ClientToServer => ("c2s", "client → server"),
             Direction::ServerToClient => ("s2c", "server → client"),
         };
         out.push_str(&format!(
             "<tr><td class=\"mono\">{}</td><td class=\"num mono\">{} ms</td>\
-             <td><span class=\"dir {class}\">{dir}</span></td><td>{}</td><td>{}</td></tr>\n",
+             <td><span class=\"dir {class}\">{dir}</span></td><td>{}{calls}</td><td>{}</td></tr>\n",
             e.frame,
             esc(&num(e.t_ms)),
             esc(&e.what),
@@ -255,7 +371,58 @@ mod tests {
         assert!(xs.windows(2).all(|w| w[1] - w[0] >= SEP - 1e-9), "{xs:?}");
         assert!(xs.iter().all(|x| *x <= RIGHT + 1e-9), "{xs:?}");
         assert_eq!(longest_gap(&e), Some(2));
-        assert!(timeline(&e).contains("42.6 ms of silence"));
+        assert!(timeline(&e, &[]).contains("42.6 ms of silence"));
+    }
+
+    fn mark(index: u32, bytes: u64, t_ms: f64, frame: u64) -> WriteMark {
+        WriteMark {
+            call: "write".into(),
+            index,
+            bytes,
+            t_ms,
+            direction: Direction::ServerToClient,
+            frames: vec![frame],
+        }
+    }
+
+    #[test]
+    fn write_calls_sit_above_the_frames_that_carried_them() {
+        let e = [
+            entry(4, 0.0, Direction::ClientToServer, ""),
+            entry(5, 0.06, Direction::ServerToClient, ""),
+            entry(6, 40.06, Direction::ClientToServer, "delayed ACK"),
+            entry(7, 40.1, Direction::ServerToClient, ""),
+        ];
+        let mut w = vec![mark(1, 12, 0.055, 5)];
+        w.extend((2..=14).map(|k| mark(k, 15, 0.062 + k as f64 * 0.002, 7)));
+        let html = timeline(&e, &w);
+        assert!(html.contains(">write() #1</text>"), "{html}");
+        assert!(html.contains(">write() #2–#14</text>"));
+        assert!(html.contains(">13 calls, 195 B</text>"));
+        assert!(html.contains("write() #14 at 0.09 ms, 15 bytes"));
+        // Two marks, over the arrows of frames 5 and 7.
+        let (xs, _, _) = layout(&e);
+        assert_eq!(html.matches("<g class=\"syscall\">").count(), 2);
+        assert!(html.contains(&format!("x1=\"{:.1}\" y1=\"40\"", xs[1])));
+        assert!(html.contains(&format!("x1=\"{:.1}\" y1=\"40\"", xs[3])));
+        assert!(html.contains("viewBox=\"0 0 960 326\""));
+        assert_eq!(html.matches("<g").count(), html.matches("</g>").count());
+        // The table says it too, on the frames' rows.
+        assert!(html.contains("bytes of write() #1 (12 B)"));
+        // Untraced: no row, the usual height.
+        let plain = timeline(&e, &[]);
+        assert!(!plain.contains("syscall"));
+        assert!(plain.contains("viewBox=\"0 0 960 280\""));
+    }
+
+    #[test]
+    fn a_turn_in_one_line_gets_the_writes_of_its_frames() {
+        // fragmented_writes quotes a turn as one line, "through frame 12".
+        let e = [entry(5, 0.0, Direction::ServerToClient, "through frame 12")];
+        let w: Vec<WriteMark> = (1..=8).map(|k| mark(k, 14, 0.0, 4 + k as u64)).collect();
+        let html = timeline(&e, &w);
+        assert!(html.contains(">write() #1–#8</text>"), "{html}");
+        assert!(html.contains(">8 calls, 112 B</text>"));
     }
 
     #[test]

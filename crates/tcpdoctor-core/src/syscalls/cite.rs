@@ -1,0 +1,302 @@
+//! Findings cite what the program did: the traced calls of the end a finding blames, and
+//! which of them produced the frames it quotes.
+//!
+//! Rules, for each `fragmented_writes` and `nagle_delayed_ack` finding, when the program was
+//! traced ([`TraceStatus::Traced`] or [`TraceStatus::Attached`]):
+//! 1. The blamed end is the sender of the finding's direction: for server → client, the
+//!    traced sockets whose local endpoint is the finding's server (its listener too); for
+//!    client → server, those whose remote endpoint is. No such socket: nothing is added.
+//! 2. Writes per message ([`calls::messages`]): the distribution over those sockets, as
+//!    `writes_per_response` / `writes_per_request`. A `fragmented_writes` finding whose
+//!    sender wrote each message with one call (median 1) is contradicted: the evidence says
+//!    so — the pieces were cut by the kernel or a hop, not by the program's writes.
+//! 3. TCP_NODELAY: whether the sender ever set it on those sockets (or on the listener,
+//!    whose options accepted sockets inherit), and when, as time after the trace started.
+//!    For a Nagle stall, whether it was on for the example's socket at the stall: if it
+//!    was, Nagle held nothing there, the evidence says so, and, when every socket had it on
+//!    before its first write, the finding is reworded as the detectors' own
+//!    `reword_for_nodelay` words it.
+//! 4. The quoted frames (the example's, from its first quoted frame to its last, in the
+//!    finding's direction) are joined to the writes that produced them ([`super::join`]):
+//!    "frames 41, 43, 45 carry the bytes of write() calls #7, #8, #9 (…)", retransmissions
+//!    apart; the same writes go to [`Evidence::writes`](crate::report::Evidence) for the
+//!    HTML timeline. For `fragmented_writes`, fewer calls than segments means the kernel
+//!    split writes as well (one call in many segments: the program wrote it whole). For a
+//!    Nagle stall, the writes the released frame carried were made either before the
+//!    delayed ACK (the kernel held them: Nagle) or after it (the program waited itself).
+//! 5. A client that wrote a request in two or more calls and then read (write-write-read)
+//!    is named with the calls, their sizes and the gap, on client → server findings.
+
+pub mod calls;
+mod example;
+
+use std::net::SocketAddr;
+
+use calls::{describe_message, messages, nodelay_at, nodelay_history, writes_per_message};
+
+use super::join::{endpoint, SocketJoin};
+use super::{Trace, TraceStatus};
+use crate::flow::Direction;
+use crate::report::{Finding, FindingKind};
+use crate::stats::SizeCounter;
+use crate::units::fmt_duration;
+use crate::wire::Endpoint;
+
+/// Adds what `trace` shows to the findings it speaks to (the rules above); `joins` are
+/// [`super::join::Joiner::finish`]'s for the same trace and the findings' capture. Returns
+/// how many findings gained evidence.
+pub fn cite(findings: &mut [Finding], trace: &Trace, joins: &[SocketJoin]) -> usize {
+    if !matches!(trace.status, TraceStatus::Traced | TraceStatus::Attached) {
+        return 0;
+    }
+    let mut n = 0;
+    for f in findings.iter_mut() {
+        let kind = matches!(
+            f.kind,
+            FindingKind::FragmentedWrites | FindingKind::NagleDelayedAck
+        );
+        if kind && cite_one(f, trace, joins) {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The blamed end's sockets (rule 1).
+struct Side {
+    data: Vec<u32>,
+    listeners: Vec<u32>,
+    sender: &'static str,
+    what: &'static str,
+}
+
+fn parse(s: &str) -> Option<Endpoint> {
+    s.parse::<SocketAddr>().ok().map(endpoint)
+}
+
+fn side(trace: &Trace, f: &Finding) -> Option<Side> {
+    let server = parse(&f.server)?;
+    let (mut data, mut listeners) = (Vec::new(), Vec::new());
+    for (i, s) in trace.sockets.iter().enumerate() {
+        let (local, remote) = (s.local.map(endpoint), s.remote.map(endpoint));
+        match f.direction {
+            Direction::ServerToClient if local == Some(server) && remote.is_some() => {
+                data.push(i as u32)
+            }
+            Direction::ServerToClient if local == Some(server) => listeners.push(i as u32),
+            Direction::ClientToServer if remote == Some(server) => data.push(i as u32),
+            _ => {}
+        }
+    }
+    let (sender, what) = match f.direction {
+        Direction::ServerToClient => ("server", "response"),
+        Direction::ClientToServer => ("client", "request"),
+    };
+    (!data.is_empty()).then_some(Side {
+        data,
+        listeners,
+        sender,
+        what,
+    })
+}
+
+fn cite_one(f: &mut Finding, trace: &Trace, joins: &[SocketJoin]) -> bool {
+    let Some(side) = side(trace, f) else {
+        return false;
+    };
+    writes_per(f, trace, &side);
+    let history = nodelay_history(trace, &[side.data.clone(), side.listeners.clone()].concat());
+    f.evidence.facts.push(nodelay_fact(trace, &side, &history));
+    let example = example_join(f, &side, joins);
+    if let Some(j) = example {
+        match &j.not_joined {
+            Some(why) => f.evidence.facts.push(format!(
+                "the example's writes could not be joined to its frames: {why}"
+            )),
+            None => example::quoted(f, j, trace, &side, &history),
+        }
+    }
+    if f.direction == Direction::ClientToServer {
+        write_write_read(f, trace, &side, example);
+    }
+    let mut rests = format!(
+        "the {}'s system calls, traced by tcpdoctor ({} calls{}), joined to the frames by \
+         sequence number (bytes written since the connection began ↔ sequence offsets)",
+        side.sender,
+        crate::units::fmt_count(trace.traced_calls.max(trace.calls.len() as u64)),
+        if trace.dropped > 0 {
+            format!("; {} beyond its cap not kept", trace.dropped)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(j) = example {
+        for n in &j.notes {
+            rests.push_str(&format!("; {n}"));
+        }
+    }
+    f.evidence.rests_on.push(rests);
+    true
+}
+
+/// Rule 2.
+fn writes_per(f: &mut Finding, trace: &Trace, side: &Side) {
+    let per = writes_per_message(trace, &side.data);
+    if per.is_empty() {
+        return;
+    }
+    let mut c = SizeCounter::default();
+    per.iter().for_each(|&v| c.record(v));
+    let d = c.distribution();
+    let mut names: Vec<&str> = trace
+        .calls
+        .iter()
+        .filter(|c| c.kind.writes() && c.ret > 0)
+        .filter(|c| c.socket.is_some_and(|s| side.data.contains(&s)))
+        .map(|c| c.kind.name())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let (sender, what) = (side.sender, side.what);
+    f.evidence.facts.push(format!(
+        "the {sender} made {} {}() call{} per {what} (median; p90 {}, max {}) over {} {what}s on \
+         {} traced socket{}",
+        d.p50,
+        names.join("()/"),
+        if d.p50 == 1.0 { "" } else { "s" },
+        d.p90,
+        d.max,
+        d.count,
+        side.data.len(),
+        if side.data.len() == 1 { "" } else { "s" }
+    ));
+    if f.kind == FindingKind::FragmentedWrites && d.p50 <= 1.0 {
+        f.evidence.facts.push(format!(
+            "the trace contradicts one write per piece: the {sender} wrote each {what} with one \
+             call (median), so the pieces on the wire were cut by the kernel (window, MSS) or \
+             a hop, not by the program's writes"
+        ));
+    }
+    f.evidence
+        .distributions
+        .insert(format!("writes_per_{what}"), d);
+}
+
+/// Rule 3's overall fact.
+fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> String {
+    let sender = side.sender;
+    let n = side.data.len();
+    let sockets = format!("{n} traced socket{}", if n == 1 { "" } else { "s" });
+    let listener = if side.listeners.is_empty() {
+        ""
+    } else {
+        " nor on its listening socket"
+    };
+    let mid = side
+        .data
+        .iter()
+        .any(|&s| !trace.sockets[s as usize].from_start);
+    let Some(first) = history.iter().find(|h| h.on) else {
+        return format!(
+            "the {sender} never set TCP_NODELAY on its {sockets}{listener}{}: Nagle was on",
+            if mid { " while traced" } else { "" }
+        );
+    };
+    let on: Vec<u32> = side
+        .data
+        .iter()
+        .copied()
+        .filter(|&s| nodelay_at(history, s, &side.listeners, trace.ended))
+        .collect();
+    let s = &trace.sockets[first.socket as usize];
+    let whose = if side.listeners.contains(&first.socket) {
+        "on its listening socket (accepted sockets inherit it)".to_string()
+    } else {
+        format!(
+            "{} after {} returned the socket",
+            fmt_duration(first.at.since(s.first_seen)),
+            if sender == "server" {
+                "accept"
+            } else {
+                "connect"
+            }
+        )
+    };
+    let on = if on.len() == n {
+        format!("on for every traced socket ({n}) at the end")
+    } else {
+        format!("on for {} of its {sockets} at the end", on.len())
+    };
+    let mut out = format!(
+        "the {sender} set TCP_NODELAY {} after the trace started ({whose}); {on}",
+        fmt_duration(first.at.since(trace.started)),
+    );
+    if let Some(off) = history.iter().find(|h| !h.on) {
+        out.push_str(&format!(
+            "; turned off again at {}",
+            fmt_duration(off.at.since(trace.started))
+        ));
+    }
+    out
+}
+
+/// The join of the example flow's sending socket.
+fn example_join<'a>(f: &Finding, side: &Side, joins: &'a [SocketJoin]) -> Option<&'a SocketJoin> {
+    let (client, server) = (
+        parse(&f.example_flow.client)?,
+        parse(&f.example_flow.server)?,
+    );
+    let (local, remote) = match f.direction {
+        Direction::ServerToClient => (server, client),
+        Direction::ClientToServer => (client, server),
+    };
+    let mut of_flow = joins.iter().filter(|j| {
+        j.local == Some(local)
+            && j.remote == Some(remote)
+            && j.sockets.iter().any(|s| side.data.contains(s))
+    });
+    let quoted = |j: &&SocketJoin| f.evidence.frames.iter().any(|&n| j.frame(n).is_some());
+    let all: Vec<&SocketJoin> = of_flow.by_ref().collect();
+    all.iter().copied().find(quoted).or(all.first().copied())
+}
+
+/// Rule 5.
+fn write_write_read(f: &mut Finding, trace: &Trace, side: &Side, j: Option<&SocketJoin>) {
+    let sockets: Vec<u32> = match j {
+        Some(j) => j.sockets.clone(),
+        None => side.data.clone(),
+    };
+    let all: Vec<calls::Message> = sockets.iter().flat_map(|&s| messages(trace, s)).collect();
+    let split: Vec<&calls::Message> = all
+        .iter()
+        .filter(|m| m.writes.len() >= 2 && m.read_after.is_some())
+        .collect();
+    // The message of the quoted frames' first write, else the first split one.
+    let quoted = j.and_then(|j| {
+        let first = j.writes.iter().find(|w| {
+            w.frames.iter().any(|n| {
+                f.evidence.frames.contains(n) || f.evidence.timeline.iter().any(|t| t.frame == *n)
+            })
+        })?;
+        split
+            .iter()
+            .find(|m| m.writes.contains(&first.write.call))
+            .copied()
+    });
+    let Some(m) = quoted.or(split.first().copied()) else {
+        return;
+    };
+    let n = m.writes.len();
+    let count = match n {
+        2 => "two".to_string(),
+        3 => "three".to_string(),
+        n => n.to_string(),
+    };
+    f.evidence.facts.push(format!(
+        "the client wrote the request in {count} calls: {} ({} of {} requests were written in \
+         two or more calls before a read)",
+        describe_message(trace, m),
+        split.len(),
+        all.len()
+    ));
+}

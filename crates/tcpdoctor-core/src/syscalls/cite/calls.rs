@@ -1,0 +1,138 @@
+//! What one end's calls show without the capture: the writes per message, TCP_NODELAY's
+//! history, and messages written in several calls before a read.
+//!
+//! A *message* is the run of write-family calls (result > 0) on one socket up to the next
+//! read-family call on it: a response on a server's socket, a request on a client's.
+//! Pipelined messages written between the same two reads count as one; a read that finds
+//! nothing (EAGAIN) between the pieces of one message splits it.
+
+use std::time::Duration;
+
+use crate::syscalls::sockopt::{IPPROTO_TCP, TCP_NODELAY};
+use crate::syscalls::{Call, Trace};
+use crate::time::Timestamp;
+use crate::units::{fmt_count, fmt_duration};
+
+/// The calls on `sockets`, in the trace's order, with their index in [`Trace::calls`].
+fn on<'a>(trace: &'a Trace, sockets: &'a [u32]) -> impl Iterator<Item = (usize, &'a Call)> {
+    trace
+        .calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.socket.is_some_and(|s| sockets.contains(&s)))
+}
+
+/// One message: the write calls (indices into [`Trace::calls`]) between two reads, and the
+/// read that followed it, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub writes: Vec<usize>,
+    pub read_after: Option<usize>,
+}
+
+/// The messages written on `socket` (one socket: messages of two sockets do not interleave).
+pub fn messages(trace: &Trace, socket: u32) -> Vec<Message> {
+    let mut out = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    let one = [socket];
+    for (i, c) in on(trace, &one) {
+        if c.kind.writes() && c.ret > 0 {
+            cur.push(i);
+        } else if c.kind.reads() && !cur.is_empty() {
+            // The first read after the writes: the program now waits for the answer.
+            out.push(Message {
+                writes: std::mem::take(&mut cur),
+                read_after: Some(i),
+            });
+        }
+    }
+    if !cur.is_empty() {
+        out.push(Message {
+            writes: cur,
+            read_after: None,
+        });
+    }
+    out
+}
+
+/// Write calls per message over `sockets`.
+pub fn writes_per_message(trace: &Trace, sockets: &[u32]) -> Vec<u32> {
+    sockets
+        .iter()
+        .flat_map(|&s| messages(trace, s))
+        .map(|m| m.writes.len() as u32)
+        .collect()
+}
+
+/// A `setsockopt(IPPROTO_TCP, TCP_NODELAY, v)` that succeeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodelaySet {
+    pub socket: u32,
+    pub at: Timestamp,
+    pub on: bool,
+}
+
+/// Every successful TCP_NODELAY setting on `sockets`, in order.
+pub fn nodelay_history(trace: &Trace, sockets: &[u32]) -> Vec<NodelaySet> {
+    on(trace, sockets)
+        .filter(|(_, c)| {
+            c.kind == crate::syscalls::CallKind::Setsockopt
+                && c.ret == 0
+                && c.sockopt() == (IPPROTO_TCP, TCP_NODELAY)
+        })
+        .filter_map(|(_, c)| {
+            Some(NodelaySet {
+                socket: c.socket?,
+                at: c.at,
+                on: c.value != 0,
+            })
+        })
+        .collect()
+}
+
+/// Whether TCP_NODELAY was on for `socket` at `t`: its own last setting before `t`, else the
+/// listener's (accepted sockets inherit the listener's options).
+pub fn nodelay_at(history: &[NodelaySet], socket: u32, listeners: &[u32], t: Timestamp) -> bool {
+    let before = |s: u32| {
+        history
+            .iter()
+            .rev()
+            .find(|h| h.socket == s && h.at <= t)
+            .map(|h| h.on)
+    };
+    before(socket)
+        .or_else(|| listeners.iter().find_map(|&l| before(l)))
+        .unwrap_or(false)
+}
+
+/// "write(… 120 bytes) then write(… 35 bytes) 12 µs later, then waited in read() 41.2 ms".
+pub fn describe_message(trace: &Trace, m: &Message) -> String {
+    let call = |i: usize| {
+        let c = &trace.calls[i];
+        format!(
+            "{}(… {} bytes)",
+            c.kind.name(),
+            fmt_count(c.ret.max(0) as u64)
+        )
+    };
+    let mut out = String::new();
+    for (k, &i) in m.writes.iter().enumerate() {
+        if k == 0 {
+            out.push_str(&call(i));
+        } else {
+            let gap = trace.calls[i].at.since(trace.calls[m.writes[k - 1]].at);
+            out.push_str(&format!(" then {} {} later", call(i), fmt_duration(gap)));
+        }
+    }
+    if let Some(r) = m.read_after {
+        let c = &trace.calls[r];
+        out.push_str(&format!(", then waited in {}()", c.kind.name()));
+        if c.took_ns >= 1_000 {
+            out.push_str(&format!(
+                " {}",
+                fmt_duration(Duration::from_nanos(c.took_ns))
+            ));
+        }
+    }
+    out
+}
