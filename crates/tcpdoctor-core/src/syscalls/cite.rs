@@ -70,6 +70,10 @@ struct Side {
     what: &'static str,
 }
 
+fn remote_known(s: &crate::syscalls::TracedSocket) -> bool {
+    s.remote.is_some()
+}
+
 fn parse(s: &str) -> Option<Endpoint> {
     s.parse::<SocketAddr>().ok().map(endpoint)
 }
@@ -77,7 +81,15 @@ fn parse(s: &str) -> Option<Endpoint> {
 fn side(trace: &Trace, f: &Finding) -> Option<Side> {
     let server = parse(&f.server)?;
     let (mut data, mut listeners) = (Vec::new(), Vec::new());
+    // A connection of an earlier window (a readiness probe, a previous scenario's) is not
+    // one of this window's: only sockets with calls in it count.
+    let used: std::collections::BTreeSet<u32> =
+        trace.calls.iter().filter_map(|c| c.socket).collect();
     for (i, s) in trace.sockets.iter().enumerate() {
+        let i_u32 = i as u32;
+        if remote_known(s) && !used.contains(&i_u32) {
+            continue;
+        }
         let (local, remote) = (s.local.map(endpoint), s.remote.map(endpoint));
         match f.direction {
             Direction::ServerToClient if local == Some(server) && remote.is_some() => {

@@ -88,6 +88,15 @@ pub struct InspectArgs {
     /// Write the report to this file instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+
+    /// Also trace the process's system calls for this long (e.g. 2s), from the start of the
+    /// sampling: tcpdoctor attaches (ptrace; the same user, or root), records the socket
+    /// calls — writes per response, TCP_NODELAY set or not, ioctl(SIOCOUTQ) and zero-timeout
+    /// polling loops — and detaches; the process goes on unharmed. A running process cannot
+    /// be given a seccomp filter, so while attached EVERY system call stops it twice: the
+    /// report states the calls and the tracer's time per call. At most 60s.
+    #[arg(long, value_parser = trace_duration, value_name = "DURATION")]
+    pub trace: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -100,6 +109,14 @@ pub enum Format {
 
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn trace_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() || d > Duration::from_secs(60) {
+        return Err(format!("{s}: the trace must last between 1ms and 60s"));
+    }
+    Ok(d)
 }
 
 fn interval(s: &str) -> Result<Duration, String> {
@@ -139,14 +156,17 @@ pub fn run(args: InspectArgs) -> anyhow::Result<u8> {
         announce,
     };
     crate::capture::stop::install();
+    let traced = args.trace.map(|d| super::inspect_trace::start(&cfg.pids, d));
     let outcome = inspect::observe(&cfg, &crate::capture::stop::requested)?;
+    let traces = traced.map(super::inspect_trace::finish).unwrap_or_default();
     for note in &outcome.notes {
         inspect::say(&format!("tcpdoctor inspect: {note}"));
     }
     if std::io::stderr().is_terminal() && !cfg.duration.is_zero() {
         inspect::say("tcpdoctor inspect: done");
     }
-    let report = diagnose(outcome.observation);
+    let mut report = diagnose(outcome.observation);
+    super::inspect_trace::add(&mut report, traces);
     emit(&report, args.format, &args.fail_on, args.out.as_ref())
 }
 

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod capture;
 pub mod demo;
 pub mod inspect;
+mod inspect_trace;
 pub mod proxy;
 pub mod run;
 pub mod sandbox;

@@ -24,6 +24,7 @@ pub mod scenario;
 pub mod server;
 pub mod server_proc;
 pub mod sockets;
+pub mod syscalls;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -17,6 +17,7 @@ use tcpdoctor_core::analysis::ScriptedClient;
 use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::impair::ChunkMode;
 use tcpdoctor_core::report::{Bucket, Finding, FindingKind};
+use tcpdoctor_core::syscalls::Trace;
 use tcpdoctor_core::run::{
     busy_poll, log_buckets, BusyPollInput, CaptureInfo, ChunkView, Figures, Pooled, ScenarioKind,
     ScenarioResult, ServerCpu,
@@ -322,11 +323,17 @@ pub async fn run(
         ),
         _ => None,
     };
+    // The trace's window is the scenario's: what came before (start-up, earlier scenarios)
+    // is dropped, but for the socket options it set (`Trace::setup`).
+    if let Some(s) = server {
+        let _ = s.take_trace();
+    }
     let cpu_before = server.map(|s| s.cpu());
     let started = Instant::now();
     let benched = crate::bench::run_keeping_measurements(Arc::new(cfg)).await;
     let wall = started.elapsed();
     let cpu_after = server.map(|s| s.cpu());
+    let trace = server.map(|s| s.take_trace());
     let samples = sampler.map(|s| s.finish());
     let server_sockets = sockets.and_then(|r| r.finish());
     let live_outcome = capture.map(|c| c.finish());
@@ -440,14 +447,23 @@ pub async fn run(
             }
         }
     }
+    // What the server's calls show, joined to the frames the findings quote.
+    if let (Some(t), Some(info)) = (&trace, &capture_info) {
+        cite_trace(&path.name, &mut findings, t, std::path::Path::new(&info.file));
+    }
     // Over a real path, the server's end too: what its kernel saw.
     let server_end = match &far_end_file {
         Some(file) => {
             let mut far_end = EndCapture::new(&file.display().to_string());
             match crate::cli::analyze::analyze_file_as(file, Some(&mut far_end), client) {
-                Ok((_, found)) => Some(tcpdoctor_core::run::ServerEnd {
+                Ok((_, mut found)) => Some(tcpdoctor_core::run::ServerEnd {
+                    findings: {
+                        if let Some(t) = &trace {
+                            cite_trace(&path.name, &mut found, t, file);
+                        }
+                        found
+                    },
                     file: file.display().to_string(),
-                    findings: found,
                     path: near_end.take().map(|near| compare(near, far_end)),
                 }),
                 Err(e) => {
@@ -580,5 +596,12 @@ fn no_capture(plan: &Plan, driver_target: &Addr) -> String {
                           still hold; a proxy scenario puts a TCP leg in front of it)"
             .to_string(),
         Addr::Tcp(_) => plan.no_capture_reason.clone(),
+    }
+}
+
+/// Cites the server's trace in `findings` (which quote `file`); a failure is said, not fatal.
+fn cite_trace(scenario: &str, findings: &mut [Finding], trace: &Trace, file: &std::path::Path) {
+    if let Err(e) = super::syscalls::cite_from(findings, trace, file) {
+        eprintln!("tcpdoctor: {scenario}: the server's system calls were not joined to the frames: {e:#}");
     }
 }

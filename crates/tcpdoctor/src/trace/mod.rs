@@ -81,11 +81,6 @@ impl Tracer {
             .or_else(|| s.done.then(|| ExitStatus::from_raw(0)))
     }
 
-    /// Why tracing stopped early, if it did.
-    pub fn error(&self) -> Option<String> {
-        self.lock().error.clone()
-    }
-
     /// The calls recorded since the last `take` (or the start), with every socket and process
     /// seen so far; starts a new window.
     pub fn take(&self) -> Trace {
@@ -99,8 +94,12 @@ impl Tracer {
                 s.setup.push(c.clone());
             }
         }
+        let status = match &s.error {
+            Some(e) => TraceStatus::Unavailable { reason: e.clone() },
+            None => self.status.clone(),
+        };
         let t = Trace {
-            status: self.status.clone(),
+            status,
             processes: s.processes.clone(),
             sockets: s.sockets.clone(),
             calls,

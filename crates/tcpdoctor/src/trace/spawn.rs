@@ -176,8 +176,14 @@ fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
         | Options::PTRACE_O_EXITKILL
         | Options::PTRACE_O_TRACESYSGOOD;
     if let Err(e) = ptrace::setoptions(root, opts) {
-        lock().error = Some(format!("setting the tracer's options: {e}"));
+        // Without PTRACE_O_TRACESECCOMP every trapped call would fail with ENOSYS: the
+        // program cannot run correctly, so it is ended rather than left half-broken.
+        lock().error = Some(format!("setting the tracer's options failed ({e}); the program was stopped"));
+        let _ = nix::sys::signal::kill(root, Signal::SIGKILL);
         let _ = ptrace::cont(root, None);
+        if let Ok(s) = waitpid(root, Some(flags)) {
+            lock().root_status = raw_status(&s);
+        }
         return;
     }
     rec.task(root.as_raw() as u32);

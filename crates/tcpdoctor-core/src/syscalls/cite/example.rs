@@ -173,8 +173,8 @@ fn nagle_release(
     match (on_then, set) {
         (true, _) => {
             f.evidence.facts.push(format!(
-                "TCP_NODELAY was on for the example's socket at the quoted stall (frame {after} \
-                 at {} after the trace started): Nagle held nothing there",
+                "TCP_NODELAY was on for the example's socket at the quoted stall (frame {after}, \
+                 {} after the trace started): Nagle held nothing there",
                 rel(at)
             ));
             let all_on = side.data.iter().all(|&s| {
@@ -188,12 +188,32 @@ fn nagle_release(
                 crate::detect::reword_for_nodelay(f);
             }
         }
-        (false, Some(h)) => f.evidence.facts.push(format!(
-            "TCP_NODELAY was set on the example's socket only at {}, after the quoted stall \
-             (frame {after} at {})",
+        (false, Some(h)) if h.at > at => f.evidence.facts.push(format!(
+            "TCP_NODELAY was set on the example's socket only {} after the trace started, \
+             after the quoted stall (frame {after}, {} after the trace started)",
             rel(h.at),
             rel(at)
         )),
+        (false, Some(h)) => {
+            let off = hist
+                .iter()
+                .find(|o| !o.on && o.at >= h.at && o.at <= at && j.sockets.contains(&o.socket));
+            f.evidence.facts.push(match off {
+                Some(o) => format!(
+                    "TCP_NODELAY was off for the example's socket at the quoted stall (frame \
+                     {after}, {} after the trace started): set {} after the trace started, \
+                     then turned off again at {}",
+                    rel(at),
+                    rel(h.at),
+                    rel(o.at)
+                ),
+                None => format!(
+                    "TCP_NODELAY was off for the example's socket at the quoted stall (frame \
+                     {after}, {} after the trace started)",
+                    rel(at)
+                ),
+            });
+        }
         (false, None) => {}
     }
 }
