@@ -69,6 +69,13 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "PORT", requires = "server")]
     pub server_port: Option<u16>,
 
+    /// Do not trace the system calls of the command (and of --server). By default both are
+    /// traced without root (ptrace with a seccomp filter that stops them only at the socket
+    /// calls that matter), so --analyze can say which write() produced which frame and
+    /// whether TCP_NODELAY was ever set (docs/syscalls.md).
+    #[arg(long)]
+    pub no_trace: bool,
+
     /// The command to run (after `--`).
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -107,6 +114,7 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
                 .analyze
                 .then(|| (args.opts.format, args.opts.fail_on.clone())),
             command: &args.command,
+            trace: !args.no_trace,
         });
     }
     if args.opts.write.is_none() && !args.opts.analyze {

@@ -3,13 +3,16 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
 use super::analyze::{analyze_file, emit, FailOn, Format};
 use crate::capture::stop;
+use crate::run::server_proc::{Proc, Waitable};
+use crate::trace::Spawned;
+use tcpdoctor_core::syscalls::{Trace, TraceStatus};
 use crate::wan::netns::NotListening;
 use crate::wan::{Captures, WanPath, FAR_ADDR};
 use tcpdoctor_core::ends::{compare, EndCapture};
@@ -28,6 +31,33 @@ pub struct WanSandbox<'a> {
     /// `--analyze`: the format and `--fail-on` of the analysis of both ends.
     pub analyze: Option<(Format, Vec<FailOn>)>,
     pub command: &'a [String],
+    /// Trace the server's and the command's system calls (`crate::trace`).
+    pub trace: bool,
+}
+
+/// Starts `cmd` traced when `trace` (untraced, saying why, where tracing is refused).
+fn start(cmd: Command, trace: bool, what: &str) -> anyhow::Result<Proc> {
+    if !trace {
+        let mut cmd = cmd;
+        return Ok(Proc::Plain(cmd.spawn()?, TraceStatus::Off));
+    }
+    Ok(match crate::trace::spawn(cmd)? {
+        Spawned::Traced(t) => Proc::Traced(t),
+        Spawned::Untraced(c, reason) => {
+            eprintln!("tcpdoctor: sandbox: the {what} runs untraced: {reason}");
+            Proc::Plain(c, TraceStatus::Unavailable { reason })
+        }
+    })
+}
+
+/// Waits for `p` to exit.
+fn wait_exit(p: &mut Proc) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        if let Some(s) = p.try_wait()? {
+            return Ok(s);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Where the captures go when `--analyze` is given without `-w`: a directory of this process,
@@ -82,17 +112,18 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     let path = WanPath::open(&w.spec, captures)?;
     stop::install();
     let mut group = 0;
-    let mut server: Option<Child> = None;
+    let mut server: Option<Proc> = None;
     if let Some(cmd) = w.server {
         let mut c = Command::new("/bin/sh");
         c.arg("-c").arg(cmd).process_group(0);
         path.ns.spawn_in_far(&mut c);
         keep_net_raw(&mut c);
-        let child = c.spawn().context("starting --server")?;
+        let child = start(c, w.trace, "server").context("starting --server")?;
         group = child.id() as libc::pid_t;
         stop::kill_group_on_stop(group);
         server = Some(child);
     }
+    let mut traces: Vec<(&str, Trace)> = Vec::new();
     let result = (|| -> anyhow::Result<i32> {
         let port = match server.as_mut() {
             Some(s) => wait_ready(&path.ns, s, w.server_port, w.ready_timeout)?,
@@ -112,17 +143,19 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         if let Some(port) = port {
             c.env("TCPDOCTOR_SERVER", format!("{FAR_ADDR}:{port}"));
         }
-        let mut client = c.spawn().context("starting the command")?;
+        let mut client = start(c, w.trace, "command").context("starting the command")?;
         if group == 0 {
             stop::kill_group_on_stop(client.id() as libc::pid_t);
         }
-        let status = client.wait().context("waiting for the command")?;
+        let status = wait_exit(&mut client).context("waiting for the command")?;
+        traces.push(("client", client.take_trace()));
         use std::os::unix::process::ExitStatusExt;
         Ok(status
             .code()
             .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
     })();
     if let Some(mut s) = server {
+        traces.push(("server", s.take_trace()));
         let pgid = s.id() as libc::pid_t;
         crate::run::server::stop_group(&mut s, pgid);
         // And whatever it left in the far namespace (a daemon outside its process group).
@@ -143,7 +176,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     }
     let found = match (&w.analyze, &near_file) {
         (Some((format, fail_on)), Some(near)) if !stop::interrupted() => {
-            analyze_ends(near, *format, fail_on)?
+            analyze_ends(near, *format, fail_on, &traces)?
         }
         _ => EXIT_CLEAN,
     };
@@ -163,7 +196,12 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
 /// `--analyze`: both ends' captures analysed as `analyze --ends` does; the exit code --fail-on
 /// asks for, or 1 when no request crossed the path and was answered (a client that could not
 /// connect is not a clean run: it is said, never "No findings").
-fn analyze_ends(near: &Path, format: Format, fail_on: &[FailOn]) -> anyhow::Result<u8> {
+fn analyze_ends(
+    near: &Path,
+    format: Format,
+    fail_on: &[FailOn],
+    traces: &[(&str, Trace)],
+) -> anyhow::Result<u8> {
     let far = far_capture_path(near);
     let mut captures = Vec::new();
     let mut findings = Vec::new();
@@ -171,7 +209,16 @@ fn analyze_ends(near: &Path, format: Format, fail_on: &[FailOn]) -> anyhow::Resu
     for file in [near.to_path_buf(), far] {
         let mut end = EndCapture::new(&file.display().to_string());
         match analyze_file(&file, Some(&mut end)) {
-            Ok((summary, found)) => {
+            Ok((summary, mut found)) => {
+                // Each program's calls, joined to this end's frames.
+                for (who, t) in traces {
+                    if let Err(e) = crate::run::syscalls::cite_from(&mut found, t, &file) {
+                        eprintln!(
+                            "tcpdoctor: sandbox: the {who}'s system calls were not joined to {}: {e:#}",
+                            file.display()
+                        );
+                    }
+                }
                 captures.push(summary);
                 findings.extend(found);
                 ends.push(end);
@@ -268,7 +315,7 @@ fn keep_net_raw(cmd: &mut Command) {
 /// Fails naming why the server did not listen.
 fn wait_ready(
     ns: &crate::wan::Namespaces,
-    server: &mut Child,
+    server: &mut Proc,
     port: Option<u16>,
     limit: Duration,
 ) -> anyhow::Result<Option<u16>> {
