@@ -9,12 +9,32 @@
 //! the bytes each call wrote to the sequence numbers of the frames that carried them.
 //!
 //! Nothing here reads a clock or a file: the trace is evidence, like a capture.
+//!
+//! # Layout
+//! - `mod.rs`: the model ([`Trace`], [`Call`], [`TracedSocket`], [`TraceStatus`]).
+//! - `labels.rs`: the names calls are counted under (`ioctl(SIOCOUTQ)`, `recvfrom=EAGAIN`).
+//! - `summary.rs`: the `syscalls` block of a scenario ([`summarize`]): counts per socket and
+//!   per process, writes per response, TCP_NODELAY, SIOCOUTQ.
+//! - `polling.rs`: whether the trace shows a program polling its sockets ([`polling`]) or not
+//!   ([`real_work`]), for `busy_poll`.
+//! - `text.rs`: the block in a few lines ([`render_text`]).
+
+pub mod labels;
+pub mod polling;
+pub mod summary;
+mod text;
+#[cfg(test)]
+pub(crate) mod fixtures;
 
 use std::net::SocketAddr;
 
 use serde::Serialize;
 
 use crate::time::Timestamp;
+
+pub use polling::{polling, real_work, verdict, PollingMechanism, RealWork, TraceVerdict};
+pub use summary::{summarize, NoDelay, ProcessCalls, SocketCalls, SyscallsReport};
+pub use text::render_text;
 
 /// The calls the tracer traps. `Other` is never produced by the tracer; it stands for a call
 /// number the core does not know (a newer tracer, a hand-made trace).
@@ -128,6 +148,7 @@ pub mod sockopt {
     pub const SO_SNDBUF: u64 = 7;
     pub const SO_RCVBUF: u64 = 8;
     pub const SO_KEEPALIVE: u64 = 9;
+    pub const SO_ERROR: u64 = 4;
 }
 
 /// One traced system call, recorded at its exit.
