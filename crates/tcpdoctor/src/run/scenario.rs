@@ -517,6 +517,7 @@ pub async fn run(
             ),
             floor_counters: crate::bench::cpu::COUNTERS,
             mean_ms: bench.latency_ms.mean,
+            trace: None,
         };
         if let Some(f) = busy_poll(&input) {
             findings.push(f);
@@ -539,6 +540,7 @@ pub async fn run(
         chunks,
         server_cpu,
         server_sockets,
+        syscalls: None,
         findings,
     })
 }
