@@ -144,8 +144,8 @@ struct Acc {
     group: u64,
     groups: SizeCounter,
     nodelay: NoDelay,
-    /// When TCP_NODELAY was last set (for inheritance by accepted sockets).
-    nodelay_at: Option<Timestamp>,
+    /// When TCP_NODELAY was set, and to what (for inheritance by accepted sockets).
+    nodelay_history: Vec<(Timestamp, i64)>,
     outq: QueuePolls,
     opened_by: Option<&'static str>,
 }
@@ -163,9 +163,9 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
     let ms_after = |t: Timestamp| round3(t.since(trace.started).as_secs_f64() * 1e3);
     let mut socks: Vec<Acc> = trace.sockets.iter().map(|_| Acc::default()).collect();
     let mut procs: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
-    // Accepted sockets: (listener, pid, fd returned, when).
-    let mut accepted: Vec<(usize, u32, i64, Timestamp)> = Vec::new();
-    for c in &trace.calls {
+    // Accepted sockets: (listener, the accept's index in the calls).
+    let mut accepted: Vec<(usize, usize)> = Vec::new();
+    for (k, c) in trace.calls.iter().enumerate() {
         let Some(i) = c.socket.map(|i| i as usize).filter(|&i| i < socks.len()) else {
             bump(procs.entry(c.pid).or_default(), c);
             continue;
@@ -196,13 +196,13 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
                     calls: a.nodelay.calls + 1,
                     from_listener: false,
                 };
-                a.nodelay_at = Some(c.at);
+                a.nodelay_history.push((c.at, c.value));
             }
             CallKind::Ioctl if c.arg as u64 == ioctl::SIOCOUTQ => {
                 a.outq.calls += 1;
                 a.outq.non_empty += u64::from(c.ret == 0 && c.value > 0);
             }
-            CallKind::Accept if c.ret >= 0 => accepted.push((i, c.pid, c.ret, c.at)),
+            CallKind::Accept if c.ret >= 0 => accepted.push((i, k)),
             CallKind::Connect => a.opened_by = Some("connect"),
             _ => {}
         }
@@ -273,21 +273,21 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
 
 /// Definition 3's inheritance: an accepted socket never set itself takes its listener's
 /// setting as it stood when `accept` returned.
-fn inherit_nodelay(trace: &Trace, socks: &mut [Acc], accepted: &[(usize, u32, i64, Timestamp)]) {
-    for &(listener, pid, fd, at) in accepted {
-        let child = trace
-            .sockets
-            .iter()
-            .position(|s| s.pid == pid && i64::from(s.fd) == fd && s.first_seen >= at);
-        if let Some(i) = child {
-            socks[i].opened_by = Some("accept");
-        }
-        let on_listener = match socks[listener].nodelay_at {
-            Some(t) if t <= at => socks[listener].nodelay.value,
-            _ => None,
+fn inherit_nodelay(trace: &Trace, socks: &mut [Acc], accepted: &[(usize, usize)]) {
+    for &(listener, k) in accepted {
+        let Some(child) = accepted_socket(trace, k) else {
+            continue;
         };
-        let Some(value) = on_listener else { continue };
-        if let Some(a) = child.map(|i| &mut socks[i]).filter(|a| !a.nodelay.set) {
+        socks[child].opened_by = Some("accept");
+        let at = trace.calls[k].at;
+        let on_listener = socks[listener]
+            .nodelay_history
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= at)
+            .map(|(_, v)| *v);
+        let a = &mut socks[child];
+        if let (Some(value), false) = (on_listener, a.nodelay.set) {
             a.nodelay = NoDelay {
                 set: true,
                 value: Some(value),
@@ -297,6 +297,25 @@ fn inherit_nodelay(trace: &Trace, socks: &mut [Acc], accepted: &[(usize, u32, i6
             };
         }
     }
+}
+
+/// The socket the `accept` at `trace.calls[k]` returned: the one the next call of that process
+/// on the returned descriptor was on, or else the first socket of that descriptor the tracer
+/// resolved after the accept began.
+fn accepted_socket(trace: &Trace, k: usize) -> Option<usize> {
+    let c = &trace.calls[k];
+    let fd = c.ret;
+    trace.calls[k + 1..]
+        .iter()
+        .find(|n| n.pid == c.pid && i64::from(n.fd) == fd && n.socket.is_some())
+        .and_then(|n| n.socket.map(|i| i as usize))
+        .filter(|&i| i < trace.sockets.len())
+        .or_else(|| {
+            trace
+                .sockets
+                .iter()
+                .position(|s| s.pid == c.pid && i64::from(s.fd) == fd && s.first_seen >= c.at)
+        })
 }
 
 /// The traced window as a duration (for callers that have no other wall clock).

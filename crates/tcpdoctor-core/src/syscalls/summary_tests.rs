@@ -204,3 +204,21 @@ fn status_overhead_and_json_shape() {
     assert_eq!(v["status"]["state"], "unavailable");
     assert_eq!(v["status"]["reason"], why);
 }
+
+/// The listener's setting as it stood at each accept: on for the first, off for the second.
+#[test]
+fn each_accepted_socket_inherits_the_setting_of_its_moment() {
+    let mut t = Tb::new("server");
+    t.socket(3, "127.0.0.1:7000", None);
+    t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 1);
+    for (fd, port) in [(4, "50000"), (5, "50001")] {
+        t.call(CallKind::Accept, 3, fd, 0, -1);
+        t.socket(fd as i32, "127.0.0.1:7000", Some(&format!("127.0.0.1:{port}")));
+        t.read(CallKind::Read, fd as i32, 5);
+        t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 0);
+    }
+    let r = summarize(&t.trace, None);
+    let got: Vec<Option<i64>> = r.sockets[1..].iter().map(|s| s.nodelay.value).collect();
+    assert_eq!(got, [Some(1), Some(0)]);
+    assert!(r.sockets[1..].iter().all(|s| s.opened_by == Some("accept")));
+}
