@@ -151,8 +151,14 @@ fn the_syscalls_block_validates_against_the_run_schema() {
     let s = &v["scenarios"];
     assert_eq!(s[0]["syscalls"]["polling"]["verdict"], "polling");
     assert_eq!(s[0]["syscalls"]["polling"]["label"], "ioctl(SIOCOUTQ)");
-    assert_eq!(s[0]["syscalls"]["sockets"][1]["counts"]["ioctl(SIOCOUTQ)"], 30_000);
-    assert_eq!(s[0]["syscalls"]["sockets"][1]["nodelay"]["from_listener"], true);
+    assert_eq!(
+        s[0]["syscalls"]["sockets"][1]["counts"]["ioctl(SIOCOUTQ)"],
+        30_000
+    );
+    assert_eq!(
+        s[0]["syscalls"]["sockets"][1]["nodelay"]["from_listener"],
+        true
+    );
     assert_eq!(
         s[0]["syscalls"]["sockets"][1]["writes_per_response"]["p50"],
         2.0

@@ -86,10 +86,10 @@ use std::time::Duration;
 
 use super::cpu_samples::{CpuSamples, Phases};
 use super::ServerCpu;
-use crate::syscalls::TraceVerdict;
 use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity};
 use crate::stats::round3;
+use crate::syscalls::TraceVerdict;
 
 pub const MIN_EXCHANGES: u64 = 20;
 pub const MIN_WAITING: Duration = Duration::from_millis(20);

@@ -210,7 +210,10 @@ fn a_traced_server_doing_real_work_is_not_named_whatever_its_cpu() {
     let v = verdict(&trace, 100, wall).expect("the trace covered the scenario");
     assert!(matches!(v, TraceVerdict::RealWork(_)));
     let spin = || timeline(100, 0, 0.0, 4, |_| 0.97);
-    assert!(judge_split(spin(), Some(110), 100, 0.7).is_some(), "the CPU alone names it");
+    assert!(
+        judge_split(spin(), Some(110), 100, 0.7).is_some(),
+        "the CPU alone names it"
+    );
     let (f, withheld) = judge_traced(spin(), Some(110), 100, 0.7, Some(&v));
     assert!(f.is_none());
     let why = withheld.expect("said why");
@@ -218,10 +221,16 @@ fn a_traced_server_doing_real_work_is_not_named_whatever_its_cpu() {
         why.starts_with("busy_poll not named: by its CPU alone the server looked like a spinner"),
         "{why}"
     );
-    assert!(why.contains("the CPU did not go into polling its sockets"), "{why}");
+    assert!(
+        why.contains("the CPU did not go into polling its sockets"),
+        "{why}"
+    );
     // CPU that would not have named it anyway: nothing withheld.
     let idle = timeline(100, 3, 1.0, 4, |_| 0.0);
-    assert_eq!(judge_traced(idle, Some(200), 100, 0.7, Some(&v)), (None, None));
+    assert_eq!(
+        judge_traced(idle, Some(200), 100, 0.7, Some(&v)),
+        (None, None)
+    );
     // Untraced, unchanged.
     assert_eq!(
         judge_traced(spin(), Some(110), 100, 0.7, None).1,

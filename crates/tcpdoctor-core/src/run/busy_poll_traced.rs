@@ -8,7 +8,10 @@ use crate::syscalls::PollingMechanism;
 
 pub(super) fn finding(i: &BusyPollInput, m: &Measured, poll: &PollingMechanism) -> Finding {
     let cpu_s = i.cpu.user_s + i.cpu.system_s;
-    let mut facts = vec![format!("the server's system calls, traced: {}", poll.sentence)];
+    let mut facts = vec![format!(
+        "the server's system calls, traced: {}",
+        poll.sentence
+    )];
     facts.extend(poll.others.iter().map(|o| format!("and {o}")));
     facts.push(format!(
         "each of those calls asked the kernel whether anything had changed and heard no; a \

@@ -195,7 +195,9 @@ fn a_traced_scenario_shows_its_system_calls_in_a_few_lines() {
         vec![s, plain],
     ));
     assert!(
-        text.contains("\n   syscalls: traced from its start, 647 trapped calls in 15 ms (1 process, "),
+        text.contains(
+            "\n   syscalls: traced from its start, 647 trapped calls in 15 ms (1 process, "
+        ),
         "{text}"
     );
     assert!(

@@ -19,12 +19,12 @@
 //!   ([`real_work`]), for `busy_poll`.
 //! - `text.rs`: the block in a few lines ([`render_text`]).
 
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod labels;
 pub mod polling;
 pub mod summary;
 mod text;
-#[cfg(test)]
-pub(crate) mod fixtures;
 
 use std::net::SocketAddr;
 

@@ -58,8 +58,10 @@ fn event_loops_ask_a_few_questions_per_request_and_are_not_polling() {
     let mut t = Tb::new("node");
     t.socket(20, "127.0.0.1:8000", Some("127.0.0.1:50000"));
     for _ in 0..200 {
-        t.wait(CallKind::EpollWait, -1, 1).read(CallKind::Read, 20, 5);
-        t.write(CallKind::Write, 20, 100).wait(CallKind::EpollWait, 0, 0);
+        t.wait(CallKind::EpollWait, -1, 1)
+            .read(CallKind::Read, 20, 5);
+        t.write(CallKind::Write, 20, 100)
+            .wait(CallKind::EpollWait, 0, 0);
         t.again(CallKind::Read, 20);
     }
     let wall = t.trace.ended.since(t.trace.started);
@@ -77,7 +79,8 @@ fn a_zero_timeout_event_loop_is_polling() {
         for _ in 0..700 {
             t.wait(CallKind::EpollWait, 0, 0);
         }
-        t.wait(CallKind::EpollWait, 0, 1).read(CallKind::Recvfrom, 7, 5);
+        t.wait(CallKind::EpollWait, 0, 1)
+            .read(CallKind::Recvfrom, 7, 5);
         t.write(CallKind::Sendto, 7, 50);
     }
     let m = polling(&t.trace, 300, Duration::from_secs(3)).expect("polling");
@@ -99,7 +102,8 @@ fn a_nonblocking_recv_retried_on_eagain_is_polling_and_every_mechanism_is_quoted
         for _ in 0..5 {
             t.again(CallKind::Sendto, 7);
         }
-        t.read(CallKind::Recvfrom, 7, 5).write(CallKind::Sendto, 7, 5);
+        t.read(CallKind::Recvfrom, 7, 5)
+            .write(CallKind::Sendto, 7, 5);
     }
     let m = polling(&t.trace, 50, Duration::from_millis(500)).expect("polling");
     assert_eq!(m.label, "recvfrom=EAGAIN");

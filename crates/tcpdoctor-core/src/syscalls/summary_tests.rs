@@ -32,7 +32,11 @@ fn an_asyncio_server_writing_one_line_per_call_shows_fourteen_writes_per_respons
     assert_eq!(s.nodelay.calls, 1);
     assert!(s.nodelay.at_ms.is_some_and(|t| t > 0.0 && t < 1.0));
     // The listener is kept with its accepts; the second found nobody waiting.
-    let l = r.sockets.iter().find(|s| s.remote.is_none()).expect("listener");
+    let l = r
+        .sockets
+        .iter()
+        .find(|s| s.remote.is_none())
+        .expect("listener");
     assert_eq!(l.counts["accept"], 2);
     assert_eq!(l.counts["accept=EAGAIN"], 1);
     assert!(l.writes_per_response.is_none());
@@ -94,11 +98,18 @@ fn a_siocoutq_spinner_shows_its_polls_and_the_queue_it_found() {
         text.contains("SIOCOUTQ found the send queue non-empty 15,000 of 15,030 times"),
         "{text}"
     );
-    assert!(text.contains("  polling: ioctl(SIOCOUTQ) 15,000 times in"), "{text}");
+    assert!(
+        text.contains("  polling: ioctl(SIOCOUTQ) 15,000 times in"),
+        "{text}"
+    );
     // The server that does the same CPU's worth of work instead makes no such call.
     let w = summarize(&real_work_server(30, Duration::from_millis(10)), Some(30));
     assert!(server_socket(&w).siocoutq.is_none());
-    assert!(render_text(&w).contains("  no polling: "), "{}", render_text(&w));
+    assert!(
+        render_text(&w).contains("  no polling: "),
+        "{}",
+        render_text(&w)
+    );
 }
 
 #[test]
@@ -129,9 +140,16 @@ fn errno_and_empty_waits_get_their_own_labels() {
     t.socket(5, "127.0.0.1:7000", Some("127.0.0.1:50000"));
     t.again(CallKind::Recvfrom, 5).again(CallKind::Recvfrom, 5);
     t.read(CallKind::Recvfrom, 5, 10);
-    t.wait(CallKind::EpollWait, 0, 0).wait(CallKind::EpollWait, 0, 1);
+    t.wait(CallKind::EpollWait, 0, 0)
+        .wait(CallKind::EpollWait, 0, 1);
     t.wait(CallKind::EpollWait, 10, 0);
-    t.call(CallKind::Ioctl, 5, 0, crate::syscalls::ioctl::SIOCINQ as i64, 0);
+    t.call(
+        CallKind::Ioctl,
+        5,
+        0,
+        crate::syscalls::ioctl::SIOCINQ as i64,
+        0,
+    );
     t.call(
         CallKind::Getsockopt,
         5,
@@ -187,16 +205,17 @@ fn status_overhead_and_json_shape() {
         head.starts_with("syscalls: traced from its start, 57 trapped calls in "),
         "{head}"
     );
-    assert!(head.ends_with("(1 process, 171 µs by the tracer, 3 µs per call)"), "{head}");
+    assert!(
+        head.ends_with("(1 process, 171 µs by the tracer, 3 µs per call)"),
+        "{head}"
+    );
 
     let off = summarize(&Trace::not_traced(TraceStatus::Off), Some(10));
     assert_eq!(render_text(&off), "syscalls: not traced (--no-trace)\n");
     assert!(off.polling.is_none(), "nothing traced says nothing");
     let why = "ptrace refused: kernel.yama.ptrace_scope is 3";
     let u = summarize(
-        &Trace::not_traced(TraceStatus::Unavailable {
-            reason: why.into(),
-        }),
+        &Trace::not_traced(TraceStatus::Unavailable { reason: why.into() }),
         None,
     );
     assert_eq!(render_text(&u), format!("syscalls: not traced — {why}\n"));
@@ -213,7 +232,11 @@ fn each_accepted_socket_inherits_the_setting_of_its_moment() {
     t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 1);
     for (fd, port) in [(4, "50000"), (5, "50001")] {
         t.call(CallKind::Accept, 3, fd, 0, -1);
-        t.socket(fd as i32, "127.0.0.1:7000", Some(&format!("127.0.0.1:{port}")));
+        t.socket(
+            fd as i32,
+            "127.0.0.1:7000",
+            Some(&format!("127.0.0.1:{port}")),
+        );
         t.read(CallKind::Read, fd as i32, 5);
         t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 0);
     }
