@@ -278,4 +278,33 @@ impl Trace {
             ended: Timestamp::ZERO,
         }
     }
+
+    /// The part of the trace from `from` to `to` (one scenario of a server traced for its
+    /// whole life): the calls that began in it, the window clamped to what was traced.
+    /// Sockets and processes are kept whole (calls index the sockets). The tracer's time is
+    /// apportioned by calls (an estimate: every stop costs about the same), and `dropped`
+    /// stays the whole trace's — which calls were dropped is not known, so a slice of a trace
+    /// that dropped any may have lost some (the polling rule then counts them all).
+    pub fn between(&self, from: Timestamp, to: Timestamp) -> Trace {
+        let calls: Vec<Call> = self
+            .calls
+            .iter()
+            .filter(|c| c.at >= from && c.at < to)
+            .cloned()
+            .collect();
+        let kept = self.calls.len().max(1) as u128;
+        let share = |n: u64| (u128::from(n) * calls.len() as u128 / kept) as u64;
+        let started = self.started.max(from);
+        Trace {
+            status: self.status.clone(),
+            processes: self.processes.clone(),
+            sockets: self.sockets.clone(),
+            traced_calls: calls.len() as u64,
+            tracer_ns: share(self.tracer_ns),
+            dropped: self.dropped,
+            started,
+            ended: self.ended.min(to).max(started),
+            calls,
+        }
+    }
 }

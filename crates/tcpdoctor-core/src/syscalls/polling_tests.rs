@@ -170,3 +170,41 @@ fn a_wait_that_sleeps_is_not_a_poll() {
     assert!(polling(&t.trace, 100, wall).is_none());
     assert_eq!(real_work(&t.trace, 100, wall).expect("covered").polls, 0);
 }
+
+/// A server traced for its whole life, judged per scenario: the spinning scenario's slice is
+/// polling, the working one's is not; a slice past the trace's end covers too little to say.
+#[test]
+fn a_whole_life_trace_is_judged_per_scenario() {
+    let mut t = siocoutq_spinner(50, 100);
+    let work = real_work_server(50, Duration::from_millis(2));
+    let gap = t.ended.since(work.started) + Duration::from_secs(1);
+    let split = t.ended.plus(Duration::from_millis(500));
+    for c in &work.calls {
+        let mut c = c.clone();
+        c.at = c.at.plus(gap);
+        t.calls.push(c);
+    }
+    t.ended = work.ended.plus(gap);
+    t.traced_calls = t.calls.len() as u64;
+    let first = t.between(t.started, split);
+    let second = t.between(split, t.ended);
+    assert_eq!(first.calls.len() + second.calls.len(), t.calls.len());
+    let apportioned = first.tracer_ns + second.tracer_ns;
+    assert!(
+        apportioned.abs_diff(t.tracer_ns) <= 1,
+        "the tracer's time apportioned: {apportioned} of {}",
+        t.tracer_ns
+    );
+    let wall = |x: &Trace| x.ended.since(x.started);
+    assert!(matches!(
+        verdict(&first, 50, wall(&first)),
+        Some(TraceVerdict::Polling(_))
+    ));
+    assert!(matches!(
+        verdict(&second, 50, wall(&second)),
+        Some(TraceVerdict::RealWork(_))
+    ));
+    // A scenario that ran on for as long again after the trace ended.
+    let late = t.between(split, t.ended.plus(wall(&second)));
+    assert!(real_work(&late, 50, wall(&second) * 2).is_none());
+}
