@@ -21,10 +21,13 @@
 //!    zero-timeout wait before the loop blocks. Measured under `strace -f` with 200 requests
 //!    of a 14-line reply: CPython asyncio 0.04 polls per request (8 zero-timeout waits, no
 //!    `EAGAIN`), Node.js `net` 1.0 (one `epoll_pwait(…, 0) = 0` per turn of libuv's loop). A
-//!    poller asks for as long as it waits: one call every few µs untraced and every 10–50 µs
-//!    under a tracer's stops, so even a 1 ms wait per request gives 20 or more, and a 40 ms
-//!    delayed ACK a thousand. 20 is five times what an event loop asks and below what a
-//!    poller asks in a millisecond of waiting. [`MIN_POLLS`] (ten requests at the threshold)
+//!    poller asks for as long as it waits, one call every few µs untraced and every ~160 µs
+//!    under `strace -f --seccomp-bpf`, which prints each (measured: the CPython spinner of
+//!    `testdata/servers/siocoutq_spinner.py`, each request waiting ~40 ms for the delayed
+//!    ACK, found its send queue non-empty 269 times per request), so even a 1 ms wait per
+//!    request gives 20 or more under the slowest tracer. 20 is five times what an event loop
+//!    asks and below what a poller asks in a millisecond of waiting. [`MIN_POLLS`] (ten
+//!    requests at the threshold)
 //!    keeps a burst at start-up (a connect retried on `EAGAIN`) from being named.
 //! 3. The mechanism named is the label with the most polls (`ioctl(SIOCOUTQ)`,
 //!    `epoll_wait(timeout 0)=0`, `recvfrom=EAGAIN`); the others are quoted with their counts.
