@@ -24,10 +24,11 @@
 //!    poller asks for as long as it waits, one call every few µs untraced and every ~160 µs
 //!    under `strace -f --seccomp-bpf`, which prints each (measured: the CPython spinner of
 //!    `testdata/servers/siocoutq_spinner.py`, each request waiting ~40 ms for the delayed
-//!    ACK, found its send queue non-empty 269 times per request), so even a 1 ms wait per
-//!    request gives 20 or more under the slowest tracer. 20 is five times what an event loop
-//!    asks and below what a poller asks in a millisecond of waiting. [`MIN_POLLS`] (ten
-//!    requests at the threshold)
+//!    ACK, found its send queue non-empty 269 times per request). 20 polls per request is
+//!    five times what an event loop asks, and means at least 20 polls' time per request
+//!    spent asking: ~0.1 ms untraced, ~3 ms under strace — a wait for a delayed ACK (40 ms)
+//!    is far beyond either, and a spinner that only ever waits less costs little and is not
+//!    named. [`MIN_POLLS`] (ten requests at the threshold)
 //!    keeps a burst at start-up (a connect retried on `EAGAIN`) from being named.
 //! 3. The mechanism named is the label with the most polls (`ioctl(SIOCOUTQ)`,
 //!    `epoll_wait(timeout 0)=0`, `recvfrom=EAGAIN`); the others are quoted with their counts.
