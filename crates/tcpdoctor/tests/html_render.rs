@@ -56,6 +56,7 @@ fn scenario(name: &str, path: &str, latencies: &[Duration]) -> ScenarioResult {
         chunks: None,
         server_cpu: None,
         server_sockets: None,
+        syscalls: None,
         findings: Vec::new(),
     }
 }

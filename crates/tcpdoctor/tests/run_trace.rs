@@ -99,14 +99,24 @@ fn a_per_line_asyncio_server_is_seen_writing_each_line_and_its_stall_cites_the_c
     assert_eq!(wpr["p50"].as_f64(), Some((ROWS + 1) as f64), "{s:#}");
     assert_eq!(wpr["max"].as_f64(), Some((ROWS + 1) as f64), "{s:#}");
     assert!(wpr["count"].as_u64().unwrap_or(0) >= 39, "{s:#}");
-    assert_eq!(s["nodelay"]["set"], false, "create_server() sockets keep Nagle: {s:#}");
-    assert_eq!(s["counts"]["sendto"].as_u64(), Some(40 * (ROWS + 1)), "{s:#}");
+    assert_eq!(
+        s["nodelay"]["set"], false,
+        "create_server() sockets keep Nagle: {s:#}"
+    );
+    assert_eq!(
+        s["counts"]["sendto"].as_u64(),
+        Some(40 * (ROWS + 1)),
+        "{s:#}"
+    );
     // The stall is still there under the tracer, and it cites the program's calls.
     let f = finding(&sc, "nagle_delayed_ack")
         .unwrap_or_else(|| panic!("the traced server still stalls: {sc:#}"));
     let facts = f["evidence"]["facts"].to_string();
     assert!(
-        facts.contains(&format!("the server made {} sendto() calls per response", ROWS + 1)),
+        facts.contains(&format!(
+            "the server made {} sendto() calls per response",
+            ROWS + 1
+        )),
         "{facts}"
     );
     assert!(facts.contains("never set TCP_NODELAY"), "{facts}");
@@ -155,7 +165,11 @@ fn no_trace_turns_tracing_off_and_says_so() {
         return;
     }
     let sc = run(test, "whole", &["--no-trace"]);
-    assert_eq!(sc["syscalls"]["status"]["state"], "off", "{:#}", sc["syscalls"]);
+    assert_eq!(
+        sc["syscalls"]["status"]["state"], "off",
+        "{:#}",
+        sc["syscalls"]
+    );
     assert!(sc["syscalls"]["sockets"]
         .as_array()
         .is_none_or(|a| a.is_empty()));

@@ -61,6 +61,23 @@
 //!    CPU contention its computing stretches to the ACK). A loop spinning in user space (on
 //!    a flag in memory) is not named: a missing finding, never a wrong one.
 //! 6. Critical when the server kept at least [`CRITICAL_BUSY`] of a core busy over the run.
+//! 7. Traced: when the server's system calls were traced for the scenario, the trace decides
+//!    in place of rules 2–5 ([`crate::syscalls::polling`]: a *poll* is a call that found
+//!    nothing changed — `ioctl(SIOCOUTQ)` with the queue non-empty, a zero-timeout wait that
+//!    returned 0, `EAGAIN` — and a poller makes at least 20 per request, an event loop a few):
+//!    - it shows a polling mechanism: named (with rule 1's exchanges, severity by rule 6),
+//!      and the finding says which call, how often and per request ("ioctl(SIOCOUTQ) 48,213
+//!      times in 3 s, 161 per request, while its send queue was non-empty");
+//!    - it saw every trapped call of the scenario and shows no polling: not named, whatever
+//!      the CPU — it went into work, a warm-up, or a loop outside the trapped calls (a
+//!      missing finding, never a wrong one); [`withheld_by_trace`] says so when rules 1–5
+//!      alone would have named it;
+//!    - it can say neither (it ended early, too few requests): rules 1–6 decide.
+//!
+//!    Rules 2–3 cannot be read under a trace anyway: each trapped call stops the server until
+//!    the tracer resumes it, and a stopped thread is neither on a CPU nor ready for one, and
+//!    its stop counts as a voluntary context switch — a traced spinner reads as asleep
+//!    between its polls.
 //!
 //! The driver's own CPU per request (what the same exchange costs a client that sleeps until
 //! its answer) is quoted in the evidence for scale; the rule does not rest on it.
@@ -72,6 +89,7 @@ use super::ServerCpu;
 use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity};
 use crate::stats::round3;
+use crate::syscalls::TraceVerdict;
 
 pub const MIN_EXCHANGES: u64 = 20;
 pub const MIN_WAITING: Duration = Duration::from_millis(20);
@@ -106,6 +124,9 @@ pub struct BusyPollInput<'a> {
     pub floor_counters: &'a str,
     /// Mean exchange latency, ms.
     pub mean_ms: f64,
+    /// What the trace of the server's system calls over the scenario says about polling
+    /// (`syscalls::verdict`), when the server was traced and the trace can say (rule 7).
+    pub trace: Option<&'a TraceVerdict>,
 }
 
 /// The measurements the rule compares, named where the rule holds or not.
@@ -138,6 +159,32 @@ pub fn measure(i: &BusyPollInput) -> Measured {
 
 /// The finding, when the rule holds.
 pub fn busy_poll(i: &BusyPollInput) -> Option<Finding> {
+    match i.trace {
+        Some(TraceVerdict::Polling(poll)) => {
+            (i.exchanges >= MIN_EXCHANGES).then(|| traced::finding(i, &measure(i), poll))
+        }
+        Some(TraceVerdict::RealWork(_)) => None,
+        None => by_cpu(i),
+    }
+}
+
+/// Rule 7's second case in words: the CPU alone (rules 1–5) would have named the server, and
+/// the trace, which saw every call, shows it did not poll. `None` otherwise.
+pub fn withheld_by_trace(i: &BusyPollInput) -> Option<String> {
+    let Some(TraceVerdict::RealWork(w)) = i.trace else {
+        return None;
+    };
+    by_cpu(i).map(|f| {
+        format!(
+            "busy_poll not named: by its CPU alone the server looked like a spinner ({}), but \
+             {}",
+            f.verdict, w.sentence
+        )
+    })
+}
+
+/// Rules 1–6, from the CPU alone.
+fn by_cpu(i: &BusyPollInput) -> Option<Finding> {
     let m = measure(i);
     let p = &m.phases;
     let enough = i.exchanges >= MIN_EXCHANGES
@@ -153,12 +200,7 @@ pub fn busy_poll(i: &BusyPollInput) -> Option<Finding> {
     {
         return None;
     }
-    let severity = if i.cpu.busy_share >= CRITICAL_BUSY {
-        Severity::Critical
-    } else {
-        Severity::Warning
-    };
-    Some(finding(i, &m, severity))
+    Some(finding(i, &m, severity(&i.cpu)))
 }
 
 /// Rule 5: enough CPU to split, and enough of it in the kernel.
@@ -167,7 +209,7 @@ fn in_system_calls(cpu: &ServerCpu) -> bool {
     total >= MIN_CPU_FOR_SHARE.as_secs_f64() && cpu.system_s >= MIN_SYSCALL_SHARE * total
 }
 
-fn pct(x: f64) -> String {
+pub(super) fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
@@ -308,13 +350,26 @@ fn finding(i: &BusyPollInput, m: &Measured, severity: Severity) -> Finding {
         // cannot burn more than the waiting time's wall clock in this figure.
         time_lost_ms: round3(p.waiting.cpu_ns.min(p.waiting.wall_ns) as f64 / 1e6),
         evidence,
-        fix: "wait for the socket instead of polling it: block in epoll/poll/select for \
-              writability (EPOLLOUT) when the send buffer is full, `await writer.drain()` in \
-              asyncio, never spin on SIOCOUTQ or a non-blocking send that returns EAGAIN; give \
-              event loops a timeout instead of 0"
-            .to_string(),
+        fix: FIX.to_string(),
     }
 }
+
+pub(super) const FIX: &str = "wait for the socket instead of polling it: block in \
+    epoll/poll/select for writability (EPOLLOUT) when the send buffer is full, `await \
+    writer.drain()` in asyncio, never spin on SIOCOUTQ or a non-blocking send that returns \
+    EAGAIN; give event loops a timeout instead of 0";
+
+/// Rule 6.
+pub(super) fn severity(cpu: &ServerCpu) -> Severity {
+    if cpu.busy_share >= CRITICAL_BUSY {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    }
+}
+
+#[path = "busy_poll_traced.rs"]
+mod traced;
 
 #[cfg(test)]
 #[path = "busy_poll_tests.rs"]

@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::run::cpu_samples::{CpuInterval, Phase};
+use crate::syscalls::fixtures::{real_work_server, siocoutq_spinner};
+use crate::syscalls::{verdict, TraceVerdict};
 
 /// A run of `exchanges` exchanges sampled in 1 ms intervals: per exchange, `work_ms` while the
 /// server owed an answer at `work_cpu` of a core, one mixed interval, then `wait_ms` owing
@@ -40,6 +42,17 @@ fn judge_split(
     exchanges: u64,
     system: f64,
 ) -> Option<Finding> {
+    judge_traced(intervals, switches, exchanges, system, None).0
+}
+
+/// [`judge_split`] with what the trace says (rule 7), and [`withheld_by_trace`]'s sentence.
+fn judge_traced(
+    intervals: Vec<CpuInterval>,
+    switches: Option<u64>,
+    exchanges: u64,
+    system: f64,
+    trace: Option<&TraceVerdict>,
+) -> (Option<Finding>, Option<String>) {
     let samples = CpuSamples {
         intervals,
         voluntary_switches: switches,
@@ -48,7 +61,7 @@ fn judge_split(
     let cpu_ns: u64 = samples.intervals.iter().map(|i| i.cpu_ns).sum();
     let wall_ns: u64 = samples.intervals.iter().map(|i| i.wall_ns).sum();
     let cpu_s = cpu_ns as f64 / 1e9;
-    busy_poll(&BusyPollInput {
+    let input = BusyPollInput {
         held_for_ack: true,
         server: "127.0.0.1:7000",
         file: "run/busy.pcap",
@@ -66,7 +79,9 @@ fn judge_split(
         cpu_counters: "process CPU clocks of the server's tree",
         floor_counters: "getrusage of the driver",
         mean_ms: 5.0,
-    })
+        trace,
+    };
+    (busy_poll(&input), withheld_by_trace(&input))
 }
 
 /// Rule 5: the same timeline spent in user space (a server computing until the very end of
@@ -152,4 +167,74 @@ fn too_little_to_judge_says_nothing() {
     let mut v = timeline(400, 1, 0.0, 0, |_| 0.0);
     v.extend(timeline(1, 0, 0.0, 25, |_| 0.8));
     assert!(judge(v, Some(1), 400).is_none());
+}
+
+/// Rule 7, named: a traced SIOCOUTQ spinner reads as asleep between its polls (each trapped
+/// call stops it, and each stop is a voluntary switch), so its CPU alone would not name it;
+/// its calls do, and the finding says which call, how often, per request.
+#[test]
+fn a_traced_spinner_is_named_by_its_calls() {
+    let trace = siocoutq_spinner(100, 200);
+    let v = verdict(&trace, 100, Duration::from_secs(2)).expect("the trace says");
+    assert!(matches!(v, TraceVerdict::Polling(_)));
+    let traced_cpu = || timeline(100, 0, 0.0, 4, |_| 0.3);
+    assert!(
+        judge_split(traced_cpu(), Some(20_000), 100, 0.5).is_none(),
+        "untraced rules on a traced spinner's CPU"
+    );
+    let (f, withheld) = judge_traced(traced_cpu(), Some(20_000), 100, 0.5, Some(&v));
+    let f = f.expect("named by the trace");
+    assert!(withheld.is_none());
+    assert_eq!(f.kind, FindingKind::BusyPoll);
+    assert_eq!(
+        f.verdict,
+        "the server polls its socket instead of waiting for it: ioctl(SIOCOUTQ) 20,000 times \
+         in 2 s, 200 per request, while its send queue was non-empty"
+    );
+    assert_eq!(f.evidence.counts["polls"], 20_000);
+    assert_eq!(f.evidence.values["polls_per_request"], 200.0);
+    assert!(f.evidence.rests_on[0].starts_with("system calls of the server's processes"));
+    // Rule 1 still holds: too few exchanges to judge.
+    let v = verdict(&trace, 10, Duration::from_secs(2)).expect("the trace says");
+    assert!(judge_traced(traced_cpu(), Some(2_000), 10, 0.5, Some(&v))
+        .0
+        .is_none());
+}
+
+/// Rule 7, not named: the same CPU as the named spinner of the tests above, but the trace saw
+/// every call and the server made three per request — it computed.
+#[test]
+fn a_traced_server_doing_real_work_is_not_named_whatever_its_cpu() {
+    let trace = real_work_server(100, Duration::from_millis(4));
+    let wall = trace.ended.since(trace.started);
+    let v = verdict(&trace, 100, wall).expect("the trace covered the scenario");
+    assert!(matches!(v, TraceVerdict::RealWork(_)));
+    let spin = || timeline(100, 0, 0.0, 4, |_| 0.97);
+    assert!(
+        judge_split(spin(), Some(110), 100, 0.7).is_some(),
+        "the CPU alone names it"
+    );
+    let (f, withheld) = judge_traced(spin(), Some(110), 100, 0.7, Some(&v));
+    assert!(f.is_none());
+    let why = withheld.expect("said why");
+    assert!(
+        why.starts_with("busy_poll not named: by its CPU alone the server looked like a spinner"),
+        "{why}"
+    );
+    assert!(
+        why.contains("the CPU did not go into polling its sockets"),
+        "{why}"
+    );
+    // CPU that would not have named it anyway: nothing withheld.
+    let idle = timeline(100, 3, 1.0, 4, |_| 0.0);
+    assert_eq!(
+        judge_traced(idle, Some(200), 100, 0.7, Some(&v)),
+        (None, None)
+    );
+    // Untraced, unchanged.
+    assert_eq!(
+        judge_traced(spin(), Some(110), 100, 0.7, None).1,
+        None,
+        "nothing withheld without a trace"
+    );
 }

@@ -15,7 +15,7 @@
 //! - `worse.rs`: `--fail-on-worse`: the baseline comparison as a gate.
 //! - `repeat.rs`: `--repeat K`: a scenario's K runs pooled, and their spread.
 //! - `busy_poll.rs`: the `busy_poll` finding, from the server's CPU sampled along the driver's
-//!   timeline (`cpu_samples.rs`).
+//!   timeline (`cpu_samples.rs`), or from the trace of its system calls (`busy_poll_traced.rs`).
 //! - `text.rs`: the report for a terminal ([`render_run_text`]).
 //! - `html/`: the report as one self-contained HTML page ([`render_html`]).
 
@@ -42,7 +42,7 @@ use crate::numfmt::{count, num};
 use crate::report::{Bucket, CaptureSummary, Finding, FindingKind, ToolInfo};
 use crate::stats::round3;
 
-pub use busy_poll::{busy_poll, BusyPollInput};
+pub use busy_poll::{busy_poll, withheld_by_trace, BusyPollInput};
 pub use check::{Check, CheckResult, CheckStatus, Metric, Op};
 pub use compare::{Basis, Comparison, ComparisonRow};
 pub use cpu_samples::{CpuInterval, CpuSamples, Phase, Phases};
@@ -192,6 +192,10 @@ pub struct ScenarioResult {
     /// scenario (`inspect`'s reading), when `run` started the server and could read them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_sockets: Option<crate::inspect::server_sockets::ServerSockets>,
+    /// The server's system calls over the scenario, when `run` started it (traced, or why
+    /// not): counts per socket, writes per response, TCP_NODELAY, polling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<crate::syscalls::SyscallsReport>,
     pub findings: Vec<Finding>,
 }
 

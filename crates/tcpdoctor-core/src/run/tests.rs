@@ -33,6 +33,7 @@ pub(crate) fn scenario(name: &str, latencies: &[Duration]) -> ScenarioResult {
         chunks: None,
         server_cpu: None,
         server_sockets: None,
+        syscalls: None,
         findings: Vec::new(),
     }
 }
@@ -67,6 +68,7 @@ fn busy(server: &str) -> Finding {
         floor_of: "the driver's own",
         cpu_counters: "utime + stime of the test's process",
         floor_counters: "getrusage of the test",
+        trace: None,
         mean_ms: 1.0,
     })
     .expect("a busy_poll finding");

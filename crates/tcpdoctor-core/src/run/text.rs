@@ -406,6 +406,11 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
     if let Some(k) = &s.server_sockets {
         let _ = writeln!(out, "   {}", k.summary_line());
     }
+    if let Some(t) = &s.syscalls {
+        for line in crate::syscalls::render_text(t).lines() {
+            let _ = writeln!(out, "   {line}");
+        }
+    }
     if let Some(c) = &s.chunks {
         let sizes: Vec<String> = c
             .s2c_sizes

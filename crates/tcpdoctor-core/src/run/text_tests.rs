@@ -20,6 +20,7 @@ fn demo_report() -> RunReport {
         mean_ms: 0.9,
         cpu_counters: "utime + stime of the test's process",
         floor_counters: "getrusage of the test",
+        trace: None,
     })
     .expect("9 ms of spinning per request is busy_poll");
     before.findings.push(f.clone());
@@ -173,4 +174,49 @@ fn a_scenario_named_with_65536_characters_is_cut_in_the_table_not_a_panic() {
         .unwrap_or_else(|| panic!("a header with the cut name:\n{}", &text[..2000]));
     assert!(header.chars().count() < 120, "{header}");
     assert!(header.contains(&format!("{}…", "w".repeat(31))), "{header}");
+}
+
+/// The scenario's traced system calls: a few indented lines under its details; a trace that
+/// could not happen says why in one line.
+#[test]
+fn a_traced_scenario_shows_its_system_calls_in_a_few_lines() {
+    use crate::syscalls::{fixtures::asyncio_per_line, summarize, Trace, TraceStatus};
+    let mut s = scenario("direct", &[Duration::from_micros(900); 40]);
+    s.syscalls = Some(summarize(&asyncio_per_line(40, 14), Some(40)));
+    let mut plain = scenario("proxy", &[Duration::from_micros(900); 40]);
+    plain.syscalls = Some(summarize(
+        &Trace::not_traced(TraceStatus::Unavailable {
+            reason: "ptrace refused (kernel.yama.ptrace_scope = 3)".into(),
+        }),
+        Some(40),
+    ));
+    let text = render_run_text(&RunReport::new(
+        settings(&["direct", "proxy"], 40, 1),
+        vec![s, plain],
+    ));
+    assert!(
+        text.contains(
+            "\n   syscalls: traced from its start, 647 trapped calls in 15 ms (1 process, "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "     127.0.0.1:8000 ↔ 127.0.0.1:51000 (pid 4242 fd 7): sendto 560, recvfrom 41, \
+             close 1, setsockopt(TCP_NODELAY) 1; writes per response: p50 14, p90 14, max 14 \
+             over 40 responses; TCP_NODELAY set to 1 at 10 µs"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("   syscalls: not traced — ptrace refused (kernel.yama.ptrace_scope = 3)\n"),
+        "{text}"
+    );
+    let direct = text.split("-- direct").nth(1).expect("details");
+    let block = direct.split("-- proxy").next().expect("details");
+    let shown = block
+        .lines()
+        .filter(|l| l.starts_with("   syscalls") || l.starts_with("     "))
+        .count();
+    assert_eq!(shown, 5, "a few lines, not a dump: {text}");
 }

@@ -131,6 +131,7 @@ impl Sim {
             ),
         };
         let trace = Trace {
+            setup: Vec::new(),
             status,
             processes: Vec::new(),
             sockets: vec![TracedSocket {

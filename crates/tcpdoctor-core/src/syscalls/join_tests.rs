@@ -44,6 +44,7 @@ pub(super) fn call(at_us: u64, kind: CallKind, asked: i64, ret: i64, socket: u32
 /// `n`-byte writes at the given microseconds, on socket 0.
 pub(super) fn trace(sockets: Vec<TracedSocket>, calls: Vec<Call>) -> Trace {
     Trace {
+        setup: Vec::new(),
         status: TraceStatus::Traced,
         processes: Vec::new(),
         sockets,

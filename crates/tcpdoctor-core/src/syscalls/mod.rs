@@ -9,12 +9,32 @@
 //! the bytes each call wrote to the sequence numbers of the frames that carried them.
 //!
 //! Nothing here reads a clock or a file: the trace is evidence, like a capture.
+//!
+//! # Layout
+//! - `mod.rs`: the model ([`Trace`], [`Call`], [`TracedSocket`], [`TraceStatus`]).
+//! - `labels.rs`: the names calls are counted under (`ioctl(SIOCOUTQ)`, `recvfrom=EAGAIN`).
+//! - `summary.rs`: the `syscalls` block of a scenario ([`summarize`]): counts per socket and
+//!   per process, writes per response, TCP_NODELAY, SIOCOUTQ.
+//! - `polling.rs`: whether the trace shows a program polling its sockets ([`polling`]) or not
+//!   ([`real_work`]), for `busy_poll`.
+//! - `text.rs`: the block in a few lines ([`render_text`]).
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod labels;
+pub mod polling;
+pub mod summary;
+mod text;
 
 use std::net::SocketAddr;
 
 use serde::Serialize;
 
 use crate::time::Timestamp;
+
+pub use polling::{polling, real_work, verdict, PollingMechanism, RealWork, TraceVerdict};
+pub use summary::{summarize, NoDelay, ProcessCalls, SocketCalls, SyscallsReport};
+pub use text::render_text;
 
 /// The calls the tracer traps. `Other` is never produced by the tracer; it stands for a call
 /// number the core does not know (a newer tracer, a hand-made trace).
@@ -128,6 +148,7 @@ pub mod sockopt {
     pub const SO_SNDBUF: u64 = 7;
     pub const SO_RCVBUF: u64 = 8;
     pub const SO_KEEPALIVE: u64 = 9;
+    pub const SO_ERROR: u64 = 4;
 }
 
 /// One traced system call, recorded at its exit.
@@ -151,8 +172,8 @@ pub struct Call {
     /// - write/read families: the bytes asked for (sum of the iovecs where known; -1 unknown);
     /// - `ioctl`: the request number; `setsockopt`/`getsockopt`: `level << 32 | optname`;
     /// - `epoll_wait`/`poll`/`select`: the timeout in milliseconds (-1: forever);
-    /// - `shutdown`: how; `accept`: the listening descriptor (the result is the new one);
-    ///   otherwise 0.
+    /// - `shutdown`: how; otherwise 0. (`accept` is the listener's call: `fd` and `socket`
+    ///   are the listener's, the result is the new descriptor, as strace shows it.)
     pub arg: i64,
     /// Call-specific second detail: `setsockopt`'s integer value, `getsockopt`'s value read
     /// back, the integer `ioctl` wrote back (SIOCOUTQ's queued bytes); -1 when not read.
@@ -261,6 +282,43 @@ impl Trace {
             tracer_ns: 0,
             started: Timestamp::ZERO,
             ended: Timestamp::ZERO,
+        }
+    }
+
+    /// The part of the trace from `from` to `to` (one scenario of a server traced for its
+    /// whole life): the calls that began in it, the window clamped to what was traced.
+    /// Sockets and processes are kept whole (calls index the sockets). The tracer's time is
+    /// apportioned by calls (an estimate: every stop costs about the same), and `dropped`
+    /// stays the whole trace's — which calls were dropped is not known, so a slice of a trace
+    /// that dropped any may have lost some (the polling rule then counts them all).
+    pub fn between(&self, from: Timestamp, to: Timestamp) -> Trace {
+        let calls: Vec<Call> = self
+            .calls
+            .iter()
+            .filter(|c| c.at >= from && c.at < to)
+            .cloned()
+            .collect();
+        let kept = self.calls.len().max(1) as u128;
+        let share = |n: u64| (u128::from(n) * calls.len() as u128 / kept) as u64;
+        let started = self.started.max(from);
+        let mut setup = self.setup.clone();
+        setup.extend(
+            self.calls
+                .iter()
+                .filter(|c| c.at < from && c.kind == CallKind::Setsockopt)
+                .cloned(),
+        );
+        Trace {
+            setup,
+            status: self.status.clone(),
+            processes: self.processes.clone(),
+            sockets: self.sockets.clone(),
+            traced_calls: calls.len() as u64,
+            tracer_ns: share(self.tracer_ns),
+            dropped: self.dropped,
+            started,
+            ended: self.ended.min(to).max(started),
+            calls,
         }
     }
 }

@@ -156,7 +156,9 @@ pub fn run(args: InspectArgs) -> anyhow::Result<u8> {
         announce,
     };
     crate::capture::stop::install();
-    let traced = args.trace.map(|d| super::inspect_trace::start(&cfg.pids, d));
+    let traced = args
+        .trace
+        .map(|d| super::inspect_trace::start(&cfg.pids, d));
     let outcome = inspect::observe(&cfg, &crate::capture::stop::requested)?;
     let traces = traced.map(super::inspect_trace::finish).unwrap_or_default();
     for note in &outcome.notes {

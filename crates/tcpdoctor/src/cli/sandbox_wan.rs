@@ -12,12 +12,12 @@ use super::analyze::{analyze_file, emit, FailOn, Format};
 use crate::capture::stop;
 use crate::run::server_proc::{Proc, Waitable};
 use crate::trace::Spawned;
-use tcpdoctor_core::syscalls::{Trace, TraceStatus};
 use crate::wan::netns::NotListening;
 use crate::wan::{Captures, WanPath, FAR_ADDR};
 use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::impair::PathSpec;
 use tcpdoctor_core::report::Report;
+use tcpdoctor_core::syscalls::{Trace, TraceStatus};
 
 use crate::{EXIT_CLEAN, EXIT_FOUND};
 

@@ -62,9 +62,7 @@ impl FarEnd {
         )
         .with_context(|| format!("{name}: building the path"))?;
         let log = plan.file(name, "server.log");
-        let server = Server::start_with(command, &log, plan.trace, |c| {
-            path.ns.spawn_in_far(c)
-        })
+        let server = Server::start_with(command, &log, plan.trace, |c| path.ns.spawn_in_far(c))
             .with_context(|| format!("{name}: starting the server at the far end"))?;
         crate::capture::stop::kill_group_on_stop(server.pgid());
         let addr = SocketAddr::from((FAR_ADDR, target.port()));

@@ -17,11 +17,11 @@ use tcpdoctor_core::analysis::ScriptedClient;
 use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::impair::ChunkMode;
 use tcpdoctor_core::report::{Bucket, Finding, FindingKind};
-use tcpdoctor_core::syscalls::Trace;
 use tcpdoctor_core::run::{
     busy_poll, log_buckets, BusyPollInput, CaptureInfo, ChunkView, Figures, Pooled, ScenarioKind,
     ScenarioResult, ServerCpu,
 };
+use tcpdoctor_core::syscalls::Trace;
 
 use super::live::LiveCapture;
 use super::server::Server;
@@ -449,7 +449,12 @@ pub async fn run(
     }
     // What the server's calls show, joined to the frames the findings quote.
     if let (Some(t), Some(info)) = (&trace, &capture_info) {
-        cite_trace(&path.name, &mut findings, t, std::path::Path::new(&info.file));
+        cite_trace(
+            &path.name,
+            &mut findings,
+            t,
+            std::path::Path::new(&info.file),
+        );
     }
     // Over a real path, the server's end too: what its kernel saw.
     let server_end = match &far_end_file {
@@ -482,6 +487,13 @@ pub async fn run(
     if let Some(c) = &chunks {
         figures.set_chunks(c.s2c_chunks);
     }
+    // What the trace says about the server's CPU: polling calls, or real work (busy_poll).
+    let trace_verdict = trace
+        .as_ref()
+        .and_then(|t| tcpdoctor_core::syscalls::verdict(t, bench.exchanges, wall));
+    let syscalls = trace
+        .as_ref()
+        .map(|t| tcpdoctor_core::syscalls::summarize(t, Some(bench.exchanges)));
     let server_cpu = match (cpu_before, cpu_after) {
         (Some(b), Some(a)) => {
             let (user, sys) = a.seconds_since(&b);
@@ -533,9 +545,12 @@ pub async fn run(
             ),
             floor_counters: crate::bench::cpu::COUNTERS,
             mean_ms: bench.latency_ms.mean,
+            trace: trace_verdict.as_ref(),
         };
         if let Some(f) = busy_poll(&input) {
             findings.push(f);
+        } else if let Some(why) = tcpdoctor_core::run::withheld_by_trace(&input) {
+            eprintln!("tcpdoctor: {}: busy_poll: {why}", path.name);
         }
     }
     if let Some(k) = &server_sockets {
@@ -555,6 +570,7 @@ pub async fn run(
         chunks,
         server_cpu,
         server_sockets,
+        syscalls,
         findings,
     })
 }
@@ -602,6 +618,8 @@ fn no_capture(plan: &Plan, driver_target: &Addr) -> String {
 /// Cites the server's trace in `findings` (which quote `file`); a failure is said, not fatal.
 fn cite_trace(scenario: &str, findings: &mut [Finding], trace: &Trace, file: &std::path::Path) {
     if let Err(e) = super::syscalls::cite_from(findings, trace, file) {
-        eprintln!("tcpdoctor: {scenario}: the server's system calls were not joined to the frames: {e:#}");
+        eprintln!(
+            "tcpdoctor: {scenario}: the server's system calls were not joined to the frames: {e:#}"
+        );
     }
 }

@@ -136,7 +136,6 @@ impl Recorder {
             CallKind::EpollWait => (wait_timeout(tid, entry), -1),
             CallKind::Poll | CallKind::Select => (wait_timeout(tid, entry), -1),
             CallKind::Shutdown => (a[1] as i64, -1),
-            CallKind::Accept => (a[0] as i64, -1),
             CallKind::Writev | CallKind::Readv | CallKind::Pwritev => (-1, -1),
             _ => (0, -1),
         };
@@ -181,9 +180,13 @@ impl Recorder {
                 let s = self.sockets.lookup(pid, a[1] as i32, p.at);
                 (a[1] as i32, s)
             }
-            CallKind::Accept if ret >= 0 => {
-                let s = self.sockets.started(pid, ret as i32, p.at);
-                (ret as i32, s)
+            CallKind::Accept => {
+                // As strace shows it: the call is the listener's; the new connection (the
+                // result) is resolved as one seen from its start.
+                if ret >= 0 {
+                    self.sockets.started(pid, ret as i32, p.at);
+                }
+                (fd_arg, self.sockets.lookup(pid, fd_arg, p.at))
             }
             CallKind::Connect if ret == 0 || ret == -i64::from(libc::EINPROGRESS) => {
                 let s = self.sockets.started(pid, fd_arg, p.at);

@@ -178,7 +178,9 @@ fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
     if let Err(e) = ptrace::setoptions(root, opts) {
         // Without PTRACE_O_TRACESECCOMP every trapped call would fail with ENOSYS: the
         // program cannot run correctly, so it is ended rather than left half-broken.
-        lock().error = Some(format!("setting the tracer's options failed ({e}); the program was stopped"));
+        lock().error = Some(format!(
+            "setting the tracer's options failed ({e}); the program was stopped"
+        ));
         let _ = nix::sys::signal::kill(root, Signal::SIGKILL);
         let _ = ptrace::cont(root, None);
         if let Ok(s) = waitpid(root, Some(flags)) {

@@ -1,0 +1,247 @@
+//! The `syscalls` block of traces shaped like real programs: counts under strace's labels,
+//! writes per response, TCP_NODELAY set or never, and the text a person reads.
+
+use std::time::Duration;
+
+use super::*;
+use crate::syscalls::fixtures::{asyncio_per_line, real_work_server, siocoutq_spinner, Tb};
+use crate::syscalls::{render_text, sockopt, CallKind, TraceStatus};
+
+fn server_socket(r: &SyscallsReport) -> &SocketCalls {
+    r.sockets
+        .iter()
+        .find(|s| s.remote.is_some())
+        .expect("a connected socket")
+}
+
+#[test]
+fn an_asyncio_server_writing_one_line_per_call_shows_fourteen_writes_per_response() {
+    let r = summarize(&asyncio_per_line(200, 14), Some(200));
+    let s = server_socket(&r);
+    assert_eq!(s.counts["sendto"], 2800);
+    // 200 requests and the end of the stream.
+    assert_eq!(s.counts["recvfrom"], 201);
+    assert_eq!(s.counts["setsockopt(TCP_NODELAY)"], 1);
+    assert_eq!(s.counts["close"], 1);
+    assert_eq!((s.writes, s.bytes_written), (2800, 2800 * 9));
+    assert_eq!((s.reads, s.bytes_read), (200, 1000));
+    let d = s.writes_per_response.expect("responses");
+    assert_eq!((d.count, d.p50, d.p90, d.max), (200, 14.0, 14.0, 14.0));
+    assert_eq!(s.opened_by, Some("accept"));
+    assert!(s.nodelay.set && s.nodelay.value == Some(1) && !s.nodelay.from_listener);
+    assert_eq!(s.nodelay.calls, 1);
+    assert!(s.nodelay.at_ms.is_some_and(|t| t > 0.0 && t < 1.0));
+    // The listener is kept with its accepts; the second found nobody waiting.
+    let l = r
+        .sockets
+        .iter()
+        .find(|s| s.remote.is_none())
+        .expect("listener");
+    assert_eq!(l.counts["accept"], 2);
+    assert_eq!(l.counts["accept=EAGAIN"], 1);
+    assert!(l.writes_per_response.is_none());
+    // Readiness waits are the process's, not a socket's.
+    assert_eq!(r.processes[0].counts["epoll_wait"], 202);
+    assert!(!s.counts.contains_key("epoll_wait"));
+    // The same server with one write per response.
+    let one = summarize(&asyncio_per_line(50, 1), None);
+    let d = server_socket(&one).writes_per_response.expect("responses");
+    assert_eq!((d.count, d.p50, d.max), (50, 1.0, 1.0));
+}
+
+#[test]
+fn a_client_writing_header_and_body_separately_shows_two_writes_per_request() {
+    // Perl's HTTP::Tiny: connect, write the header, write the body, read the response.
+    let mut t = Tb::new("perl");
+    t.socket(3, "127.0.0.1:40000", Some("127.0.0.1:8080"));
+    t.call(CallKind::Connect, 3, 0, 0, -1);
+    for _ in 0..10 {
+        t.write(CallKind::Write, 3, 120);
+        t.write(CallKind::Write, 3, 64);
+        t.idle(Duration::from_millis(40));
+        t.read(CallKind::Read, 3, 300);
+    }
+    let r = summarize(&t.trace, Some(10));
+    let s = &r.sockets[0];
+    let d = s.writes_per_response.expect("requests");
+    assert_eq!((d.count, d.p50, d.max), (10, 2.0, 2.0));
+    assert_eq!(s.opened_by, Some("connect"));
+    assert!(!s.nodelay.set, "HTTP::Tiny never sets TCP_NODELAY");
+    let text = render_text(&r);
+    assert!(
+        text.contains("writes per request: p50 2, p90 2, max 2 over 10 requests"),
+        "{text}"
+    );
+    assert!(text.contains("TCP_NODELAY never set (Nagle on)"), "{text}");
+}
+
+#[test]
+fn a_siocoutq_spinner_shows_its_polls_and_the_queue_it_found() {
+    let r = summarize(&siocoutq_spinner(30, 500), Some(30));
+    let s = server_socket(&r);
+    assert_eq!(s.counts["ioctl(SIOCOUTQ)"], 30 * 501);
+    assert_eq!(
+        s.siocoutq.expect("polled"),
+        QueuePolls {
+            calls: 30 * 501,
+            non_empty: 30 * 500
+        }
+    );
+    let d = s.writes_per_response.expect("responses");
+    assert_eq!((d.count, d.p50), (30, 2.0));
+    let text = render_text(&r);
+    assert!(
+        text.contains("ioctl(SIOCOUTQ) 15,030, write 60, read 31"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SIOCOUTQ found the send queue non-empty 15,000 of 15,030 times"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  polling: ioctl(SIOCOUTQ) 15,000 times in"),
+        "{text}"
+    );
+    // The server that does the same CPU's worth of work instead makes no such call.
+    let w = summarize(&real_work_server(30, Duration::from_millis(10)), Some(30));
+    assert!(server_socket(&w).siocoutq.is_none());
+    assert!(
+        render_text(&w).contains("  no polling: "),
+        "{}",
+        render_text(&w)
+    );
+}
+
+#[test]
+fn an_accepted_socket_inherits_tcp_nodelay_from_its_listener() {
+    let mut t = Tb::new("server");
+    t.socket(3, "127.0.0.1:7000", None);
+    t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 1);
+    t.call(CallKind::Accept, 3, 4, 0, -1);
+    t.socket(4, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    t.read(CallKind::Read, 4, 5).write(CallKind::Write, 4, 10);
+    // Set on the listener only after this accept: the next socket does not inherit it.
+    let r = summarize(&t.trace, None);
+    let s = server_socket(&r);
+    assert!(s.nodelay.set && s.nodelay.from_listener && s.nodelay.calls == 0);
+    assert!(render_text(&r).contains("TCP_NODELAY 1, inherited from the listener"));
+    let mut t = Tb::new("server");
+    t.socket(3, "127.0.0.1:7000", None);
+    t.call(CallKind::Accept, 3, 4, 0, -1);
+    t.socket(4, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 1);
+    t.read(CallKind::Read, 4, 5);
+    assert!(!server_socket(&summarize(&t.trace, None)).nodelay.set);
+}
+
+#[test]
+fn errno_and_empty_waits_get_their_own_labels() {
+    let mut t = Tb::new("loop");
+    t.socket(5, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    t.again(CallKind::Recvfrom, 5).again(CallKind::Recvfrom, 5);
+    t.read(CallKind::Recvfrom, 5, 10);
+    t.wait(CallKind::EpollWait, 0, 0)
+        .wait(CallKind::EpollWait, 0, 1);
+    t.wait(CallKind::EpollWait, 10, 0);
+    t.call(
+        CallKind::Ioctl,
+        5,
+        0,
+        crate::syscalls::ioctl::SIOCINQ as i64,
+        0,
+    );
+    t.call(
+        CallKind::Getsockopt,
+        5,
+        0,
+        (sockopt::SOL_SOCKET << 32 | sockopt::SO_ERROR) as i64,
+        0,
+    );
+    // A write on a pipe: the process's.
+    t.write(CallKind::Write, 1, 20);
+    let r = summarize(&t.trace, None);
+    let s = &r.sockets[0];
+    assert_eq!(s.counts["recvfrom"], 3);
+    assert_eq!(s.counts["recvfrom=EAGAIN"], 2);
+    assert_eq!(s.counts["ioctl(FIONREAD)"], 1);
+    assert_eq!(s.counts["getsockopt(SO_ERROR)"], 1);
+    let p = &r.processes[0].counts;
+    assert_eq!(p["epoll_wait"], 3);
+    // Only the zero-timeout wait that found nothing; a 10 ms wait that timed out slept.
+    assert_eq!(p["epoll_wait(timeout 0)=0"], 1);
+    assert_eq!(p["write"], 1);
+    assert_eq!(s.writes, 0, "the pipe's write is not the socket's");
+}
+
+#[test]
+fn a_reused_descriptor_is_two_sockets() {
+    let mut t = Tb::new("client");
+    for port in [8001, 8002] {
+        t.socket(3, "127.0.0.1:40000", Some(&format!("127.0.0.1:{port}")));
+        t.call(CallKind::Connect, 3, 0, 0, -1);
+        t.write(CallKind::Write, 3, 10).read(CallKind::Read, 3, 10);
+        t.call(CallKind::Close, 3, 0, 0, -1);
+    }
+    let r = summarize(&t.trace, None);
+    assert_eq!(r.sockets.len(), 2);
+    assert!(r.sockets.iter().all(|s| s.counts["close"] == 1));
+}
+
+#[test]
+fn status_overhead_and_json_shape() {
+    let r = summarize(&asyncio_per_line(10, 3), Some(10));
+    assert_eq!(r.overhead.traced_calls, 57);
+    assert_eq!(r.overhead.per_call_us, Some(3.0));
+    let v = serde_json::to_value(&r).expect("json");
+    assert_eq!(v["status"]["state"], "traced");
+    assert_eq!(v["sockets"][1]["counts"]["sendto"], 30);
+    assert_eq!(v["sockets"][1]["writes_per_response"]["p50"], 3.0);
+    assert_eq!(v["sockets"][1]["nodelay"]["set"], true);
+    assert_eq!(v["polling"]["verdict"], "real_work");
+    assert!(v["sockets"][0].get("remote").is_none());
+    let text = render_text(&r);
+    let head = text.lines().next().expect("a line");
+    assert!(
+        head.starts_with("syscalls: traced from its start, 57 trapped calls in "),
+        "{head}"
+    );
+    assert!(
+        head.ends_with("(1 process, 171 µs by the tracer, 3 µs per call)"),
+        "{head}"
+    );
+
+    let off = summarize(&Trace::not_traced(TraceStatus::Off), Some(10));
+    assert_eq!(render_text(&off), "syscalls: not traced (--no-trace)\n");
+    assert!(off.polling.is_none(), "nothing traced says nothing");
+    let why = "ptrace refused: kernel.yama.ptrace_scope is 3";
+    let u = summarize(
+        &Trace::not_traced(TraceStatus::Unavailable { reason: why.into() }),
+        None,
+    );
+    assert_eq!(render_text(&u), format!("syscalls: not traced — {why}\n"));
+    let v = serde_json::to_value(&u).expect("json");
+    assert_eq!(v["status"]["state"], "unavailable");
+    assert_eq!(v["status"]["reason"], why);
+}
+
+/// The listener's setting as it stood at each accept: on for the first, off for the second.
+#[test]
+fn each_accepted_socket_inherits_the_setting_of_its_moment() {
+    let mut t = Tb::new("server");
+    t.socket(3, "127.0.0.1:7000", None);
+    t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 1);
+    for (fd, port) in [(4, "50000"), (5, "50001")] {
+        t.call(CallKind::Accept, 3, fd, 0, -1);
+        t.socket(
+            fd as i32,
+            "127.0.0.1:7000",
+            Some(&format!("127.0.0.1:{port}")),
+        );
+        t.read(CallKind::Read, fd as i32, 5);
+        t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 0);
+    }
+    let r = summarize(&t.trace, None);
+    let got: Vec<Option<i64>> = r.sockets[1..].iter().map(|s| s.nodelay.value).collect();
+    assert_eq!(got, [Some(1), Some(0)]);
+    assert!(r.sockets[1..].iter().all(|s| s.opened_by == Some("accept")));
+}
