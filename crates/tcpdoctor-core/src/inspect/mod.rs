@@ -241,6 +241,27 @@ pub struct InspectReport {
     pub processes: Vec<ProcessSummary>,
     /// Most costly first, the same model as `analyze`'s findings.
     pub findings: Vec<Finding>,
+    /// `--trace D`: each process's system calls while attached (docs/syscalls.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub syscalls: Vec<ProcessTrace>,
+}
+
+/// One process's attach (`inspect --trace`): what its calls show, and what the attach cost.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessTrace {
+    pub pid: u32,
+    pub calls: crate::syscalls::SyscallsReport,
+    /// Every system call stop while attached (two per call of any kind: a running process
+    /// cannot be given a filter), threads traced and detached at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachCost>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AttachCost {
+    pub stops: u64,
+    pub threads: u64,
+    pub detached: u64,
 }
 
 /// Turns what was read into findings: every rule on every process, then the findings sorted
@@ -274,5 +295,6 @@ pub fn diagnose(observation: Observation) -> InspectReport {
         observation,
         processes,
         findings,
+        syscalls: Vec::new(),
     }
 }

@@ -19,6 +19,9 @@ pub fn render_text(report: &InspectReport) -> String {
     for (p, s) in report.observation.processes.iter().zip(&report.processes) {
         process(&mut out, p, s);
     }
+    for t in &report.syscalls {
+        traced(&mut out, t);
+    }
     if report.findings.is_empty() {
         out.push_str(
             "\nNo findings: nothing these sockets and counters show costs time the way the known \
@@ -282,5 +285,28 @@ fn table(out: &mut String, rows: &[Vec<String>]) {
             }
         }
         let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+/// `--trace`: one process's calls while attached, and what attaching cost.
+fn traced(out: &mut String, t: &super::ProcessTrace) {
+    let _ = writeln!(
+        out,
+        "\nSystem calls of pid {} (attached with --trace):",
+        t.pid
+    );
+    if let Some(a) = &t.attach {
+        let _ = writeln!(
+            out,
+            "   every system call stopped it twice while attached: {} over {} thread{}, \
+             {} detached at the end",
+            count(a.stops / 2, "call"),
+            a.threads,
+            if a.threads == 1 { "" } else { "s" },
+            a.detached
+        );
+    }
+    for line in crate::syscalls::render_text(&t.calls).lines() {
+        let _ = writeln!(out, "   {line}");
     }
 }

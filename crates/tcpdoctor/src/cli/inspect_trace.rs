@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tcpdoctor_core::inspect::InspectReport;
+use tcpdoctor_core::inspect::{InspectReport, ProcessTrace};
 use tcpdoctor_core::syscalls::Trace;
 
 use crate::trace::attach::{attach, AttachCost};
@@ -48,15 +48,33 @@ pub fn finish(handles: Vec<JoinHandle<Attached>>) -> Vec<Attached> {
     handles.into_iter().filter_map(|h| h.join().ok()).collect()
 }
 
-/// Adds what the traces show to the report.
-pub fn add(_report: &mut InspectReport, traces: Vec<Attached>) {
+/// Adds what the traces show to the report: per process its calls (or why it could not be
+/// attached to) and the attach's cost.
+pub fn add(report: &mut InspectReport, traces: Vec<Attached>) {
     for a in traces {
-        match a.result {
-            Ok((t, cost)) => eprintln!(
-                "tcpdoctor inspect: traced pid {}: {} calls, {} stops, {} threads, {} detached",
-                a.pid, t.traced_calls, cost.stops, cost.threads, cost.detached
+        let (trace, attach) = match a.result {
+            Ok((t, cost)) => (
+                t,
+                Some(tcpdoctor_core::inspect::AttachCost {
+                    stops: cost.stops,
+                    threads: cost.threads as u64,
+                    detached: cost.detached as u64,
+                }),
             ),
-            Err(e) => eprintln!("tcpdoctor inspect: not traced: {e}"),
-        }
+            Err(reason) => {
+                eprintln!("tcpdoctor inspect: --trace: {reason}");
+                (
+                    Trace::not_traced(tcpdoctor_core::syscalls::TraceStatus::Unavailable {
+                        reason,
+                    }),
+                    None,
+                )
+            }
+        };
+        report.syscalls.push(ProcessTrace {
+            pid: a.pid,
+            calls: tcpdoctor_core::syscalls::summarize(&trace, None),
+            attach,
+        });
     }
 }
