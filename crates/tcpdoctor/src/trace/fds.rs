@@ -11,6 +11,8 @@
 //! 3. A socket first seen unconnected (a client's socket before `connect`) is resolved again
 //!    when `connect` returns: its endpoints are known then, and it is marked as seen from the
 //!    connection's start (bytes counted from the first), as is every socket `accept` returns.
+//! 4. A socket first seen unbound (port 0: a listener's options are set before its bind) is
+//!    resolved again at its next call until it has an address.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,6 +29,8 @@ pub struct Sockets {
     by_fd: HashMap<(u32, i32), Option<u32>>,
     pidfds: HashMap<u32, Option<Pidfd>>,
     pub list: Vec<TracedSocket>,
+    /// An entry of `list` was updated in place (rule 4) since the last [`Sockets::take_changed`].
+    changed: bool,
 }
 
 struct Resolved {
@@ -41,8 +45,20 @@ impl Sockets {
         if fd < 0 {
             return None;
         }
-        if let Some(known) = self.by_fd.get(&(pid, fd)) {
-            return *known;
+        if let Some(&known) = self.by_fd.get(&(pid, fd)) {
+            // Rule 4: first seen before bind (a listener's SO_REUSEADDR): its address now.
+            if let Some(i) = known {
+                let (local, inode) = (self.list[i as usize].local, self.list[i as usize].inode);
+                if local.is_none_or(|a| a.port() == 0) {
+                    if let Some(r) = self.resolve(pid, fd).filter(|r| r.inode == inode) {
+                        let s = &mut self.list[i as usize];
+                        s.local = r.local;
+                        s.remote = s.remote.or(r.remote);
+                        self.changed = true;
+                    }
+                }
+            }
+            return known;
         }
         let got = self
             .resolve(pid, fd)
@@ -58,6 +74,11 @@ impl Sockets {
         let i = self.add(pid, fd, r, now, true);
         self.by_fd.insert((pid, fd), Some(i));
         Some(i)
+    }
+
+    /// Whether an entry was updated in place since the last call.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     pub fn forget(&mut self, pid: u32, fd: i32) {

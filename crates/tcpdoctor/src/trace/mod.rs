@@ -48,8 +48,10 @@ pub struct Shared {
 }
 
 impl Shared {
-    fn sync_sockets(&mut self, list: &[TracedSocket]) {
-        if list.len() > self.sockets.len() {
+    fn sync_sockets(&mut self, list: &[TracedSocket], changed: bool) {
+        if changed {
+            self.sockets = list.to_vec();
+        } else if list.len() > self.sockets.len() {
             let from = self.sockets.len();
             self.sockets.extend_from_slice(&list[from..]);
         }

@@ -221,9 +221,10 @@ impl Recorder {
             value,
             socket,
         };
-        let mut s = self.shared();
+        let changed = self.sockets.take_changed();
+        let mut s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         s.traced_calls += 1;
-        s.sync_sockets(&self.sockets.list);
+        s.sync_sockets(&self.sockets.list, changed);
         if s.calls.len() < MAX_CALLS {
             s.calls.push(call);
         } else {
