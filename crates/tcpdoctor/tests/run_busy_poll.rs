@@ -37,6 +37,11 @@ fn has(tool: &str, version_flag: &str, test: &str) -> bool {
 /// `run --scenarios direct` of `server` (`{port}` replaced by a free port) with `preset`
 /// flags and `requests` exchanges; returns the scenario's JSON.
 fn run(dir: &Path, server: &str, preset: &[&str], requests: u64) -> Value {
+    run_with(dir, server, preset, requests, &[])
+}
+
+/// As [`run`], with more flags (`--no-trace`).
+fn run_with(dir: &Path, server: &str, preset: &[&str], requests: u64, extra: &[&str]) -> Value {
     let port = free_port();
     let server = server.replace("{port}", &port.to_string());
     let target = format!("127.0.0.1:{port}");
@@ -58,6 +63,7 @@ fn run(dir: &Path, server: &str, preset: &[&str], requests: u64) -> Value {
         out.to_str().expect("utf-8 path"),
     ];
     args.extend_from_slice(preset);
+    args.extend_from_slice(extra);
     let (r, code, err) = tcpdoctor_in(dir, &args);
     assert_eq!(code, 0, "{server}: {err}");
     r["scenarios"][0].clone()
@@ -79,10 +85,23 @@ fn measured(s: &Value) -> String {
     )
 }
 
-/// Named, with the measurements it rests on quoted.
+/// Named, with the measurements it rests on quoted: traced, the polling calls (rule 7);
+/// untraced, the CPU along the driver's timeline.
 fn assert_named(s: &Value, who: &str) {
     let f = busy_poll(s).unwrap_or_else(|| panic!("{who}: no busy_poll: {}", measured(s)));
     let facts = f["evidence"]["facts"].to_string();
+    if s["syscalls"]["status"]["state"] == "traced" {
+        for quoted in [
+            "ioctl(SIOCOUTQ)",
+            "per request, while its send queue was non-empty",
+            "the trace stops the server at each of these calls",
+        ] {
+            assert!(facts.contains(quoted), "{who}: {quoted:?} not in {facts}");
+        }
+        let polls = &s["syscalls"]["polling"];
+        assert!(polls.is_object(), "{who}: the trace's verdict: {:#}", s["syscalls"]);
+        return;
+    }
     for quoted in [
         "was awake (on a CPU or ready for one)",
         "in the first half of that time",
@@ -124,7 +143,9 @@ fn a_server_polling_its_send_queue_while_the_ack_is_delayed_is_named() {
         "{exe} specimen --listen 127.0.0.1:{{port}} --lines 1 --writes per-line --drain spin"
     );
     let s = run(&dir, &spin, SPECIMEN_LINE, 30);
-    assert_named(&s, "specimen, reply in two writes");
+    assert_named(&s, "specimen, reply in two writes, traced");
+    let s = run_with(&dir, &spin, SPECIMEN_LINE, 30, &["--no-trace"]);
+    assert_named(&s, "specimen, reply in two writes, untraced");
     // Its fixed twin writes the same way and trusts the kernel to send the queue.
     let fixed = spin.replace("--drain spin", "--drain none");
     let s = run(&dir, &fixed, SPECIMEN_LINE, 30);
@@ -142,7 +163,9 @@ fn a_cpython_server_polling_siocoutq_is_named_and_its_twin_that_trusts_the_kerne
     let dir = scratch("busy-cpython-spin");
     let spinner = format!("python3 {} {{port}}", server_file("siocoutq_spinner.py"));
     let s = run(&dir, &spinner, SPECIMEN_LINE, 30);
-    assert_named(&s, "CPython SIOCOUTQ spinner");
+    assert_named(&s, "CPython SIOCOUTQ spinner, traced");
+    let s = run_with(&dir, &spinner, SPECIMEN_LINE, 30, &["--no-trace"]);
+    assert_named(&s, "CPython SIOCOUTQ spinner, untraced");
     let s = run(&dir, &format!("{spinner} trust"), SPECIMEN_LINE, 30);
     assert_not_named(&s, "CPython, the same writes, no polling");
     let _ = std::fs::remove_dir_all(&dir);
