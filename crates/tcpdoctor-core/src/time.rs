@@ -4,7 +4,20 @@ use std::fmt;
 use std::time::Duration;
 
 /// An instant, in nanoseconds since the Unix epoch (or since any fixed origin a source chooses).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {

@@ -99,7 +99,11 @@ fn assert_named(s: &Value, who: &str) {
             assert!(facts.contains(quoted), "{who}: {quoted:?} not in {facts}");
         }
         let polls = &s["syscalls"]["polling"];
-        assert!(polls.is_object(), "{who}: the trace's verdict: {:#}", s["syscalls"]);
+        assert!(
+            polls.is_object(),
+            "{who}: the trace's verdict: {:#}",
+            s["syscalls"]
+        );
         return;
     }
     for quoted in [

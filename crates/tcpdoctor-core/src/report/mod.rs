@@ -400,6 +400,17 @@ pub struct Report {
     /// With `analyze --ends`: what the two files show together as two ends of one path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ends: Option<crate::ends::EndsReport>,
+    /// `sandbox`: the system calls of the programs it ran (docs/syscalls.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub syscalls: Vec<ProgramCalls>,
+}
+
+/// One traced program of a `sandbox`: its role and what its calls show.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProgramCalls {
+    /// "command", "client" or "server".
+    pub program: String,
+    pub calls: crate::syscalls::SyscallsReport,
 }
 
 impl Report {
@@ -421,6 +432,7 @@ impl Report {
             findings,
             withdrawn,
             ends: None,
+            syscalls: Vec::new(),
         }
     }
 }

@@ -11,6 +11,12 @@ pub fn render_text(report: &Report) -> String {
     if let Some(ends) = &report.ends {
         out.push_str(&crate::ends::render_ends(ends));
     }
+    for p in &report.syscalls {
+        let _ = writeln!(out, "\nSystem calls of the {}:", p.program);
+        for line in crate::syscalls::render_text(&p.calls).lines() {
+            let _ = writeln!(out, "   {line}");
+        }
+    }
     out
 }
 

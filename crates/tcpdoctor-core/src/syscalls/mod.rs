@@ -28,7 +28,7 @@ mod text;
 
 use std::net::SocketAddr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
 
@@ -38,7 +38,7 @@ pub use text::render_text;
 
 /// The calls the tracer traps. `Other` is never produced by the tracer; it stands for a call
 /// number the core does not know (a newer tracer, a hand-made trace).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallKind {
     Write,
@@ -152,7 +152,7 @@ pub mod sockopt {
 }
 
 /// One traced system call, recorded at its exit.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
     /// Wall-clock instant of the call's entry (the tracer's clock, same epoch as captures
     /// taken on this machine).
@@ -196,7 +196,7 @@ impl Call {
 }
 
 /// A TCP socket a traced program used, resolved when first seen.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TracedSocket {
     pub pid: u32,
     pub fd: i32,
@@ -207,7 +207,6 @@ pub struct TracedSocket {
     pub local: Option<SocketAddr>,
     pub remote: Option<SocketAddr>,
     /// When the tracer first saw it.
-    #[serde(skip)]
     pub first_seen: Timestamp,
     /// Whether the tracer saw the connection start (accept/connect returned it): only then are
     /// the bytes it counts from the first byte of the stream, and a join to sequence numbers
@@ -216,7 +215,7 @@ pub struct TracedSocket {
 }
 
 /// A process the tracer followed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TracedProcess {
     pub pid: u32,
     /// Its command name (/proc/PID/comm) when first seen.
@@ -229,7 +228,7 @@ pub struct TracedProcess {
 }
 
 /// Whether a program was traced, and if not why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum TraceStatus {
     /// Traced from its start (a program tcpdoctor started) with a seccomp filter trapping only
@@ -244,8 +243,8 @@ pub enum TraceStatus {
     Unavailable { reason: String },
 }
 
-/// Everything one tracer recorded.
-#[derive(Clone, Debug, PartialEq)]
+/// Everything one tracer recorded (serialisable: the sandbox's first process hands it over).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     pub status: TraceStatus,
     pub processes: Vec<TracedProcess>,

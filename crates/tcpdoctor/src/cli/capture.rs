@@ -114,17 +114,37 @@ impl CaptureOpts {
     /// Prints the one-line summary on stderr and, with --analyze, the findings on stdout;
     /// returns the exit code --fail-on asks for.
     pub fn report(&self, outcome: capture::Outcome) -> anyhow::Result<u8> {
+        self.report_traced(outcome, &[])
+    }
+
+    /// As [`CaptureOpts::report`], with the system calls of the programs that made the
+    /// traffic (`sandbox`): cited in the findings — joined to the frames when the capture was
+    /// written to a file (-w) — and listed in the report.
+    pub fn report_traced(
+        &self,
+        outcome: capture::Outcome,
+        traces: &[(&str, tcpdoctor_core::syscalls::Trace)],
+    ) -> anyhow::Result<u8> {
         eprintln!("tcpdoctor: {}", outcome.summary_line());
         match outcome.analysis {
             Some((summary, _)) if summary.tcp_segments == 0 => {
                 eprintln!("tcpdoctor: no TCP packets were captured: nothing to analyse");
                 Ok(EXIT_CLEAN)
             }
-            Some((summary, findings)) => emit(
-                &Report::new(vec![summary], findings),
-                self.format,
-                &self.fail_on,
-            ),
+            Some((summary, mut findings)) => {
+                for (who, t) in traces {
+                    let cited = match &self.write {
+                        Some(file) => crate::run::syscalls::cite_from(&mut findings, t, file),
+                        None => Ok(tcpdoctor_core::syscalls::cite::cite(&mut findings, t, &[])),
+                    };
+                    if let Err(e) = cited {
+                        eprintln!("tcpdoctor: the {who}'s system calls were not joined to the frames: {e:#}");
+                    }
+                }
+                let mut report = Report::new(vec![summary], findings);
+                report.syscalls = program_calls(traces);
+                emit(&report, self.format, &self.fail_on)
+            }
             None => Ok(EXIT_CLEAN),
         }
     }
@@ -163,4 +183,17 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<u8> {
     eprintln!("tcpdoctor: {}; Ctrl-C to stop", describe(&cfg));
     let outcome = capture::run(ring, out, &cfg)?;
     args.opts.report(outcome)
+}
+
+/// Each traced program's summary, for the report.
+pub fn program_calls(
+    traces: &[(&str, tcpdoctor_core::syscalls::Trace)],
+) -> Vec<tcpdoctor_core::report::ProgramCalls> {
+    traces
+        .iter()
+        .map(|(who, t)| tcpdoctor_core::report::ProgramCalls {
+            program: (*who).to_string(),
+            calls: tcpdoctor_core::syscalls::summarize(t, None),
+        })
+        .collect()
 }

@@ -124,7 +124,7 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
         bail!("sandbox: the command is empty");
     }
     let cfg = args.opts.config("lo")?;
-    let done = sandbox::run(&cfg, &args.command, || {
+    let done = sandbox::run(&cfg, &args.command, !args.no_trace, || {
         eprintln!("tcpdoctor: sandbox: {}", describe(&cfg));
     })?;
     if done.status != 0 {
@@ -133,7 +133,9 @@ pub fn run(mut args: SandboxArgs) -> anyhow::Result<u8> {
             done.status
         );
     }
-    let code = args.opts.report(done.capture)?;
+    let traces: Vec<(&str, tcpdoctor_core::syscalls::Trace)> =
+        done.trace.into_iter().map(|t| ("command", t)).collect();
+    let code = args.opts.report_traced(done.capture, &traces)?;
     Ok(if done.status != 0 {
         u8::try_from(done.status).unwrap_or(u8::MAX)
     } else {

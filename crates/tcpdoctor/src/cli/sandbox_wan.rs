@@ -239,6 +239,7 @@ fn analyze_ends(
         .sum();
     let exchanges: u64 = captures.iter().map(|c| c.exchanges).sum();
     let mut report = Report::new(captures, findings);
+    report.syscalls = super::capture::program_calls(traces);
     let mut ends = ends.into_iter();
     if let (Some(a), Some(b)) = (ends.next(), ends.next()) {
         report.ends = Some(compare(a, b));

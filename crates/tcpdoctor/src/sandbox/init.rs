@@ -9,9 +9,19 @@
 //! 2. One command string runs through `/bin/sh -c`; several words are exec'd as they are.
 //! 3. Its exit status is the command's, or 128 + the signal that killed it; 127 when the
 //!    command cannot be started.
+//! 4. Traced (unless `--no-trace`): the command starts under `crate::trace` (this process is
+//!    its tracer: tcpdoctor itself, having unshared the PID namespace, may not start the
+//!    tracer's thread); when it exits, its calls are written as JSON to the file tcpdoctor
+//!    named, which reads them once this process is gone. Orphans are reaped with
+//!    `__WNOTHREAD`, so the wait never takes the tracer thread's stops.
 
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
+
+use tcpdoctor_core::syscalls::{Trace, TraceStatus};
+
+use crate::trace::Spawned;
 
 use crate::capture::stop;
 
@@ -28,8 +38,9 @@ pub fn command(words: &[String]) -> Command {
     }
 }
 
-/// Runs in the forked child; never returns.
-pub fn run(words: &[String]) -> ! {
+/// Runs in the forked child; never returns. `trace_to`: trace the command, its calls to this
+/// file (rule 4).
+pub fn run(words: &[String], trace_to: Option<&Path>) -> ! {
     stop::uninstall();
     // SAFETY: prctl with integer arguments.
     unsafe {
@@ -51,6 +62,9 @@ pub fn run(words: &[String]) -> ! {
             }
             Ok(())
         });
+    }
+    if let Some(file) = trace_to {
+        traced(words, cmd, file);
     }
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -74,6 +88,57 @@ pub fn run(words: &[String]) -> ! {
         }
         if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             exit(127);
+        }
+    }
+}
+
+/// Rule 4: the command traced, its calls written to `file` when it exits; never returns.
+fn traced(words: &[String], cmd: Command, file: &Path) -> ! {
+    let (code, trace) = match crate::trace::spawn(cmd) {
+        Ok(Spawned::Traced(t)) => {
+            let status = loop {
+                reap_orphans();
+                if let Some(s) = t.try_wait() {
+                    break s;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            };
+            (code_of(status), t.take())
+        }
+        Ok(Spawned::Untraced(mut child, reason)) => {
+            eprintln!("tcpdoctor: sandbox: the command runs untraced: {reason}");
+            let status = child.wait().map_or(127, code_of);
+            (
+                status,
+                Trace::not_traced(TraceStatus::Unavailable { reason }),
+            )
+        }
+        Err(e) => {
+            eprintln!("tcpdoctor: error: sandbox: cannot run `{}`: {e}", words[0]);
+            exit(127);
+        }
+    };
+    if let Ok(text) = serde_json::to_vec(&trace) {
+        let _ = std::fs::write(file, text);
+    }
+    exit(code);
+}
+
+fn code_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Reaps the orphans re-parented to this process (its own children only: `__WNOTHREAD`).
+fn reap_orphans() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waits, without blocking, for a child of this thread.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WNOTHREAD) };
+        if pid <= 0 {
+            return;
         }
     }
 }

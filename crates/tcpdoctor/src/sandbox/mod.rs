@@ -32,6 +32,8 @@ pub struct SandboxOutcome {
     /// The command's exit status (128 + signal if a signal ended it; 130 after Ctrl-C).
     pub status: i32,
     pub capture: Outcome,
+    /// The command's system calls, when traced (`init` rule 4).
+    pub trace: Option<tcpdoctor_core::syscalls::Trace>,
 }
 
 /// Runs `words` in a fresh network namespace, capturing its loopback per `cfg`. Must be called
@@ -40,8 +42,16 @@ pub struct SandboxOutcome {
 pub fn run(
     cfg: &CaptureConfig,
     words: &[String],
+    trace: bool,
     ready: impl FnOnce(),
 ) -> anyhow::Result<SandboxOutcome> {
+    // Where the first process leaves the command's calls (`init` rule 4).
+    let trace_file = trace.then(|| {
+        std::env::temp_dir().join(format!(
+            "tcpdoctor-sandbox-trace-{}.json",
+            std::process::id()
+        ))
+    });
     let out = Outputs::open(cfg, LINKTYPE_ETHERNET)?;
     let opened = namespace::enter().and_then(|()| {
         Ring::open("lo", &cfg.ports, cfg.snaplen, cfg.buffer).context("capturing in the sandbox")
@@ -66,7 +76,7 @@ pub fn run(
     }
     if pid == 0 {
         drop(ring);
-        init::run(words);
+        init::run(words, trace_file.as_deref());
     }
     stop::kill_on_stop(pid);
     // No thread: a process that unshared its PID namespace may not create any. The capture
@@ -78,10 +88,18 @@ pub fn run(
     }
     let status = wait(pid);
     let status = if stop::interrupted() { 130 } else { status };
+    let trace = trace_file.as_ref().and_then(|f| {
+        let t = std::fs::read(f)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let _ = std::fs::remove_file(f);
+        t
+    });
     let outcome = outcome?;
     Ok(SandboxOutcome {
         status,
         capture: outcome,
+        trace,
     })
 }
 

@@ -147,7 +147,7 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
     };
     let mut rec = Recorder::new(Arc::clone(shared));
     for &tid in &live {
-        rec.task(tid as u32);
+        rec.task_of(tid as u32, pid);
         let _ = ptrace::interrupt(Pid::from_raw(tid));
     }
     let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
@@ -176,7 +176,7 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
                     if let Ok(new) = ptrace::getevent(p) {
                         live.insert(new as i32);
                         cost.threads += 1;
-                        rec.task(new as u32);
+                        rec.born(p, new as u32, true);
                     }
                 }
                 // PTRACE_EVENT_STOP (our interrupt, a new thread's start, a group-stop) and

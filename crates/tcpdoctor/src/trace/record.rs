@@ -40,7 +40,30 @@ pub fn now() -> Timestamp {
     Timestamp::from_nanos(d.as_nanos() as u64)
 }
 
+/// Whether /proc shows this process's own PID namespace: not in the sandbox's first process,
+/// which runs in a PID namespace of its own under the host's /proc (no mount is made), where
+/// /proc/N is another process.
+fn proc_is_ours() -> bool {
+    static OURS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OURS.get_or_init(|| {
+        std::fs::read_link("/proc/self")
+            .ok()
+            .and_then(|p| p.to_str()?.parse::<u32>().ok())
+            == Some(std::process::id())
+    })
+}
+
+fn comm(pid: u32) -> String {
+    if !proc_is_ours() {
+        return String::new();
+    }
+    crate::inspect::proc::comm(pid).unwrap_or_default()
+}
+
 fn read_tgid(tid: u32) -> u32 {
+    if !proc_is_ours() {
+        return tid;
+    }
     std::fs::read_to_string(format!("/proc/{tid}/status"))
         .ok()
         .and_then(|s| {
@@ -65,12 +88,42 @@ impl Recorder {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A task the tracer sees for the first time (the program, a fork, a thread).
+    /// A task the tracer sees for the first time (the program, a fork, a thread), its
+    /// process read from /proc.
     pub fn task(&mut self, tid: u32) -> u32 {
         if let Some(&p) = self.tgid.get(&tid) {
             return p;
         }
-        let pid = read_tgid(tid);
+        self.task_of(tid, read_tgid(tid))
+    }
+
+    /// A task born of `parent` (a fork/vfork/clone event): a thread of its process when the
+    /// clone asked for CLONE_THREAD, else a process of its own.
+    pub fn born(&mut self, parent: Pid, tid: u32, thread: bool) -> u32 {
+        let pid = if thread {
+            self.task(parent.as_raw() as u32)
+        } else {
+            tid
+        };
+        // Its first stop may have come before this event, and its process been guessed.
+        if let Some(guessed) = self.tgid.get(&tid).copied().filter(|&g| g != pid) {
+            self.tgid.remove(&tid);
+            let mut s = self.shared();
+            if let Some(i) = s.processes.iter().position(|p| p.pid == guessed) {
+                s.processes[i].threads = s.processes[i].threads.saturating_sub(1);
+                if s.processes[i].threads == 0 {
+                    s.processes.remove(i);
+                }
+            }
+        }
+        self.task_of(tid, pid)
+    }
+
+    /// Task `tid` of process `pid`.
+    pub fn task_of(&mut self, tid: u32, pid: u32) -> u32 {
+        if let Some(&p) = self.tgid.get(&tid) {
+            return p;
+        }
         self.tgid.insert(tid, pid);
         let mut s = self.shared();
         if let Some(p) = s.processes.iter_mut().find(|p| p.pid == pid) {
@@ -78,7 +131,7 @@ impl Recorder {
         } else {
             s.processes.push(TracedProcess {
                 pid,
-                name: crate::inspect::proc::comm(pid).unwrap_or_default(),
+                name: comm(pid),
                 threads: 1,
                 ended: None,
             });
@@ -91,7 +144,7 @@ impl Recorder {
         let pid = self.task(tid);
         self.pending.remove(&tid);
         self.sockets.forget_process(pid);
-        let name = crate::inspect::proc::comm(pid).unwrap_or_default();
+        let name = comm(pid);
         if let Some(p) = self.shared().processes.iter_mut().find(|p| p.pid == pid) {
             p.name = name;
         }

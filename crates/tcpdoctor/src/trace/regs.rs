@@ -73,3 +73,17 @@ pub fn peek_time_ms(pid: Pid, addr: u64, micros: bool) -> Option<i64> {
     let div = if micros { 1_000 } else { 1_000_000 };
     Some(s.saturating_mul(1000).saturating_add(frac / div))
 }
+
+/// Whether the clone the stopped `parent` is in (a PTRACE_EVENT_CLONE stop) makes a thread:
+/// CLONE_THREAD in clone's flags (its first argument) or clone3's `clone_args.flags`.
+pub fn clone_makes_thread(parent: Pid) -> bool {
+    let Ok(e) = entry(parent) else {
+        return false;
+    };
+    let flags = if e.nr == libc::SYS_clone3 {
+        peek::<8>(parent, e.args[0]).map_or(0, u64::from_ne_bytes)
+    } else {
+        e.args[0]
+    };
+    flags & libc::CLONE_THREAD as u64 != 0
+}

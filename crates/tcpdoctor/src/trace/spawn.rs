@@ -228,7 +228,9 @@ fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
                             if live.insert(new as i32) {
                                 newborn.insert(new as i32);
                             }
-                            rec.task(new as u32);
+                            let thread = ev == libc::PTRACE_EVENT_CLONE
+                                && super::regs::clone_makes_thread(p);
+                            rec.born(p, new as u32, thread);
                         }
                     } else if ev == libc::PTRACE_EVENT_EXEC {
                         // A thread that exec'd took over the leader's id; the former id is gone.
