@@ -5,6 +5,7 @@
 pub mod exchange;
 pub mod live;
 pub mod run;
+pub mod trace;
 pub mod wan;
 pub mod zino;
 
