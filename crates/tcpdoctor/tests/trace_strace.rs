@@ -59,7 +59,10 @@ fn pingpong_counts_equal_strace_and_the_programs_own_structure() {
         return;
     }
     let theirs = strace_tcp_counts(&command, CALLS);
-    assert_eq!(ours, theirs, "tcpdoctor trace vs strace -f on the same program");
+    assert_eq!(
+        ours, theirs,
+        "tcpdoctor trace vs strace -f on the same program"
+    );
 }
 
 #[test]
@@ -77,5 +80,8 @@ fn forks_and_threads_counts_equal_strace() {
     // The server's read(2) calls are not compared (how the kernel coalesces the writers'
     // bytes decides their number): `read` is not in CALLS.
     let theirs = strace_tcp_counts(&command, CALLS);
-    assert_eq!(ours, theirs, "tcpdoctor trace vs strace -f on the same program");
+    assert_eq!(
+        ours, theirs,
+        "tcpdoctor trace vs strace -f on the same program"
+    );
 }

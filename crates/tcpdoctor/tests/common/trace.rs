@@ -155,7 +155,9 @@ pub fn traced_server(server: &Path, args: &[&str]) -> TracedServer {
         .expect("spawn tcpdoctor trace");
     let mut stdout = BufReader::new(tcpdoctor.stdout.take().expect("stdout"));
     let mut line = String::new();
-    stdout.read_line(&mut line).expect("read the readiness line");
+    stdout
+        .read_line(&mut line)
+        .expect("read the readiness line");
     let (addr, pid) = parse_listening(&line).unwrap_or_else(|| {
         let _ = tcpdoctor.kill();
         let _ = tcpdoctor.wait();
