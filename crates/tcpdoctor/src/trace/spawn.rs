@@ -12,8 +12,15 @@
 //!    inherit the filter. Signals are passed on as they arrive.
 //! 4. When tracing is refused — ptrace (Yama's ptrace_scope, a container's own seccomp policy)
 //!    or the filter — the program is started again without it and the reason is returned.
+//! 5. The hook execs the program itself, after installing the filter, and exits with the
+//!    errno when that fails: std's own exec would report the failure by a `write` the filter
+//!    traps, which fails (ENOSYS: the tracer has not yet asked for seccomp stops), and the
+//!    child would abort into a signal stop while the tracer thread still waits in `spawn`
+//!    for its report — a hang. No stop before the exec's SIGTRAP means no exec happened.
 
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,8 +89,9 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
     let tracing = Arc::new(AtomicBool::new(true));
     let prog = filter::program();
     let hook_tracing = Arc::clone(&tracing);
+    let exec = Exec::of(&cmd)?;
     // SAFETY: the hook runs in the forked child before exec; it only reads a flag and makes
-    // system calls (ptrace, prctl, seccomp); it allocates nothing.
+    // system calls (ptrace, prctl, seccomp, execve, _exit); it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
             if !hook_tracing.load(Ordering::Relaxed) {
@@ -95,7 +103,7 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
             if filter::install(&prog).is_err() {
                 return Err(io::Error::from_raw_os_error(FILTER_REFUSED));
             }
-            Ok(())
+            exec.run()
         });
     }
     let (tx, rx) = mpsc::channel::<Result<u32, (io::Error, Command)>>();
@@ -105,11 +113,18 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
         .spawn(move || {
             match cmd.spawn() {
                 Ok(child) => {
-                    let pid = child.id();
-                    let _ = tx.send(Ok(pid));
-                    // The child is reaped by the loop, never through `child`.
+                    let pid = Pid::from_raw(child.id() as i32);
+                    // The child is reaped by the tracer, never through `child`.
                     drop(child);
-                    trace_loop(Pid::from_raw(pid as i32), &thread_shared);
+                    match exec_stop(pid) {
+                        Ok(()) => {
+                            let _ = tx.send(Ok(pid.as_raw() as u32));
+                            trace_loop(pid, &thread_shared);
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err((e, cmd)));
+                        }
+                    }
                 }
                 Err(e) => {
                     let _ = tx.send(Err((e, cmd)));
@@ -143,6 +158,101 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
     }
 }
 
+/// The program's exec, done by the pre-exec hook itself (rule 5): its argument and
+/// environment vectors, made before the fork (the child may not allocate). The C strings'
+/// buffers do not move when the vectors are moved into the hook, so the pointer arrays
+/// (kept as addresses: raw pointers are not `Send`) stay valid.
+struct Exec {
+    _strings: Vec<CString>,
+    argv: Vec<usize>,
+    /// The environment when the command changes it (as std does after the hooks); else the
+    /// inherited one.
+    envp: Option<Vec<usize>>,
+}
+
+impl Exec {
+    fn of(cmd: &Command) -> io::Result<Exec> {
+        let c = |s: &OsStr| {
+            CString::new(s.as_bytes()).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the command")
+            })
+        };
+        let mut strings = vec![c(cmd.get_program())?];
+        for a in cmd.get_args() {
+            strings.push(c(a)?);
+        }
+        let argc = strings.len();
+        let env_changed = cmd.get_envs().next().is_some();
+        if env_changed {
+            let mut env: std::collections::BTreeMap<OsString, OsString> =
+                std::env::vars_os().collect();
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => env.insert(k.to_owned(), v.to_owned()),
+                    None => env.remove(k),
+                };
+            }
+            for (k, v) in env {
+                let mut kv = k;
+                kv.push("=");
+                kv.push(v);
+                strings.push(c(&kv)?);
+            }
+        }
+        let ptrs: Vec<usize> = strings.iter().map(|s| s.as_ptr() as usize).collect();
+        let mut argv = ptrs[..argc].to_vec();
+        argv.push(0);
+        let envp = env_changed.then(|| {
+            let mut e = ptrs[argc..].to_vec();
+            e.push(0);
+            e
+        });
+        Ok(Exec {
+            _strings: strings,
+            argv,
+            envp,
+        })
+    }
+
+    /// In the child: exec the program; on failure exit with the errno as status, before any
+    /// trapped call (`exec_stop` reads it back).
+    fn run(&self) -> io::Result<()> {
+        extern "C" {
+            static mut environ: *const *const libc::c_char;
+        }
+        // SAFETY: the vectors are NULL-terminated arrays of pointers to live C strings; the
+        // child is single-threaded, so setting `environ` (as std itself does) is sound.
+        unsafe {
+            if let Some(e) = &self.envp {
+                environ = e.as_ptr() as *const *const libc::c_char;
+            }
+            let argv = self.argv.as_ptr() as *const *const libc::c_char;
+            libc::execvp(*argv, argv);
+            libc::_exit(*libc::__errno_location());
+        }
+    }
+}
+
+/// Waits for the traced child's first stop, the SIGTRAP of its exec (rule 5): an exit before
+/// it is the exec failing, its status the errno.
+fn exec_stop(pid: Pid) -> io::Result<()> {
+    let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
+    loop {
+        return match waitpid(pid, Some(flags)) {
+            Ok(WaitStatus::Stopped(_, _)) => Ok(()),
+            Ok(WaitStatus::Exited(_, errno)) => Err(io::Error::from_raw_os_error(errno)),
+            Ok(s) => Err(io::Error::other(format!(
+                "the program ended before it started: {}",
+                ended_how(&s)
+            ))),
+            Err(Errno::EINTR) => continue,
+            Err(e) => Err(io::Error::other(format!(
+                "waiting for the traced program: {e}"
+            ))),
+        };
+    }
+}
+
 fn raw_status(s: &WaitStatus) -> Option<i32> {
     match *s {
         WaitStatus::Exited(_, code) => Some((code & 0xff) << 8),
@@ -156,18 +266,7 @@ fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     let mut rec = Recorder::new(Arc::clone(shared));
     let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
-    // The exec's SIGTRAP: the program has not run an instruction yet.
-    match waitpid(root, Some(flags)) {
-        Ok(WaitStatus::Stopped(_, _)) => {}
-        Ok(s) => {
-            lock().root_status = raw_status(&s);
-            return;
-        }
-        Err(e) => {
-            lock().error = Some(format!("waiting for the traced program: {e}"));
-            return;
-        }
-    }
+    // The exec's SIGTRAP was seen by `exec_stop`: the program has not run an instruction yet.
     let opts = Options::PTRACE_O_TRACESECCOMP
         | Options::PTRACE_O_TRACEFORK
         | Options::PTRACE_O_TRACEVFORK
@@ -269,5 +368,63 @@ fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
             _ => {}
         }
         lock().tracer_ns += t0.elapsed().as_nanos() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_of(make: impl Fn() -> Command + Send + Sync + 'static) -> Option<i32> {
+        match spawn(make()).expect("spawn") {
+            Spawned::Traced(t) => {
+                let s = loop {
+                    if let Some(s) = t.try_wait() {
+                        break s;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                };
+                t.finish(std::time::Duration::from_secs(5));
+                s.code()
+            }
+            Spawned::Untraced(mut c, _) => c.wait().expect("wait").code(),
+        }
+    }
+
+    #[test]
+    fn the_hooks_own_exec_passes_the_commands_environment_and_arguments() {
+        let code = status_of(|| {
+            let mut c = Command::new("sh");
+            c.args([
+                "-c",
+                "test \"$TD_SET\" = yes && test -z \"$HOME\" && test \"$0\" = a0",
+            ])
+            .arg("a0")
+            .env("TD_SET", "yes")
+            .env_remove("HOME");
+            c
+        });
+        assert_eq!(code, Some(0));
+        let code = status_of(|| {
+            let mut c = Command::new("sh");
+            c.args(["-c", "test \"$TD_SET\" = yes"]);
+            c
+        });
+        assert_eq!(code, Some(1), "no TD_SET in an unchanged environment");
+    }
+
+    #[test]
+    fn an_exec_that_fails_is_an_error_not_a_hang() {
+        let dir = std::env::temp_dir().join(format!("td-spawn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("not-executable");
+        std::fs::write(&file, "#!/bin/sh\n").expect("write");
+        let f = file.clone();
+        let got = spawn(Command::new(&f));
+        let _ = std::fs::remove_dir_all(&dir);
+        match got {
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}"),
+            Ok(_) => panic!("a non-executable file started"),
+        }
     }
 }

@@ -5,6 +5,7 @@
 pub mod exchange;
 pub mod live;
 pub mod run;
+pub mod trace;
 pub mod wan;
 pub mod zino;
 
@@ -126,6 +127,28 @@ pub fn analyze_json(file: &Path) -> (serde_json::Value, i32) {
 
 pub fn validate(report: &serde_json::Value) {
     validate_with("analyze-report.schema.json", report);
+}
+
+/// Validates `value` against `$defs/<def>` of `schema/<schema_file>`.
+pub fn validate_with_def(schema_file: &str, def: &str, value: &serde_json::Value) {
+    let schema_text =
+        std::fs::read_to_string(repo().join("schema").join(schema_file)).expect("schema file");
+    let mut schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
+    schema["$ref"] = serde_json::Value::String(format!("#/$defs/{def}"));
+    if let Some(o) = schema.as_object_mut() {
+        for k in ["type", "required", "properties", "additionalProperties"] {
+            o.remove(k);
+        }
+    }
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "violates {schema_file} $defs/{def}: {errors:#?}"
+    );
 }
 
 /// Validates `report` against `schema/<schema_file>`.
