@@ -410,6 +410,9 @@ fn scenario_details(out: &mut String, s: &ScenarioResult, with_findings: bool) {
         for line in crate::syscalls::render_text(t).lines() {
             let _ = writeln!(out, "   {line}");
         }
+        if let Some(w) = tracing_cost(t, s.figures.mean_ms) {
+            let _ = writeln!(out, "   {w}");
+        }
     }
     if let Some(c) = &s.chunks {
         let sizes: Vec<String> = c
@@ -489,4 +492,23 @@ fn trim(s: &str, n: usize) -> String {
         t.insert(0, '…');
         t
     }
+}
+
+/// The tracer's time per request when it is a tenth of the mean exchange or more: each
+/// trapped call stops the server twice, which can change a timing-sensitive verdict (how a
+/// pipelining server batches its replies); the run says so rather than let it pass unseen.
+pub fn tracing_cost(t: &crate::syscalls::SyscallsReport, mean_ms: f64) -> Option<String> {
+    let requests = t.requests.filter(|&n| n > 0)? as f64;
+    let per_request_ms = t.overhead.tracer_ms / requests;
+    if mean_ms <= 0.0 || per_request_ms < 0.1 * mean_ms {
+        return None;
+    }
+    Some(format!(
+        "note: tracing took {} µs of the server's time per request ({:.0}% of the mean \
+         exchange, {} ms): timing-sensitive figures and verdicts may differ untraced \
+         (compare with --no-trace)",
+        num(per_request_ms * 1e3),
+        100.0 * per_request_ms / mean_ms,
+        num(mean_ms)
+    ))
 }

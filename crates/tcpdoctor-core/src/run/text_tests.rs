@@ -220,3 +220,19 @@ fn a_traced_scenario_shows_its_system_calls_in_a_few_lines() {
         .count();
     assert_eq!(shown, 5, "a few lines, not a dump: {text}");
 }
+
+#[test]
+fn the_tracing_cost_is_said_only_when_it_is_a_tenth_of_an_exchange_or_more() {
+    use crate::syscalls::{summarize, Trace, TraceStatus};
+    let mut t = summarize(&Trace::not_traced(TraceStatus::Traced), Some(100));
+    t.requests = Some(100);
+    // 30 ms of tracer time over 100 requests: 300 µs each.
+    t.overhead.tracer_ms = 30.0;
+    let said = crate::run::text::tracing_cost(&t, 0.9).expect("a third of a 0.9 ms exchange");
+    assert!(said.contains("300 µs"), "{said}");
+    assert!(said.contains("--no-trace"), "{said}");
+    // The same cost against 40 ms exchanges (a Nagle stall) changes nothing worth saying.
+    assert!(crate::run::text::tracing_cost(&t, 40.0).is_none());
+    t.requests = None;
+    assert!(crate::run::text::tracing_cost(&t, 0.9).is_none());
+}
