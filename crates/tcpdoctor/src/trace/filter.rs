@@ -94,7 +94,7 @@ const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000; // EM_AARCH64, 64-bit, 
 pub fn kind_of(nr: i64) -> CallKind {
     TRAPPED
         .iter()
-        .find(|(n, _)| i64::from(*n) == nr)
+        .find(|(n, _)| *n == nr)
         .map_or(CallKind::Other, |(_, k)| *k)
 }
 

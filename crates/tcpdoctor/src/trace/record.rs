@@ -219,7 +219,7 @@ impl Recorder {
         let (fd, socket) = match p.kind {
             CallKind::EpollWait | CallKind::Poll | CallKind::Select => (fd_arg, None),
             CallKind::Close => {
-                if p.entry.nr == i64::from(libc::SYS_close) {
+                if p.entry.nr == libc::SYS_close {
                     self.sockets.forget(pid, fd_arg);
                     (fd_arg, None)
                 } else {
