@@ -12,7 +12,8 @@
 //!    when `connect` returns: its endpoints are known then, and it is marked as seen from the
 //!    connection's start (bytes counted from the first), as is every socket `accept` returns.
 //! 4. A socket first seen unbound (port 0: a listener's options are set before its bind) is
-//!    resolved again at its next call until it has an address.
+//!    resolved again at its next call until it has an address; one whose peer was not known
+//!    (a non-blocking connect returns before the handshake ends) at its first data call.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -42,14 +43,26 @@ struct Resolved {
 impl Sockets {
     /// The socket index of `fd` in process `pid`, resolving it the first time (rule 1).
     pub fn lookup(&mut self, pid: u32, fd: i32, now: Timestamp) -> Option<u32> {
+        self.lookup_as(pid, fd, now, false)
+    }
+
+    /// As [`Sockets::lookup`], for a call that moved data: the socket is connected, so a peer
+    /// not known yet (a non-blocking connect still in progress when it returned) is read now.
+    pub fn lookup_data(&mut self, pid: u32, fd: i32, now: Timestamp) -> Option<u32> {
+        self.lookup_as(pid, fd, now, true)
+    }
+
+    fn lookup_as(&mut self, pid: u32, fd: i32, now: Timestamp, data: bool) -> Option<u32> {
         if fd < 0 {
             return None;
         }
         if let Some(&known) = self.by_fd.get(&(pid, fd)) {
-            // Rule 4: first seen before bind (a listener's SO_REUSEADDR): its address now.
+            // Rule 4: first seen before bind (a listener's SO_REUSEADDR) or before its
+            // connection was established: its addresses now.
             if let Some(i) = known {
-                let (local, inode) = (self.list[i as usize].local, self.list[i as usize].inode);
-                if local.is_none_or(|a| a.port() == 0) {
+                let s = &self.list[i as usize];
+                let (local, remote, inode) = (s.local, s.remote, s.inode);
+                if local.is_none_or(|a| a.port() == 0) || (data && remote.is_none()) {
                     if let Some(r) = self.resolve(pid, fd).filter(|r| r.inode == inode) {
                         let s = &mut self.list[i as usize];
                         s.local = r.local;

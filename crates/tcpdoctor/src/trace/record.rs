@@ -245,6 +245,7 @@ impl Recorder {
                 let s = self.sockets.started(pid, fd_arg, p.at);
                 (fd_arg, s)
             }
+            k if k.reads() || k.writes() => (fd_arg, self.sockets.lookup_data(pid, fd_arg, p.at)),
             _ => (fd_arg, self.sockets.lookup(pid, fd_arg, p.at)),
         };
         if ret == 0 {
