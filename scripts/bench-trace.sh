@@ -10,7 +10,7 @@
 #          added time per traced call ((traced − untraced) / calls, calls counted by strace -c)
 #          for each tracer, and the ratio tcpdoctor / strace. Goal: ratio < 1.
 # latency: specimens/aio_lineserver.py (asyncio, one write per line, 4 lines) driven by
-#          `tcpdoctor bench --rate 2000` on one connection, untraced vs traced: p50 and p99.
+#          `tcpdoctor bench --rate $RATE` (2000) on one connection, untraced vs traced: p50 and p99.
 #          Goal: traced p50 within +20 us of untraced.
 # nagle:   the same server with --nagle on (the per-line Nagle server), closed loop: the ~40 ms
 #          stall must show traced as untraced (p50 both ways).
@@ -24,6 +24,7 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-5}
 N=${N:-20000}
 RATE_S=${RATE_S:-5s}
+RATE=${RATE:-2000}
 WHAT=${1:-all}
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
@@ -162,12 +163,12 @@ PY
 
 case $WHAT in
     calls) bench_calls ;;
-    latency) bench_latency latency off --rate 2000 --duration "$RATE_S" ;;
+    latency) bench_latency latency off --rate "$RATE" --duration "$RATE_S" ;;
     nagle) bench_latency nagle on --requests 100 ;;
     all)
         bench_calls
         echo
-        bench_latency latency off --rate 2000 --duration "$RATE_S"
+        bench_latency latency off --rate "$RATE" --duration "$RATE_S"
         echo
         bench_latency nagle on --requests 100
         ;;

@@ -102,6 +102,9 @@ fn a_program_killed_mid_trace_is_reported_and_tcpdoctor_exits_128_plus_9() {
     let mut conn = BufReader::new(TcpStream::connect(traced.addr).expect("connect"));
     assert_eq!(request(&mut conn, "one"), "200 one\r\n");
     assert_eq!(request(&mut conn, "two"), "200 two\r\n");
+    // Once it waits in recv for a third request, the tracer has recorded its last send (it
+    // resumes a call's exit stop only after recording it): kill it there.
+    wait_until_blocked_in(traced.pid, libc::SYS_recvfrom);
     // SAFETY: kill(2) of the traced server, whose pid it printed.
     assert_eq!(unsafe { libc::kill(traced.pid as i32, libc::SIGKILL) }, 0);
     let status = wait_bounded(
@@ -130,14 +133,7 @@ fn killing_tcpdoctor_kills_the_traced_server_instead_of_leaving_it_half_broken()
     drop(conn);
     // Wait (bounded) until it is blocked in accept for the next client: a server the kernel
     // left alone there would stay alive — with its next accept failing (ENOSYS).
-    let start = Instant::now();
-    while !blocked_in(traced.pid, libc::SYS_accept) {
-        assert!(
-            !process_gone(traced.pid) && start.elapsed() < Duration::from_secs(20),
-            "the server never went back to accept"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until_blocked_in(traced.pid, libc::SYS_accept);
     traced.tcpdoctor.kill().expect("SIGKILL tcpdoctor");
     let _ = traced.tcpdoctor.wait();
     // PTRACE_O_EXITKILL: the kernel kills the server with its tracer. Bounded poll of /proc.
@@ -158,10 +154,22 @@ fn killing_tcpdoctor_kills_the_traced_server_instead_of_leaving_it_half_broken()
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
 }
 
-/// Whether task `pid` is blocked in system call `nr` (/proc/PID/syscall's first field).
-fn blocked_in(pid: u32, nr: libc::c_long) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/syscall"))
-        .is_ok_and(|s| s.split_whitespace().next() == Some(nr.to_string().as_str()))
+/// Waits (bounded, polling /proc/PID/syscall's first field) until task `pid` is blocked in
+/// system call `nr`.
+fn wait_until_blocked_in(pid: u32, nr: libc::c_long) {
+    let start = Instant::now();
+    let nr = nr.to_string();
+    loop {
+        let now = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if now.split_whitespace().next() == Some(nr.as_str()) {
+            return;
+        }
+        assert!(
+            !process_gone(pid) && start.elapsed() < Duration::from_secs(20),
+            "process {pid} never blocked in system call {nr} (now: {now:?})"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]

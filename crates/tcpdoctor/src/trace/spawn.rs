@@ -161,7 +161,8 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
 /// The program's exec, done by the pre-exec hook itself (rule 5): its argument and
 /// environment vectors, made before the fork (the child may not allocate). The C strings'
 /// buffers do not move when the vectors are moved into the hook, so the pointer arrays
-/// (kept as addresses: raw pointers are not `Send`) stay valid.
+/// (kept as addresses: raw pointers are not `Send`) stay valid. std does not expose a
+/// command's `env_clear()` or `arg0()`: a command made with them would lose them here.
 struct Exec {
     _strings: Vec<CString>,
     argv: Vec<usize>,
