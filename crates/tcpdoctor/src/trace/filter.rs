@@ -13,6 +13,11 @@
 //!    be removed, so the tracer stays with the program for its life, and the program is started
 //!    with `PTRACE_O_EXITKILL`: if tcpdoctor dies, the kernel kills the program rather than
 //!    leaving it running with every socket call failing.
+//! 4. `epoll_wait`, `epoll_pwait` and `poll` stop the program only when their timeout is 0 —
+//!    a wait that does not wait, the poll of a busy loop — checked in the filter itself; a
+//!    wait that blocks is the program doing the right thing and costs no stop (an event loop
+//!    makes one or more per request). Waits whose timeout is behind a pointer (`ppoll`,
+//!    `pselect6`, `select`, `epoll_pwait2`) are all trapped and their timeout read.
 
 use std::io;
 
@@ -85,6 +90,17 @@ pub const TRAPPED: &[(libc::c_long, CallKind)] = &[
     (libc::SYS_dup3, CallKind::Dup),
 ];
 
+/// Readiness waits trapped only when they do not wait (rule 4): (call number, index of the
+/// argument holding the timeout as an `int` in milliseconds).
+#[cfg(target_arch = "x86_64")]
+pub const ONLY_ZERO_TIMEOUT: &[(libc::c_long, u32)] = &[
+    (libc::SYS_epoll_wait, 3),
+    (libc::SYS_epoll_pwait, 3),
+    (libc::SYS_poll, 2),
+];
+#[cfg(target_arch = "aarch64")]
+pub const ONLY_ZERO_TIMEOUT: &[(libc::c_long, u32)] = &[(libc::SYS_epoll_pwait, 3)];
+
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000; // EM_X86_64, 64-bit, little-endian
 #[cfg(target_arch = "aarch64")]
@@ -116,15 +132,18 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     }
 }
 
-/// The filter program (rule 1). Built in the parent: the child only installs it.
+/// The filter program (rules 1 and 4). Built in the parent: the child only installs it.
 pub fn program() -> Vec<libc::sock_filter> {
     use libc::{BPF_ABS, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W};
     let n = TRAPPED.len();
     // Layout: [0] load arch, [1] arch check, [2] load nr, [3..3+n] one test per call,
-    // [3+n] ALLOW, [4+n] TRACE. Jump offsets count from the next instruction.
+    // [3+n] ALLOW, [4+n] TRACE, then for each wait of ONLY_ZERO_TIMEOUT a block of four:
+    // load its timeout, TRACE when it is 0, else ALLOW (BPF jumps only forward, so each
+    // block has its own returns). Jump offsets count from the next instruction.
     let allow = 3 + n;
     let trace = 4 + n;
-    let mut p = Vec::with_capacity(trace + 1);
+    let block = |i: usize| trace + 1 + 4 * i;
+    let mut p = Vec::with_capacity(trace + 1 + 4 * ONLY_ZERO_TIMEOUT.len());
     p.push(stmt(BPF_LD | BPF_W | BPF_ABS, 4)); // seccomp_data.arch
     p.push(jump(
         BPF_JMP | BPF_JEQ | BPF_K,
@@ -135,15 +154,26 @@ pub fn program() -> Vec<libc::sock_filter> {
     p.push(stmt(BPF_LD | BPF_W | BPF_ABS, 0)); // seccomp_data.nr
     for (i, (nr, _)) in TRAPPED.iter().enumerate() {
         let at = 3 + i;
+        let to = ONLY_ZERO_TIMEOUT
+            .iter()
+            .position(|(z, _)| z == nr)
+            .map_or(trace, block);
         p.push(jump(
             BPF_JMP | BPF_JEQ | BPF_K,
             *nr as u32,
-            (trace - at - 1) as u8,
+            (to - at - 1) as u8,
             0,
         ));
     }
     p.push(stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ALLOW));
     p.push(stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_TRACE));
+    for (_, arg) in ONLY_ZERO_TIMEOUT {
+        // seccomp_data.args[arg]'s low 32 bits (little-endian): the int timeout.
+        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, 16 + 8 * arg));
+        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1));
+        p.push(stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_TRACE));
+        p.push(stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ALLOW));
+    }
     p
 }
 
@@ -180,7 +210,7 @@ mod tests {
     #[test]
     fn every_trapped_call_jumps_to_trace_and_the_rest_falls_through_to_allow() {
         let p = program();
-        let trace = p.len() - 1;
+        let trace = 4 + TRAPPED.len();
         assert_eq!(p[trace].k, libc::SECCOMP_RET_TRACE);
         assert_eq!(p[trace - 1].k, libc::SECCOMP_RET_ALLOW);
         assert_eq!(
@@ -191,9 +221,20 @@ mod tests {
         for (i, (nr, _)) in TRAPPED.iter().enumerate() {
             let at = 3 + i;
             assert_eq!(p[at].k, *nr as u32);
-            assert_eq!(at + 1 + usize::from(p[at].jt), trace);
+            let to = at + 1 + usize::from(p[at].jt);
+            match ONLY_ZERO_TIMEOUT.iter().find(|(z, _)| z == nr) {
+                None => assert_eq!(to, trace),
+                Some((_, arg)) => {
+                    // Its block: load the timeout, TRACE on 0, else ALLOW.
+                    assert_eq!(p[to].k, 16 + 8 * arg);
+                    assert_eq!((p[to + 1].k, p[to + 1].jt, p[to + 1].jf), (0, 0, 1));
+                    assert_eq!(p[to + 2].k, libc::SECCOMP_RET_TRACE);
+                    assert_eq!(p[to + 3].k, libc::SECCOMP_RET_ALLOW);
+                }
+            }
             assert_eq!(p[at].jf, 0);
         }
+        assert_eq!(p.len(), trace + 1 + 4 * ONLY_ZERO_TIMEOUT.len());
         assert_eq!(kind_of(libc::SYS_sendto), CallKind::Sendto);
         assert_eq!(kind_of(libc::SYS_getpid), CallKind::Other);
     }

@@ -170,6 +170,14 @@ impl Recorder {
         let at = now();
         let entry = regs::entry(tid)?;
         let kind = super::filter::kind_of(entry.nr);
+        // `filter` rule 4, for the attach mode that has no filter: a wait that blocks is not
+        // recorded.
+        if super::filter::ONLY_ZERO_TIMEOUT
+            .iter()
+            .any(|&(nr, arg)| nr == entry.nr && entry.args[arg as usize] as i32 != 0)
+        {
+            return Ok(());
+        }
         let a = entry.args;
         let (arg, value) = match kind {
             CallKind::Write | CallKind::Read | CallKind::Sendto | CallKind::Recvfrom => {
