@@ -269,3 +269,34 @@ fn a_jvm_server_is_not_named_run_after_run() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The two C servers of testdata/servers under `run`, traced (its default): the one polling
+/// ioctl(SIOCOUTQ) until its send queue drains is named by that call, and its twin, which
+/// spends the same wait computing in user space, is not — the trace shows its CPU went into
+/// real work, not into asking the kernel.
+#[test]
+fn traced_the_c_siocoutq_spinner_is_named_by_its_calls_and_its_working_twin_is_not() {
+    let dir = scratch("busy-c-servers");
+    let spin = common::trace::compile("siocoutq_server");
+    let work = common::trace::compile("work_server");
+    let s = run(
+        &dir,
+        &format!("{} {{port}}", spin.display()),
+        SPECIMEN_LINE,
+        30,
+    );
+    assert_named(&s, "C SIOCOUTQ spinner, traced");
+    let s = run(
+        &dir,
+        &format!("{} {{port}}", work.display()),
+        SPECIMEN_LINE,
+        30,
+    );
+    assert_not_named(&s, "C server computing, traced");
+    assert_eq!(
+        s["syscalls"]["polling"]["verdict"], "real_work",
+        "the trace says why: {:#}",
+        s["syscalls"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
