@@ -449,3 +449,27 @@ fn a_capture_file_is_joined_in_one_pass() {
          of write() call #2 (70,000 bytes), one write split over 2 frames"
     );
 }
+
+#[test]
+fn a_readdressed_trace_matches_the_capture_on_the_other_side_of_a_nat() {
+    use std::net::SocketAddr;
+    let inside: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+    let outside: SocketAddr = "198.18.0.1:7000".parse().unwrap();
+    let mut t = crate::syscalls::Trace::not_traced(crate::syscalls::TraceStatus::Traced);
+    t.sockets.push(crate::syscalls::TracedSocket {
+        pid: 1,
+        fd: 5,
+        inode: 9,
+        local: Some(inside),
+        remote: Some("198.18.0.2:40000".parse().unwrap()),
+        first_seen: crate::time::Timestamp(0),
+        from_start: true,
+    });
+    let r = t.readdressed(&[(inside, outside)]);
+    assert_eq!(r.sockets[0].local, Some(outside));
+    assert_eq!(
+        r.sockets[0].remote, t.sockets[0].remote,
+        "the peer is not renamed"
+    );
+    assert_eq!(t.sockets[0].local, Some(inside), "the original is kept");
+}

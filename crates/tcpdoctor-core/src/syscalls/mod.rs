@@ -284,6 +284,23 @@ impl Trace {
         }
     }
 
+    /// The trace with socket endpoints renamed as a capture elsewhere on the path sees them:
+    /// each endpoint equal to a `from` of `map` (local or remote) becomes its `to`. A
+    /// destination NAT (the far end of a `wan:` path maps 198.18.0.1:P to the server's own
+    /// 127.0.0.1:P) rewrites addresses only, never sequence numbers, so the readdressed
+    /// sockets join to that capture's frames byte for byte.
+    pub fn readdressed(&self, map: &[(SocketAddr, SocketAddr)]) -> Trace {
+        let to = |a: Option<SocketAddr>| {
+            a.map(|a| map.iter().find(|(f, _)| *f == a).map_or(a, |(_, t)| *t))
+        };
+        let mut t = self.clone();
+        for s in &mut t.sockets {
+            s.local = to(s.local);
+            s.remote = to(s.remote);
+        }
+        t
+    }
+
     /// The part of the trace from `from` to `to` (one scenario of a server traced for its
     /// whole life): the calls that began in it, the window clamped to what was traced.
     /// Sockets and processes are kept whole (calls index the sockets). The tracer's time is

@@ -124,11 +124,13 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
         server = Some(child);
     }
     let mut traces: Vec<(&str, Trace)> = Vec::new();
+    let mut known_port: Option<u16> = None;
     let result = (|| -> anyhow::Result<i32> {
         let port = match server.as_mut() {
             Some(s) => wait_ready(&path.ns, s, w.server_port, w.ready_timeout)?,
             None => w.server_port,
         };
+        known_port = port;
         // The client joins the server's process group (one group for Ctrl-C to end), unless
         // the server's command has already ended and taken the group with it.
         if let Some(s) = server.as_mut() {
@@ -176,7 +178,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     }
     let found = match (&w.analyze, &near_file) {
         (Some((format, fail_on)), Some(near)) if !stop::interrupted() => {
-            analyze_ends(near, *format, fail_on, &traces)?
+            analyze_ends(near, *format, fail_on, &traces, known_port)?
         }
         _ => EXIT_CLEAN,
     };
@@ -201,6 +203,7 @@ fn analyze_ends(
     format: Format,
     fail_on: &[FailOn],
     traces: &[(&str, Trace)],
+    port: Option<u16>,
 ) -> anyhow::Result<u8> {
     let far = far_capture_path(near);
     let mut captures = Vec::new();
@@ -210,8 +213,22 @@ fn analyze_ends(
         let mut end = EndCapture::new(&file.display().to_string());
         match analyze_file(&file, Some(&mut end)) {
             Ok((summary, mut found)) => {
-                // Each program's calls, joined to this end's frames.
+                // Each program's calls, joined to this end's frames: the far end maps the
+                // line's address to the server's own, so each program is readdressed as this
+                // end sees it.
+                let near_end = file.as_path() == near;
+                let server = traces.iter().find(|(w, _)| *w == "server").map(|(_, t)| t);
                 for (who, t) in traces {
+                    let seen = match (port, *who, near_end, server) {
+                        (Some(p), "server", true, _) => {
+                            crate::run::syscalls::server_seen_from_near(t, p)
+                        }
+                        (Some(p), "client", false, Some(s)) => {
+                            crate::run::syscalls::client_seen_from_far(t, s, p)
+                        }
+                        _ => t.clone(),
+                    };
+                    let t = &seen;
                     if let Err(e) = crate::run::syscalls::cite_from(&mut found, t, &file) {
                         eprintln!(
                             "tcpdoctor: sandbox: the {who}'s system calls were not joined to {}: {e:#}",

@@ -447,12 +447,17 @@ pub async fn run(
             }
         }
     }
-    // What the server's calls show, joined to the frames the findings quote.
+    // What the server's calls show, joined to the frames the findings quote (over a real
+    // path, the client's end sees the server at the line's address).
     if let (Some(t), Some(info)) = (&trace, &capture_info) {
+        let seen = match (&far_end_file, &plan.target) {
+            (Some(_), Addr::Tcp(a)) => super::syscalls::server_seen_from_near(t, a.port()),
+            _ => t.clone(),
+        };
         cite_trace(
             &path.name,
             &mut findings,
-            t,
+            &seen,
             std::path::Path::new(&info.file),
         );
     }

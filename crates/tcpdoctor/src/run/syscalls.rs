@@ -2,6 +2,7 @@
 //! quote that capture (`tcpdoctor_core::syscalls::{join, cite}`): one more read of the file.
 
 use std::fs::File;
+use std::net::SocketAddr;
 use std::path::Path;
 
 use anyhow::Context;
@@ -25,4 +26,39 @@ pub fn cite_from(findings: &mut [Finding], trace: &Trace, file: &Path) -> anyhow
     let joins = join::join_capture(trace, &mut reader)
         .with_context(|| format!("joining the trace to {name}"))?;
     Ok(cite::cite(findings, trace, &joins))
+}
+
+/// The server's trace as the client's end of a `wan:` path sees it: the line's far end maps
+/// `FAR_ADDR:port` to the server's own address, so every server socket on `port` is
+/// readdressed to `FAR_ADDR:port` (addresses only: the bytes and sequence numbers are the
+/// same at both ends).
+pub fn server_seen_from_near(trace: &Trace, port: u16) -> Trace {
+    let far = SocketAddr::from((crate::wan::FAR_ADDR, port));
+    trace.readdressed(&server_addresses(trace, port, far))
+}
+
+/// The client's trace as the server's end of a `wan:` path sees it: the client connected to
+/// `FAR_ADDR:port`, which the far end delivers to the server's own address (`server`'s
+/// sockets on `port` say which).
+pub fn client_seen_from_far(client: &Trace, server: &Trace, port: u16) -> Trace {
+    let far = SocketAddr::from((crate::wan::FAR_ADDR, port));
+    let map: Vec<(SocketAddr, SocketAddr)> = server_addresses(server, port, far)
+        .into_iter()
+        .map(|(own, far)| (far, own))
+        .take(1)
+        .collect();
+    client.readdressed(&map)
+}
+
+/// (the server's own address on `port`, `far`) for each distinct own address other than `far`.
+fn server_addresses(trace: &Trace, port: u16, far: SocketAddr) -> Vec<(SocketAddr, SocketAddr)> {
+    let mut map: Vec<(SocketAddr, SocketAddr)> = Vec::new();
+    for s in &trace.sockets {
+        if let Some(own) = s.local.filter(|a| a.port() == port && *a != far) {
+            if s.remote.is_some() && !map.iter().any(|(o, _)| *o == own) {
+                map.push((own, far));
+            }
+        }
+    }
+    map
 }
