@@ -174,3 +174,74 @@ fn no_trace_turns_tracing_off_and_says_so() {
         .as_array()
         .is_none_or(|a| a.is_empty()));
 }
+
+/// Over a real path the far end maps the line's address to the server's own: the server's
+/// calls are joined to the frames of both ends' captures, and both ends' findings cite them.
+#[test]
+fn over_a_wan_path_both_ends_findings_cite_the_servers_calls() {
+    let test = "run_trace_wan";
+    if !has_python3(test) {
+        return;
+    }
+    let dir = scratch(test);
+    let port = free_port();
+    let server = format!(
+        "python3 {} {port} per-line {ROWS}",
+        common::repo()
+            .join("testdata/servers/asyncio_lines.py")
+            .display()
+    );
+    let target = format!("127.0.0.1:{port}");
+    let out = dir.join("files");
+    let args = [
+        "run",
+        "--format",
+        "json",
+        "--server",
+        &server,
+        "--target",
+        &target,
+        "--scenarios",
+        "wan:10ms",
+        "--requests",
+        "20",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+        "--preset",
+        "line",
+        "--param",
+        "request=ROWS",
+        "--param",
+        "terminator=\\n",
+        "--param",
+        "until_line=^\\.\\r?$",
+    ];
+    let (r, code, err) = tcpdoctor_in(&dir, &args);
+    if code == 2 && common::wan_unavailable(test, &err) {
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    let sc = &r["scenarios"][0];
+    let cites = |findings: &Value| {
+        findings
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["kind"] == "nagle_delayed_ack")
+            .map(|f| f["evidence"]["facts"].to_string())
+            .any(|facts| {
+                facts.contains(&format!("{} sendto() calls per response", ROWS + 1))
+                    && facts.contains("the bytes of sendto() call")
+            })
+    };
+    assert!(
+        cites(&sc["findings"]),
+        "the client's end: {:#}",
+        sc["findings"]
+    );
+    assert!(
+        cites(&sc["server_end"]["findings"]),
+        "the server's end: {:#}",
+        sc["server_end"]["findings"]
+    );
+}
