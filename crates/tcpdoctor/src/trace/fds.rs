@@ -14,6 +14,10 @@
 //! 4. A socket first seen unbound (port 0: a listener's options are set before its bind) is
 //!    resolved again at its next call until it has an address; one whose peer was not known
 //!    (a non-blocking connect returns before the handshake ends) at its first data call.
+//! 5. Where the duplicate is refused (a container's seccomp policy may forbid pidfd_getfd),
+//!    the descriptor's inode (/proc/PID/fd/N → socket:[inode]) is looked up in the kernel's
+//!    TCP tables of the process's network namespace (/proc/PID/net/tcp and tcp6): a socket
+//!    found there is TCP, with its endpoints.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -127,9 +131,13 @@ impl Sockets {
         let pidfd = self
             .pidfds
             .entry(pid)
-            .or_insert_with(|| Pidfd::open(pid).ok())
-            .as_ref()?;
-        let dup = pidfd.dup(fd).ok()?;
+            .or_insert_with(|| Pidfd::open(pid).ok());
+        let dup = match pidfd.as_ref().map(|p| p.dup(fd)) {
+            Some(Ok(d)) => d,
+            // Rule 5: no duplicate (a container's policy refuses pidfd_getfd): the table.
+            Some(Err(e)) if e.raw_os_error() == Some(libc::EBADF) => return None,
+            _ => return from_table(pid, fd),
+        };
         let inode = inode_of(dup.as_fd())?;
         let sock = socket2::SockRef::from(&dup);
         if sock.r#type().ok()? != socket2::Type::STREAM {
@@ -145,5 +153,74 @@ impl Sockets {
             local,
             remote,
         })
+    }
+}
+
+/// Rule 5: `fd` of `pid` through its inode and the kernel's TCP tables; None when it is not a
+/// TCP socket (not in the tables) or /proc cannot say.
+fn from_table(pid: u32, fd: i32) -> Option<Resolved> {
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let inode = crate::inspect::proc::socket_inode(link.to_str()?)?;
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok()?;
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && f[9].parse::<u64>().ok() == Some(inode) {
+                let remote = table_addr(f[2]).filter(|a| a.port() != 0);
+                return Some(Resolved {
+                    inode,
+                    local: table_addr(f[1]),
+                    remote,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// An address of /proc/net/tcp{,6}: the address as the kernel's 32-bit words in hex (each in
+/// this machine's byte order), a colon, the port in hex.
+fn table_addr(text: &str) -> Option<SocketAddr> {
+    let (addr, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |i: usize| {
+        u32::from_str_radix(addr.get(8 * i..8 * i + 8)?, 16)
+            .ok()
+            .map(u32::to_ne_bytes)
+    };
+    let ip: std::net::IpAddr = match addr.len() {
+        8 => std::net::Ipv4Addr::from(word(0)?).into(),
+        32 => {
+            let mut b = [0u8; 16];
+            for i in 0..4 {
+                b[4 * i..4 * i + 4].copy_from_slice(&word(i)?);
+            }
+            std::net::Ipv6Addr::from(b).into()
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_is_found_in_the_kernels_table_by_its_inode() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).expect("connect");
+        let (_a, _) = l.accept().expect("accept");
+        use std::os::fd::AsRawFd;
+        let r = from_table(std::process::id(), c.as_raw_fd()).expect("in /proc/net/tcp");
+        assert_eq!(r.local, c.local_addr().ok());
+        assert_eq!(r.remote, c.peer_addr().ok());
+        let l6 = std::net::TcpListener::bind("[::1]:0").expect("bind ::1");
+        let r = from_table(std::process::id(), l6.as_raw_fd()).expect("in /proc/net/tcp6");
+        assert_eq!(r.local, l6.local_addr().ok());
+        assert_eq!(r.remote, None, "a listener has no peer");
+        // Not TCP: a pipe is in no table.
+        let (p, _w) = std::io::pipe().expect("pipe");
+        assert!(from_table(std::process::id(), p.as_raw_fd()).is_none());
     }
 }
