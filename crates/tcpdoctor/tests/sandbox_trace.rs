@@ -13,7 +13,7 @@ mod common;
 use std::path::Path;
 
 use common::live::{self, OpenDir};
-use common::wan::tcpdoctor_as;
+use common::wan::{tcpdoctor_as, tcpdoctor_as_env};
 use serde_json::Value;
 
 fn has(program: &str, test: &str) -> bool {
@@ -142,7 +142,10 @@ fn the_plain_sandbox_traces_its_command_and_cites_the_servers_writes() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let Some(out) = tcpdoctor_as(live::NOBODY, &dir, test, &args) else {
+    // The first process hands the trace over in an anonymous file, not a name in the shared
+    // temporary directory (which another user could plant first): no such directory needed.
+    let tmp = [("TMPDIR", "/nonexistent/tcpdoctor-no-tmp")];
+    let Some(out) = tcpdoctor_as_env(live::NOBODY, &dir, test, &args, &tmp) else {
         return;
     };
     let err = String::from_utf8_lossy(&out.stderr);

@@ -11,8 +11,8 @@
 //!    command cannot be started.
 //! 4. Traced (unless `--no-trace`): the command starts under `crate::trace` (this process is
 //!    its tracer: tcpdoctor itself, having unshared the PID namespace, may not start the
-//!    tracer's thread); when it exits, its calls are written as JSON to the file tcpdoctor
-//!    named, which reads them once this process is gone. This thread then never calls
+//!    tracer's thread); when it exits, its calls are written as JSON to the anonymous file
+//!    tcpdoctor made before the fork (a memfd), which it reads once this process is gone. This thread then never calls
 //!    `waitpid`: every process of the command is traced (forks are followed), so an orphan
 //!    re-parented to PID 1 is a tracee of the tracer thread, which reaps it. A wait here would
 //!    not be safe even with `__WNOTHREAD`: the kernel reports a tracee's *stops* to its real
@@ -20,8 +20,9 @@
 //!    so the wait would take a stop the tracer never sees, and the orphan would stay stopped
 //!    for ever.
 
+use std::fs::File;
+use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::Command;
 
 use tcpdoctor_core::syscalls::{Trace, TraceStatus};
@@ -45,7 +46,7 @@ pub fn command(words: &[String]) -> Command {
 
 /// Runs in the forked child; never returns. `trace_to`: trace the command, its calls to this
 /// file (rule 4).
-pub fn run(words: &[String], trace_to: Option<&Path>) -> ! {
+pub fn run(words: &[String], trace_to: Option<&File>) -> ! {
     stop::uninstall();
     // SAFETY: prctl with integer arguments.
     unsafe {
@@ -98,7 +99,7 @@ pub fn run(words: &[String], trace_to: Option<&Path>) -> ! {
 }
 
 /// Rule 4: the command traced, its calls written to `file` when it exits; never returns.
-fn traced(words: &[String], cmd: Command, file: &Path) -> ! {
+fn traced(words: &[String], cmd: Command, mut file: &File) -> ! {
     let (code, trace) = match crate::trace::spawn(cmd) {
         Ok(Spawned::Traced(t)) => {
             let status = loop {
@@ -123,7 +124,7 @@ fn traced(words: &[String], cmd: Command, file: &Path) -> ! {
         }
     };
     if let Ok(text) = serde_json::to_vec(&trace) {
-        let _ = std::fs::write(file, text);
+        let _ = file.write_all(&text);
     }
     exit(code);
 }
