@@ -111,6 +111,8 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
     let thread = std::thread::Builder::new()
         .name("tcpdoctor-tracer".into())
         .spawn(move || {
+            // `done` is set however the thread ends, a panic included: the callers poll it.
+            let _done = Done(Arc::clone(&thread_shared));
             match cmd.spawn() {
                 Ok(child) => {
                     let pid = Pid::from_raw(child.id() as i32);
@@ -130,8 +132,6 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
                     let _ = tx.send(Err((e, cmd)));
                 }
             }
-            let mut s = thread_shared.lock().unwrap_or_else(|p| p.into_inner());
-            s.done = true;
         })?;
     match rx.recv() {
         Ok(Ok(pid)) => Ok(Spawned::Traced(Tracer {
@@ -155,6 +155,15 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
         Err(_) => Err(io::Error::other(
             "the tracer thread ended before starting the program",
         )),
+    }
+}
+
+/// Sets [`Shared::done`] when the tracer thread ends, however it ends.
+struct Done(Arc<Mutex<Shared>>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).done = true;
     }
 }
 
