@@ -120,6 +120,9 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
                     drop(child);
                     match exec_stop(pid) {
                         Ok(()) => {
+                            // The command's stdio (a pipe's or a socket's end given to the
+                            // program) must not be held open here for the program's life.
+                            drop(cmd);
                             let _ = tx.send(Ok(pid.as_raw() as u32));
                             trace_loop(pid, &thread_shared);
                         }
@@ -421,6 +424,49 @@ mod tests {
             c
         });
         assert_eq!(code, Some(1), "no TD_SET in an unchanged environment");
+    }
+
+    /// The program's stdout is a pipe; it closes it and keeps running: the reader sees the
+    /// end of the pipe then (the tracer thread held the command, and so the pipe's write end,
+    /// for the program's whole life).
+    #[test]
+    fn the_tracer_keeps_no_end_of_the_programs_stdio_open() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let (in_r, in_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let mut cmd = Command::new("sh");
+        // Closes its stdout, then waits for its stdin to end.
+        cmd.args(["-c", "exec >&-; read x"])
+            .stdout(std::process::Stdio::from(out_w))
+            .stdin(std::process::Stdio::from(in_r));
+        let t = match spawn(cmd).expect("spawn") {
+            Spawned::Traced(t) => t,
+            Spawned::Untraced(mut c, why) => {
+                drop(in_w);
+                let _ = c.wait();
+                eprintln!("SKIPPED: tracing is not possible here: {why}");
+                return;
+            }
+        };
+        // Bounded: 10 s for the end of the pipe; the program runs until `in_w` is closed.
+        let mut fds = [libc::pollfd {
+            fd: out_r.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one pollfd we own.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 10_000) };
+        let mut rest = Vec::new();
+        let eof = ready == 1 && std::fs::File::from(out_r).read_to_end(&mut rest).is_ok();
+        let running = t.try_wait().is_none();
+        drop(in_w);
+        t.finish(std::time::Duration::from_secs(5));
+        assert!(
+            eof && rest.is_empty(),
+            "the pipe ended while the program ran"
+        );
+        assert!(running, "it was still running then");
     }
 
     #[test]
