@@ -119,12 +119,12 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
                     // The child is reaped by the tracer, never through `child`.
                     drop(child);
                     match exec_stop(pid) {
-                        Ok(()) => {
+                        Ok(first) => {
                             // The command's stdio (a pipe's or a socket's end given to the
                             // program) must not be held open here for the program's life.
                             drop(cmd);
                             let _ = tx.send(Ok(pid.as_raw() as u32));
-                            trace_loop(pid, &thread_shared);
+                            trace_loop(pid, &thread_shared, first);
                         }
                         Err(e) => {
                             let _ = tx.send(Err((e, cmd)));
@@ -247,12 +247,14 @@ impl Exec {
 }
 
 /// Waits for the traced child's first stop, the SIGTRAP of its exec (rule 5): an exit before
-/// it is the exec failing, its status the errno.
-fn exec_stop(pid: Pid) -> io::Result<()> {
+/// it is the exec failing, its status the errno. A stop for another signal is one that came
+/// before the exec (Ctrl-C, a SIGTERM to the group): returned, to be passed on.
+fn exec_stop(pid: Pid) -> io::Result<Option<Signal>> {
     let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
     loop {
         return match waitpid(pid, Some(flags)) {
-            Ok(WaitStatus::Stopped(_, _)) => Ok(()),
+            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => Ok(None),
+            Ok(WaitStatus::Stopped(_, sig)) => Ok(Some(sig)),
             Ok(WaitStatus::Exited(_, errno)) => Err(io::Error::from_raw_os_error(errno)),
             Ok(s) => Err(io::Error::other(format!(
                 "the program ended before it started: {}",
@@ -274,12 +276,15 @@ fn raw_status(s: &WaitStatus) -> Option<i32> {
     }
 }
 
-/// Rules 1–3: the wait loop, until every traced task is gone.
-fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
+/// Rules 1–3: the wait loop, until every traced task is gone. `first`: a signal the program
+/// received before its exec, passed on with the first resume.
+fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>, first: Option<Signal>) {
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     let mut rec = Recorder::new(Arc::clone(shared));
     let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
-    // The exec's SIGTRAP was seen by `exec_stop`: the program has not run an instruction yet.
+    // The exec's SIGTRAP was seen by `exec_stop`: the program has not run an instruction yet
+    // (or a signal stopped it before its exec: the exec, once the signal is passed on, stops
+    // it as PTRACE_EVENT_EXEC).
     let opts = Options::PTRACE_O_TRACESECCOMP
         | Options::PTRACE_O_TRACEFORK
         | Options::PTRACE_O_TRACEVFORK
@@ -304,7 +309,7 @@ fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
     let mut live: std::collections::HashSet<i32> = [root.as_raw()].into();
     // Tasks whose first (attach) SIGSTOP has not been seen yet.
     let mut newborn: std::collections::HashSet<i32> = Default::default();
-    let _ = ptrace::cont(root, None);
+    let _ = ptrace::cont(root, first);
     while !live.is_empty() {
         let status = match waitpid(None, Some(flags)) {
             Ok(s) => s,
