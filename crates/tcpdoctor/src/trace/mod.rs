@@ -182,6 +182,8 @@ mod tests {
     /// status to be read, not a made-up success.
     #[test]
     fn a_status_the_tracer_did_not_read_is_the_programs_own_or_a_failure_never_success() {
+        // Reaped below through the tracer's `try_wait`, as a program whose tracer died is.
+        #[allow(clippy::zombie_processes)]
         let child = std::process::Command::new("sh")
             .args(["-c", "exit 7"])
             .spawn()
