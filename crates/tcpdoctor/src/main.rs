@@ -14,6 +14,7 @@ mod procfs;
 mod proxy;
 mod run;
 mod sandbox;
+mod scratch;
 mod specimen;
 mod spin;
 mod trace;

@@ -22,6 +22,27 @@ pub fn process_gone(pid: i32) -> bool {
     stat(pid).is_none_or(|s| matches!(s.state, 'Z' | 'X'))
 }
 
+/// Whether process `pid` is being traced (`TracerPid` of /proc/PID/status is not 0); false
+/// when it is gone. Such a process must be waited for by its tracer alone: a `waitpid` on it
+/// from any other thread of the tracer's process is given the tracer's stops (the kernel
+/// reports a tracee's stops to every thread of its tracer's process, and to its real parent
+/// when that is a thread of the same process), and a stop taken so is never resumed.
+pub fn traced(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| parse_tracer(&s))
+        .is_some_and(|t| t != 0)
+}
+
+fn parse_tracer(status: &str) -> Option<i64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Time on CPU of process `pid` (all its threads), in nanoseconds: the kernel's process CPU
 /// clock (`clock_getcpuclockid` + `clock_gettime`), which is exact at the instant of the read —
 /// it includes the slice a running thread is in and the threads that already exited, and needs
@@ -130,9 +151,41 @@ fn parse_stat(stat: &str) -> Option<Stat> {
 #[cfg(test)]
 mod tests {
     use super::{
-        cpu_ns, parse_schedstat, parse_stat, parse_voluntary, process_clock_ns, process_gone,
-        schedstat_ns, voluntary_switches,
+        cpu_ns, parse_schedstat, parse_stat, parse_tracer, parse_voluntary, process_clock_ns,
+        process_gone, schedstat_ns, traced, voluntary_switches,
     };
+
+    #[test]
+    fn a_traced_child_is_traced_a_plain_one_is_not() {
+        assert_eq!(
+            parse_tracer("Name:\tx\nTracerPid:\t4321\nUid:\t0\n"),
+            Some(4321)
+        );
+        let mut plain = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        assert!(!traced(plain.id() as i32));
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30");
+        match crate::trace::spawn(cmd).expect("spawn traced") {
+            crate::trace::Spawned::Traced(t) => {
+                let pid = t.id() as i32;
+                assert!(traced(pid), "a program tcpdoctor traces");
+                // SAFETY: kill(2) on our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                t.finish(std::time::Duration::from_secs(5));
+            }
+            crate::trace::Spawned::Untraced(mut c, why) => {
+                let _ = c.kill();
+                let _ = c.wait();
+                eprintln!("SKIPPED: tracing is not possible here: {why}");
+            }
+        }
+        let _ = plain.kill();
+        let _ = plain.wait();
+        assert!(!traced(plain.id() as i32), "a reaped process is gone");
+    }
 
     #[test]
     fn voluntary_switches_count_sleeps() {

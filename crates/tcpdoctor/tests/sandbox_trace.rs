@@ -13,7 +13,7 @@ mod common;
 use std::path::Path;
 
 use common::live::{self, OpenDir};
-use common::wan::tcpdoctor_as;
+use common::wan::{tcpdoctor_as, tcpdoctor_as_env};
 use serde_json::Value;
 
 fn has(program: &str, test: &str) -> bool {
@@ -142,7 +142,10 @@ fn the_plain_sandbox_traces_its_command_and_cites_the_servers_writes() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let Some(out) = tcpdoctor_as(live::NOBODY, &dir, test, &args) else {
+    // The first process hands the trace over in an anonymous file, not a name in the shared
+    // temporary directory (which another user could plant first): no such directory needed.
+    let tmp = [("TMPDIR", "/nonexistent/tcpdoctor-no-tmp")];
+    let Some(out) = tcpdoctor_as_env(live::NOBODY, &dir, test, &args, &tmp) else {
         return;
     };
     let err = String::from_utf8_lossy(&out.stderr);
@@ -168,4 +171,42 @@ fn the_plain_sandbox_traces_its_command_and_cites_the_servers_writes() {
             .is_none_or(|w| w.is_empty()),
         "-w wrote the capture: the quoted frames are joined to writes"
     );
+}
+
+/// An orphan the command leaves (its parent exited: it is re-parented to the sandbox's first
+/// process, whose other thread traces it) keeps running: its stops are the tracer's alone.
+/// Before the fix the first process's reaping `waitpid` took one of the orphan's seccomp stops
+/// and nobody resumed it: the orphan stayed stopped (state `t`) and the command waited for ever.
+#[test]
+fn an_orphan_making_trapped_calls_is_never_left_stopped() {
+    let test = "sandbox_trace_orphan";
+    if !has("/usr/bin/python3", test) {
+        return;
+    }
+    let dir = OpenDir::new("sandbox-trace-orphan");
+    std::fs::write(
+        dir.path("looper.py"),
+        "import os\nfd = os.open('/dev/null', os.O_WRONLY)\nfor i in range(50000):\n    \
+         os.write(fd, b'x')\nopen('done', 'w').close()\n",
+    )
+    .expect("looper.py");
+    // `( … & )`: the subshell exits at once, so the looper's parent is the sandbox's PID 1.
+    // The wait for it is bounded (≈ 60 s, far beyond the second or so it takes traced) so a
+    // stopped orphan fails the test rather than hanging it.
+    let script = "( /usr/bin/python3 looper.py & ) ; i=0; \
+                  while [ ! -e done ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done; \
+                  test -e done && echo looper-finished";
+    let args: Vec<String> = ["sandbox", "-w", "orphan.pcap", "--", script]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let Some(out) = tcpdoctor_as(live::NOBODY, &dir, test, &args) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("looper-finished"),
+        "the orphan never finished its 50,000 traced writes: {err}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
 }

@@ -216,14 +216,17 @@ pub(crate) struct OutDir {
 impl OutDir {
     pub(crate) fn new(given: Option<&Path>, what: &'static str) -> anyhow::Result<OutDir> {
         let (path, temporary) = match given {
-            Some(d) => (d.to_path_buf(), false),
+            Some(d) => {
+                std::fs::create_dir_all(d)
+                    .with_context(|| format!("--out: creating {}", d.display()))?;
+                (d.to_path_buf(), false)
+            }
             None => (
-                std::env::temp_dir().join(format!("tcpdoctor-{what}.{}", std::process::id())),
+                crate::scratch::private_dir(&std::env::temp_dir(), &format!("tcpdoctor-{what}"))
+                    .context("creating the run's directory under the temporary directory")?,
                 true,
             ),
         };
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("--out: creating {}", path.display()))?;
         Ok(OutDir {
             path,
             temporary,

@@ -93,9 +93,8 @@ fn shell(words: &[String]) -> Command {
 pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     let scratch = match (w.write, &w.analyze) {
         (None, Some(_)) => {
-            let dir =
-                std::env::temp_dir().join(format!("tcpdoctor-sandbox-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let dir = crate::scratch::private_dir(&std::env::temp_dir(), "tcpdoctor-sandbox")
+                .context("creating a directory for the captures under the temporary directory")?;
             Some(Scratch(dir))
         }
         _ => None,

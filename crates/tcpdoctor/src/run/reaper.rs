@@ -56,7 +56,8 @@ pub fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
 }
 
 /// Reaps the zombies among this process's own children, except `keep` (a child whose
-/// `std::process::Child` will wait for it).
+/// `std::process::Child` will wait for it) and those still traced: a traced server's
+/// orphans are reaped by its tracer thread, which must see their exit (`procfs::traced`).
 pub fn reap_orphans(keep: libc::pid_t) {
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
@@ -71,7 +72,7 @@ pub fn reap_orphans(keep: libc::pid_t) {
             continue;
         }
         if let Some(s) = crate::procfs::stat(pid) {
-            if s.ppid == i64::from(me) && s.state == 'Z' {
+            if s.ppid == i64::from(me) && s.state == 'Z' && !crate::procfs::traced(pid) {
                 let mut status = 0;
                 // SAFETY: waits for a zombie child of ours, without blocking.
                 unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };

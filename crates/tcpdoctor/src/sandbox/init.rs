@@ -11,12 +11,18 @@
 //!    command cannot be started.
 //! 4. Traced (unless `--no-trace`): the command starts under `crate::trace` (this process is
 //!    its tracer: tcpdoctor itself, having unshared the PID namespace, may not start the
-//!    tracer's thread); when it exits, its calls are written as JSON to the file tcpdoctor
-//!    named, which reads them once this process is gone. Orphans are reaped with
-//!    `__WNOTHREAD`, so the wait never takes the tracer thread's stops.
+//!    tracer's thread); when it exits, its calls are written as JSON to the anonymous file
+//!    tcpdoctor made before the fork (a memfd), which it reads once this process is gone. This thread then never calls
+//!    `waitpid`: every process of the command is traced (forks are followed), so an orphan
+//!    re-parented to PID 1 is a tracee of the tracer thread, which reaps it. A wait here would
+//!    not be safe even with `__WNOTHREAD`: the kernel reports a tracee's *stops* to its real
+//!    parent when both are threads of one process (the orphan's real parent is this thread),
+//!    so the wait would take a stop the tracer never sees, and the orphan would stay stopped
+//!    for ever.
 
+use std::fs::File;
+use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::Command;
 
 use tcpdoctor_core::syscalls::{Trace, TraceStatus};
@@ -40,7 +46,7 @@ pub fn command(words: &[String]) -> Command {
 
 /// Runs in the forked child; never returns. `trace_to`: trace the command, its calls to this
 /// file (rule 4).
-pub fn run(words: &[String], trace_to: Option<&Path>) -> ! {
+pub fn run(words: &[String], trace_to: Option<&File>) -> ! {
     stop::uninstall();
     // SAFETY: prctl with integer arguments.
     unsafe {
@@ -93,11 +99,10 @@ pub fn run(words: &[String], trace_to: Option<&Path>) -> ! {
 }
 
 /// Rule 4: the command traced, its calls written to `file` when it exits; never returns.
-fn traced(words: &[String], cmd: Command, file: &Path) -> ! {
+fn traced(words: &[String], cmd: Command, mut file: &File) -> ! {
     let (code, trace) = match crate::trace::spawn(cmd) {
         Ok(Spawned::Traced(t)) => {
             let status = loop {
-                reap_orphans();
                 if let Some(s) = t.try_wait() {
                     break s;
                 }
@@ -119,7 +124,7 @@ fn traced(words: &[String], cmd: Command, file: &Path) -> ! {
         }
     };
     if let Ok(text) = serde_json::to_vec(&trace) {
-        let _ = std::fs::write(file, text);
+        let _ = file.write_all(&text);
     }
     exit(code);
 }
@@ -129,18 +134,6 @@ fn code_of(status: std::process::ExitStatus) -> i32 {
     status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-}
-
-/// Reaps the orphans re-parented to this process (its own children only: `__WNOTHREAD`).
-fn reap_orphans() {
-    loop {
-        let mut status = 0;
-        // SAFETY: waits, without blocking, for a child of this thread.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WNOTHREAD) };
-        if pid <= 0 {
-            return;
-        }
-    }
 }
 
 fn exit(code: i32) -> ! {

@@ -20,7 +20,7 @@
 mod init;
 pub mod namespace;
 
-use std::io;
+use std::io::{self, Read, Seek};
 
 use anyhow::Context;
 use tcpdoctor_core::wire::write::LINKTYPE_ETHERNET;
@@ -45,13 +45,13 @@ pub fn run(
     trace: bool,
     ready: impl FnOnce(),
 ) -> anyhow::Result<SandboxOutcome> {
-    // Where the first process leaves the command's calls (`init` rule 4).
-    let trace_file = trace.then(|| {
-        std::env::temp_dir().join(format!(
-            "tcpdoctor-sandbox-trace-{}.json",
-            std::process::id()
-        ))
-    });
+    // Where the first process leaves the command's calls (`init` rule 4): an anonymous
+    // memory file, which no other process can name, replace or read (a name in the shared
+    // temporary directory could be planted — a symlink, another user's file — before it).
+    let trace_file = match trace {
+        true => Some(handoff_file().context("sandbox: creating the trace's hand-off file")?),
+        false => None,
+    };
     let out = Outputs::open(cfg, LINKTYPE_ETHERNET)?;
     let opened = namespace::enter().and_then(|()| {
         Ring::open("lo", &cfg.ports, cfg.snaplen, cfg.buffer).context("capturing in the sandbox")
@@ -76,7 +76,7 @@ pub fn run(
     }
     if pid == 0 {
         drop(ring);
-        init::run(words, trace_file.as_deref());
+        init::run(words, trace_file.as_ref());
     }
     stop::kill_on_stop(pid);
     // No thread: a process that unshared its PID namespace may not create any. The capture
@@ -89,11 +89,11 @@ pub fn run(
     let status = wait(pid);
     let status = if stop::interrupted() { 130 } else { status };
     let trace = trace_file.as_ref().and_then(|f| {
-        let t = std::fs::read(f)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let _ = std::fs::remove_file(f);
-        t
+        let mut b = Vec::new();
+        // From the start: the first process's writes moved the shared offset.
+        (&*f).seek(io::SeekFrom::Start(0)).ok()?;
+        (&*f).read_to_end(&mut b).ok()?;
+        serde_json::from_slice(&b).ok()
     });
     let outcome = outcome?;
     Ok(SandboxOutcome {
@@ -101,6 +101,19 @@ pub fn run(
         capture: outcome,
         trace,
     })
+}
+
+/// An anonymous file in memory (`memfd_create`), closed on exec: the first process, forked
+/// without an exec, keeps it; the commands it starts do not get it.
+fn handoff_file() -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name and a flag; the descriptor returned is ours alone.
+    let fd = unsafe { libc::memfd_create(c"tcpdoctor-sandbox-trace".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// Waits for the namespace's first process; its exit status.

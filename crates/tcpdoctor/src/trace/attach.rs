@@ -7,10 +7,12 @@
 //!    tracer's time per call).
 //! 2. Entry and exit are told apart by PTRACE_GET_SYSCALL_INFO; only the calls of
 //!    [`super::filter::TRAPPED`] are recorded.
-//! 3. At the deadline (or Ctrl-C) a timer thread wakes the tracer out of its wait; each
+//! 3. A process stopped by a stop signal (before the attach or during it) stays stopped: its
+//!    group-stop is left in place with `PTRACE_LISTEN`, never resumed by the tracer.
+//! 4. At the deadline (or Ctrl-C) a timer thread wakes the tracer out of its wait; each
 //!    thread is interrupted and detached from whatever stop it reports next, a pending signal
 //!    passed on with the detach, so the process goes on as if nothing happened.
-//! 4. Refusals name their cause: another user's process, Yama's ptrace_scope (1: only
+//! 5. Refusals name their cause: another user's process, Yama's ptrace_scope (1: only
 //!    descendants, unless root or CAP_SYS_PTRACE), a process already traced.
 
 use std::collections::HashSet;
@@ -71,7 +73,7 @@ fn refusal(pid: u32, e: Errno) -> String {
     }
 }
 
-/// Traces `pid` for `duration` (or until `stop`), then detaches (rules 1–3).
+/// Traces `pid` for `duration` (or until `stop`), then detaches (rules 1–4).
 pub fn attach(
     pid: u32,
     duration: Duration,
@@ -94,7 +96,7 @@ pub fn attach(
     let tracer_tid = tid_rx
         .recv()
         .map_err(|_| "the tracer thread ended at once".to_string())?;
-    // Rule 3: the timer wakes the tracer's wait (EINTR) at the deadline or on Ctrl-C.
+    // Rule 4: the timer wakes the tracer's wait (EINTR) at the deadline or on Ctrl-C.
     let action = nix::sys::signal::SigAction::new(
         nix::sys::signal::SigHandler::Handler(wake),
         nix::sys::signal::SaFlags::empty(),
@@ -129,17 +131,23 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     let opts = Options::PTRACE_O_TRACESYSGOOD | Options::PTRACE_O_TRACECLONE;
     let mut live: HashSet<i32> = HashSet::new();
-    for tid in tasks(pid) {
-        match ptrace::seize(Pid::from_raw(tid), opts) {
-            Ok(()) => {
+    // The leader first: its refusal is the process's.
+    ptrace::seize(Pid::from_raw(pid as i32), opts).map_err(|e| refusal(pid, e))?;
+    live.insert(pid as i32);
+    // Then every other thread, listed again until no new one appears: a thread started by
+    // one not yet seized is not followed (one started by a seized thread is, and refuses a
+    // second seize: its clone event adds it).
+    for _ in 0..100 {
+        let mut added = false;
+        for tid in tasks(pid) {
+            if !live.contains(&tid) && ptrace::seize(Pid::from_raw(tid), opts).is_ok() {
                 live.insert(tid);
+                added = true;
             }
-            Err(e) if live.is_empty() => return Err(refusal(pid, e)),
-            Err(_) => {} // a thread that just exited
         }
-    }
-    if live.is_empty() {
-        return Err(refusal(pid, Errno::ESRCH));
+        if !added {
+            break;
+        }
     }
     let mut cost = AttachCost {
         threads: live.len(),
@@ -171,7 +179,7 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
                 syscall_stop(&mut rec, p);
                 let _ = ptrace::syscall(p, None);
             }
-            WaitStatus::PtraceEvent(p, _, ev) => {
+            WaitStatus::PtraceEvent(p, sig, ev) => {
                 if ev == libc::PTRACE_EVENT_CLONE {
                     if let Ok(new) = ptrace::getevent(p) {
                         live.insert(new as i32);
@@ -179,9 +187,16 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
                         rec.born(p, new as u32, true);
                     }
                 }
-                // PTRACE_EVENT_STOP (our interrupt, a new thread's start, a group-stop) and
-                // the clone event itself: resume, stopping at system calls.
-                let _ = ptrace::syscall(p, None);
+                if ev == libc::PTRACE_EVENT_STOP && is_group_stop(sig) {
+                    // The process is stopped (SIGSTOP, SIGTSTP, …), or was when we attached:
+                    // it stays stopped until a SIGCONT, which the kernel reports as another
+                    // PTRACE_EVENT_STOP (with SIGTRAP). PTRACE_SYSCALL here would run it.
+                    listen(p);
+                } else {
+                    // PTRACE_EVENT_STOP (our interrupt, a new thread's start, the end of a
+                    // group-stop) and the clone event itself: resume, stopping at calls.
+                    let _ = ptrace::syscall(p, None);
+                }
             }
             WaitStatus::Stopped(p, sig) => {
                 live.insert(p.as_raw());
@@ -191,17 +206,23 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
         }
         lock().tracer_ns += t0.elapsed().as_nanos() as u64;
     }
-    // Phase 2 (rule 3): stop each thread once more and detach it from that stop.
+    // Phase 2 (rule 4): stop each thread once more and detach it from that stop.
     for &tid in &live {
         let _ = ptrace::interrupt(Pid::from_raw(tid));
     }
     let limit = Instant::now() + Duration::from_secs(5);
+    // Threads already detached (or ended): a clone event naming one after its first stop
+    // was seen must not add it back.
+    let mut gone: HashSet<i32> = HashSet::new();
     while !live.is_empty() && Instant::now() < limit {
         let status = match waitpid(None, Some(flags)) {
             Ok(s) => s,
             Err(Errno::EINTR) => continue,
             Err(_) => break,
         };
+        if let Some(p) = status.pid() {
+            gone.insert(p.as_raw());
+        }
         match status {
             WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _) => {
                 live.remove(&p.as_raw());
@@ -220,7 +241,17 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
                 }
                 live.remove(&p.as_raw());
             }
-            WaitStatus::PtraceEvent(p, _, _) => {
+            WaitStatus::PtraceEvent(p, _, ev) => {
+                if ev == libc::PTRACE_EVENT_CLONE {
+                    // A thread started during the detach is traced too: its first stop comes,
+                    // and it is detached from it.
+                    if let Ok(new) = ptrace::getevent(p) {
+                        if !gone.contains(&(new as i32)) {
+                            live.insert(new as i32);
+                        }
+                        cost.threads += 1;
+                    }
+                }
                 if ptrace::detach(p, None).is_ok() {
                     cost.detached += 1;
                 }
@@ -230,6 +261,21 @@ fn run(pid: u32, duration: Duration, shared: &Arc<Mutex<Shared>>) -> Result<Atta
         }
     }
     Ok(cost)
+}
+
+/// Whether a `PTRACE_EVENT_STOP` with `sig` is a group-stop (the process stopped by a stop
+/// signal) rather than an interrupt or a new thread's first stop (SIGTRAP).
+fn is_group_stop(sig: Signal) -> bool {
+    matches!(
+        sig,
+        Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+    )
+}
+
+/// `PTRACE_LISTEN`: the task stays in its group-stop, and the tracer hears when it ends.
+fn listen(p: Pid) {
+    // SAFETY: a ptrace request without memory arguments on a task we seized.
+    unsafe { libc::ptrace(libc::PTRACE_LISTEN, p.as_raw(), 0, 0) };
 }
 
 /// Rule 2: an entry or an exit stop, told apart by the kernel.
@@ -245,5 +291,73 @@ fn syscall_stop(rec: &mut Recorder, p: Pid) {
         }
     } else if info.op == libc::PTRACE_SYSCALL_INFO_EXIT && rec.in_call(p.as_raw() as u32) {
         let _ = rec.exit(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(path: &std::path::Path) -> usize {
+        std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+    }
+
+    fn state(pid: u32) -> char {
+        crate::procfs::stat(pid as i32).map_or('?', |s| s.state)
+    }
+
+    /// Bounded poll (no sleep stands in for readiness): until `done`, at most 10 s.
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A process stopped by SIGSTOP does not run while it is attached to, and is still
+    /// stopped after the detach; SIGCONT then resumes it. (Resuming its group-stop with
+    /// PTRACE_SYSCALL ran it for the whole attach.)
+    #[test]
+    fn a_stopped_process_stays_stopped_through_the_attach() {
+        let dir = std::env::temp_dir().join(format!("td-attach-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("ticks");
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("while :; do echo x >> \"$0\"; sleep 0.005; done")
+            .arg(&file)
+            .spawn()
+            .expect("sh");
+        let pid = child.id();
+        until("the loop ticks", || lines(&file) > 0);
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        until("stopped", || state(pid) == 'T');
+        let before = lines(&file);
+        let got = attach(
+            pid,
+            Duration::from_millis(300),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let during = lines(&file);
+        let after_state = state(pid);
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        let resumed = {
+            let start = Instant::now();
+            while lines(&file) == during && start.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            lines(&file) > during
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        let (_, cost) = got.expect("attached");
+        assert_eq!(cost.detached, cost.threads, "{cost:?}");
+        assert_eq!(during, before, "the stopped loop ran while attached");
+        assert_eq!(after_state, 'T', "still stopped after the detach");
+        assert!(resumed, "SIGCONT resumes it once detached");
     }
 }

@@ -69,9 +69,13 @@ impl Sockets {
                 if local.is_none_or(|a| a.port() == 0) || (data && remote.is_none()) {
                     if let Some(r) = self.resolve(pid, fd).filter(|r| r.inode == inode) {
                         let s = &mut self.list[i as usize];
-                        s.local = r.local;
-                        s.remote = s.remote.or(r.remote);
-                        self.changed = true;
+                        let remote = s.remote.or(r.remote);
+                        // Only a real change is copied out (the whole list is, each time).
+                        if (s.local, s.remote) != (r.local, remote) {
+                            s.local = r.local;
+                            s.remote = remote;
+                            self.changed = true;
+                        }
                     }
                 }
             }

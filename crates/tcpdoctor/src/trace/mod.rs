@@ -75,12 +75,23 @@ impl Tracer {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The program's exit status once it has ended (the tracer reaped it).
+    /// The program's exit status once it has ended (the tracer reaped it). When the tracer
+    /// thread ended without reaping it (it panicked: the kernel then kills what it traced,
+    /// `PTRACE_O_EXITKILL`, and the program is no longer traced), it is reaped here; a status
+    /// nobody can read any more is exit status 255, never a success.
     pub fn try_wait(&self) -> Option<ExitStatus> {
-        let s = self.lock();
-        s.root_status
-            .map(ExitStatus::from_raw)
-            .or_else(|| s.done.then(|| ExitStatus::from_raw(0)))
+        let mut s = self.lock();
+        if s.root_status.is_none() && s.done {
+            let mut raw = 0;
+            // SAFETY: waits, without blocking, for our own child, whose tracer is gone.
+            let r = unsafe { libc::waitpid(self.pid as i32, &mut raw, libc::WNOHANG) };
+            if r == self.pid as i32 {
+                s.root_status = Some(raw);
+            } else if r < 0 {
+                s.root_status = Some(255 << 8);
+            }
+        }
+        s.root_status.map(ExitStatus::from_raw)
     }
 
     /// The calls recorded since the last `take` (or the start), with every socket and process
@@ -149,4 +160,46 @@ pub fn found(program: &str) -> bool {
     }
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended_tracer(pid: u32) -> Tracer {
+        Tracer {
+            pid,
+            status: TraceStatus::Traced,
+            shared: Arc::new(Mutex::new(Shared {
+                done: true,
+                ..Shared::default()
+            })),
+            thread: None,
+        }
+    }
+
+    /// A tracer thread that ended without reaping the program (it panicked) leaves its real
+    /// status to be read, not a made-up success.
+    #[test]
+    fn a_status_the_tracer_did_not_read_is_the_programs_own_or_a_failure_never_success() {
+        // Reaped below through the tracer's `try_wait`, as a program whose tracer died is.
+        #[allow(clippy::zombie_processes)]
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 7"])
+            .spawn()
+            .expect("sh");
+        let t = ended_tracer(child.id());
+        let status = loop {
+            if let Some(s) = t.try_wait() {
+                break s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        assert_eq!(status.code(), Some(7), "the program's own status");
+        assert_eq!(t.try_wait().and_then(|s| s.code()), Some(7), "kept");
+        // Reaped already (by someone else): the status is lost, and not a success.
+        let gone = ended_tracer(child.id());
+        let lost = gone.try_wait().expect("ended");
+        assert!(!lost.success(), "{lost:?}");
+    }
 }

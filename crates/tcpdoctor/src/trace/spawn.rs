@@ -111,15 +111,20 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
     let thread = std::thread::Builder::new()
         .name("tcpdoctor-tracer".into())
         .spawn(move || {
+            // `done` is set however the thread ends, a panic included: the callers poll it.
+            let _done = Done(Arc::clone(&thread_shared));
             match cmd.spawn() {
                 Ok(child) => {
                     let pid = Pid::from_raw(child.id() as i32);
                     // The child is reaped by the tracer, never through `child`.
                     drop(child);
                     match exec_stop(pid) {
-                        Ok(()) => {
+                        Ok(first) => {
+                            // The command's stdio (a pipe's or a socket's end given to the
+                            // program) must not be held open here for the program's life.
+                            drop(cmd);
                             let _ = tx.send(Ok(pid.as_raw() as u32));
-                            trace_loop(pid, &thread_shared);
+                            trace_loop(pid, &thread_shared, first);
                         }
                         Err(e) => {
                             let _ = tx.send(Err((e, cmd)));
@@ -130,8 +135,6 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
                     let _ = tx.send(Err((e, cmd)));
                 }
             }
-            let mut s = thread_shared.lock().unwrap_or_else(|p| p.into_inner());
-            s.done = true;
         })?;
     match rx.recv() {
         Ok(Ok(pid)) => Ok(Spawned::Traced(Tracer {
@@ -155,6 +158,15 @@ pub fn spawn(mut cmd: Command) -> io::Result<Spawned> {
         Err(_) => Err(io::Error::other(
             "the tracer thread ended before starting the program",
         )),
+    }
+}
+
+/// Sets [`Shared::done`] when the tracer thread ends, however it ends.
+struct Done(Arc<Mutex<Shared>>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).done = true;
     }
 }
 
@@ -235,12 +247,14 @@ impl Exec {
 }
 
 /// Waits for the traced child's first stop, the SIGTRAP of its exec (rule 5): an exit before
-/// it is the exec failing, its status the errno.
-fn exec_stop(pid: Pid) -> io::Result<()> {
+/// it is the exec failing, its status the errno. A stop for another signal is one that came
+/// before the exec (Ctrl-C, a SIGTERM to the group): returned, to be passed on.
+fn exec_stop(pid: Pid) -> io::Result<Option<Signal>> {
     let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
     loop {
         return match waitpid(pid, Some(flags)) {
-            Ok(WaitStatus::Stopped(_, _)) => Ok(()),
+            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => Ok(None),
+            Ok(WaitStatus::Stopped(_, sig)) => Ok(Some(sig)),
             Ok(WaitStatus::Exited(_, errno)) => Err(io::Error::from_raw_os_error(errno)),
             Ok(s) => Err(io::Error::other(format!(
                 "the program ended before it started: {}",
@@ -262,12 +276,15 @@ fn raw_status(s: &WaitStatus) -> Option<i32> {
     }
 }
 
-/// Rules 1–3: the wait loop, until every traced task is gone.
-fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
+/// Rules 1–3: the wait loop, until every traced task is gone. `first`: a signal the program
+/// received before its exec, passed on with the first resume.
+fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>, first: Option<Signal>) {
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     let mut rec = Recorder::new(Arc::clone(shared));
     let flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
-    // The exec's SIGTRAP was seen by `exec_stop`: the program has not run an instruction yet.
+    // The exec's SIGTRAP was seen by `exec_stop`: the program has not run an instruction yet
+    // (or a signal stopped it before its exec: the exec, once the signal is passed on, stops
+    // it as PTRACE_EVENT_EXEC).
     let opts = Options::PTRACE_O_TRACESECCOMP
         | Options::PTRACE_O_TRACEFORK
         | Options::PTRACE_O_TRACEVFORK
@@ -292,7 +309,7 @@ fn trace_loop(root: Pid, shared: &Arc<Mutex<Shared>>) {
     let mut live: std::collections::HashSet<i32> = [root.as_raw()].into();
     // Tasks whose first (attach) SIGSTOP has not been seen yet.
     let mut newborn: std::collections::HashSet<i32> = Default::default();
-    let _ = ptrace::cont(root, None);
+    let _ = ptrace::cont(root, first);
     while !live.is_empty() {
         let status = match waitpid(None, Some(flags)) {
             Ok(s) => s,
@@ -412,6 +429,49 @@ mod tests {
             c
         });
         assert_eq!(code, Some(1), "no TD_SET in an unchanged environment");
+    }
+
+    /// The program's stdout is a pipe; it closes it and keeps running: the reader sees the
+    /// end of the pipe then (the tracer thread held the command, and so the pipe's write end,
+    /// for the program's whole life).
+    #[test]
+    fn the_tracer_keeps_no_end_of_the_programs_stdio_open() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let (in_r, in_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let mut cmd = Command::new("sh");
+        // Closes its stdout, then waits for its stdin to end.
+        cmd.args(["-c", "exec >&-; read x"])
+            .stdout(std::process::Stdio::from(out_w))
+            .stdin(std::process::Stdio::from(in_r));
+        let t = match spawn(cmd).expect("spawn") {
+            Spawned::Traced(t) => t,
+            Spawned::Untraced(mut c, why) => {
+                drop(in_w);
+                let _ = c.wait();
+                eprintln!("SKIPPED: tracing is not possible here: {why}");
+                return;
+            }
+        };
+        // Bounded: 10 s for the end of the pipe; the program runs until `in_w` is closed.
+        let mut fds = [libc::pollfd {
+            fd: out_r.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one pollfd we own.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 10_000) };
+        let mut rest = Vec::new();
+        let eof = ready == 1 && std::fs::File::from(out_r).read_to_end(&mut rest).is_ok();
+        let running = t.try_wait().is_none();
+        drop(in_w);
+        t.finish(std::time::Duration::from_secs(5));
+        assert!(
+            eof && rest.is_empty(),
+            "the pipe ended while the program ran"
+        );
+        assert!(running, "it was still running then");
     }
 
     #[test]

@@ -214,9 +214,14 @@ impl Namespaces {
 }
 
 /// Collects `pids` that have exited if they are our children (daemons re-parented to us);
-/// never waits on any other child, whose `Child` handle will.
+/// never waits on any other child, whose `Child` handle will, nor on a traced process: the
+/// wait would take its tracer's stops (the SIGTERM's, which then never reaches it), and its
+/// tracer thread reaps it (`procfs::traced`).
 fn reap(pids: &[libc::pid_t]) {
     for &pid in pids {
+        if crate::procfs::traced(pid) {
+            continue;
+        }
         let mut status = 0;
         // SAFETY: waitpid on one pid, without blocking; ECHILD when it is not ours.
         unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };

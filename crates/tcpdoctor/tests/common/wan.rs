@@ -32,10 +32,22 @@ pub fn as_uid(uid: u32, program: &Path) -> Command {
 /// Runs `tcpdoctor ARGS` as `uid` in `dir`; None (the reason printed) when this machine cannot
 /// build the path for that user, unless it is required.
 pub fn tcpdoctor_as(uid: u32, dir: &OpenDir, test: &str, args: &[String]) -> Option<Output> {
+    tcpdoctor_as_env(uid, dir, test, args, &[])
+}
+
+/// As [`tcpdoctor_as`], with `env` set in tcpdoctor's environment.
+pub fn tcpdoctor_as_env(
+    uid: u32,
+    dir: &OpenDir,
+    test: &str,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Option<Output> {
     let bin = dir.install(&live::tcpdoctor_bin());
     let out = as_uid(uid, &bin)
         .current_dir(&dir.0)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run tcpdoctor");
     let err = String::from_utf8_lossy(&out.stderr);
