@@ -11,8 +11,10 @@
 //!    sender wrote each message with one call (median 1) is contradicted: the evidence says
 //!    so — the pieces were cut by the kernel or a hop, not by the program's writes.
 //! 3. TCP_NODELAY: whether the sender ever set it on those sockets (or on the listener,
-//!    whose options accepted sockets inherit), and when, as time after the trace started.
-//!    For a Nagle stall, whether it was on for the example's socket at the stall: if it
+//!    whose options accepted sockets inherit, as they stood at the accept — settings made
+//!    before the window, `Trace::setup`, included; a listener bound to 0.0.0.0 or [::] on the
+//!    server's port counts), and when, as time after the trace window began. For a Nagle
+//!    stall, whether it was on for the example's socket at the stall: if it
 //!    was, Nagle held nothing there, the evidence says so, and, when every socket had it on
 //!    before its first write, the finding is reworded as the detectors' own
 //!    `reword_for_nodelay` words it.
@@ -78,6 +80,12 @@ fn parse(s: &str) -> Option<Endpoint> {
     s.parse::<SocketAddr>().ok().map(endpoint)
 }
 
+/// A listener on `l` accepts connections to `server`: the same endpoint, or the same port on
+/// the unspecified address.
+fn listens_for(l: Endpoint, server: Endpoint) -> bool {
+    l.port == server.port && (l.ip == server.ip || l.ip.is_unspecified())
+}
+
 fn side(trace: &Trace, f: &Finding) -> Option<Side> {
     let server = parse(&f.server)?;
     let (mut data, mut listeners) = (Vec::new(), Vec::new());
@@ -95,7 +103,13 @@ fn side(trace: &Trace, f: &Finding) -> Option<Side> {
             Direction::ServerToClient if local == Some(server) && remote.is_some() => {
                 data.push(i as u32)
             }
-            Direction::ServerToClient if local == Some(server) => listeners.push(i as u32),
+            // A listener bound to every address (0.0.0.0, [::]) on the server's port
+            // accepted the server's connections as well.
+            Direction::ServerToClient
+                if remote.is_none() && local.is_some_and(|l| listens_for(l, server)) =>
+            {
+                listeners.push(i as u32)
+            }
             Direction::ClientToServer if remote == Some(server) => data.push(i as u32),
             _ => {}
         }
@@ -218,7 +232,7 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
         .data
         .iter()
         .copied()
-        .filter(|&s| nodelay_at(history, s, &side.listeners, trace.ended))
+        .filter(|&s| nodelay_at(trace, history, s, &side.listeners, trace.ended))
         .collect();
     let s = &trace.sockets[first.socket as usize];
     let whose = if side.listeners.contains(&first.socket) {
@@ -240,16 +254,26 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
         format!("on for {} of its {sockets} at the end", on.len())
     };
     let mut out = format!(
-        "the {sender} set TCP_NODELAY {} after the trace started ({whose}); {on}",
-        fmt_duration(first.at.since(trace.started)),
+        "the {sender} set TCP_NODELAY {}, {whose}; {on}",
+        when(trace, first.at)
     );
     if let Some(off) = history.iter().find(|h| !h.on) {
-        out.push_str(&format!(
-            "; turned off again at {}",
-            fmt_duration(off.at.since(trace.started))
-        ));
+        out.push_str(&format!("; turned off again {}", when(trace, off.at)));
     }
     out
+}
+
+/// When a call was made, against the traced window: "12 ms after the trace window began",
+/// or "before the trace window began" for a setting of [`Trace::setup`].
+pub(crate) fn when(trace: &Trace, at: crate::time::Timestamp) -> String {
+    if at < trace.started {
+        "before the trace window began (at start-up or in an earlier window)".to_string()
+    } else {
+        format!(
+            "{} after the trace window began",
+            fmt_duration(at.since(trace.started))
+        )
+    }
 }
 
 /// The join of the example flow's sending socket.

@@ -120,6 +120,16 @@ impl Sim {
 
     /// Findings, cited from the trace of the server's end (or the client's).
     fn cited(self, server_end: bool, status: TraceStatus) -> (Vec<Finding>, usize) {
+        self.cited_with(server_end, status, |_| {})
+    }
+
+    /// As [`Sim::cited`], with the trace edited before the citing (more sockets, setup).
+    fn cited_with(
+        self,
+        server_end: bool,
+        status: TraceStatus,
+        edit: impl FnOnce(&mut Trace),
+    ) -> (Vec<Finding>, usize) {
         let (l, r): (SocketAddr, SocketAddr) = match server_end {
             true => (
                 "127.0.0.1:7000".parse().unwrap(),
@@ -130,7 +140,7 @@ impl Sim {
                 "127.0.0.1:7000".parse().unwrap(),
             ),
         };
-        let trace = Trace {
+        let mut trace = Trace {
             setup: Vec::new(),
             status,
             processes: Vec::new(),
@@ -150,6 +160,7 @@ impl Sim {
             started: at(0),
             ended: at(10_000_000),
         };
+        edit(&mut trace);
         let mut j = Joiner::new(&trace);
         for (frame, ts, seg) in &self.segments {
             j.on_segment(*frame, *ts, seg);
@@ -236,6 +247,67 @@ fn a_nagle_stall_names_the_writes_the_kernel_held() {
     assert!((w1.t_ms - 0.055).abs() < 1e-9, "{}", w1.t_ms);
     assert_eq!(nagle.evidence.writes[13].frames, vec![7]);
     assert!(nagle.evidence.rests_on[0].contains("the server's system calls"));
+}
+
+/// A server whose listener (bound to 0.0.0.0) got TCP_NODELAY at start-up, before the
+/// scenario's window: the accepted socket inherited it, so "never set … Nagle was on" would
+/// be false. The setting comes from `Trace::setup`, the listener from its port.
+#[test]
+fn tcp_nodelay_set_on_a_wildcard_listener_before_the_window_is_inherited() {
+    let listener_set = |t: &mut Trace| {
+        t.sockets.push(TracedSocket {
+            pid: 7,
+            fd: 3,
+            inode: 2,
+            local: Some("0.0.0.0:7000".parse().unwrap()),
+            remote: None,
+            first_seen: at(0),
+            from_start: false,
+        });
+        t.started = at(20);
+        t.setup.push(Call {
+            at: at(5),
+            took_ns: 1_000,
+            pid: 7,
+            tid: 7,
+            kind: CallKind::Setsockopt,
+            fd: 3,
+            ret: 0,
+            arg: ((IPPROTO_TCP << 32) | TCP_NODELAY) as i64,
+            value: 1,
+            socket: Some(1),
+        });
+    };
+    let (f, _) = per_line_server(false).cited_with(true, TraceStatus::Traced, listener_set);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "never set TCP_NODELAY").is_none(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+    let set = fact(nagle, "the server set TCP_NODELAY").expect("the listener's setting");
+    assert!(
+        set.contains("before the trace window began")
+            && set.contains("on its listening socket (accepted sockets inherit it)")
+            && set.contains("on for every traced socket (1) at the end"),
+        "{set}"
+    );
+    assert!(fact(nagle, "TCP_NODELAY was on for the example's socket").is_some());
+    // The same listener without the setting: never set, Nagle on — and the listener named.
+    let (f, _) = per_line_server(false).cited_with(true, TraceStatus::Traced, |t| {
+        listener_set(t);
+        t.setup.clear();
+    });
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(
+            nagle,
+            "never set TCP_NODELAY on its 1 traced socket nor on its listening socket"
+        )
+        .is_some(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
 }
 
 #[test]

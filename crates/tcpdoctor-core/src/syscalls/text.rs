@@ -127,7 +127,13 @@ fn socket_line(s: &SocketCalls) -> String {
         (true, Some(v), _) if n.from_listener => {
             format!("TCP_NODELAY {v}, inherited from the listener")
         }
-        (true, Some(v), Some(at)) => format!("TCP_NODELAY set to {v} at {}", dur_ms(at)),
+        (true, Some(v), _) if n.before_window => {
+            format!("TCP_NODELAY set to {v} before the traced window")
+        }
+        (true, Some(v), Some(at)) => format!(
+            "TCP_NODELAY set to {v} {} into the traced window",
+            dur_ms(at)
+        ),
         (true, ..) => "TCP_NODELAY set".to_string(),
         // A listener's own setting matters only through the sockets it accepts.
         (false, ..) if s.remote.is_none() => String::new(),

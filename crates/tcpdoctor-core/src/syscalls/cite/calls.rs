@@ -72,15 +72,20 @@ pub struct NodelaySet {
     pub on: bool,
 }
 
-/// Every successful TCP_NODELAY setting on `sockets`, in order.
+/// Every successful TCP_NODELAY setting on `sockets`, in order: those made before the window
+/// ([`Trace::setup`]: a listener's options are set at start-up) first.
 pub fn nodelay_history(trace: &Trace, sockets: &[u32]) -> Vec<NodelaySet> {
-    on(trace, sockets)
-        .filter(|(_, c)| {
+    trace
+        .setup
+        .iter()
+        .chain(trace.calls.iter())
+        .filter(|c| c.socket.is_some_and(|s| sockets.contains(&s)))
+        .filter(|c| {
             c.kind == crate::syscalls::CallKind::Setsockopt
                 && c.ret == 0
                 && c.sockopt() == (IPPROTO_TCP, TCP_NODELAY)
         })
-        .filter_map(|(_, c)| {
+        .filter_map(|c| {
             Some(NodelaySet {
                 socket: c.socket?,
                 at: c.at,
@@ -91,17 +96,28 @@ pub fn nodelay_history(trace: &Trace, sockets: &[u32]) -> Vec<NodelaySet> {
 }
 
 /// Whether TCP_NODELAY was on for `socket` at `t`: its own last setting before `t`, else the
-/// listener's (accepted sockets inherit the listener's options).
-pub fn nodelay_at(history: &[NodelaySet], socket: u32, listeners: &[u32], t: Timestamp) -> bool {
-    let before = |s: u32| {
+/// listener's as it stood when the socket was accepted (Linux copies the listener's setting
+/// into the new socket once; a later change on the listener does not reach it).
+pub fn nodelay_at(
+    trace: &Trace,
+    history: &[NodelaySet],
+    socket: u32,
+    listeners: &[u32],
+    t: Timestamp,
+) -> bool {
+    let before = |s: u32, t: Timestamp| {
         history
             .iter()
             .rev()
             .find(|h| h.socket == s && h.at <= t)
             .map(|h| h.on)
     };
-    before(socket)
-        .or_else(|| listeners.iter().find_map(|&l| before(l)))
+    let accepted = trace
+        .sockets
+        .get(socket as usize)
+        .map_or(t, |s| s.first_seen.min(t));
+    before(socket, t)
+        .or_else(|| listeners.iter().find_map(|&l| before(l, accepted)))
         .unwrap_or(false)
 }
 

@@ -167,32 +167,37 @@ fn nagle_release(
     let (Some(at), Some(&socket)) = (stall_at, j.sockets.first()) else {
         return;
     };
-    let on_then = nodelay_at(hist, socket, &side.listeners, at);
+    let on_then = nodelay_at(trace, hist, socket, &side.listeners, at);
     let set = hist.iter().find(|h| h.on && j.sockets.contains(&h.socket));
-    let rel = |t: Timestamp| fmt_duration(t.since(trace.started));
+    // Times against the stall's frame (the tracer's clock and the capture's are the same
+    // wall clock on one host): what a reader can check beside frame numbers.
+    let vs_stall = |t: Timestamp| {
+        if t <= at {
+            format!("{} before the stall", fmt_duration(at.since(t)))
+        } else {
+            format!("{} after the stall", fmt_duration(t.since(at)))
+        }
+    };
     match (on_then, set) {
         (true, _) => {
             f.evidence.facts.push(format!(
-                "TCP_NODELAY was on for the example's socket at the quoted stall (frame {after}, \
-                 {} after the trace started): Nagle held nothing there",
-                rel(at)
+                "TCP_NODELAY was on for the example's socket at the quoted stall (frame \
+                 {after}): Nagle held nothing there"
             ));
             let all_on = side.data.iter().all(|&s| {
                 let first = trace
                     .calls
                     .iter()
                     .find(|c| c.socket == Some(s) && c.kind.writes());
-                first.is_some_and(|c| nodelay_at(hist, s, &side.listeners, c.at))
+                first.is_some_and(|c| nodelay_at(trace, hist, s, &side.listeners, c.at))
             });
             if all_on && !f.verdict.contains("TCP_NODELAY on") {
                 crate::detect::reword_for_nodelay(f);
             }
         }
         (false, Some(h)) if h.at > at => f.evidence.facts.push(format!(
-            "TCP_NODELAY was set on the example's socket only {} after the trace started, \
-             after the quoted stall (frame {after}, {} after the trace started)",
-            rel(h.at),
-            rel(at)
+            "TCP_NODELAY was set on the example's socket only {} (frame {after})",
+            vs_stall(h.at)
         )),
         (false, Some(h)) => {
             let off = hist
@@ -201,16 +206,13 @@ fn nagle_release(
             f.evidence.facts.push(match off {
                 Some(o) => format!(
                     "TCP_NODELAY was off for the example's socket at the quoted stall (frame \
-                     {after}, {} after the trace started): set {} after the trace started, \
-                     then turned off again at {}",
-                    rel(at),
-                    rel(h.at),
-                    rel(o.at)
+                     {after}): set {}, then turned off again {}",
+                    vs_stall(h.at),
+                    vs_stall(o.at)
                 ),
                 None => format!(
                     "TCP_NODELAY was off for the example's socket at the quoted stall (frame \
-                     {after}, {} after the trace started)",
-                    rel(at)
+                     {after})"
                 ),
             });
         }
