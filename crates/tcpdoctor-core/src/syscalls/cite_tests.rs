@@ -407,10 +407,47 @@ fn a_client_write_write_read_names_the_two_calls() {
     assert_eq!(
         wwr,
         "the client wrote the request in two calls: write(… 8 bytes) then write(… 100 bytes) \
-         12 µs later, then waited in read() 40.1 ms (10 of 10 requests were written in two or \
-         more calls before a read)"
+         12 µs later; read() returned the first bytes of the answer 40.1 ms after the last \
+         write (10 of 10 requests were written in two or more calls before a read)"
     );
     assert!(fact(nagle, "the kernel held them (Nagle)").is_some());
+}
+
+/// A non-blocking client (Node's `net`, libuv): it writes the header, looks for an answer
+/// (`read` = EAGAIN, at once), writes the body, looks again (EAGAIN), then sleeps in a wait the
+/// tracer does not trap until the answer comes and a `read` returns it at once. The request is
+/// one message of two writes — the EAGAIN between them does not end it — and the time told is
+/// the 40 ms the program went without its answer, not the microseconds `read()` took.
+#[test]
+fn a_non_blocking_client_write_write_read_is_told_by_when_its_answer_came() {
+    let mut s = Sim::new();
+    let mut t = 1_000;
+    let again = -crate::syscalls::labels::errno::EAGAIN;
+    for _ in 0..10 {
+        s.call(t - 5, CallKind::Write, 8, 2);
+        s.data(C2S, t, 8);
+        s.call(t + 3, CallKind::Read, again, 2);
+        s.call(t + 7, CallKind::Write, 100, 2);
+        s.call(t + 9, CallKind::Read, again, 2);
+        s.ack(S2C, t + 40_000);
+        s.data(C2S, t + 40_030, 100);
+        s.data(S2C, t + 40_100, 50);
+        s.call(t + 40_110, CallKind::Read, 50, 3);
+        t += 41_000;
+    }
+    let (f, _) = s.cited(false, TraceStatus::Traced);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, C2S);
+    let wwr = fact(nagle, "the client wrote the request in two calls")
+        .unwrap_or_else(|| panic!("write-write-read: {:#?}", nagle.evidence.facts));
+    assert!(
+        wwr.contains(
+            "write(… 8 bytes) then write(… 100 bytes) 12 µs later; read() returned the first \
+             bytes of the answer 40.1 ms after the last write (10 of 10 requests"
+        ),
+        "{wwr}"
+    );
+    let per = &nagle.evidence.distributions["writes_per_request"];
+    assert_eq!((per.p50, per.count), (2.0, 10));
 }
 
 #[test]

@@ -2,9 +2,11 @@
 //! history, and messages written in several calls before a read.
 //!
 //! A *message* is the run of write-family calls (result > 0) on one socket up to the next
-//! read-family call on it: a response on a server's socket, a request on a client's.
-//! Pipelined messages written between the same two reads count as one; a read that finds
-//! nothing (EAGAIN) between the pieces of one message splits it.
+//! read-family call on it that returned data: a response on a server's socket, a request on a
+//! client's — the same grouping as the `syscalls` block's writes per response
+//! ([`crate::syscalls::summary`], definition 2). Pipelined messages written between the same
+//! two reads count as one; a read that found nothing (`EAGAIN`: a non-blocking program looks
+//! before it waits) or the end of the stream does not end a message.
 
 use std::time::Duration;
 
@@ -38,8 +40,8 @@ pub fn messages(trace: &Trace, socket: u32) -> Vec<Message> {
     for (i, c) in on(trace, &one) {
         if c.kind.writes() && c.ret > 0 {
             cur.push(i);
-        } else if c.kind.reads() && !cur.is_empty() {
-            // The first read after the writes: the program now waits for the answer.
+        } else if c.kind.reads() && c.ret > 0 && !cur.is_empty() {
+            // The first read after the writes that brought data: the answer.
             out.push(Message {
                 writes: std::mem::take(&mut cur),
                 read_after: Some(i),
@@ -121,7 +123,11 @@ pub fn nodelay_at(
         .unwrap_or(false)
 }
 
-/// "write(… 120 bytes) then write(… 35 bytes) 12 µs later, then waited in read() 41.2 ms".
+/// "write(… 120 bytes) then write(… 35 bytes) 12 µs later; read() returned the first bytes of
+/// the answer 41.2 ms after the last write". The time is from the last write's entry to the
+/// end of the read that returned data: how long the program went without its answer, however
+/// it waited for it (blocked in `read()`, or in a wait the tracer does not trap and then a
+/// `read()` that returned at once).
 pub fn describe_message(trace: &Trace, m: &Message) -> String {
     let call = |i: usize| {
         let c = &trace.calls[i];
@@ -140,15 +146,14 @@ pub fn describe_message(trace: &Trace, m: &Message) -> String {
             out.push_str(&format!(" then {} {} later", call(i), fmt_duration(gap)));
         }
     }
-    if let Some(r) = m.read_after {
+    if let (Some(r), Some(&last)) = (m.read_after, m.writes.last()) {
         let c = &trace.calls[r];
-        out.push_str(&format!(", then waited in {}()", c.kind.name()));
-        if c.took_ns >= 1_000 {
-            out.push_str(&format!(
-                " {}",
-                fmt_duration(Duration::from_nanos(c.took_ns))
-            ));
-        }
+        let done = c.at.plus(Duration::from_nanos(c.took_ns));
+        out.push_str(&format!(
+            "; {}() returned the first bytes of the answer {} after the last write",
+            c.kind.name(),
+            fmt_duration(done.since(trace.calls[last].at))
+        ));
     }
     out
 }
