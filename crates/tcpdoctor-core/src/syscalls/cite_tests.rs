@@ -310,6 +310,52 @@ fn tcp_nodelay_set_on_a_wildcard_listener_before_the_window_is_inherited() {
     );
 }
 
+/// The server's trace read against a capture at the client's end of a 5 ms (one way) path:
+/// the delayed ACK passes the capture point 5 ms before it reaches the server. A server whose
+/// rest was written 2 ms after the ACK passed the capture — 3 ms before it could have arrived —
+/// did not "wait for the ACK"; the trace cannot tell, and says so. Written 6 ms after (the
+/// ACK had arrived: 5 ms on, plus 1), it did.
+#[test]
+fn behind_a_path_a_write_soon_after_the_ack_passed_the_capture_point_is_not_called_a_wait() {
+    let sim = |rest_after_ack: u64| {
+        let mut s = Sim::new();
+        let mut t = 1_000;
+        for _ in 0..10 {
+            s.data(C2S, t, 10);
+            s.call(t + 5_020, CallKind::Read, 10, 5);
+            s.call(t + 5_055, CallKind::Write, 12, 3);
+            s.data(S2C, t + 10_060, 12);
+            s.ack(C2S, t + 50_000);
+            for k in 0..13 {
+                s.call(t + 50_000 + rest_after_ack + k * 2, CallKind::Write, 15, 1);
+            }
+            s.data(S2C, t + 60_100, 13 * 15);
+            t += 61_000;
+        }
+        s.cited(true, TraceStatus::Traced).0
+    };
+    let f = sim(2_000);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "contradicts a Nagle hold").is_none(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+    let hedged = fact(nagle, "cannot be told from this capture").expect("the trace cannot tell");
+    assert!(
+        hedged.contains("came 2.0 ms after the delayed ACK (frame")
+            && hedged.contains("no sooner than 5.0 ms after its calls"),
+        "{hedged}"
+    );
+    let f = sim(6_000);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "contradicts a Nagle hold").is_some(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+}
+
 #[test]
 fn a_program_that_waits_for_the_ack_itself_contradicts_nagle() {
     let (f, _) = per_line_server(true).cited(true, TraceStatus::Traced);

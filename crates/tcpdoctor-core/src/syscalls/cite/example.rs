@@ -111,6 +111,17 @@ fn pieces_fact(side: &Side, segments: usize, carried: &[&JoinedWrite]) -> String
     }
 }
 
+/// How far the capture point is from the sender, at most: the least time from a write's entry
+/// to the first frame carrying its bytes (0 at the sender's own end, give or take the stack's
+/// µs; one way along the path when the capture is at the far end).
+fn lag(j: &SocketJoin) -> std::time::Duration {
+    j.writes
+        .iter()
+        .filter_map(|w| Some(j.frame(*w.frames.first()?)?.segment.ts.since(w.write.at)))
+        .min()
+        .unwrap_or_default()
+}
+
 /// For a Nagle stall: when the writes of the released frame were made, against the delayed
 /// ACK, and whether TCP_NODELAY was on at the stall.
 fn nagle_release(
@@ -125,11 +136,14 @@ fn nagle_release(
     let Some(&after) = f.evidence.frames.last() else {
         return;
     };
+    // The delayed ACK: the last pure ACK from the peer before the released frame.
     let ack = f
         .evidence
         .timeline
         .iter()
-        .find(|t| t.direction == f.direction.reverse() && t.payload_bytes == Some(0));
+        .filter(|t| t.frame < after)
+        .filter(|t| t.direction == f.direction.reverse() && t.payload_bytes == Some(0))
+        .last();
     let released: Vec<&JoinedWrite> = j
         .writes
         .iter()
@@ -147,6 +161,18 @@ fn nagle_release(
                  not wait",
                 fmt_duration(ack_at.since(last.write.at)),
                 ack.frame
+            ));
+        } else if first.write.at >= ack_at && first.write.at < ack_at.plus(lag(j)) {
+            // The capture point is not at the sender (a real path): the ACK seen there reached
+            // the sender only later, and these writes came in between or too close to tell.
+            f.evidence.facts.push(format!(
+                "{calls} came {} after the delayed ACK (frame {}) passed the capture point, but \
+                 the {sender}'s bytes reach this capture point no sooner than {} after its \
+                 calls: the ACK may not have reached the {sender} yet, so whether it waited for \
+                 the ACK or Nagle held the bytes cannot be told from this capture",
+                fmt_duration(first.write.at.since(ack_at)),
+                ack.frame,
+                fmt_duration(lag(j))
             ));
         } else if first.write.at >= ack_at {
             f.evidence.facts.push(format!(
