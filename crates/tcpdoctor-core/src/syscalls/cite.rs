@@ -221,7 +221,7 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
     let mid = side
         .data
         .iter()
-        .any(|&s| !trace.sockets[s as usize].from_start);
+        .any(|&s| !trace.seen_from_start(s as usize));
     let Some(first) = history.iter().find(|h| h.on) else {
         return format!(
             "the {sender} never set TCP_NODELAY on its {sockets}{listener}{}: Nagle was on",

@@ -449,3 +449,33 @@ fn a_capture_file_is_joined_in_one_pass() {
          of write() call #2 (70,000 bytes), one write split over 2 frames"
     );
 }
+
+/// A connection accepted in an earlier window of the same trace (`run` takes one per scenario
+/// and keeps the sockets whole): this window's writes do not start at its first byte, so it is
+/// not joined, and the block does not say its counts start with the stream.
+#[test]
+fn a_connection_from_an_earlier_window_is_not_joined() {
+    use crate::syscalls::fixtures::asyncio_per_line;
+    let t = asyncio_per_line(4, 3);
+    let mid = t.calls[t.calls.len() / 2].at;
+    let late = t.between(mid, t.ended);
+    let joins = super::join::Joiner::new(&late).finish();
+    let j = joins
+        .iter()
+        .find(|j| !j.writes.is_empty())
+        .expect("the served socket");
+    let why = j.not_joined.as_deref().expect("not joined");
+    assert!(why.contains("began before this trace window"), "{why}");
+    let r = crate::syscalls::summarize(&late, None);
+    assert!(r.sockets.iter().all(|s| !s.from_start), "{:#?}", r.sockets);
+    // The whole trace joins it (it would, given a capture) and says it saw it from the start.
+    let whole = super::join::Joiner::new(&t).finish();
+    assert!(whole.iter().all(|j| j
+        .not_joined
+        .as_deref()
+        .is_none_or(|w| w.contains("no frame"))));
+    assert!(crate::syscalls::summarize(&t, None)
+        .sockets
+        .iter()
+        .any(|s| s.from_start));
+}

@@ -268,6 +268,16 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Whether this window's calls on socket `i` start with its connection: the tracer saw
+    /// accept/connect return it ([`TracedSocket::from_start`]) *in this window*. A connection
+    /// opened in an earlier window (`run` takes one window per scenario; sockets are kept
+    /// whole) has its earlier bytes in calls this window does not hold.
+    pub fn seen_from_start(&self, i: usize) -> bool {
+        self.sockets
+            .get(i)
+            .is_some_and(|s| s.from_start && s.first_seen >= self.started)
+    }
+
     /// A trace that did not happen, with its reason.
     pub fn not_traced(status: TraceStatus) -> Trace {
         Trace {

@@ -90,7 +90,8 @@ pub struct SocketCalls {
     pub local: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
-    /// The trace saw the connection start: its counts begin with its first byte.
+    /// The trace saw the connection start in this window: its counts begin with its first
+    /// byte ([`super::Trace::seen_from_start`]).
     pub from_start: bool,
     /// `accept` (a server's socket) or `connect` (a client's), when the trace saw it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -238,9 +239,10 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
     let sockets = trace
         .sockets
         .iter()
+        .enumerate()
         .zip(socks)
         .filter(|(_, a)| !a.counts.is_empty())
-        .map(|(s, mut a)| {
+        .map(|((i, s), mut a)| {
             if a.group > 0 {
                 a.groups.record(a.group.min(u32::MAX as u64) as u32);
             }
@@ -249,7 +251,7 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
                 fd: s.fd,
                 local: s.local.map(|x| x.to_string()),
                 remote: s.remote.map(|x| x.to_string()),
-                from_start: s.from_start,
+                from_start: trace.seen_from_start(i),
                 opened_by: a.opened_by,
                 counts: a.counts,
                 writes: a.writes,
