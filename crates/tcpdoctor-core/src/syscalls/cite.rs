@@ -218,15 +218,24 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
     } else {
         " nor on its listening socket"
     };
-    let mid = side
-        .data
-        .iter()
-        .any(|&s| !trace.seen_from_start(s as usize));
+    // Attached to a running program, its listener's options were set before the trace began
+    // and an accepted socket inherits them unseen; a socket first seen mid-connection may
+    // have been set before too. Then "never set" is not known, only "not while traced".
+    let mid = trace.status == TraceStatus::Attached
+        || side
+            .data
+            .iter()
+            .any(|&s| !trace.seen_from_start(s as usize));
     let Some(first) = history.iter().find(|h| h.on) else {
-        return format!(
-            "the {sender} never set TCP_NODELAY on its {sockets}{listener}{}: Nagle was on",
-            if mid { " while traced" } else { "" }
-        );
+        return if mid {
+            format!(
+                "the {sender} did not set TCP_NODELAY on its {sockets}{listener} while traced \
+                 (a setting made before the trace began — on the listener, inherited by every \
+                 socket it accepts — is not in it)"
+            )
+        } else {
+            format!("the {sender} never set TCP_NODELAY on its {sockets}{listener}: Nagle was on")
+        };
     };
     let on: Vec<u32> = side
         .data

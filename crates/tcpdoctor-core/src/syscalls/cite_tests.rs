@@ -356,6 +356,26 @@ fn behind_a_path_a_write_soon_after_the_ack_passed_the_capture_point_is_not_call
     );
 }
 
+/// Attached to a running server (`inspect --trace`, or a sandbox end attached to): a socket
+/// accepted while attached inherits a listener setting made before the attach, unseen. The
+/// finding must not say "Nagle was on".
+#[test]
+fn attached_the_finding_does_not_claim_nagle_was_on() {
+    let (f, _) = per_line_server(false).cited(true, TraceStatus::Attached);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "Nagle was on").is_none(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+    let said = fact(
+        nagle,
+        "did not set TCP_NODELAY on its 1 traced socket while traced",
+    )
+    .unwrap_or_else(|| panic!("{:#?}", nagle.evidence.facts));
+    assert!(said.contains("is not in it"), "{said}");
+}
+
 #[test]
 fn a_program_that_waits_for_the_ack_itself_contradicts_nagle() {
     let (f, _) = per_line_server(true).cited(true, TraceStatus::Traced);

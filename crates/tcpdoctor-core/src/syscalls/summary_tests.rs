@@ -265,6 +265,30 @@ fn a_listener_setting_made_before_the_window_is_inherited() {
     assert!(!server_socket(&summarize(&bare, None)).nodelay.set);
 }
 
+/// Attached to a running server (`inspect --trace`): the listener's options were set before
+/// the attach and a socket accepted while attached inherits them unseen, so "never set (Nagle
+/// on)" is not known — only "not set while traced".
+#[test]
+fn attached_a_socket_accepted_while_traced_is_not_said_to_have_nagle_on() {
+    let mut t = Tb::new("server");
+    t.socket(3, "127.0.0.1:7000", None);
+    t.call(CallKind::Accept, 3, 4, 0, -1);
+    t.socket(4, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    t.read(CallKind::Read, 4, 5).write(CallKind::Write, 4, 10);
+    let traced = render_text(&summarize(&t.trace, None));
+    assert!(
+        traced.contains("TCP_NODELAY never set (Nagle on)"),
+        "{traced}"
+    );
+    t.trace.status = TraceStatus::Attached;
+    let attached = render_text(&summarize(&t.trace, None));
+    assert!(!attached.contains("Nagle on"), "{attached}");
+    assert!(
+        attached.contains("TCP_NODELAY not set while traced"),
+        "{attached}"
+    );
+}
+
 /// The listener's setting as it stood at each accept: on for the first, off for the second.
 #[test]
 fn each_accepted_socket_inherits_the_setting_of_its_moment() {
