@@ -22,8 +22,10 @@
 //!    finding's direction) are joined to the writes that produced them ([`super::join`]):
 //!    "frames 41, 43, 45 carry the bytes of write() calls #7, #8, #9 (…)", retransmissions
 //!    apart; the same writes go to [`Evidence::writes`](crate::report::Evidence) for the
-//!    HTML timeline. For `fragmented_writes`, fewer calls than segments means the kernel
-//!    split writes as well (one call in many segments: the program wrote it whole). For a
+//!    HTML timeline. For `fragmented_writes`, the pieces are the program's own writes only
+//!    when every segment begins and ends on a call's boundary; a segment carrying part of a
+//!    call means the kernel split writes as well (one call in many segments: the program
+//!    wrote it whole). For a
 //!    Nagle stall, the writes the released frame carried were made either before the
 //!    delayed ACK (the kernel held them: Nagle) or after it (the program waited itself).
 //! 5. A client that wrote a request in two or more calls and then read (write-write-read)

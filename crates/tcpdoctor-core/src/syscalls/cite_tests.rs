@@ -452,6 +452,35 @@ fn one_write_per_segment_supports_fragmented_writes() {
     assert!(fact(fw, "carry the bytes of writev() calls #1–#8").is_some());
 }
 
+/// As many calls as segments, but not one per segment: an 84-byte call cut over six segments,
+/// then seven 4-byte calls in the last two. The pieces are not the program's writes one for
+/// one, and the finding must not say they are.
+#[test]
+fn as_many_calls_as_segments_is_not_one_call_per_segment() {
+    let mut s = Sim::new();
+    let mut t = 1_000;
+    for _ in 0..5 {
+        s.data(C2S, t, 10);
+        s.call(t + 20, CallKind::Read, 10, 5);
+        s.call(t + 40, CallKind::Writev, 84, 1);
+        for k in 0..7 {
+            s.call(t + 41 + k, CallKind::Writev, 4, 1);
+        }
+        for k in 0..8 {
+            s.data(S2C, t + 50 + k * 10, 14);
+        }
+        t += 1_000;
+    }
+    let (f, _) = s.cited(true, TraceStatus::Traced);
+    let fw = get(&f, FindingKind::FragmentedWrites, S2C);
+    assert!(fact(fw, "own writes").is_none(), "{:#?}", fw.evidence.facts);
+    let split = fact(fw, "the example's 8 segments carry 8 calls").expect("the calls counted");
+    assert!(
+        split.contains("8 of the segments carry only part of a call, so the kernel split"),
+        "{split}"
+    );
+}
+
 #[test]
 fn a_client_write_write_read_names_the_two_calls() {
     let mut s = Sim::new();

@@ -77,7 +77,7 @@ pub(super) fn quoted(
         FindingKind::FragmentedWrites if fresh.len() >= 2 && !carried.is_empty() => {
             f.evidence
                 .facts
-                .push(pieces_fact(side, fresh.len(), &carried));
+                .push(pieces_fact(side, j, &fresh, &carried));
         }
         FindingKind::NagleDelayedAck => {
             if let Some(origin) = origin {
@@ -88,25 +88,37 @@ pub(super) fn quoted(
     }
 }
 
-/// For `fragmented_writes`: are the example's segments the program's writes?
-fn pieces_fact(side: &Side, segments: usize, carried: &[&JoinedWrite]) -> String {
-    let (sender, w) = (side.sender, carried.len());
+/// For `fragmented_writes`: are the example's segments the program's writes? Only when every
+/// segment begins and ends on a call's boundary: a count of calls at least that of segments
+/// is not enough (one call cut over many segments next to one segment of many calls).
+fn pieces_fact(side: &Side, j: &SocketJoin, fresh: &[u64], carried: &[&JoinedWrite]) -> String {
+    let (sender, w, segments) = (side.sender, carried.len(), fresh.len());
     let calls = describe_writes(carried);
+    let cut = fresh
+        .iter()
+        .filter_map(|&n| j.frame(n))
+        .filter(|fw| fw.starts_mid_write || fw.ends_mid_write)
+        .count();
     if w == 1 {
         format!(
             "the trace contradicts one write per piece: the example's {segments} segments carry \
              one call, {calls}: the {sender} wrote it whole and the kernel cut it into segments \
              (the MSS, the receive or congestion window)"
         )
-    } else if w < segments {
+    } else if cut > 0 {
         format!(
-            "the example's {segments} segments carry {w} calls ({calls}): fewer calls than \
-             segments, so the kernel split some writes too"
+            "the example's {segments} segments carry {w} calls ({calls}); {cut} of the segments \
+             carry only part of a call, so the kernel split some writes too"
+        )
+    } else if w > segments {
+        format!(
+            "the example's {segments} segments carry {w} calls, each segment whole calls (some \
+             sent together) — the pieces are the {sender}'s own writes"
         )
     } else {
         format!(
-            "the example's {segments} segments carry {w} calls: one call or more per segment — \
-             the pieces are the {sender}'s own writes"
+            "the example's {segments} segments carry {w} calls, one whole call each — the \
+             pieces are the {sender}'s own writes"
         )
     }
 }
