@@ -24,6 +24,10 @@
 //!    have set it earlier).
 //! 4. SIOCOUTQ: the `ioctl(SIOCOUTQ)` calls on the socket and how many found the send queue
 //!    non-empty (bytes not yet acknowledged by the peer).
+//! 5. Processes: those of the window — still running at its end, or with a call in it. The
+//!    trace keeps every process it followed (a `run` server's start-up shims — pyenv's bash,
+//!    `readlink` — ended before the first scenario); one that ended without a trapped call in
+//!    the window is not this window's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -264,9 +268,12 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
             }
         })
         .collect();
+    // Definition 5: the processes of this window.
+    let active: std::collections::BTreeSet<u32> = trace.calls.iter().map(|c| c.pid).collect();
     let mut processes: Vec<ProcessCalls> = trace
         .processes
         .iter()
+        .filter(|p| p.ended.is_none() || active.contains(&p.pid))
         .map(|p| ProcessCalls {
             pid: p.pid,
             name: p.name.clone(),

@@ -289,6 +289,34 @@ fn attached_a_socket_accepted_while_traced_is_not_said_to_have_nagle_on() {
     );
 }
 
+/// Processes that ended before the window (a launcher's shell, pyenv's shims at start-up) are
+/// not this window's: not listed, not counted in the text.
+#[test]
+fn processes_that_ended_before_the_window_are_not_listed() {
+    let mut t = asyncio_per_line(3, 2);
+    for pid in [100, 101, 102] {
+        t.processes.push(crate::syscalls::TracedProcess {
+            pid,
+            name: "bash".into(),
+            threads: 1,
+            ended: Some("exited 0".into()),
+        });
+    }
+    let r = summarize(&t, None);
+    assert_eq!(r.processes.len(), 1, "{:#?}", r.processes);
+    assert!(
+        render_text(&r).contains("(1 process,"),
+        "{}",
+        render_text(&r)
+    );
+    // One that ended after a call in the window is kept.
+    let mut c = t.calls[0].clone();
+    c.pid = 101;
+    c.socket = None;
+    t.calls.push(c);
+    assert_eq!(summarize(&t, None).processes.len(), 2);
+}
+
 /// The listener's setting as it stood at each accept: on for the first, off for the second.
 #[test]
 fn each_accepted_socket_inherits_the_setting_of_its_moment() {
