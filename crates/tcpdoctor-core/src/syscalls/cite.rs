@@ -223,11 +223,9 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
     // Attached to a running program, its listener's options were set before the trace began
     // and an accepted socket inherits them unseen; a socket first seen mid-connection may
     // have been set before too. Then "never set" is not known, only "not while traced".
-    let mid = trace.status == TraceStatus::Attached
-        || side
-            .data
-            .iter()
-            .any(|&s| !trace.seen_from_start(s as usize));
+    let whole = trace.from_start_in_window();
+    let mid =
+        trace.status == TraceStatus::Attached || side.data.iter().any(|&s| !whole[s as usize]);
     let Some(first) = history.iter().find(|h| h.on) else {
         return if mid {
             format!(

@@ -479,3 +479,41 @@ fn a_connection_from_an_earlier_window_is_not_joined() {
         .iter()
         .any(|s| s.from_start));
 }
+
+/// A blocking `accept` entered before the window began and returned in it (a server waiting
+/// for the scenario's first connection): the call is the window's (kept by its exit), so the
+/// socket it returned is seen from its start, though `first_seen` (the entry) is earlier.
+#[test]
+fn a_blocking_accept_entered_before_the_window_is_the_windows() {
+    use crate::syscalls::fixtures::asyncio_per_line;
+    let mut t = asyncio_per_line(4, 3);
+    let accept = t
+        .calls
+        .iter()
+        .position(|c| c.kind == CallKind::Accept && c.ret >= 0)
+        .expect("an accept");
+    t.calls.drain(..accept);
+    // As the tracer records it: the socket first seen at the accept's entry.
+    let (at, fd) = (t.calls[0].at, t.calls[0].ret as i32);
+    for s in t.sockets.iter_mut().filter(|s| s.fd == fd) {
+        s.first_seen = at;
+    }
+    t.started = at.plus(std::time::Duration::from_micros(1));
+    assert!(t.from_start_in_window().iter().any(|&w| w));
+    let joins = Joiner::new(&t).finish();
+    let j = joins
+        .iter()
+        .find(|j| !j.writes.is_empty())
+        .expect("the served socket");
+    assert!(
+        j.not_joined
+            .as_deref()
+            .is_some_and(|w| w.contains("no frame")),
+        "joinable (only no capture given): {:?}",
+        j.not_joined
+    );
+    assert!(crate::syscalls::summarize(&t, None)
+        .sockets
+        .iter()
+        .any(|s| s.from_start && s.remote.is_some()));
+}

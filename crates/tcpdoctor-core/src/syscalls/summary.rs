@@ -95,7 +95,7 @@ pub struct SocketCalls {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
     /// The trace saw the connection start in this window: its counts begin with its first
-    /// byte ([`super::Trace::seen_from_start`]).
+    /// byte ([`super::Trace::from_start_in_window`]).
     pub from_start: bool,
     /// `accept` (a server's socket) or `connect` (a client's), when the trace saw it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -240,6 +240,7 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
         }
     }
     inherit_nodelay(trace, &mut socks, &accepted);
+    let whole = trace.from_start_in_window();
     let sockets = trace
         .sockets
         .iter()
@@ -255,7 +256,7 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
                 fd: s.fd,
                 local: s.local.map(|x| x.to_string()),
                 remote: s.remote.map(|x| x.to_string()),
-                from_start: trace.seen_from_start(i),
+                from_start: whole[i],
                 opened_by: a.opened_by,
                 counts: a.counts,
                 writes: a.writes,

@@ -144,6 +144,7 @@ impl Joiner {
                 None => groups.push(vec![i as u32]),
             }
         }
+        let whole = trace.from_start_in_window();
         let mut pending = Vec::new();
         let mut by_key: FxHashMap<(Endpoint, Endpoint), Vec<usize>> = FxHashMap::default();
         for sockets in groups {
@@ -161,7 +162,7 @@ impl Joiner {
                      counts do not start at the stream's first byte",
                     s.fd, s.pid
                 ));
-            } else if !trace.seen_from_start(sockets[0] as usize) {
+            } else if !whole[sockets[0] as usize] {
                 why = Some(format!(
                     "its connection began before this trace window (fd {} of pid {}): the \
                      bytes written before the window are not in it",
