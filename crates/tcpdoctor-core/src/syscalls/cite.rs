@@ -5,7 +5,9 @@
 //! traced ([`TraceStatus::Traced`] or [`TraceStatus::Attached`]):
 //! 1. The blamed end is the sender of the finding's direction: for server → client, the
 //!    traced sockets whose local endpoint is the finding's server (its listener too); for
-//!    client → server, those whose remote endpoint is. No such socket: nothing is added.
+//!    client → server, those whose remote endpoint is — of those, the ones that wrote bytes
+//!    in the window (a readiness probe's connection, or a previous scenario's, is not
+//!    counted among "its traced sockets"). No such socket: nothing is added.
 //! 2. Writes per message ([`calls::messages`]): the distribution over those sockets, as
 //!    `writes_per_response` / `writes_per_request`. A `fragmented_writes` finding whose
 //!    sender wrote each message with one call (median 1) is contradicted: the evidence says
@@ -91,10 +93,15 @@ fn listens_for(l: Endpoint, server: Endpoint) -> bool {
 fn side(trace: &Trace, f: &Finding) -> Option<Side> {
     let server = parse(&f.server)?;
     let (mut data, mut listeners) = (Vec::new(), Vec::new());
-    // A connection of an earlier window (a readiness probe, a previous scenario's) is not
-    // one of this window's: only sockets with calls in it count.
-    let used: std::collections::BTreeSet<u32> =
-        trace.calls.iter().filter_map(|c| c.socket).collect();
+    // The sender's sockets are those that wrote in this window: a connection of an earlier
+    // window (a previous scenario's) or one that carried nothing (a readiness probe that
+    // connected and closed) is not one the finding is about.
+    let used: std::collections::BTreeSet<u32> = trace
+        .calls
+        .iter()
+        .filter(|c| c.kind.writes() && c.ret > 0)
+        .filter_map(|c| c.socket)
+        .collect();
     for (i, s) in trace.sockets.iter().enumerate() {
         let i_u32 = i as u32;
         if remote_known(s) && !used.contains(&i_u32) {

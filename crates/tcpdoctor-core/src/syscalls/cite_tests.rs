@@ -376,6 +376,46 @@ fn attached_the_finding_does_not_claim_nagle_was_on() {
     assert!(said.contains("is not in it"), "{said}");
 }
 
+/// A readiness probe's connection (connected, closed, nothing written) accepted in the same
+/// window is not one of "its traced sockets": the counts and TCP_NODELAY's "every socket"
+/// speak of the one that served.
+#[test]
+fn a_probe_connection_that_wrote_nothing_is_not_counted() {
+    let (f, _) = per_line_server(false).cited_with(true, TraceStatus::Traced, |t| {
+        t.sockets.push(TracedSocket {
+            pid: 7,
+            fd: 5,
+            inode: 3,
+            local: Some("127.0.0.1:7000".parse().unwrap()),
+            remote: Some("127.0.0.1:39999".parse().unwrap()),
+            first_seen: at(10),
+            from_start: true,
+        });
+        t.calls.insert(
+            0,
+            Call {
+                at: at(10),
+                took_ns: 1_000,
+                pid: 7,
+                tid: 7,
+                kind: CallKind::Read,
+                fd: 5,
+                ret: 0,
+                arg: 65536,
+                value: -1,
+                socket: Some(1),
+            },
+        );
+    });
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "over 10 responses on 1 traced socket").is_some()
+            && fact(nagle, "never set TCP_NODELAY on its 1 traced socket").is_some(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+}
+
 #[test]
 fn a_program_that_waits_for_the_ack_itself_contradicts_nagle() {
     let (f, _) = per_line_server(true).cited(true, TraceStatus::Traced);
