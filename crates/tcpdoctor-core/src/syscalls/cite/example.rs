@@ -154,8 +154,7 @@ fn nagle_release(
         .timeline
         .iter()
         .filter(|t| t.frame < after)
-        .filter(|t| t.direction == f.direction.reverse() && t.payload_bytes == Some(0))
-        .last();
+        .rfind(|t| t.direction == f.direction.reverse() && t.payload_bytes == Some(0));
     let released: Vec<&JoinedWrite> = j
         .writes
         .iter()
