@@ -4,7 +4,10 @@ protocol 0, so Nagle stays on for every accepted socket (the 40 ms stall the Pyt
 rediscovering). Each request line is answered with ROWS rows and a "." line:
   per-line  one transport.write() per line (ROWS + 1 writes per response)
   whole     the response joined and written once
-Usage: python3 asyncio_lines.py PORT per-line|whole [ROWS]"""
+With "nodelay-listener" the listening socket is bound to 0.0.0.0 and gets TCP_NODELAY before
+it listens: every accepted socket inherits it (Linux copies the listener's setting), though
+the program never sets it on them.
+Usage: python3 asyncio_lines.py PORT per-line|whole [ROWS] [nodelay-listener]"""
 import asyncio
 import socket
 import sys
@@ -30,8 +33,15 @@ class Rows(asyncio.Protocol):
                     self.transport.write(l)
 
 
-async def main(port, mode, rows):
-    sock = socket.create_server(("127.0.0.1", port))
+async def main(port, mode, rows, nodelay_listener):
+    if nodelay_listener:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(("0.0.0.0", port))
+        sock.listen(128)
+    else:
+        sock = socket.create_server(("127.0.0.1", port))
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: Rows(mode, rows), sock=sock)
     print(f"listening on 127.0.0.1:{port}", flush=True)
@@ -41,4 +51,11 @@ async def main(port, mode, rows):
 
 if len(sys.argv) < 3 or sys.argv[2] not in ("per-line", "whole"):
     sys.exit(__doc__)
-asyncio.run(main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 12))
+asyncio.run(
+    main(
+        int(sys.argv[1]),
+        sys.argv[2],
+        int(sys.argv[3]) if len(sys.argv) > 3 else 12,
+        len(sys.argv) > 4 and sys.argv[4] == "nodelay-listener",
+    )
+)

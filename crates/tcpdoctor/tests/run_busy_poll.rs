@@ -168,6 +168,19 @@ fn a_cpython_server_polling_siocoutq_is_named_and_its_twin_that_trusts_the_kerne
     let spinner = format!("python3 {} {{port}}", server_file("siocoutq_spinner.py"));
     let s = run(&dir, &spinner, SPECIMEN_LINE, 30);
     assert_named(&s, "CPython SIOCOUTQ spinner, traced");
+    // Its one connection came from a blocking accept() entered before the scenario's trace
+    // window began: it is still the window's, and the stall's frames are joined to its calls.
+    let nagle = s["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["kind"] == "nagle_delayed_ack")
+        .unwrap_or_else(|| panic!("the spinner's replies stall: {:#}", s["findings"]));
+    let facts = nagle["evidence"]["facts"].to_string();
+    assert!(
+        facts.contains("the bytes of sendto() call") && !facts.contains("not be joined"),
+        "{facts}"
+    );
     let s = run_with(&dir, &spinner, SPECIMEN_LINE, 30, &["--no-trace"]);
     assert_named(&s, "CPython SIOCOUTQ spinner, untraced");
     let s = run(&dir, &format!("{spinner} trust"), SPECIMEN_LINE, 30);

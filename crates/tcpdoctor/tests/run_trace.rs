@@ -26,10 +26,15 @@ fn has_python3(test: &str) -> bool {
 
 /// `run --scenarios direct` of testdata/servers/asyncio_lines.py in `mode`, 40 requests.
 fn run(test: &str, mode: &str, extra: &[&str]) -> Value {
+    run_server(test, &format!("{mode} {ROWS}"), extra)
+}
+
+/// The same with the server's arguments after its port.
+fn run_server(test: &str, server_args: &str, extra: &[&str]) -> Value {
     let dir = scratch(test);
     let port = free_port();
     let server = format!(
-        "python3 {} {port} {mode} {ROWS}",
+        "python3 {} {port} {server_args}",
         common::repo()
             .join("testdata/servers/asyncio_lines.py")
             .display()
@@ -140,6 +145,45 @@ fn a_per_line_asyncio_server_is_seen_writing_each_line_and_its_stall_cites_the_c
             );
         }
     }
+}
+
+/// The per-line server whose listener (0.0.0.0) got TCP_NODELAY before `listen`, at start-up —
+/// before the scenario's trace window: the accepted socket inherits it, the trace says so, and
+/// no finding claims "never set TCP_NODELAY" (the live sockets show it on).
+#[test]
+fn tcp_nodelay_set_on_the_listener_at_start_up_is_seen_on_the_accepted_socket() {
+    let test = "run_trace_nodelay_listener";
+    if !has_python3(test) {
+        return;
+    }
+    let sc = run_server(test, &format!("per-line {ROWS} nodelay-listener"), &[]);
+    let s = served(&sc);
+    let nd = &s["nodelay"];
+    assert_eq!(nd["set"], true, "{s:#}");
+    assert_eq!(nd["value"], 1, "{s:#}");
+    assert_eq!(nd["from_listener"], true, "{s:#}");
+    assert_eq!(
+        nd["calls"], 0,
+        "the program never set it on the socket: {s:#}"
+    );
+    let listener = sc["syscalls"]["sockets"]
+        .as_array()
+        .expect("sockets")
+        .iter()
+        .find(|s| s["remote"].is_null())
+        .unwrap_or_else(|| panic!("the listener: {:#}", sc["syscalls"]));
+    assert_eq!(listener["nodelay"]["before_window"], true, "{listener:#}");
+    // Nagle off: the per-line writes still fragment, but nothing stalls.
+    assert!(finding(&sc, "nagle_delayed_ack").is_none(), "{sc:#}");
+    let f =
+        finding(&sc, "fragmented_writes").unwrap_or_else(|| panic!("one segment per line: {sc:#}"));
+    let facts = f["evidence"]["facts"].to_string();
+    assert!(!facts.contains("never set TCP_NODELAY"), "{facts}");
+    assert!(
+        facts.contains("the server set TCP_NODELAY before the trace window began")
+            && facts.contains("on its listening socket (accepted sockets inherit it)"),
+        "{facts}"
+    );
 }
 
 #[test]

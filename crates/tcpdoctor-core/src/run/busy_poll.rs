@@ -64,15 +64,17 @@
 //! 7. Traced: when the server's system calls were traced for the scenario, the trace decides
 //!    in place of rules 2–5 ([`crate::syscalls::polling`]: a *poll* is a call that found
 //!    nothing changed — `ioctl(SIOCOUTQ)` with the queue non-empty, a zero-timeout wait that
-//!    returned 0, `EAGAIN` — and a poller makes at least 20 per request, an event loop a few):
+//!    returned 0, `EAGAIN` —, counted when repeated on its sockets (4 in a row on a thread,
+//!    no progress between), and a poller makes at least 20 per request, an event loop a few):
 //!    - it shows a polling mechanism: named (with rule 1's exchanges, severity by rule 6),
 //!      and the finding says which call, how often and per request ("ioctl(SIOCOUTQ) 48,213
 //!      times in 3 s, 161 per request, while its send queue was non-empty");
-//!    - it saw every trapped call of the scenario and shows no polling: not named, whatever
-//!      the CPU — it went into work, a warm-up, or a loop outside the trapped calls (a
+//!    - it saw every trapped call of the scenario and shows neither polls nor other calls
+//!      that made no progress (20 per request of either): not named, whatever the CPU — it went into work, a warm-up, or a loop outside the trapped calls (a
 //!      missing finding, never a wrong one); [`withheld_by_trace`] says so when rules 1–5
 //!      alone would have named it;
-//!    - it can say neither (it ended early, too few requests): rules 1–6 decide.
+//!    - it can say neither (it ended early, too few requests, many questions that are not
+//!      repeated polls of its sockets): rules 1–6 decide.
 //!
 //!    Rules 2–3 cannot be read under a trace anyway: each trapped call stops the server until
 //!    the tracer resumes it, and a stopped thread is neither on a CPU nor ready for one, and

@@ -204,7 +204,7 @@ fn a_traced_scenario_shows_its_system_calls_in_a_few_lines() {
         text.contains(
             "     127.0.0.1:8000 ↔ 127.0.0.1:51000 (pid 4242 fd 7): sendto 560, recvfrom 41, \
              close 1, setsockopt(TCP_NODELAY) 1; writes per response: p50 14, p90 14, max 14 \
-             over 40 responses; TCP_NODELAY set to 1 at 10 µs"
+             over 40 responses; TCP_NODELAY set to 1 10 µs into the traced window"
         ),
         "{text}"
     );

@@ -5,14 +5,18 @@
 //! traced ([`TraceStatus::Traced`] or [`TraceStatus::Attached`]):
 //! 1. The blamed end is the sender of the finding's direction: for server → client, the
 //!    traced sockets whose local endpoint is the finding's server (its listener too); for
-//!    client → server, those whose remote endpoint is. No such socket: nothing is added.
+//!    client → server, those whose remote endpoint is — of those, the ones that wrote bytes
+//!    in the window (a readiness probe's connection, or a previous scenario's, is not
+//!    counted among "its traced sockets"). No such socket: nothing is added.
 //! 2. Writes per message ([`calls::messages`]): the distribution over those sockets, as
 //!    `writes_per_response` / `writes_per_request`. A `fragmented_writes` finding whose
 //!    sender wrote each message with one call (median 1) is contradicted: the evidence says
 //!    so — the pieces were cut by the kernel or a hop, not by the program's writes.
 //! 3. TCP_NODELAY: whether the sender ever set it on those sockets (or on the listener,
-//!    whose options accepted sockets inherit), and when, as time after the trace started.
-//!    For a Nagle stall, whether it was on for the example's socket at the stall: if it
+//!    whose options accepted sockets inherit, as they stood at the accept — settings made
+//!    before the window, `Trace::setup`, included; a listener bound to 0.0.0.0 or [::] on the
+//!    server's port counts), and when, as time after the trace window began. For a Nagle
+//!    stall, whether it was on for the example's socket at the stall: if it
 //!    was, Nagle held nothing there, the evidence says so, and, when every socket had it on
 //!    before its first write, the finding is reworded as the detectors' own
 //!    `reword_for_nodelay` words it.
@@ -20,8 +24,10 @@
 //!    finding's direction) are joined to the writes that produced them ([`super::join`]):
 //!    "frames 41, 43, 45 carry the bytes of write() calls #7, #8, #9 (…)", retransmissions
 //!    apart; the same writes go to [`Evidence::writes`](crate::report::Evidence) for the
-//!    HTML timeline. For `fragmented_writes`, fewer calls than segments means the kernel
-//!    split writes as well (one call in many segments: the program wrote it whole). For a
+//!    HTML timeline. For `fragmented_writes`, the pieces are the program's own writes only
+//!    when every segment begins and ends on a call's boundary; a segment carrying part of a
+//!    call means the kernel split writes as well (one call in many segments: the program
+//!    wrote it whole). For a
 //!    Nagle stall, the writes the released frame carried were made either before the
 //!    delayed ACK (the kernel held them: Nagle) or after it (the program waited itself).
 //! 5. A client that wrote a request in two or more calls and then read (write-write-read)
@@ -78,13 +84,24 @@ fn parse(s: &str) -> Option<Endpoint> {
     s.parse::<SocketAddr>().ok().map(endpoint)
 }
 
+/// A listener on `l` accepts connections to `server`: the same endpoint, or the same port on
+/// the unspecified address.
+fn listens_for(l: Endpoint, server: Endpoint) -> bool {
+    l.port == server.port && (l.ip == server.ip || l.ip.is_unspecified())
+}
+
 fn side(trace: &Trace, f: &Finding) -> Option<Side> {
     let server = parse(&f.server)?;
     let (mut data, mut listeners) = (Vec::new(), Vec::new());
-    // A connection of an earlier window (a readiness probe, a previous scenario's) is not
-    // one of this window's: only sockets with calls in it count.
-    let used: std::collections::BTreeSet<u32> =
-        trace.calls.iter().filter_map(|c| c.socket).collect();
+    // The sender's sockets are those that wrote in this window: a connection of an earlier
+    // window (a previous scenario's) or one that carried nothing (a readiness probe that
+    // connected and closed) is not one the finding is about.
+    let used: std::collections::BTreeSet<u32> = trace
+        .calls
+        .iter()
+        .filter(|c| c.kind.writes() && c.ret > 0)
+        .filter_map(|c| c.socket)
+        .collect();
     for (i, s) in trace.sockets.iter().enumerate() {
         let i_u32 = i as u32;
         if remote_known(s) && !used.contains(&i_u32) {
@@ -95,7 +112,13 @@ fn side(trace: &Trace, f: &Finding) -> Option<Side> {
             Direction::ServerToClient if local == Some(server) && remote.is_some() => {
                 data.push(i as u32)
             }
-            Direction::ServerToClient if local == Some(server) => listeners.push(i as u32),
+            // A listener bound to every address (0.0.0.0, [::]) on the server's port
+            // accepted the server's connections as well.
+            Direction::ServerToClient
+                if remote.is_none() && local.is_some_and(|l| listens_for(l, server)) =>
+            {
+                listeners.push(i as u32)
+            }
             Direction::ClientToServer if remote == Some(server) => data.push(i as u32),
             _ => {}
         }
@@ -204,21 +227,28 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
     } else {
         " nor on its listening socket"
     };
-    let mid = side
-        .data
-        .iter()
-        .any(|&s| !trace.sockets[s as usize].from_start);
+    // Attached to a running program, its listener's options were set before the trace began
+    // and an accepted socket inherits them unseen; a socket first seen mid-connection may
+    // have been set before too. Then "never set" is not known, only "not while traced".
+    let whole = trace.from_start_in_window();
+    let mid =
+        trace.status == TraceStatus::Attached || side.data.iter().any(|&s| !whole[s as usize]);
     let Some(first) = history.iter().find(|h| h.on) else {
-        return format!(
-            "the {sender} never set TCP_NODELAY on its {sockets}{listener}{}: Nagle was on",
-            if mid { " while traced" } else { "" }
-        );
+        return if mid {
+            format!(
+                "the {sender} did not set TCP_NODELAY on its {sockets}{listener} while traced \
+                 (a setting made before the trace began — on the listener, inherited by every \
+                 socket it accepts — is not in it)"
+            )
+        } else {
+            format!("the {sender} never set TCP_NODELAY on its {sockets}{listener}: Nagle was on")
+        };
     };
     let on: Vec<u32> = side
         .data
         .iter()
         .copied()
-        .filter(|&s| nodelay_at(history, s, &side.listeners, trace.ended))
+        .filter(|&s| nodelay_at(trace, history, s, &side.listeners, trace.ended))
         .collect();
     let s = &trace.sockets[first.socket as usize];
     let whose = if side.listeners.contains(&first.socket) {
@@ -240,16 +270,26 @@ fn nodelay_fact(trace: &Trace, side: &Side, history: &[calls::NodelaySet]) -> St
         format!("on for {} of its {sockets} at the end", on.len())
     };
     let mut out = format!(
-        "the {sender} set TCP_NODELAY {} after the trace started ({whose}); {on}",
-        fmt_duration(first.at.since(trace.started)),
+        "the {sender} set TCP_NODELAY {}, {whose}; {on}",
+        when(trace, first.at)
     );
     if let Some(off) = history.iter().find(|h| !h.on) {
-        out.push_str(&format!(
-            "; turned off again at {}",
-            fmt_duration(off.at.since(trace.started))
-        ));
+        out.push_str(&format!("; turned off again {}", when(trace, off.at)));
     }
     out
+}
+
+/// When a call was made, against the traced window: "12 ms after the trace window began",
+/// or "before the trace window began" for a setting of [`Trace::setup`].
+pub(crate) fn when(trace: &Trace, at: crate::time::Timestamp) -> String {
+    if at < trace.started {
+        "before the trace window began (at start-up or in an earlier window)".to_string()
+    } else {
+        format!(
+            "{} after the trace window began",
+            fmt_duration(at.since(trace.started))
+        )
+    }
 }
 
 /// The join of the example flow's sending socket.

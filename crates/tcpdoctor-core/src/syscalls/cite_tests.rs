@@ -120,6 +120,16 @@ impl Sim {
 
     /// Findings, cited from the trace of the server's end (or the client's).
     fn cited(self, server_end: bool, status: TraceStatus) -> (Vec<Finding>, usize) {
+        self.cited_with(server_end, status, |_| {})
+    }
+
+    /// As [`Sim::cited`], with the trace edited before the citing (more sockets, setup).
+    fn cited_with(
+        self,
+        server_end: bool,
+        status: TraceStatus,
+        edit: impl FnOnce(&mut Trace),
+    ) -> (Vec<Finding>, usize) {
         let (l, r): (SocketAddr, SocketAddr) = match server_end {
             true => (
                 "127.0.0.1:7000".parse().unwrap(),
@@ -130,7 +140,7 @@ impl Sim {
                 "127.0.0.1:7000".parse().unwrap(),
             ),
         };
-        let trace = Trace {
+        let mut trace = Trace {
             setup: Vec::new(),
             status,
             processes: Vec::new(),
@@ -150,6 +160,7 @@ impl Sim {
             started: at(0),
             ended: at(10_000_000),
         };
+        edit(&mut trace);
         let mut j = Joiner::new(&trace);
         for (frame, ts, seg) in &self.segments {
             j.on_segment(*frame, *ts, seg);
@@ -238,6 +249,173 @@ fn a_nagle_stall_names_the_writes_the_kernel_held() {
     assert!(nagle.evidence.rests_on[0].contains("the server's system calls"));
 }
 
+/// A server whose listener (bound to 0.0.0.0) got TCP_NODELAY at start-up, before the
+/// scenario's window: the accepted socket inherited it, so "never set … Nagle was on" would
+/// be false. The setting comes from `Trace::setup`, the listener from its port.
+#[test]
+fn tcp_nodelay_set_on_a_wildcard_listener_before_the_window_is_inherited() {
+    let listener_set = |t: &mut Trace| {
+        t.sockets.push(TracedSocket {
+            pid: 7,
+            fd: 3,
+            inode: 2,
+            local: Some("0.0.0.0:7000".parse().unwrap()),
+            remote: None,
+            first_seen: at(0),
+            from_start: false,
+        });
+        t.started = at(20);
+        t.setup.push(Call {
+            at: at(5),
+            took_ns: 1_000,
+            pid: 7,
+            tid: 7,
+            kind: CallKind::Setsockopt,
+            fd: 3,
+            ret: 0,
+            arg: ((IPPROTO_TCP << 32) | TCP_NODELAY) as i64,
+            value: 1,
+            socket: Some(1),
+        });
+    };
+    let (f, _) = per_line_server(false).cited_with(true, TraceStatus::Traced, listener_set);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "never set TCP_NODELAY").is_none(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+    let set = fact(nagle, "the server set TCP_NODELAY").expect("the listener's setting");
+    assert!(
+        set.contains("before the trace window began")
+            && set.contains("on its listening socket (accepted sockets inherit it)")
+            && set.contains("on for every traced socket (1) at the end"),
+        "{set}"
+    );
+    assert!(fact(nagle, "TCP_NODELAY was on for the example's socket").is_some());
+    // The same listener without the setting: never set, Nagle on — and the listener named.
+    let (f, _) = per_line_server(false).cited_with(true, TraceStatus::Traced, |t| {
+        listener_set(t);
+        t.setup.clear();
+    });
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(
+            nagle,
+            "never set TCP_NODELAY on its 1 traced socket nor on its listening socket"
+        )
+        .is_some(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+}
+
+/// The server's trace read against a capture at the client's end of a 5 ms (one way) path:
+/// the delayed ACK passes the capture point 5 ms before it reaches the server. A server whose
+/// rest was written 2 ms after the ACK passed the capture — 3 ms before it could have arrived —
+/// did not "wait for the ACK"; the trace cannot tell, and says so. Written 6 ms after (the
+/// ACK had arrived: 5 ms on, plus 1), it did.
+#[test]
+fn behind_a_path_a_write_soon_after_the_ack_passed_the_capture_point_is_not_called_a_wait() {
+    let sim = |rest_after_ack: u64| {
+        let mut s = Sim::new();
+        let mut t = 1_000;
+        for _ in 0..10 {
+            s.data(C2S, t, 10);
+            s.call(t + 5_020, CallKind::Read, 10, 5);
+            s.call(t + 5_055, CallKind::Write, 12, 3);
+            s.data(S2C, t + 10_060, 12);
+            s.ack(C2S, t + 50_000);
+            for k in 0..13 {
+                s.call(t + 50_000 + rest_after_ack + k * 2, CallKind::Write, 15, 1);
+            }
+            s.data(S2C, t + 60_100, 13 * 15);
+            t += 61_000;
+        }
+        s.cited(true, TraceStatus::Traced).0
+    };
+    let f = sim(2_000);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "contradicts a Nagle hold").is_none(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+    let hedged = fact(nagle, "cannot be told from this capture").expect("the trace cannot tell");
+    assert!(
+        hedged.contains("came 2.0 ms after the delayed ACK (frame")
+            && hedged.contains("no sooner than 5.0 ms after its calls"),
+        "{hedged}"
+    );
+    let f = sim(6_000);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "contradicts a Nagle hold").is_some(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+}
+
+/// Attached to a running server (`inspect --trace`, or a sandbox end attached to): a socket
+/// accepted while attached inherits a listener setting made before the attach, unseen. The
+/// finding must not say "Nagle was on".
+#[test]
+fn attached_the_finding_does_not_claim_nagle_was_on() {
+    let (f, _) = per_line_server(false).cited(true, TraceStatus::Attached);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "Nagle was on").is_none(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+    let said = fact(
+        nagle,
+        "did not set TCP_NODELAY on its 1 traced socket while traced",
+    )
+    .unwrap_or_else(|| panic!("{:#?}", nagle.evidence.facts));
+    assert!(said.contains("is not in it"), "{said}");
+}
+
+/// A readiness probe's connection (connected, closed, nothing written) accepted in the same
+/// window is not one of "its traced sockets": the counts and TCP_NODELAY's "every socket"
+/// speak of the one that served.
+#[test]
+fn a_probe_connection_that_wrote_nothing_is_not_counted() {
+    let (f, _) = per_line_server(false).cited_with(true, TraceStatus::Traced, |t| {
+        t.sockets.push(TracedSocket {
+            pid: 7,
+            fd: 5,
+            inode: 3,
+            local: Some("127.0.0.1:7000".parse().unwrap()),
+            remote: Some("127.0.0.1:39999".parse().unwrap()),
+            first_seen: at(10),
+            from_start: true,
+        });
+        t.calls.insert(
+            0,
+            Call {
+                at: at(10),
+                took_ns: 1_000,
+                pid: 7,
+                tid: 7,
+                kind: CallKind::Read,
+                fd: 5,
+                ret: 0,
+                arg: 65536,
+                value: -1,
+                socket: Some(1),
+            },
+        );
+    });
+    let nagle = get(&f, FindingKind::NagleDelayedAck, S2C);
+    assert!(
+        fact(nagle, "over 10 responses on 1 traced socket").is_some()
+            && fact(nagle, "never set TCP_NODELAY on its 1 traced socket").is_some(),
+        "{:#?}",
+        nagle.evidence.facts
+    );
+}
+
 #[test]
 fn a_program_that_waits_for_the_ack_itself_contradicts_nagle() {
     let (f, _) = per_line_server(true).cited(true, TraceStatus::Traced);
@@ -314,6 +492,35 @@ fn one_write_per_segment_supports_fragmented_writes() {
     assert!(fact(fw, "carry the bytes of writev() calls #1–#8").is_some());
 }
 
+/// As many calls as segments, but not one per segment: an 84-byte call cut over six segments,
+/// then seven 4-byte calls in the last two. The pieces are not the program's writes one for
+/// one, and the finding must not say they are.
+#[test]
+fn as_many_calls_as_segments_is_not_one_call_per_segment() {
+    let mut s = Sim::new();
+    let mut t = 1_000;
+    for _ in 0..5 {
+        s.data(C2S, t, 10);
+        s.call(t + 20, CallKind::Read, 10, 5);
+        s.call(t + 40, CallKind::Writev, 84, 1);
+        for k in 0..7 {
+            s.call(t + 41 + k, CallKind::Writev, 4, 1);
+        }
+        for k in 0..8 {
+            s.data(S2C, t + 50 + k * 10, 14);
+        }
+        t += 1_000;
+    }
+    let (f, _) = s.cited(true, TraceStatus::Traced);
+    let fw = get(&f, FindingKind::FragmentedWrites, S2C);
+    assert!(fact(fw, "own writes").is_none(), "{:#?}", fw.evidence.facts);
+    let split = fact(fw, "the example's 8 segments carry 8 calls").expect("the calls counted");
+    assert!(
+        split.contains("8 of the segments carry only part of a call, so the kernel split"),
+        "{split}"
+    );
+}
+
 #[test]
 fn a_client_write_write_read_names_the_two_calls() {
     let mut s = Sim::new();
@@ -335,10 +542,47 @@ fn a_client_write_write_read_names_the_two_calls() {
     assert_eq!(
         wwr,
         "the client wrote the request in two calls: write(… 8 bytes) then write(… 100 bytes) \
-         12 µs later, then waited in read() 40.1 ms (10 of 10 requests were written in two or \
-         more calls before a read)"
+         12 µs later; read() returned the first bytes of the answer 40.1 ms after the last \
+         write (10 of 10 requests were written in two or more calls before a read)"
     );
     assert!(fact(nagle, "the kernel held them (Nagle)").is_some());
+}
+
+/// A non-blocking client (Node's `net`, libuv): it writes the header, looks for an answer
+/// (`read` = EAGAIN, at once), writes the body, looks again (EAGAIN), then sleeps in a wait the
+/// tracer does not trap until the answer comes and a `read` returns it at once. The request is
+/// one message of two writes — the EAGAIN between them does not end it — and the time told is
+/// the 40 ms the program went without its answer, not the microseconds `read()` took.
+#[test]
+fn a_non_blocking_client_write_write_read_is_told_by_when_its_answer_came() {
+    let mut s = Sim::new();
+    let mut t = 1_000;
+    let again = -crate::syscalls::labels::errno::EAGAIN;
+    for _ in 0..10 {
+        s.call(t - 5, CallKind::Write, 8, 2);
+        s.data(C2S, t, 8);
+        s.call(t + 3, CallKind::Read, again, 2);
+        s.call(t + 7, CallKind::Write, 100, 2);
+        s.call(t + 9, CallKind::Read, again, 2);
+        s.ack(S2C, t + 40_000);
+        s.data(C2S, t + 40_030, 100);
+        s.data(S2C, t + 40_100, 50);
+        s.call(t + 40_110, CallKind::Read, 50, 3);
+        t += 41_000;
+    }
+    let (f, _) = s.cited(false, TraceStatus::Traced);
+    let nagle = get(&f, FindingKind::NagleDelayedAck, C2S);
+    let wwr = fact(nagle, "the client wrote the request in two calls")
+        .unwrap_or_else(|| panic!("write-write-read: {:#?}", nagle.evidence.facts));
+    assert!(
+        wwr.contains(
+            "write(… 8 bytes) then write(… 100 bytes) 12 µs later; read() returned the first \
+             bytes of the answer 40.1 ms after the last write (10 of 10 requests"
+        ),
+        "{wwr}"
+    );
+    let per = &nagle.evidence.distributions["writes_per_request"];
+    assert_eq!((per.p50, per.count), (2.0, 10));
 }
 
 #[test]

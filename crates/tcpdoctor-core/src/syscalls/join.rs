@@ -3,8 +3,8 @@
 //!
 //! Rules:
 //! 1. Only a socket the tracer saw from its start ([`TracedSocket::from_start`]: accept or
-//!    connect returned it) is joined: only then does its count of bytes written start at the
-//!    stream's first byte. Descriptors of one socket (same inode: `dup`, a fork) are one
+//!    connect returned it) within the trace's window ([`Trace::from_start_in_window`]) is joined:
+//!    only then does its count of bytes written start at the stream's first byte. Descriptors of one socket (same inode: `dup`, a fork) are one
 //!    stream; their calls are taken in the trace's order.
 //! 2. The calls that count are the write family with a result > 0: the result is the bytes
 //!    the kernel took (a partial write counts what it returned, not what it asked). They are

@@ -473,3 +473,71 @@ fn a_readdressed_trace_matches_the_capture_on_the_other_side_of_a_nat() {
     );
     assert_eq!(t.sockets[0].local, Some(inside), "the original is kept");
 }
+
+/// A connection accepted in an earlier window of the same trace (`run` takes one per scenario
+/// and keeps the sockets whole): this window's writes do not start at its first byte, so it is
+/// not joined, and the block does not say its counts start with the stream.
+#[test]
+fn a_connection_from_an_earlier_window_is_not_joined() {
+    use crate::syscalls::fixtures::asyncio_per_line;
+    let t = asyncio_per_line(4, 3);
+    let mid = t.calls[t.calls.len() / 2].at;
+    let late = t.between(mid, t.ended);
+    let joins = super::join::Joiner::new(&late).finish();
+    let j = joins
+        .iter()
+        .find(|j| !j.writes.is_empty())
+        .expect("the served socket");
+    let why = j.not_joined.as_deref().expect("not joined");
+    assert!(why.contains("began before this trace window"), "{why}");
+    let r = crate::syscalls::summarize(&late, None);
+    assert!(r.sockets.iter().all(|s| !s.from_start), "{:#?}", r.sockets);
+    // The whole trace joins it (it would, given a capture) and says it saw it from the start.
+    let whole = super::join::Joiner::new(&t).finish();
+    assert!(whole.iter().all(|j| j
+        .not_joined
+        .as_deref()
+        .is_none_or(|w| w.contains("no frame"))));
+    assert!(crate::syscalls::summarize(&t, None)
+        .sockets
+        .iter()
+        .any(|s| s.from_start));
+}
+
+/// A blocking `accept` entered before the window began and returned in it (a server waiting
+/// for the scenario's first connection): the call is the window's (kept by its exit), so the
+/// socket it returned is seen from its start, though `first_seen` (the entry) is earlier.
+#[test]
+fn a_blocking_accept_entered_before_the_window_is_the_windows() {
+    use crate::syscalls::fixtures::asyncio_per_line;
+    let mut t = asyncio_per_line(4, 3);
+    let accept = t
+        .calls
+        .iter()
+        .position(|c| c.kind == CallKind::Accept && c.ret >= 0)
+        .expect("an accept");
+    t.calls.drain(..accept);
+    // As the tracer records it: the socket first seen at the accept's entry.
+    let (at, fd) = (t.calls[0].at, t.calls[0].ret as i32);
+    for s in t.sockets.iter_mut().filter(|s| s.fd == fd) {
+        s.first_seen = at;
+    }
+    t.started = at.plus(std::time::Duration::from_micros(1));
+    assert!(t.from_start_in_window().iter().any(|&w| w));
+    let joins = Joiner::new(&t).finish();
+    let j = joins
+        .iter()
+        .find(|j| !j.writes.is_empty())
+        .expect("the served socket");
+    assert!(
+        j.not_joined
+            .as_deref()
+            .is_some_and(|w| w.contains("no frame")),
+        "joinable (only no capture given): {:?}",
+        j.not_joined
+    );
+    assert!(crate::syscalls::summarize(&t, None)
+        .sockets
+        .iter()
+        .any(|s| s.from_start && s.remote.is_some()));
+}

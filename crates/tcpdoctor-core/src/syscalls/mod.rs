@@ -268,6 +268,34 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Per socket of [`Trace::sockets`]: whether this window's calls on it start with its
+    /// connection — the tracer saw accept/connect return it ([`TracedSocket::from_start`])
+    /// *in this window*. A connection opened in an earlier window (`run` takes one window per
+    /// scenario; sockets are kept whole) has its earlier bytes in calls this window does not
+    /// hold. A socket counts as this window's when it was first seen in it, or when the call
+    /// that returned it is among the window's calls: a call is kept by the window its exit
+    /// fell in, and `first_seen` is its entry — a blocking `accept` entered before the window
+    /// began.
+    pub fn from_start_in_window(&self) -> Vec<bool> {
+        let opened: std::collections::HashSet<(u32, i32, Timestamp)> = self
+            .calls
+            .iter()
+            .filter_map(|c| match c.kind {
+                CallKind::Accept if c.ret >= 0 => Some((c.pid, c.ret as i32, c.at)),
+                CallKind::Connect => Some((c.pid, c.fd, c.at)),
+                _ => None,
+            })
+            .collect();
+        self.sockets
+            .iter()
+            .map(|s| {
+                s.from_start
+                    && (s.first_seen >= self.started
+                        || opened.contains(&(s.pid, s.fd, s.first_seen)))
+            })
+            .collect()
+    }
+
     /// A trace that did not happen, with its reason.
     pub fn not_traced(status: TraceStatus) -> Trace {
         Trace {

@@ -123,6 +123,10 @@ fn the_threshold_both_ways() {
     // 19 polls per request is a busy event loop; 20 is a poller.
     let t = siocoutq_spinner(100, 19);
     assert!(polling(&t, 100, wall).is_none());
+    // …but, with its last SIOCOUTQ (the queue found empty), 20 questions per request: not
+    // real work either (rule 5); 18 polls and the last one are.
+    assert!(real_work(&t, 100, t.ended.since(t.started)).is_none());
+    let t = siocoutq_spinner(100, 18);
     assert!(real_work(&t, 100, t.ended.since(t.started)).is_some());
     assert!(polling(&siocoutq_spinner(100, 20), 100, wall).is_some());
     // Too few polls in all to name (5 requests), and too many to call it real work.
@@ -207,4 +211,96 @@ fn a_whole_life_trace_is_judged_per_scenario() {
     // A scenario that ran on for as long again after the trace ended.
     let late = t.between(split, t.ended.plus(wall(&second)));
     assert!(real_work(&late, 50, wall(&second) * 2).is_none());
+}
+
+/// An event-driven server streaming large responses to a slow reader: it writes until the send
+/// buffer is full, gets one EAGAIN, blocks in a wait the tracer does not trap, and writes again
+/// when woken — 30 EAGAIN per request, each alone between progress. It sleeps between them: not
+/// polling. (The same count asked again at once, in runs, is.)
+#[test]
+fn one_eagain_per_full_send_buffer_is_not_polling() {
+    let mut t = Tb::new("streamer");
+    t.socket(7, "127.0.0.1:8000", Some("127.0.0.1:50000"));
+    for _ in 0..50 {
+        t.read(CallKind::Recvfrom, 7, 20);
+        for _ in 0..30 {
+            t.write(CallKind::Sendto, 7, 65_536)
+                .again(CallKind::Sendto, 7)
+                .idle(Duration::from_millis(2));
+        }
+    }
+    let wall = t.trace.ended.since(t.trace.started);
+    assert!(polling(&t.trace, 50, wall).is_none());
+    // Every poll is still seen by the converse: too many to call it real work either — the
+    // CPU decides.
+    assert!(real_work(&t.trace, 50, wall).is_none());
+    assert!(verdict(&t.trace, 50, wall).is_none());
+    // An edge-triggered drain of a large upload: read until EAGAIN at each wake-up.
+    let mut t = Tb::new("drainer");
+    t.socket(7, "127.0.0.1:8000", Some("127.0.0.1:50000"));
+    for _ in 0..50 {
+        for _ in 0..25 {
+            t.read(CallKind::Read, 7, 65_536)
+                .read(CallKind::Read, 7, 1_000)
+                .again(CallKind::Read, 7)
+                .idle(Duration::from_millis(1));
+        }
+        t.write(CallKind::Write, 7, 10);
+    }
+    let wall = t.trace.ended.since(t.trace.started);
+    assert!(polling(&t.trace, 50, wall).is_none());
+    // The same EAGAINs asked again at once, four in a row: a poller.
+    let mut t = Tb::new("retrier");
+    t.socket(7, "127.0.0.1:8000", Some("127.0.0.1:50000"));
+    for _ in 0..50 {
+        t.read(CallKind::Recvfrom, 7, 20);
+        for _ in 0..8 {
+            t.write(CallKind::Sendto, 7, 65_536);
+            for _ in 0..4 {
+                t.again(CallKind::Sendto, 7);
+            }
+        }
+    }
+    let wall = t.trace.ended.since(t.trace.started);
+    let m = polling(&t.trace, 50, wall).expect("repeated EAGAIN is polling");
+    assert_eq!((m.label.as_str(), m.calls), ("sendto=EAGAIN", 1600));
+}
+
+/// Polls on a pipe (a worker's result read until it comes) are not "its socket": never named
+/// as polling its socket, never taken for real work — the CPU decides.
+#[test]
+fn a_loop_polling_a_pipe_is_not_named_as_polling_its_socket() {
+    let mut t = Tb::new("pipe-poller");
+    t.socket(7, "127.0.0.1:8000", Some("127.0.0.1:50000"));
+    for _ in 0..50 {
+        t.read(CallKind::Read, 7, 20);
+        for _ in 0..100 {
+            t.again(CallKind::Read, 9); // fd 9: a pipe, no TCP socket
+        }
+        t.read(CallKind::Read, 9, 8).write(CallKind::Write, 7, 10);
+    }
+    let wall = t.trace.ended.since(t.trace.started);
+    assert!(polling(&t.trace, 50, wall).is_none());
+    assert!(real_work(&t.trace, 50, wall).is_none());
+}
+
+/// A loop asking `getsockopt(TCP_INFO)` until the peer has acknowledged everything: no call
+/// of rule 1, thousands of questions per request. The trace must not call that real work
+/// (it would withhold a CPU finding the spinner deserves).
+#[test]
+fn a_getsockopt_loop_is_never_real_work() {
+    let mut t = Tb::new("tcpinfo-spinner");
+    t.socket(7, "127.0.0.1:8000", Some("127.0.0.1:50000"));
+    for _ in 0..50 {
+        t.read(CallKind::Read, 7, 20).write(CallKind::Write, 7, 10);
+        for _ in 0..500 {
+            t.call(CallKind::Getsockopt, 7, 0, (6 << 32) | 11, -1);
+        }
+    }
+    let wall = t.trace.ended.since(t.trace.started);
+    assert!(polling(&t.trace, 50, wall).is_none());
+    assert!(real_work(&t.trace, 50, wall).is_none());
+    // The real-work server of the same shape, without the loop, is.
+    let w = real_work_server(50, Duration::from_millis(1));
+    assert!(real_work(&w, 50, w.ended.since(w.started)).is_some());
 }

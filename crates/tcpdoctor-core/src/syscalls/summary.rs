@@ -15,12 +15,19 @@
 //!    per request (its writes come before the reads). With pipelining several requests share
 //!    a group, so the figure is an upper bound of writes per message.
 //! 3. TCP_NODELAY: the last successful `setsockopt(IPPROTO_TCP, TCP_NODELAY)` on the socket
-//!    (its value and when, ms after the trace started); an accepted socket whose listener had
+//!    (its value and when, ms after the traced window began); an accepted socket whose listener had
 //!    it on when `accept` returned inherits it (Linux copies the listener's Nagle setting),
-//!    and says so. Never set means Nagle stayed on — for the part of the socket's life the
-//!    trace saw (a socket opened before the trace started may have set it earlier).
+//!    and says so. Settings made before the window ([`Trace::setup`]: at start-up, or in an
+//!    earlier window of the same trace — a listener's options are usually set before `listen`)
+//!    count too, without a time (`before_window`). Never set means Nagle stayed on — for the
+//!    part of the socket's life the trace saw (a socket opened before the trace started may
+//!    have set it earlier).
 //! 4. SIOCOUTQ: the `ioctl(SIOCOUTQ)` calls on the socket and how many found the send queue
 //!    non-empty (bytes not yet acknowledged by the peer).
+//! 5. Processes: those of the window — still running at its end, or with a call in it. The
+//!    trace keeps every process it followed (a `run` server's start-up shims — pyenv's bash,
+//!    `readlink` — ended before the first scenario); one that ended without a trapped call in
+//!    the window is not this window's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -87,7 +94,8 @@ pub struct SocketCalls {
     pub local: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
-    /// The trace saw the connection start: its counts begin with its first byte.
+    /// The trace saw the connection start in this window: its counts begin with its first
+    /// byte ([`super::Trace::from_start_in_window`]).
     pub from_start: bool,
     /// `accept` (a server's socket) or `connect` (a client's), when the trace saw it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,7 +123,7 @@ pub struct NoDelay {
     /// The value in force after the last set (non-zero: Nagle off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<i64>,
-    /// When it was set, ms after the trace started.
+    /// When it was set, ms after the traced window began (in `run`, the scenario's start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at_ms: Option<f64>,
     /// Successful `setsockopt(TCP_NODELAY)` calls on this socket.
@@ -123,6 +131,9 @@ pub struct NoDelay {
     /// Inherited from the listener it was accepted from (set there, not here).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub from_listener: bool,
+    /// Set before the traced window began (at start-up, or in an earlier window): no time.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub before_window: bool,
 }
 
 /// Definition 4.
@@ -165,6 +176,26 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
     let mut procs: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
     // Accepted sockets: (listener, the accept's index in the calls).
     let mut accepted: Vec<(usize, usize)> = Vec::new();
+    // Definition 3: what was set before the window still holds (and is inherited).
+    for c in &trace.setup {
+        let Some(a) = c.socket.and_then(|i| socks.get_mut(i as usize)) else {
+            continue;
+        };
+        if c.kind == CallKind::Setsockopt
+            && c.ret == 0
+            && c.sockopt() == (sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY)
+        {
+            a.nodelay = NoDelay {
+                set: true,
+                value: Some(c.value),
+                at_ms: None,
+                calls: 0,
+                from_listener: false,
+                before_window: true,
+            };
+            a.nodelay_history.push((c.at, c.value));
+        }
+    }
     for (k, c) in trace.calls.iter().enumerate() {
         let Some(i) = c.socket.map(|i| i as usize).filter(|&i| i < socks.len()) else {
             bump(procs.entry(c.pid).or_default(), c);
@@ -195,6 +226,7 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
                     at_ms: Some(ms_after(c.at)),
                     calls: a.nodelay.calls + 1,
                     from_listener: false,
+                    before_window: false,
                 };
                 a.nodelay_history.push((c.at, c.value));
             }
@@ -208,12 +240,14 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
         }
     }
     inherit_nodelay(trace, &mut socks, &accepted);
+    let whole = trace.from_start_in_window();
     let sockets = trace
         .sockets
         .iter()
+        .enumerate()
         .zip(socks)
         .filter(|(_, a)| !a.counts.is_empty())
-        .map(|(s, mut a)| {
+        .map(|((i, s), mut a)| {
             if a.group > 0 {
                 a.groups.record(a.group.min(u32::MAX as u64) as u32);
             }
@@ -222,7 +256,7 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
                 fd: s.fd,
                 local: s.local.map(|x| x.to_string()),
                 remote: s.remote.map(|x| x.to_string()),
-                from_start: s.from_start,
+                from_start: whole[i],
                 opened_by: a.opened_by,
                 counts: a.counts,
                 writes: a.writes,
@@ -235,9 +269,12 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
             }
         })
         .collect();
+    // Definition 5: the processes of this window.
+    let active: std::collections::BTreeSet<u32> = trace.calls.iter().map(|c| c.pid).collect();
     let mut processes: Vec<ProcessCalls> = trace
         .processes
         .iter()
+        .filter(|p| p.ended.is_none() || active.contains(&p.pid))
         .map(|p| ProcessCalls {
             pid: p.pid,
             name: p.name.clone(),
@@ -287,13 +324,14 @@ fn inherit_nodelay(trace: &Trace, socks: &mut [Acc], accepted: &[(usize, usize)]
             .find(|(t, _)| *t <= at)
             .map(|(_, v)| *v);
         let a = &mut socks[child];
-        if let (Some(value), false) = (on_listener, a.nodelay.set) {
+        if let (Some(value), false) = (on_listener, a.nodelay.calls > 0) {
             a.nodelay = NoDelay {
                 set: true,
                 value: Some(value),
                 at_ms: None,
                 calls: 0,
                 from_listener: true,
+                before_window: false,
             };
         }
     }

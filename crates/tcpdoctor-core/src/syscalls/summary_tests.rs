@@ -224,6 +224,99 @@ fn status_overhead_and_json_shape() {
     assert_eq!(v["status"]["reason"], why);
 }
 
+/// A listener's TCP_NODELAY set at start-up (before the window: `Trace::setup`) is inherited
+/// by the sockets accepted in the window, and the listener shows it without a time.
+#[test]
+fn a_listener_setting_made_before_the_window_is_inherited() {
+    let mut t = Tb::new("server");
+    t.socket(3, "0.0.0.0:7000", None);
+    t.set(3, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 1);
+    t.call(CallKind::Accept, 3, 4, 0, -1);
+    t.socket(4, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    t.read(CallKind::Read, 4, 5).write(CallKind::Write, 4, 10);
+    let accept_at = t.trace.calls[1].at;
+    let window = t.trace.between(accept_at, t.trace.ended);
+    assert_eq!(
+        window.setup.len(),
+        1,
+        "the listener's setsockopt is kept as setup"
+    );
+    let r = summarize(&window, None);
+    let s = server_socket(&r);
+    assert!(s.nodelay.set && s.nodelay.from_listener && s.nodelay.value == Some(1));
+    let l = r
+        .sockets
+        .iter()
+        .find(|s| s.remote.is_none())
+        .expect("listener");
+    assert!(l.nodelay.set && l.nodelay.before_window && l.nodelay.at_ms.is_none());
+    let text = render_text(&r);
+    assert!(
+        text.contains("TCP_NODELAY 1, inherited from the listener"),
+        "{text}"
+    );
+    assert!(
+        text.contains("TCP_NODELAY set to 1 before the traced window"),
+        "{text}"
+    );
+    // Without the setting before the window: not set.
+    let mut bare = window.clone();
+    bare.setup.clear();
+    assert!(!server_socket(&summarize(&bare, None)).nodelay.set);
+}
+
+/// Attached to a running server (`inspect --trace`): the listener's options were set before
+/// the attach and a socket accepted while attached inherits them unseen, so "never set (Nagle
+/// on)" is not known — only "not set while traced".
+#[test]
+fn attached_a_socket_accepted_while_traced_is_not_said_to_have_nagle_on() {
+    let mut t = Tb::new("server");
+    t.socket(3, "127.0.0.1:7000", None);
+    t.call(CallKind::Accept, 3, 4, 0, -1);
+    t.socket(4, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    t.read(CallKind::Read, 4, 5).write(CallKind::Write, 4, 10);
+    let traced = render_text(&summarize(&t.trace, None));
+    assert!(
+        traced.contains("TCP_NODELAY never set (Nagle on)"),
+        "{traced}"
+    );
+    t.trace.status = TraceStatus::Attached;
+    let attached = render_text(&summarize(&t.trace, None));
+    assert!(!attached.contains("Nagle on"), "{attached}");
+    assert!(
+        attached.contains("TCP_NODELAY not set while traced"),
+        "{attached}"
+    );
+}
+
+/// Processes that ended before the window (a launcher's shell, pyenv's shims at start-up) are
+/// not this window's: not listed, not counted in the text.
+#[test]
+fn processes_that_ended_before_the_window_are_not_listed() {
+    let mut t = asyncio_per_line(3, 2);
+    for pid in [100, 101, 102] {
+        t.processes.push(crate::syscalls::TracedProcess {
+            pid,
+            name: "bash".into(),
+            threads: 1,
+            ended: Some("exited 0".into()),
+        });
+    }
+    let r = summarize(&t, None);
+    assert_eq!(r.processes.len(), 1, "{:#?}", r.processes);
+    assert!(
+        render_text(&r).contains("(1 process,"),
+        "{}",
+        render_text(&r)
+    );
+    // One that ended after a call in the window is kept.
+    let mut c = t.calls[0].clone();
+    c.pid = 101;
+    c.socket = None;
+    t.calls.push(c);
+    assert_eq!(summarize(&t, None).processes.len(), 2);
+}
+
 /// The listener's setting as it stood at each accept: on for the first, off for the second.
 #[test]
 fn each_accepted_socket_inherits_the_setting_of_its_moment() {

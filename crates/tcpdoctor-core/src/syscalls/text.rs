@@ -43,8 +43,10 @@ pub fn render_text(r: &SyscallsReport) -> String {
     );
     let mut sockets: Vec<&SocketCalls> = r.sockets.iter().collect();
     sockets.sort_by_key(|s| std::cmp::Reverse(s.counts.values().sum::<u64>()));
+    // Attached mid-life: a listener's options set before the attach are inherited unseen.
+    let whole_life = r.status == TraceStatus::Traced;
     for s in sockets.iter().take(TOP_SOCKETS) {
-        let _ = writeln!(out, "  {}", socket_line(s));
+        let _ = writeln!(out, "  {}", socket_line(s, whole_life));
     }
     if sockets.len() > TOP_SOCKETS {
         let _ = writeln!(
@@ -90,7 +92,7 @@ fn top(counts: &std::collections::BTreeMap<String, u64>) -> String {
     parts.join(", ")
 }
 
-fn socket_line(s: &SocketCalls) -> String {
+fn socket_line(s: &SocketCalls, whole_life: bool) -> String {
     let ends = match (&s.local, &s.remote) {
         (Some(l), Some(r)) => format!("{l} ↔ {r}"),
         (Some(l), None) => format!("listener {l}"),
@@ -127,11 +129,17 @@ fn socket_line(s: &SocketCalls) -> String {
         (true, Some(v), _) if n.from_listener => {
             format!("TCP_NODELAY {v}, inherited from the listener")
         }
-        (true, Some(v), Some(at)) => format!("TCP_NODELAY set to {v} at {}", dur_ms(at)),
+        (true, Some(v), _) if n.before_window => {
+            format!("TCP_NODELAY set to {v} before the traced window")
+        }
+        (true, Some(v), Some(at)) => format!(
+            "TCP_NODELAY set to {v} {} into the traced window",
+            dur_ms(at)
+        ),
         (true, ..) => "TCP_NODELAY set".to_string(),
         // A listener's own setting matters only through the sockets it accepts.
         (false, ..) if s.remote.is_none() => String::new(),
-        (false, ..) if s.from_start => "TCP_NODELAY never set (Nagle on)".to_string(),
+        (false, ..) if s.from_start && whole_life => "TCP_NODELAY never set (Nagle on)".to_string(),
         (false, ..) => "TCP_NODELAY not set while traced".to_string(),
     };
     if !nodelay.is_empty() {

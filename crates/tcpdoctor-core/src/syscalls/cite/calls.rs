@@ -2,9 +2,11 @@
 //! history, and messages written in several calls before a read.
 //!
 //! A *message* is the run of write-family calls (result > 0) on one socket up to the next
-//! read-family call on it: a response on a server's socket, a request on a client's.
-//! Pipelined messages written between the same two reads count as one; a read that finds
-//! nothing (EAGAIN) between the pieces of one message splits it.
+//! read-family call on it that returned data: a response on a server's socket, a request on a
+//! client's — the same grouping as the `syscalls` block's writes per response
+//! ([`crate::syscalls::summary`], definition 2). Pipelined messages written between the same
+//! two reads count as one; a read that found nothing (`EAGAIN`: a non-blocking program looks
+//! before it waits) or the end of the stream does not end a message.
 
 use std::time::Duration;
 
@@ -38,8 +40,8 @@ pub fn messages(trace: &Trace, socket: u32) -> Vec<Message> {
     for (i, c) in on(trace, &one) {
         if c.kind.writes() && c.ret > 0 {
             cur.push(i);
-        } else if c.kind.reads() && !cur.is_empty() {
-            // The first read after the writes: the program now waits for the answer.
+        } else if c.kind.reads() && c.ret > 0 && !cur.is_empty() {
+            // The first read after the writes that brought data: the answer.
             out.push(Message {
                 writes: std::mem::take(&mut cur),
                 read_after: Some(i),
@@ -72,15 +74,20 @@ pub struct NodelaySet {
     pub on: bool,
 }
 
-/// Every successful TCP_NODELAY setting on `sockets`, in order.
+/// Every successful TCP_NODELAY setting on `sockets`, in order: those made before the window
+/// ([`Trace::setup`]: a listener's options are set at start-up) first.
 pub fn nodelay_history(trace: &Trace, sockets: &[u32]) -> Vec<NodelaySet> {
-    on(trace, sockets)
-        .filter(|(_, c)| {
+    trace
+        .setup
+        .iter()
+        .chain(trace.calls.iter())
+        .filter(|c| c.socket.is_some_and(|s| sockets.contains(&s)))
+        .filter(|c| {
             c.kind == crate::syscalls::CallKind::Setsockopt
                 && c.ret == 0
                 && c.sockopt() == (IPPROTO_TCP, TCP_NODELAY)
         })
-        .filter_map(|(_, c)| {
+        .filter_map(|c| {
             Some(NodelaySet {
                 socket: c.socket?,
                 at: c.at,
@@ -91,21 +98,36 @@ pub fn nodelay_history(trace: &Trace, sockets: &[u32]) -> Vec<NodelaySet> {
 }
 
 /// Whether TCP_NODELAY was on for `socket` at `t`: its own last setting before `t`, else the
-/// listener's (accepted sockets inherit the listener's options).
-pub fn nodelay_at(history: &[NodelaySet], socket: u32, listeners: &[u32], t: Timestamp) -> bool {
-    let before = |s: u32| {
+/// listener's as it stood when the socket was accepted (Linux copies the listener's setting
+/// into the new socket once; a later change on the listener does not reach it).
+pub fn nodelay_at(
+    trace: &Trace,
+    history: &[NodelaySet],
+    socket: u32,
+    listeners: &[u32],
+    t: Timestamp,
+) -> bool {
+    let before = |s: u32, t: Timestamp| {
         history
             .iter()
             .rev()
             .find(|h| h.socket == s && h.at <= t)
             .map(|h| h.on)
     };
-    before(socket)
-        .or_else(|| listeners.iter().find_map(|&l| before(l)))
+    let accepted = trace
+        .sockets
+        .get(socket as usize)
+        .map_or(t, |s| s.first_seen.min(t));
+    before(socket, t)
+        .or_else(|| listeners.iter().find_map(|&l| before(l, accepted)))
         .unwrap_or(false)
 }
 
-/// "write(… 120 bytes) then write(… 35 bytes) 12 µs later, then waited in read() 41.2 ms".
+/// "write(… 120 bytes) then write(… 35 bytes) 12 µs later; read() returned the first bytes of
+/// the answer 41.2 ms after the last write". The time is from the last write's entry to the
+/// end of the read that returned data: how long the program went without its answer, however
+/// it waited for it (blocked in `read()`, or in a wait the tracer does not trap and then a
+/// `read()` that returned at once).
 pub fn describe_message(trace: &Trace, m: &Message) -> String {
     let call = |i: usize| {
         let c = &trace.calls[i];
@@ -124,15 +146,14 @@ pub fn describe_message(trace: &Trace, m: &Message) -> String {
             out.push_str(&format!(" then {} {} later", call(i), fmt_duration(gap)));
         }
     }
-    if let Some(r) = m.read_after {
+    if let (Some(r), Some(&last)) = (m.read_after, m.writes.last()) {
         let c = &trace.calls[r];
-        out.push_str(&format!(", then waited in {}()", c.kind.name()));
-        if c.took_ns >= 1_000 {
-            out.push_str(&format!(
-                " {}",
-                fmt_duration(Duration::from_nanos(c.took_ns))
-            ));
-        }
+        let done = c.at.plus(Duration::from_nanos(c.took_ns));
+        out.push_str(&format!(
+            "; {}() returned the first bytes of the answer {} after the last write",
+            c.kind.name(),
+            fmt_duration(done.since(trace.calls[last].at))
+        ));
     }
     out
 }

@@ -77,7 +77,7 @@ pub(super) fn quoted(
         FindingKind::FragmentedWrites if fresh.len() >= 2 && !carried.is_empty() => {
             f.evidence
                 .facts
-                .push(pieces_fact(side, fresh.len(), &carried));
+                .push(pieces_fact(side, j, &fresh, &carried));
         }
         FindingKind::NagleDelayedAck => {
             if let Some(origin) = origin {
@@ -88,27 +88,50 @@ pub(super) fn quoted(
     }
 }
 
-/// For `fragmented_writes`: are the example's segments the program's writes?
-fn pieces_fact(side: &Side, segments: usize, carried: &[&JoinedWrite]) -> String {
-    let (sender, w) = (side.sender, carried.len());
+/// For `fragmented_writes`: are the example's segments the program's writes? Only when every
+/// segment begins and ends on a call's boundary: a count of calls at least that of segments
+/// is not enough (one call cut over many segments next to one segment of many calls).
+fn pieces_fact(side: &Side, j: &SocketJoin, fresh: &[u64], carried: &[&JoinedWrite]) -> String {
+    let (sender, w, segments) = (side.sender, carried.len(), fresh.len());
     let calls = describe_writes(carried);
+    let cut = fresh
+        .iter()
+        .filter_map(|&n| j.frame(n))
+        .filter(|fw| fw.starts_mid_write || fw.ends_mid_write)
+        .count();
     if w == 1 {
         format!(
             "the trace contradicts one write per piece: the example's {segments} segments carry \
              one call, {calls}: the {sender} wrote it whole and the kernel cut it into segments \
              (the MSS, the receive or congestion window)"
         )
-    } else if w < segments {
+    } else if cut > 0 {
         format!(
-            "the example's {segments} segments carry {w} calls ({calls}): fewer calls than \
-             segments, so the kernel split some writes too"
+            "the example's {segments} segments carry {w} calls ({calls}); {cut} of the segments \
+             carry only part of a call, so the kernel split some writes too"
+        )
+    } else if w > segments {
+        format!(
+            "the example's {segments} segments carry {w} calls, each segment whole calls (some \
+             sent together) — the pieces are the {sender}'s own writes"
         )
     } else {
         format!(
-            "the example's {segments} segments carry {w} calls: one call or more per segment — \
-             the pieces are the {sender}'s own writes"
+            "the example's {segments} segments carry {w} calls, one whole call each — the \
+             pieces are the {sender}'s own writes"
         )
     }
+}
+
+/// How far the capture point is from the sender, at most: the least time from a write's entry
+/// to the first frame carrying its bytes (0 at the sender's own end, give or take the stack's
+/// µs; one way along the path when the capture is at the far end).
+fn lag(j: &SocketJoin) -> std::time::Duration {
+    j.writes
+        .iter()
+        .filter_map(|w| Some(j.frame(*w.frames.first()?)?.segment.ts.since(w.write.at)))
+        .min()
+        .unwrap_or_default()
 }
 
 /// For a Nagle stall: when the writes of the released frame were made, against the delayed
@@ -125,11 +148,13 @@ fn nagle_release(
     let Some(&after) = f.evidence.frames.last() else {
         return;
     };
+    // The delayed ACK: the last pure ACK from the peer before the released frame.
     let ack = f
         .evidence
         .timeline
         .iter()
-        .find(|t| t.direction == f.direction.reverse() && t.payload_bytes == Some(0));
+        .filter(|t| t.frame < after)
+        .rfind(|t| t.direction == f.direction.reverse() && t.payload_bytes == Some(0));
     let released: Vec<&JoinedWrite> = j
         .writes
         .iter()
@@ -147,6 +172,18 @@ fn nagle_release(
                  not wait",
                 fmt_duration(ack_at.since(last.write.at)),
                 ack.frame
+            ));
+        } else if first.write.at >= ack_at && first.write.at < ack_at.plus(lag(j)) {
+            // The capture point is not at the sender (a real path): the ACK seen there reached
+            // the sender only later, and these writes came in between or too close to tell.
+            f.evidence.facts.push(format!(
+                "{calls} came {} after the delayed ACK (frame {}) passed the capture point, but \
+                 the {sender}'s bytes reach this capture point no sooner than {} after its \
+                 calls: the ACK may not have reached the {sender} yet, so whether it waited for \
+                 the ACK or Nagle held the bytes cannot be told from this capture",
+                fmt_duration(first.write.at.since(ack_at)),
+                ack.frame,
+                fmt_duration(lag(j))
             ));
         } else if first.write.at >= ack_at {
             f.evidence.facts.push(format!(
@@ -167,32 +204,37 @@ fn nagle_release(
     let (Some(at), Some(&socket)) = (stall_at, j.sockets.first()) else {
         return;
     };
-    let on_then = nodelay_at(hist, socket, &side.listeners, at);
+    let on_then = nodelay_at(trace, hist, socket, &side.listeners, at);
     let set = hist.iter().find(|h| h.on && j.sockets.contains(&h.socket));
-    let rel = |t: Timestamp| fmt_duration(t.since(trace.started));
+    // Times against the stall's frame (the tracer's clock and the capture's are the same
+    // wall clock on one host): what a reader can check beside frame numbers.
+    let vs_stall = |t: Timestamp| {
+        if t <= at {
+            format!("{} before the stall", fmt_duration(at.since(t)))
+        } else {
+            format!("{} after the stall", fmt_duration(t.since(at)))
+        }
+    };
     match (on_then, set) {
         (true, _) => {
             f.evidence.facts.push(format!(
-                "TCP_NODELAY was on for the example's socket at the quoted stall (frame {after}, \
-                 {} after the trace started): Nagle held nothing there",
-                rel(at)
+                "TCP_NODELAY was on for the example's socket at the quoted stall (frame \
+                 {after}): Nagle held nothing there"
             ));
             let all_on = side.data.iter().all(|&s| {
                 let first = trace
                     .calls
                     .iter()
                     .find(|c| c.socket == Some(s) && c.kind.writes());
-                first.is_some_and(|c| nodelay_at(hist, s, &side.listeners, c.at))
+                first.is_some_and(|c| nodelay_at(trace, hist, s, &side.listeners, c.at))
             });
             if all_on && !f.verdict.contains("TCP_NODELAY on") {
                 crate::detect::reword_for_nodelay(f);
             }
         }
         (false, Some(h)) if h.at > at => f.evidence.facts.push(format!(
-            "TCP_NODELAY was set on the example's socket only {} after the trace started, \
-             after the quoted stall (frame {after}, {} after the trace started)",
-            rel(h.at),
-            rel(at)
+            "TCP_NODELAY was set on the example's socket only {} (frame {after})",
+            vs_stall(h.at)
         )),
         (false, Some(h)) => {
             let off = hist
@@ -201,16 +243,13 @@ fn nagle_release(
             f.evidence.facts.push(match off {
                 Some(o) => format!(
                     "TCP_NODELAY was off for the example's socket at the quoted stall (frame \
-                     {after}, {} after the trace started): set {} after the trace started, \
-                     then turned off again at {}",
-                    rel(at),
-                    rel(h.at),
-                    rel(o.at)
+                     {after}): set {}, then turned off again {}",
+                    vs_stall(h.at),
+                    vs_stall(o.at)
                 ),
                 None => format!(
                     "TCP_NODELAY was off for the example's socket at the quoted stall (frame \
-                     {after}, {} after the trace started)",
-                    rel(at)
+                     {after})"
                 ),
             });
         }

@@ -144,6 +144,7 @@ impl Joiner {
                 None => groups.push(vec![i as u32]),
             }
         }
+        let whole = trace.from_start_in_window();
         let mut pending = Vec::new();
         let mut by_key: FxHashMap<(Endpoint, Endpoint), Vec<usize>> = FxHashMap::default();
         for sockets in groups {
@@ -155,10 +156,16 @@ impl Joiner {
                 Err(e) => (Vec::new(), Some(e)),
             };
             let (local, remote) = (s.local.map(endpoint), s.remote.map(endpoint));
-            if !trace.sockets[sockets[0] as usize].from_start {
+            if !s.from_start {
                 why = Some(format!(
                     "the tracer first saw it mid-connection (fd {} of pid {}): the bytes it \
                      counts do not start at the stream's first byte",
+                    s.fd, s.pid
+                ));
+            } else if !whole[sockets[0] as usize] {
+                why = Some(format!(
+                    "its connection began before this trace window (fd {} of pid {}): the \
+                     bytes written before the window are not in it",
                     s.fd, s.pid
                 ));
             } else if local.is_none() || remote.is_none() {
