@@ -179,7 +179,14 @@ fn capture(out: &mut String, c: &CaptureSummary) {
 /// and server with the affected `unit`s (`flow` from a capture, `socket` from a live process),
 /// where it was found (when `name_file`), the verdict, the facts and what they rest on.
 pub(crate) fn finding_head(out: &mut String, f: &Finding, unit: &str, name_file: bool) {
-    let affected = if f.flows_total == 0 {
+    let traced = f
+        .evidence
+        .rests_on
+        .iter()
+        .any(|r| r.starts_with("system calls of the server's processes, traced"));
+    let affected = if f.flows_total == 0 && traced {
+        "from its traced system calls and process accounting".to_string()
+    } else if f.flows_total == 0 {
         "from process accounting".to_string()
     } else {
         format!("{} of {}", f.flows_affected, count(f.flows_total, unit))
