@@ -284,7 +284,7 @@ fn specimen(args: &[&str], out_dir: &Path, name: &str) -> anyhow::Result<(Server
     let log = out_dir.join(format!("{name}.server.log"));
     let mut words: Vec<String> = vec!["specimen".into(), "--idle-timeout".into(), "120s".into()];
     words.extend(args.iter().map(|a| a.to_string()));
-    let mut server = Server::start_self(&words, &log, false)?;
+    let mut server = Server::start_self(&words, &log, true)?;
     let start = Instant::now();
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -366,7 +366,7 @@ pub fn run(
                 timeout: Duration::from_secs(5),
                 out_dir: out_dir.to_path_buf(),
                 no_capture_reason: no_capture_reason.to_string(),
-                trace: false,
+                trace: true,
             };
             let far = match case.wan {
                 Some(def) => {
