@@ -73,7 +73,11 @@ fn tiny_writes(writes: &str) -> Option<Value> {
          --lines 50 --line-bytes 19",
         env!("CARGO_BIN_EXE_tcpdoctor")
     );
-    let mut args = vec!["--requests", "40", "--connections", "4"];
+    // Untraced: whether ten pieces fill a fresh connection's window before its first ACK is
+    // timing, and the tracer's stops (tens of µs per write here) spread the 50 writes out
+    // (a traced run once saw 3 of the 4 first replies wait). The test is about the window's
+    // accounting, so the server runs as it would in production.
+    let mut args = vec!["--requests", "40", "--connections", "4", "--no-trace"];
     args.extend_from_slice(SPECIMEN_LINE);
     let r = run_wan(&dir, &server, port, &args);
     let _ = std::fs::remove_dir_all(&dir);
