@@ -4,7 +4,7 @@
 # calls:   a request/response workload (testdata/servers/pingpong.c: a client and a server in
 #          one program, N round trips over loopback, 5 trapped calls each) run untraced, under
 #          `tcpdoctor trace`, and under `strace -f --seccomp-bpf -e trace=<the calls of
-#          crates/tcpdoctor/src/trace/filter.rs TRAPPED>` (the peer: the same filter technique),
+#          crates/tcpdoctor/src/trace/filter.rs trapped()>` (the peer: the same filter technique),
 #          the order rotating each round. Per round and as median [min–max]: the workload's own
 #          time (pingpong times itself from the vDSO clock), the whole command's wall time, the
 #          added time per traced call ((traced − untraced) / calls, calls counted by strace -c)
@@ -39,13 +39,14 @@ TD=$CARGO_TARGET_DIR/release/tcpdoctor
 # The trapped calls, by name, for this machine's architecture: what filter.rs lists.
 ARCH=$(uname -m)
 TRAPPED=$(awk -v arch="$ARCH" '
+    /^const GENERIC/ { inside = 1 }
     $0 ~ "^#\\[cfg\\(target_arch = \"" arch "\"\\)\\]$" { cfg = 1; next }
-    cfg && /^pub const TRAPPED/ { inside = 1 }
+    cfg && /^const LEGACY/ { inside = 1 }
     { cfg = 0 }
     inside { print }
-    inside && /^\];/ { exit }' crates/tcpdoctor/src/trace/filter.rs |
+    inside && /^\];/ { inside = 0 }' crates/tcpdoctor/src/trace/filter.rs |
     grep -o 'libc::SYS_[a-z0-9_]*' | sed 's/libc::SYS_//' | sort -u | paste -sd, -)
-[ -n "$TRAPPED" ] || { echo "bench-trace: no TRAPPED list for $ARCH in filter.rs" >&2; exit 2; }
+[ -n "$TRAPPED" ] || { echo "bench-trace: no trapped calls for $ARCH in filter.rs" >&2; exit 2; }
 
 now() { python3 -c 'import time; print(time.monotonic())'; }
 

@@ -6,7 +6,7 @@
 //!    the overhead is higher than for a program tcpdoctor starts, and is stated (calls, the
 //!    tracer's time per call).
 //! 2. Entry and exit are told apart by PTRACE_GET_SYSCALL_INFO; only the calls of
-//!    [`super::filter::TRAPPED`] are recorded.
+//!    [`super::filter::trapped`] are recorded.
 //! 3. A process stopped by a stop signal (before the attach or during it) stays stopped: its
 //!    group-stop is left in place with `PTRACE_LISTEN`, never resumed by the tracer.
 //! 4. At the deadline (or Ctrl-C) a timer thread wakes the tracer out of its wait; each

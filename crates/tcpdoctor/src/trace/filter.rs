@@ -1,7 +1,7 @@
 //! The seccomp filter that makes only the calls that matter stop the traced program.
 //!
 //! 1. A classic-BPF program over `seccomp_data`: on this machine's architecture, the call
-//!    numbers of [`TRAPPED`] return `SECCOMP_RET_TRACE` (a `PTRACE_EVENT_SECCOMP` stop for the
+//!    numbers of [`trapped`] return `SECCOMP_RET_TRACE` (a `PTRACE_EVENT_SECCOMP` stop for the
 //!    tracer); every other call — and any call made under another architecture's ABI (a 32-bit
 //!    `int 0x80` on x86-64) — returns `SECCOMP_RET_ALLOW` and runs at full speed, as
 //!    `strace --seccomp-bpf` does.
@@ -23,9 +23,8 @@ use std::io;
 
 use tcpdoctor_core::syscalls::CallKind;
 
-/// (call number, kind) of every trapped call on this architecture.
-#[cfg(target_arch = "x86_64")]
-pub const TRAPPED: &[(libc::c_long, CallKind)] = &[
+/// (call number, kind) of the trapped calls both architectures have (the generic table).
+const GENERIC: &[(libc::c_long, CallKind)] = &[
     (libc::SYS_write, CallKind::Write),
     (libc::SYS_writev, CallKind::Writev),
     (libc::SYS_pwritev, CallKind::Pwritev),
@@ -41,12 +40,9 @@ pub const TRAPPED: &[(libc::c_long, CallKind)] = &[
     (libc::SYS_setsockopt, CallKind::Setsockopt),
     (libc::SYS_getsockopt, CallKind::Getsockopt),
     (libc::SYS_ioctl, CallKind::Ioctl),
-    (libc::SYS_epoll_wait, CallKind::EpollWait),
     (libc::SYS_epoll_pwait, CallKind::EpollWait),
     (libc::SYS_epoll_pwait2, CallKind::EpollWait),
-    (libc::SYS_poll, CallKind::Poll),
     (libc::SYS_ppoll, CallKind::Poll),
-    (libc::SYS_select, CallKind::Select),
     (libc::SYS_pselect6, CallKind::Select),
     (libc::SYS_shutdown, CallKind::Shutdown),
     (libc::SYS_close, CallKind::Close),
@@ -54,41 +50,24 @@ pub const TRAPPED: &[(libc::c_long, CallKind)] = &[
     (libc::SYS_connect, CallKind::Connect),
     (libc::SYS_accept, CallKind::Accept),
     (libc::SYS_accept4, CallKind::Accept),
-    (libc::SYS_dup2, CallKind::Dup),
     (libc::SYS_dup3, CallKind::Dup),
 ];
 
-/// (call number, kind) of every trapped call on this architecture (aarch64 has only the
-/// generic table: no `poll`, `select`, `epoll_wait`, `dup2`).
-#[cfg(target_arch = "aarch64")]
-pub const TRAPPED: &[(libc::c_long, CallKind)] = &[
-    (libc::SYS_write, CallKind::Write),
-    (libc::SYS_writev, CallKind::Writev),
-    (libc::SYS_pwritev, CallKind::Pwritev),
-    (libc::SYS_sendto, CallKind::Sendto),
-    (libc::SYS_sendmsg, CallKind::Sendmsg),
-    (libc::SYS_sendmmsg, CallKind::Sendmmsg),
-    (libc::SYS_sendfile, CallKind::Sendfile),
-    (libc::SYS_read, CallKind::Read),
-    (libc::SYS_readv, CallKind::Readv),
-    (libc::SYS_recvfrom, CallKind::Recvfrom),
-    (libc::SYS_recvmsg, CallKind::Recvmsg),
-    (libc::SYS_recvmmsg, CallKind::Recvmmsg),
-    (libc::SYS_setsockopt, CallKind::Setsockopt),
-    (libc::SYS_getsockopt, CallKind::Getsockopt),
-    (libc::SYS_ioctl, CallKind::Ioctl),
-    (libc::SYS_epoll_pwait, CallKind::EpollWait),
-    (libc::SYS_epoll_pwait2, CallKind::EpollWait),
-    (libc::SYS_ppoll, CallKind::Poll),
-    (libc::SYS_pselect6, CallKind::Select),
-    (libc::SYS_shutdown, CallKind::Shutdown),
-    (libc::SYS_close, CallKind::Close),
-    (libc::SYS_close_range, CallKind::Close),
-    (libc::SYS_connect, CallKind::Connect),
-    (libc::SYS_accept, CallKind::Accept),
-    (libc::SYS_accept4, CallKind::Accept),
-    (libc::SYS_dup3, CallKind::Dup),
+/// The older calls x86-64 keeps beside the generic table (aarch64 has none of them).
+#[cfg(target_arch = "x86_64")]
+const LEGACY: &[(libc::c_long, CallKind)] = &[
+    (libc::SYS_epoll_wait, CallKind::EpollWait),
+    (libc::SYS_poll, CallKind::Poll),
+    (libc::SYS_select, CallKind::Select),
+    (libc::SYS_dup2, CallKind::Dup),
 ];
+#[cfg(target_arch = "aarch64")]
+const LEGACY: &[(libc::c_long, CallKind)] = &[];
+
+/// (call number, kind) of every trapped call on this architecture.
+pub fn trapped() -> impl Iterator<Item = &'static (libc::c_long, CallKind)> {
+    GENERIC.iter().chain(LEGACY)
+}
 
 /// Readiness waits trapped only when they do not wait (rule 4): (call number, index of the
 /// argument holding the timeout as an `int` in milliseconds).
@@ -108,8 +87,7 @@ const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000; // EM_AARCH64, 64-bit, 
 
 /// The kind of a trapped call number.
 pub fn kind_of(nr: i64) -> CallKind {
-    TRAPPED
-        .iter()
+    trapped()
         .find(|(n, _)| *n == nr)
         .map_or(CallKind::Other, |(_, k)| *k)
 }
@@ -135,7 +113,7 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 /// The filter program (rules 1 and 4). Built in the parent: the child only installs it.
 pub fn program() -> Vec<libc::sock_filter> {
     use libc::{BPF_ABS, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W};
-    let n = TRAPPED.len();
+    let n = trapped().count();
     // Layout: [0] load arch, [1] arch check, [2] load nr, [3..3+n] one test per call,
     // [3+n] ALLOW, [4+n] TRACE, then for each wait of ONLY_ZERO_TIMEOUT a block of four:
     // load its timeout, TRACE when it is 0, else ALLOW (BPF jumps only forward, so each
@@ -152,7 +130,7 @@ pub fn program() -> Vec<libc::sock_filter> {
         (allow - 2) as u8,
     ));
     p.push(stmt(BPF_LD | BPF_W | BPF_ABS, 0)); // seccomp_data.nr
-    for (i, (nr, _)) in TRAPPED.iter().enumerate() {
+    for (i, (nr, _)) in trapped().enumerate() {
         let at = 3 + i;
         let to = ONLY_ZERO_TIMEOUT
             .iter()
@@ -210,7 +188,7 @@ mod tests {
     #[test]
     fn every_trapped_call_jumps_to_trace_and_the_rest_falls_through_to_allow() {
         let p = program();
-        let trace = 4 + TRAPPED.len();
+        let trace = 4 + trapped().count();
         assert_eq!(p[trace].k, libc::SECCOMP_RET_TRACE);
         assert_eq!(p[trace - 1].k, libc::SECCOMP_RET_ALLOW);
         assert_eq!(
@@ -218,7 +196,7 @@ mod tests {
             trace - 1,
             "foreign arch → ALLOW"
         );
-        for (i, (nr, _)) in TRAPPED.iter().enumerate() {
+        for (i, (nr, _)) in trapped().enumerate() {
             let at = 3 + i;
             assert_eq!(p[at].k, *nr as u32);
             let to = at + 1 + usize::from(p[at].jt);
