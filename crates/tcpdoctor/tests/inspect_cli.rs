@@ -53,18 +53,9 @@ fn start(mut cmd: Command) -> Server {
     Server { child, port }
 }
 
-/// False, the test skipped (or failed where CI requires the tools), when python3 is missing.
-fn has_python3(test: &str) -> bool {
-    if Command::new("python3").arg("--version").output().is_ok() {
-        return true;
-    }
-    common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
-    false
-}
-
 /// A Python server running `script`, started as [`start`] does; None without python3.
 fn python_server(test: &str, script: &str) -> Option<Server> {
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return None;
     }
     let mut cmd = Command::new("python3");
@@ -575,7 +566,7 @@ for _ in range(20000):
         print("b100", flush=True)
     time.sleep(0.005)
 "#;
-    if !has_python3("a_pool_that_grew_while_sampled_is_not_called_uneven") {
+    if !common::has_python3("a_pool_that_grew_while_sampled_is_not_called_uneven") {
         return;
     }
     let server = specimen(&["--writes", "whole", "--nodelay"]);
@@ -942,7 +933,7 @@ fn nagle_shares_count_every_sample_taken_not_only_those_stored() {
 /// A Python process (the inspected one) that prints `ready PID` once it is set up and then
 /// runs `script` for at most 8 s; `None` (skipped, or failed in CI) without python3.
 fn python_process(test: &str, script: &str, args: &[&str]) -> Option<(Server, String)> {
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return None;
     }
     let mut child = Command::new("python3")

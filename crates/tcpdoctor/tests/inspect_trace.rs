@@ -15,14 +15,6 @@ use serde_json::Value;
 
 const ROWS: usize = 12;
 
-fn has_python3(test: &str) -> bool {
-    if Command::new("python3").arg("--version").output().is_ok() {
-        return true;
-    }
-    common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
-    false
-}
-
 /// testdata/servers/asyncio_lines.py per-line on a free port, once it listens.
 fn start_server() -> (Child, u16) {
     let port = common::run::free_port();
@@ -75,7 +67,7 @@ fn tracer_pid(pid: u32) -> Option<u32> {
 #[test]
 fn attaching_sees_one_send_per_line_and_detaching_leaves_the_server_serving() {
     let test = "inspect_trace_attach";
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return;
     }
     let (mut server, port) = start_server();

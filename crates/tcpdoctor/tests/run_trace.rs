@@ -12,18 +12,6 @@ use serde_json::Value;
 /// 12 rows and a "." line per response.
 const ROWS: u64 = 12;
 
-fn has_python3(test: &str) -> bool {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok()
-    {
-        return true;
-    }
-    common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
-    false
-}
-
 /// `run --scenarios direct` of testdata/servers/asyncio_lines.py in `mode`, 40 requests.
 fn run(test: &str, mode: &str, extra: &[&str]) -> Value {
     run_server(test, &format!("{mode} {ROWS}"), extra)
@@ -31,6 +19,19 @@ fn run(test: &str, mode: &str, extra: &[&str]) -> Value {
 
 /// The same with the server's arguments after its port.
 fn run_server(test: &str, server_args: &str, extra: &[&str]) -> Value {
+    let (r, code, err) = run_raw(test, server_args, "direct", "40", extra);
+    assert_eq!(code, 0, "no gate: exit 0; stderr: {err}");
+    r["scenarios"][0].clone()
+}
+
+/// `run --scenarios SCENARIO --requests N` of asyncio_lines.py: report, exit code, stderr.
+fn run_raw(
+    test: &str,
+    server_args: &str,
+    scenario: &str,
+    requests: &str,
+    extra: &[&str],
+) -> (Value, i32, String) {
     let dir = scratch(test);
     let port = free_port();
     let server = format!(
@@ -50,9 +51,9 @@ fn run_server(test: &str, server_args: &str, extra: &[&str]) -> Value {
         "--target",
         &target,
         "--scenarios",
-        "direct",
+        scenario,
         "--requests",
-        "40",
+        requests,
         "--out",
         out.to_str().expect("utf-8 path"),
         "--preset",
@@ -65,9 +66,7 @@ fn run_server(test: &str, server_args: &str, extra: &[&str]) -> Value {
         "until_line=^\\.\\r?$",
     ];
     args.extend_from_slice(extra);
-    let (r, code, err) = tcpdoctor_in(&dir, &args);
-    assert_eq!(code, 0, "no gate: exit 0; stderr: {err}");
-    r["scenarios"][0].clone()
+    tcpdoctor_in(&dir, &args)
 }
 
 /// The accepted socket the driver's requests came in on (the one that wrote the responses).
@@ -94,7 +93,7 @@ fn finding<'a>(sc: &'a Value, kind: &str) -> Option<&'a Value> {
 #[test]
 fn a_per_line_asyncio_server_is_seen_writing_each_line_and_its_stall_cites_the_calls() {
     let test = "run_trace_per_line";
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return;
     }
     let sc = run(test, "per-line", &[]);
@@ -153,7 +152,7 @@ fn a_per_line_asyncio_server_is_seen_writing_each_line_and_its_stall_cites_the_c
 #[test]
 fn tcp_nodelay_set_on_the_listener_at_start_up_is_seen_on_the_accepted_socket() {
     let test = "run_trace_nodelay_listener";
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return;
     }
     let sc = run_server(test, &format!("per-line {ROWS} nodelay-listener"), &[]);
@@ -189,7 +188,7 @@ fn tcp_nodelay_set_on_the_listener_at_start_up_is_seen_on_the_accepted_socket() 
 #[test]
 fn the_twin_writing_each_response_once_makes_one_call_per_response_and_no_stall() {
     let test = "run_trace_whole";
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return;
     }
     let sc = run(test, "whole", &[]);
@@ -205,7 +204,7 @@ fn the_twin_writing_each_response_once_makes_one_call_per_response_and_no_stall(
 #[test]
 fn no_trace_turns_tracing_off_and_says_so() {
     let test = "run_trace_off";
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return;
     }
     let sc = run(test, "whole", &["--no-trace"]);
@@ -224,43 +223,10 @@ fn no_trace_turns_tracing_off_and_says_so() {
 #[test]
 fn over_a_wan_path_both_ends_findings_cite_the_servers_calls() {
     let test = "run_trace_wan";
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return;
     }
-    let dir = scratch(test);
-    let port = free_port();
-    let server = format!(
-        "python3 {} {port} per-line {ROWS}",
-        common::repo()
-            .join("testdata/servers/asyncio_lines.py")
-            .display()
-    );
-    let target = format!("127.0.0.1:{port}");
-    let out = dir.join("files");
-    let args = [
-        "run",
-        "--format",
-        "json",
-        "--server",
-        &server,
-        "--target",
-        &target,
-        "--scenarios",
-        "wan:10ms",
-        "--requests",
-        "20",
-        "--out",
-        out.to_str().expect("utf-8 path"),
-        "--preset",
-        "line",
-        "--param",
-        "request=ROWS",
-        "--param",
-        "terminator=\\n",
-        "--param",
-        "until_line=^\\.\\r?$",
-    ];
-    let (r, code, err) = tcpdoctor_in(&dir, &args);
+    let (r, code, err) = run_raw(test, &format!("per-line {ROWS}"), "wan:10ms", "20", &[]);
     if code == 2 && common::wan_unavailable(test, &err) {
         return;
     }

@@ -74,12 +74,7 @@ fn forks_and_threads_are_followed_each_socket_under_its_own_process() {
 #[test]
 fn a_program_that_exits_mid_trace_is_reported_with_its_exit_status() {
     let test = "a_program_that_exits_mid_trace_is_reported_with_its_exit_status";
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
+    if !common::has_python3(test) {
         return;
     }
     // A thread is blocked in recv (a trapped call that never returns) when the process

@@ -13,14 +13,6 @@ use serde_json::Value;
 
 const REASON: &str = "tcpdoctor runs under a seccomp policy (a container's) that forbids it";
 
-fn has_python3(test: &str) -> bool {
-    if Command::new("python3").arg("--version").output().is_ok() {
-        return true;
-    }
-    common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
-    false
-}
-
 #[test]
 fn trace_runs_the_command_untraced_and_says_why() {
     let np = compile("no_ptrace");
@@ -41,7 +33,7 @@ fn trace_runs_the_command_untraced_and_says_why() {
 #[test]
 fn run_diagnoses_from_the_capture_and_its_block_says_why_there_are_no_calls() {
     let test = "trace_refused_run";
-    if !has_python3(test) {
+    if !common::has_python3(test) {
         return;
     }
     let np = compile("no_ptrace");

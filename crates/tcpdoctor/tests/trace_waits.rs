@@ -9,12 +9,7 @@ use common::trace::trace_run;
 #[test]
 fn only_zero_timeout_waits_are_trapped() {
     let test = "trace_waits_zero_timeout";
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        common::skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
+    if !common::has_python3(test) {
         return;
     }
     let script = "import select\n\

@@ -78,18 +78,6 @@ pub fn far_capture_path(near: &Path) -> PathBuf {
     near.with_file_name(format!("{stem}.server.pcapng"))
 }
 
-fn shell(words: &[String]) -> Command {
-    if words.len() == 1 {
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c").arg(&words[0]);
-        c
-    } else {
-        let mut c = Command::new(&words[0]);
-        c.args(&words[1..]);
-        c
-    }
-}
-
 pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
     let scratch = match (w.write, &w.analyze) {
         (None, Some(_)) => {
@@ -137,7 +125,7 @@ pub fn run(w: WanSandbox) -> anyhow::Result<u8> {
                 group = 0;
             }
         }
-        let mut c = shell(w.command);
+        let mut c = crate::sandbox::command(w.command);
         c.env("TCPDOCTOR_SERVER_HOST", FAR_ADDR.to_string())
             .process_group(group);
         keep_net_raw(&mut c);

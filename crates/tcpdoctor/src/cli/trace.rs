@@ -1,7 +1,6 @@
 //! `tcpdoctor trace`: run a command traced and say what it asked of its TCP sockets.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -43,18 +42,6 @@ pub struct TraceArgs {
     pub command: Vec<String>,
 }
 
-fn command(words: &[String]) -> Command {
-    if words.len() == 1 {
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c").arg(&words[0]);
-        c
-    } else {
-        let mut c = Command::new(&words[0]);
-        c.args(&words[1..]);
-        c
-    }
-}
-
 pub fn run(args: TraceArgs) -> anyhow::Result<u8> {
     if args.command[0].is_empty() {
         bail!("trace: the command is empty");
@@ -66,7 +53,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<u8> {
             words[0]
         );
     }
-    let spawned = trace::spawn(command(&words))
+    let spawned = trace::spawn(crate::sandbox::command(&words))
         .with_context(|| format!("trace: starting `{}`", args.command.join(" ")))?;
     let (status, report) = match spawned {
         Spawned::Traced(tracer) => {

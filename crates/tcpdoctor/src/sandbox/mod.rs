@@ -18,6 +18,10 @@
 //!    same teardown runs.
 
 mod init;
+
+/// A command line as `sandbox`, `sandbox --delay` and `trace` take it: one argument through
+/// /bin/sh -c, several exec'd as they are.
+pub use init::command;
 pub mod namespace;
 
 use std::io::{self, Read, Seek};

@@ -129,6 +129,19 @@ pub fn validate(report: &serde_json::Value) {
     validate_with("analyze-report.schema.json", report);
 }
 
+/// Whether python3 runs here; else the test skips (or fails where CI requires the tools).
+pub fn has_python3(test: &str) -> bool {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    skip_unless_required("TCPDOCTOR_REQUIRE_TOOLS", test, "python3 is not installed");
+    false
+}
+
 /// Validates `value` against `$defs/<def>` of `schema/<schema_file>`.
 pub fn validate_with_def(schema_file: &str, def: &str, value: &serde_json::Value) {
     let schema_text =
