@@ -161,8 +161,28 @@ fn a_baseline_of_another_script_scenario_set_or_target_is_refused_or_warned_abou
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("baseline-other");
     let port = free_port();
-    let (_, code, err) = run_gap(&dir, port, "0s", &["--requests", "5", "--save", "a.json"]);
+    let (r, code, err) = run_gap(&dir, port, "0s", &["--requests", "5", "--save", "a.json"]);
     assert_eq!(code, 0, "{err}");
+    // A run that saves a baseline measures untraced unless --trace asks.
+    let state = &r["scenarios"][0]["syscalls"]["status"]["state"];
+    assert_eq!(state, "off", "{:#}", r["scenarios"][0]["syscalls"]);
+
+    // Traced against that untraced baseline: compared, with the tracer's cost named.
+    let (r, code, err) = run_gap(
+        &dir,
+        port,
+        "0s",
+        &["--requests", "5", "--trace", "--baseline", "a.json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["scenarios"][0]["syscalls"]["status"]["state"], "traced");
+    let w = &r["comparisons"][0]["warnings"];
+    assert!(
+        w.as_array().is_some_and(|w| w.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("was not traced, this run's traced")))),
+        "{w}"
+    );
 
     // The same preset with another request: another script, same name.
     let exe = env!("CARGO_BIN_EXE_tcpdoctor");

@@ -18,7 +18,11 @@ const TOP_SOCKETS: usize = 4;
 pub fn render_text(r: &SyscallsReport) -> String {
     let mut out = String::new();
     let how = match &r.status {
-        TraceStatus::Off => return "syscalls: not traced (--no-trace)\n".to_string(),
+        TraceStatus::Off => {
+            return "syscalls: not traced (off: --no-trace, or `run` saving or comparing a \
+                    baseline without --trace)\n"
+                .to_string()
+        }
         TraceStatus::Unavailable { reason } => {
             return format!("syscalls: not traced — {reason}\n");
         }

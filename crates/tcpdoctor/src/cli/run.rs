@@ -135,9 +135,16 @@ pub struct RunArgs {
     /// option, ioctl, readiness-wait, accept/connect/shutdown/close calls stop it), so the
     /// findings can say which write() produced which frame and what a busy loop was calling
     /// (JSON `syscalls`; docs/syscalls.md). Where ptrace is refused the run goes on untraced
-    /// and says why.
-    #[arg(long)]
+    /// and says why. A run that saves or compares a baseline (--save, --baseline) is not
+    /// traced unless --trace is given: a ptrace stop costs tens of µs per call, machine- and
+    /// load-dependent, and would enter every timing and CPU figure it records or compares.
+    #[arg(long, conflicts_with = "trace")]
     pub no_trace: bool,
+
+    /// Trace the server even with --save or --baseline (its figures then carry the tracer's
+    /// cost; a baseline saved traced is compared with a warning against one that was not).
+    #[arg(long)]
+    pub trace: bool,
 
     /// Write this run's report as JSON (a later run's --baseline).
     #[arg(long, value_name = "FILE.json")]
@@ -328,6 +335,15 @@ fn script_digest(args: &RunArgs, script: &tcpdoctor_core::script::Script) -> Opt
         }
         (None, None) => None,
     }
+}
+
+/// Whether the server is traced: on by default, off with --no-trace, and off for a run that
+/// saves or compares a baseline unless --trace asks for it (its figures are the point).
+fn traced(args: &RunArgs) -> bool {
+    if args.no_trace {
+        return false;
+    }
+    args.trace || (args.save.is_none() && args.baseline.is_none())
 }
 
 /// Before any work: `--save`/`--html` (`flag`) must name a file whose directory exists, so a
@@ -526,7 +542,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         timeout,
         out_dir: out.clone(),
         no_capture_reason: reason,
-        trace: !args.no_trace,
+        trace: traced(&args),
     };
     let driver = Driver {
         pipeline: args.pipeline as usize,

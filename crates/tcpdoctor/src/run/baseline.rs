@@ -18,6 +18,35 @@ pub(crate) struct SavedScenario {
     #[serde(default)]
     definition: Option<String>,
     figures: Figures,
+    /// Absent in reports saved before runs were traced (those were not).
+    #[serde(default)]
+    syscalls: Option<SavedTrace>,
+}
+
+/// Of a saved scenario's `syscalls`, whether its server was traced.
+#[derive(Deserialize)]
+struct SavedTrace {
+    status: SavedTraceStatus,
+}
+
+#[derive(Deserialize)]
+struct SavedTraceStatus {
+    state: String,
+}
+
+impl SavedScenario {
+    fn traced(&self) -> bool {
+        self.syscalls
+            .as_ref()
+            .is_some_and(|t| t.status.state == "traced")
+    }
+}
+
+/// Whether a scenario's server was traced from its start (its figures carry the tracer's cost).
+fn traced_now(s: &tcpdoctor_core::run::ScenarioResult) -> bool {
+    s.syscalls
+        .as_ref()
+        .is_some_and(|t| matches!(t.status, tcpdoctor_core::syscalls::TraceStatus::Traced))
 }
 
 /// Refuses a baseline whose scenario of the same name is another path: a `wan:` definition
@@ -195,6 +224,17 @@ pub(crate) fn compare(
             );
             c.scenario = s.name.clone();
             c.warnings = warnings.to_vec();
+            let (then, now) = (b.traced(), traced_now(s));
+            if then != now {
+                let side = |t: bool| if t { "traced" } else { "not traced" };
+                c.warnings.push(format!(
+                    "the baseline's server was {}, this run's {}: its timing and CPU figures \
+                     carry the tracer's cost (a stop per traced call) on one side only; run \
+                     both sides alike (--trace on both, or neither)",
+                    side(then),
+                    side(now)
+                ));
+            }
             report.comparisons.push(c);
         }
     }
