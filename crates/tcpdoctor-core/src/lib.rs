@@ -30,6 +30,7 @@
 //! - [`numfmt`]: how every report prints a figure, a count and its noun (`39`, `0.082`,
 //!   `1 exchange`).
 
+pub mod ab;
 pub mod analysis;
 pub mod audit;
 pub mod bench;
