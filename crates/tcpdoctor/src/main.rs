@@ -3,6 +3,7 @@
 //! This binary is the thin shell: argument parsing, files, terminals, exit codes. Everything
 //! that can be computed from evidence alone lives in `tcpdoctor-core`.
 
+mod ab;
 mod bench;
 mod capture;
 mod capture_file;

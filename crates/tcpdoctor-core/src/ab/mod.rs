@@ -16,7 +16,7 @@ mod tests;
 pub use order::{describe as describe_order, order, Slot};
 pub use stats::{compare_figure, student_t_quantile};
 pub use text::render_text;
-pub use why::{differences, SideFindings, Why};
+pub use why::{differences, Brief, SideFindings, Why};
 
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +68,10 @@ pub enum Outcome {
     Ok,
     /// No progress (no byte moved on its sockets or pipes, no output line) for the hang
     /// threshold: stopped, with what its sockets looked like then.
-    Hang { after_s: f64, sockets: Vec<HungSocket> },
+    Hang {
+        after_s: f64,
+        sockets: Vec<HungSocket>,
+    },
     /// Ended with a failure (a non-zero exit, a figure its output did not give).
     Failed { reason: String },
 }

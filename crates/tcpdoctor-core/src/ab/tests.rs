@@ -64,8 +64,14 @@ fn t_quantiles_match_the_tables() {
         (0.975, 1000, 1.962, 0.002),
     ] {
         let t = student_t_quantile(p, df);
-        assert!((t - want).abs() <= tol * want.max(1.0), "t({p}, {df}) = {t}, want {want}");
-        assert!(t >= want - 1e-3, "never narrower than the table: t({p}, {df}) = {t}");
+        assert!(
+            (t - want).abs() <= tol * want.max(1.0),
+            "t({p}, {df}) = {t}, want {want}"
+        );
+        assert!(
+            t >= want - 1e-3,
+            "never narrower than the table: t({p}, {df}) = {t}"
+        );
     }
     assert!((normal_quantile_for_test(0.975) - 1.959_964).abs() < 1e-5);
 }
@@ -84,12 +90,19 @@ fn identical_sides_are_no_difference_and_a_real_factor_is_a_verdict_both_ways() 
     assert!(lo < 1.0 && hi > 1.0);
     assert_eq!(f.pairs, 8);
 
-    let slow: Vec<f64> = a.iter().zip(same).map(|(x, y)| 1.3 * (x + y) / 2.0).collect();
+    let slow: Vec<f64> = a
+        .iter()
+        .zip(same)
+        .map(|(x, y)| 1.3 * (x + y) / 2.0)
+        .collect();
     let f = compare_figure(&spec(Better::Lower), &rounds(&a, &slow), 0.99, 0.05);
     assert_eq!(f.verdict, Verdict::Slower, "{f:?}");
     let [lo, hi] = f.ci.expect("an interval");
     let r = f.ratio.expect("a ratio");
-    assert!(lo > 1.0 && lo <= r && r <= hi && (r - 1.3).abs() < 0.05, "{f:?}");
+    assert!(
+        lo > 1.0 && lo <= r && r <= hi && (r - 1.3).abs() < 0.05,
+        "{f:?}"
+    );
     // The same numbers as a rate: B higher is B faster.
     let f = compare_figure(&spec(Better::Higher), &rounds(&a, &slow), 0.99, 0.05);
     assert_eq!(f.verdict, Verdict::Faster);

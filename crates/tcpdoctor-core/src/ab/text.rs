@@ -38,7 +38,7 @@ pub fn render_text(r: &AbReport) -> String {
     out.push('\n');
     let _ = writeln!(
         out,
-        "{:<22} {:>14} {:>14} {:>8}  {:<20} verdict",
+        "{:<30} {:>14} {:>14} {:>8}  {:<20} verdict",
         "figure",
         "A (median)",
         "B (median)",
@@ -51,12 +51,11 @@ pub fn render_text(r: &AbReport) -> String {
             Better::Higher => "↑",
         };
         let ratio = f.ratio.map_or("—".to_string(), |x| format!("{x:.3}"));
-        let ci = f
-            .ci
-            .map_or("—".to_string(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]"));
+        let ci =
+            f.ci.map_or("—".to_string(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]"));
         let _ = writeln!(
             out,
-            "{:<22} {:>14} {:>14} {:>8}  {:<20} {} ({} rounds)",
+            "{:<30} {:>14} {:>14} {:>8}  {:<20} {} ({} rounds)",
             format!("{} {dir}", f.name),
             value(f.a, &f.unit),
             value(f.b, &f.unit),
@@ -152,9 +151,9 @@ pub fn render_text(r: &AbReport) -> String {
                 .iter()
                 .map(|k| format!("{} ({} of {} runs)", k.kind, k.runs, side.runs_analysed))
                 .collect();
-            let per = side
-                .segments_per_exchange()
-                .map_or(String::new(), |x| format!("; {x:.1} TCP segments per exchange"));
+            let per = side.segments_per_exchange().map_or(String::new(), |x| {
+                format!("; {x:.1} TCP segments per exchange")
+            });
             let _ = writeln!(
                 out,
                 "  {}: {}{per}",

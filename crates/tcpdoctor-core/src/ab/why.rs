@@ -19,6 +19,32 @@ pub const TIME_FACTOR: f64 = 2.0;
 /// Segments per exchange this many times the other side's are named.
 pub const SEGMENTS_FACTOR: f64 = 1.25;
 
+/// What `ab` keeps of one finding (from an analysis in this process, or a `run` report's
+/// JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Brief {
+    pub kind: String,
+    pub verdict: String,
+    pub time_lost_ms: f64,
+    #[serde(default)]
+    pub frames: Vec<u64>,
+    pub file: String,
+    pub fix: String,
+}
+
+impl Brief {
+    pub fn of(f: &Finding) -> Brief {
+        Brief {
+            kind: f.kind.as_str().to_string(),
+            verdict: f.verdict.clone(),
+            time_lost_ms: f.time_lost_ms,
+            frames: f.evidence.frames.clone(),
+            file: f.file.clone(),
+            fix: f.fix.clone(),
+        }
+    }
+}
+
 /// One kind of finding on one side.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KindSeen {
@@ -64,7 +90,7 @@ impl SideFindings {
     pub fn add(
         &mut self,
         source: &str,
-        findings: &[Finding],
+        findings: &[Brief],
         flows: u64,
         exchanges: u64,
         tcp_segments: u64,
@@ -89,7 +115,7 @@ impl SideFindings {
                     runs: 1,
                     time_lost_ms: f.time_lost_ms,
                     verdict: f.verdict.clone(),
-                    frames: f.evidence.frames.iter().take(8).copied().collect(),
+                    frames: f.frames.iter().take(8).copied().collect(),
                     file: f.file.clone(),
                     fix: f.fix.clone(),
                 }),
@@ -174,7 +200,11 @@ pub fn differences(a: &SideFindings, b: &SideFindings) -> Vec<String> {
     }
     if let (Some(sa), Some(sb)) = (a.segments_per_exchange(), b.segments_per_exchange()) {
         if sa > 0.0 && sb > 0.0 && (sb / sa >= SEGMENTS_FACTOR || sa / sb >= SEGMENTS_FACTOR) {
-            let (more, m, l) = if sb > sa { ("B", sb, sa) } else { ("A", sa, sb) };
+            let (more, m, l) = if sb > sa {
+                ("B", sb, sa)
+            } else {
+                ("A", sa, sb)
+            };
             out.push(format!(
                 "{more} carries the same exchanges in {:.2}× the TCP segments ({:.1} per \
                  exchange against {:.1})",

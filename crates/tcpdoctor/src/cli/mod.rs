@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand.
 
+pub mod ab;
 pub mod analyze;
 mod audit_pass;
 pub mod bench;
@@ -42,6 +43,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Analyze(analyze::AnalyzeArgs),
+    Ab(Box<ab::AbArgs>),
     Bench(Box<bench::BenchArgs>),
     Proxy(Box<proxy::ProxyArgs>),
     Specimen(specimen::SpecimenArgs),
@@ -61,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::Ab(args) => ab::run(*args),
         Command::Bench(args) => bench::run(*args),
         Command::Proxy(args) => proxy::run(*args),
         Command::Specimen(args) => specimen::run(args),

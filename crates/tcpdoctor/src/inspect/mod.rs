@@ -19,7 +19,7 @@ mod netns;
 pub mod options;
 pub mod proc;
 mod sampler;
-mod tcp_info;
+pub mod tcp_info;
 mod track;
 
 pub use sampler::{find_by_port, observe, say, Config};

@@ -1,0 +1,32 @@
+//! `tcpdoctor ab`'s runs: each side's command or server run once per slot, watched for
+//! hangs (`watch`), and what their traffic shows (`why`).
+
+pub mod command;
+pub mod server;
+mod tree;
+mod watch;
+pub mod why;
+
+use std::collections::BTreeMap;
+
+use tcpdoctor_core::ab::{Brief, Outcome};
+
+/// One analysed run's findings and counts, for the side-by-side "why".
+#[derive(Clone, Debug)]
+pub struct WhyRun {
+    pub source: String,
+    pub findings: Vec<Brief>,
+    pub flows: u64,
+    pub exchanges: u64,
+    pub tcp_segments: u64,
+}
+
+/// What one run gave.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub outcome: Outcome,
+    pub wall_s: f64,
+    pub figures: BTreeMap<String, f64>,
+    /// Its traffic analysed, when the run captured it (server mode: each scenario).
+    pub why: Vec<WhyRun>,
+}

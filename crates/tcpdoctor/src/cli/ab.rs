@@ -1,0 +1,397 @@
+//! `tcpdoctor ab`: two implementations compared — how much faster, how sure, and why.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use tcpdoctor_core::ab::{
+    compare_figure, count_hangs, describe_order, gate, order, render_text, AbReport, AbSettings,
+    Better, FigureSpec, GateResult, RunRecord, Side, SideFindings, Why, AB_SCHEMA_VERSION,
+};
+
+use super::analyze::Format;
+use super::run::OutDir;
+use crate::ab::{command, server, RunResult};
+use crate::output;
+
+/// Compare two implementations (A, the reference, and B): how much faster, how sure, and why.
+///
+/// Runs alternate A B, B A, A B, … (after warm-up runs that are discarded), so a drift of the
+/// machine falls on both. Each figure's result is the ratio B/A over the rounds with its
+/// confidence interval (a paired t-interval on log ratios, docs/ab.md says why) and a
+/// verdict: B faster, B slower, or no difference the noise can show. A run that makes no
+/// progress for --hang-after is a hang: recorded with its sockets as they were, stopped, and
+/// the comparison goes on. Each side's traffic is captured and analysed, and what differs
+/// (a Nagle stall in B only, more segments per exchange, …) is named with frames.
+///
+/// Two servers, driven by the same script as `run` drives one:
+///   tcpdoctor ab --server-a './old --port 7000' --server-b './new --port 7000' \
+///       --target 127.0.0.1:7000 --preset resp --scenarios direct,wan:15ms --rounds 10
+///
+/// Two benchmark commands you already have (each starts its own server and client), with a
+/// figure read from their output (else the wall time is compared):
+///   tcpdoctor ab --command-a 'redis-benchmark -p 7000 -t ping -n 20000 -q' \
+///       --command-b 'redis-benchmark -p 7001 -t ping -n 20000 -q' \
+///       --figure 'rps:higher=([0-9.]+) requests per second' --fail-if-slower=1.05
+///
+/// Exit status: 0, or 1 with --fail-if-slower when B is slower than RATIO × A beyond the noise
+/// in any figure, a figure could not be compared, or B hung (2: bad input or tcpdoctor's own
+/// error). JSON (--format json): schema/ab-report.schema.json.
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct AbArgs {
+    /// A's benchmark command (sh -c; it starts what it needs and exits when done).
+    #[arg(long, value_name = "CMD", requires = "command_b", conflicts_with_all = ["server_a", "server_b"])]
+    pub command_a: Option<String>,
+
+    /// B's benchmark command.
+    #[arg(long, value_name = "CMD", requires = "command_a")]
+    pub command_b: Option<String>,
+
+    /// With --command-a/-b: a figure read from the command's standard output, NAME:higher=REGEX
+    /// (a rate: higher is better) or NAME:lower=REGEX (a time); the regex's first group, else
+    /// its whole match, is the number (its last match in the output; commas ignored).
+    /// Repeatable. The wall time is always compared too.
+    #[arg(long, value_name = "NAME:DIR=REGEX", requires = "command_a")]
+    pub figure: Vec<String>,
+
+    /// A's server command (sh -c), started for each of A's runs as `run --server` starts it.
+    #[arg(long, value_name = "CMD", requires_all = ["server_b", "target"])]
+    pub server_a: Option<String>,
+
+    /// B's server command; it must listen on the same --target.
+    #[arg(long, value_name = "CMD", requires = "server_a")]
+    pub server_b: Option<String>,
+
+    /// With --server-a/-b: the address both listen on, as `run --target` takes it.
+    #[arg(long, value_name = "ADDR")]
+    pub target: Option<String>,
+
+    /// With --server-a/-b: a conversation script (docs/scripts.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "preset")]
+    pub script: Option<PathBuf>,
+
+    /// With --server-a/-b: a built-in script (echo, echo-line, resp, http1, memcache, line).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+
+    /// A preset's parameter or a script's `[vars]` entry, KEY=VALUE (repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub param: Vec<String>,
+
+    /// With --server-a/-b: the paths, as `run --scenarios` takes them (direct, proxy,
+    /// proxy-nagle, proxy-delay:D, wan:PATH).
+    #[arg(long, default_value = "direct")]
+    pub scenarios: String,
+
+    /// With --server-a/-b: exchanges per scenario and run.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: u64,
+
+    /// With --server-a/-b: concurrent connections.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub connections: u64,
+
+    /// With --server-a/-b: requests in flight per connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub pipeline: u64,
+
+    /// Measured rounds (each one run of A and one of B).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub rounds: u32,
+
+    /// Warm-up rounds run first and discarded.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub warmup: u32,
+
+    /// Two-sided confidence of the intervals, percent.
+    #[arg(long, default_value_t = 99.0, value_name = "PERCENT")]
+    pub confidence: f64,
+
+    /// The smallest difference worth showing, percent: when the spread hides one this large,
+    /// the report says about how many rounds would show it.
+    #[arg(long, default_value_t = 5.0, value_name = "PERCENT")]
+    pub resolution: f64,
+
+    /// A run with no progress for this long (no byte acknowledged or received on its TCP
+    /// sockets, no I/O by processes holding Unix sockets, no output line) is a hang: its
+    /// sockets are recorded, it is stopped, and the next run starts.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub hang_after: String,
+
+    /// Exit 1 when B is slower than RATIO × A beyond the noise in any figure, when a figure
+    /// could not be compared (fewer than 3 complete rounds), or when B hung in any run.
+    #[arg(long, value_name = "RATIO", num_args = 0..=1, default_missing_value = "1.0")]
+    pub fail_if_slower: Option<f64>,
+
+    /// With --command-a/-b: runs per side captured in a private network namespace and
+    /// analysed for the side-by-side findings (not measured: capturing costs CPU). 0: none.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub why_runs: u32,
+
+    /// Where runs' outputs, captures and logs go [default: a new directory under the
+    /// temporary directory, named on stderr].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+enum Mode {
+    Commands {
+        a: String,
+        b: String,
+        figures: Vec<command::OutputFigure>,
+    },
+    Servers {
+        a: String,
+        b: String,
+        run_args: Vec<String>,
+        scenarios: Vec<String>,
+    },
+}
+
+fn mode(args: &AbArgs) -> anyhow::Result<Mode> {
+    match (
+        &args.command_a,
+        &args.command_b,
+        &args.server_a,
+        &args.server_b,
+    ) {
+        (Some(a), Some(b), None, None) => {
+            if args.script.is_some() || args.preset.is_some() || args.target.is_some() {
+                bail!("ab: --script, --preset and --target go with --server-a/--server-b, not with commands");
+            }
+            let figures = args
+                .figure
+                .iter()
+                .map(|f| command::parse_figure(f))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!(e))?;
+            Ok(Mode::Commands {
+                a: a.clone(),
+                b: b.clone(),
+                figures,
+            })
+        }
+        (None, None, Some(a), Some(b)) => {
+            let target = args.target.clone().expect("clap requires it");
+            let mut run_args = vec!["--target".to_string(), target];
+            if let Some(s) = &args.script {
+                run_args.extend(["--script".into(), s.display().to_string()]);
+            }
+            if let Some(p) = &args.preset {
+                run_args.extend(["--preset".into(), p.clone()]);
+            }
+            if args.script.is_none() && args.preset.is_none() {
+                bail!("ab: --server-a/--server-b need --script FILE or --preset NAME (what to drive them with)");
+            }
+            for p in &args.param {
+                run_args.extend(["--param".into(), p.clone()]);
+            }
+            let timeout = hang_after(args)? + Duration::from_secs(5);
+            run_args.extend([
+                "--scenarios".into(),
+                args.scenarios.clone(),
+                "--requests".into(),
+                args.requests.to_string(),
+                "--connections".into(),
+                args.connections.to_string(),
+                "--pipeline".into(),
+                args.pipeline.to_string(),
+                "--timeout".into(),
+                format!("{}ms", timeout.as_millis()),
+            ]);
+            let scenarios: Vec<String> = args
+                .scenarios
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            if scenarios.is_empty() {
+                bail!("ab: --scenarios is empty");
+            }
+            Ok(Mode::Servers {
+                a: a.clone(),
+                b: b.clone(),
+                run_args,
+                scenarios,
+            })
+        }
+        _ => bail!(
+            "ab: give either --command-a CMD --command-b CMD (two benchmark commands) or \
+             --server-a CMD --server-b CMD --target ADDR (two servers driven by a script)"
+        ),
+    }
+}
+
+fn hang_after(args: &AbArgs) -> anyhow::Result<Duration> {
+    super::bench::positive_duration("hang-after", &args.hang_after)
+}
+
+fn percent(flag: &str, v: f64, max: f64) -> anyhow::Result<f64> {
+    if !(v.is_finite() && v > 0.0 && v < max) {
+        bail!("--{flag} {v}: a percentage above 0 and below {max}");
+    }
+    Ok(v / 100.0)
+}
+
+pub fn run(args: AbArgs) -> anyhow::Result<u8> {
+    let mode = mode(&args)?;
+    let hang = hang_after(&args)?;
+    let confidence = percent("confidence", args.confidence, 100.0)?;
+    let resolution = percent("resolution", args.resolution, 1000.0)?;
+    if let Some(r) = args.fail_if_slower {
+        if !(r.is_finite() && r >= 1.0) {
+            bail!("--fail-if-slower={r}: a ratio of 1 or more (1.05: B may be up to 5 % slower)");
+        }
+    }
+    let out_dir = OutDir::new(args.out.as_deref(), "ab")?;
+    let dir = out_dir.path.clone();
+    let slots = order(args.rounds, args.warmup);
+    let (side_text, specs): ([String; 2], Vec<FigureSpec>) = match &mode {
+        Mode::Commands { a, b, figures } => {
+            let mut specs = vec![FigureSpec {
+                name: command::WALL.into(),
+                better: Better::Lower,
+                unit: Some("s".into()),
+            }];
+            specs.extend(figures.iter().map(|f| f.spec.clone()));
+            ([a.clone(), b.clone()], specs)
+        }
+        Mode::Servers {
+            a, b, scenarios, ..
+        } => ([a.clone(), b.clone()], server::figure_specs(scenarios)),
+    };
+    let mut runs: Vec<RunRecord> = Vec::new();
+    let mut why_a = SideFindings::new(Side::A);
+    let mut why_b = SideFindings::new(Side::B);
+    let total = slots.len();
+    for (i, slot) in slots.iter().enumerate() {
+        let tag = format!(
+            "{}{:03}-{}",
+            if slot.warmup { "warmup-" } else { "round-" },
+            slot.round,
+            slot.side.letter().to_lowercase()
+        );
+        eprintln!(
+            "tcpdoctor ab: run {}/{total}: {} {} {}",
+            i + 1,
+            if slot.warmup { "warm-up" } else { "round" },
+            slot.round,
+            slot.side.letter()
+        );
+        let which = match slot.side {
+            Side::A => 0,
+            Side::B => 1,
+        };
+        let result: RunResult = match &mode {
+            Mode::Commands { a, b, figures } => {
+                let cmd = if which == 0 { a } else { b };
+                command::run_once(cmd, &dir.join(format!("{tag}.out")), hang, figures)?
+            }
+            Mode::Servers { a, b, run_args, .. } => {
+                let srv = if which == 0 { a } else { b };
+                server::run_once(srv, run_args, &dir.join(&tag), hang)?
+            }
+        };
+        if let tcpdoctor_core::ab::Outcome::Failed { reason } = &result.outcome {
+            eprintln!("tcpdoctor ab:   {} failed: {reason}", slot.side.letter());
+        }
+        if let tcpdoctor_core::ab::Outcome::Hang { .. } = &result.outcome {
+            eprintln!(
+                "tcpdoctor ab:   {} HUNG: no progress for {} s; stopped, going on",
+                slot.side.letter(),
+                hang.as_secs_f64()
+            );
+        }
+        if !slot.warmup {
+            let side = if which == 0 { &mut why_a } else { &mut why_b };
+            for w in &result.why {
+                side.add(&w.source, &w.findings, w.flows, w.exchanges, w.tcp_segments);
+            }
+        }
+        runs.push(RunRecord {
+            round: slot.round,
+            side: slot.side,
+            warmup: slot.warmup,
+            outcome: result.outcome,
+            wall_s: result.wall_s,
+            figures: result.figures,
+        });
+    }
+    let mut warnings = Vec::new();
+    if let Mode::Commands { a, b, .. } = &mode {
+        for (k, (cmd, side)) in [(a, &mut why_a), (b, &mut why_b)].into_iter().enumerate() {
+            let letter = if k == 0 { "a" } else { "b" };
+            for n in 1..=args.why_runs {
+                eprintln!(
+                    "tcpdoctor ab: capturing {} for why ({n}/{})",
+                    letter.to_uppercase(),
+                    args.why_runs
+                );
+                let pcap = dir.join(format!("why-{letter}-{n}.pcap"));
+                match crate::ab::why::capture_and_analyse(cmd, &pcap, hang)? {
+                    Ok(w) => side.add(&w.source, &w.findings, w.flows, w.exchanges, w.tcp_segments),
+                    Err(why) => warnings.push(format!(
+                        "{}'s traffic was not analysed: {why}",
+                        letter.to_uppercase()
+                    )),
+                }
+            }
+        }
+    }
+    let why = (why_a.runs_analysed + why_b.runs_analysed > 0).then(|| Why::of(why_a, why_b));
+    let figures: Vec<_> = specs
+        .iter()
+        .map(|s| compare_figure(s, &runs, confidence, resolution))
+        // A figure no run of either side gave (server CPU without /proc, …) is not a row.
+        .filter(|f| f.a.is_some() || f.b.is_some() || f.name == command::WALL)
+        .collect();
+    let hangs = count_hangs(&runs);
+    let (result, reasons) = gate(&figures, hangs, args.fail_if_slower, confidence);
+    let report = AbReport {
+        schema_version: AB_SCHEMA_VERSION,
+        command: "ab".into(),
+        settings: AbSettings {
+            mode: match mode {
+                Mode::Commands { .. } => "command".into(),
+                Mode::Servers { .. } => "server".into(),
+            },
+            a: side_text[0].clone(),
+            b: side_text[1].clone(),
+            rounds: args.rounds,
+            warmup: args.warmup,
+            order: describe_order(&slots),
+            confidence,
+            resolution,
+            hang_after_s: hang.as_secs_f64(),
+            method: format!(
+                "B/A per round (A and B back to back, alternating which goes first); the ratio \
+                 is the geometric mean over complete rounds, its {} % interval a paired \
+                 t-interval on ln(B/A)",
+                tcpdoctor_core::numfmt::num(100.0 * confidence)
+            ),
+        },
+        figures,
+        hangs,
+        runs,
+        why,
+        result: result.clone(),
+        reasons,
+        warnings,
+    };
+    let text = match args.format {
+        Format::Text => render_text(&report),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&report)?;
+            s.push('\n');
+            s
+        }
+    };
+    output::print(&text)?;
+    drop(out_dir);
+    Ok(if result == GateResult::Failed { 1 } else { 0 })
+}
