@@ -195,9 +195,10 @@ pub enum GateResult {
 }
 
 /// `tcpdoctor ab --format json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AbReport {
     pub schema_version: u32,
+    pub tool: crate::report::ToolInfo,
     pub command: String,
     pub settings: AbSettings,
     pub figures: Vec<FigureResult>,

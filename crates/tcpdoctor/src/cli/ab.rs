@@ -354,6 +354,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
     let (result, reasons) = gate(&figures, hangs, args.fail_if_slower, confidence);
     let report = AbReport {
         schema_version: AB_SCHEMA_VERSION,
+        tool: tcpdoctor_core::report::ToolInfo::current(),
         command: "ab".into(),
         settings: AbSettings {
             mode: match mode {
