@@ -695,15 +695,6 @@ fn the_connect_and_greeting_of_a_reconnect_are_in_the_latency() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// nginx at `PATH`, or in /usr/sbin (where Debian puts it); None when it is not installed.
-fn nginx_binary() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([std::path::PathBuf::from("/usr/sbin")])
-        .map(|d| d.join("nginx"))
-        .find(|p| p.is_file())
-}
-
 /// Issue 12: nginx closes a keep-alive connection after `keepalive_requests` (here 10),
 /// saying `Connection: close` on the last response. `--requests 5000` measures 5000, with no
 /// error (before: "connection reset" errors), one reconnect per 10 responses, also with
@@ -711,7 +702,7 @@ fn nginx_binary() -> Option<std::path::PathBuf> {
 /// nginx-light`): skipped without it, unless TCPDOCTOR_REQUIRE_TOOLS is set (CI).
 #[test]
 fn nginx_keepalive_limit_is_a_reconnect_not_an_error() {
-    let Some(nginx) = nginx_binary() else {
+    let Some(nginx) = common::installed("nginx") else {
         common::skip_unless_required(
             "TCPDOCTOR_REQUIRE_TOOLS",
             "nginx_keepalive_limit_is_a_reconnect_not_an_error",

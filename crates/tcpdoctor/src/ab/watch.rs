@@ -75,6 +75,15 @@ pub fn watch(
                 last_progress = Instant::now();
             }
         }
+        if crate::capture::stop::interrupted() {
+            // Ctrl-C or SIGTERM: the run is stopped as a hung one is, and said not to count.
+            let wall = started.elapsed();
+            stop_tree(child, &pids, stop);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                format!("interrupted after {:.1} s", wall.as_secs_f64()),
+            ));
+        }
         if last_progress.elapsed() >= hang_after {
             let sockets = tree::snapshot(&pids);
             let wall = started.elapsed();

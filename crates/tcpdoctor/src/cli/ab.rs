@@ -269,6 +269,9 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
     let mut why_a = SideFindings::new(Side::A);
     let mut why_b = SideFindings::new(Side::B);
     let total = slots.len();
+    // Ctrl-C stops the run under way (and what it started) and reports what was measured.
+    crate::capture::stop::install();
+    let mut interrupted: Option<String> = None;
     for (i, slot) in slots.iter().enumerate() {
         let tag = format!(
             "{}{:03}-{}",
@@ -287,15 +290,28 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             Side::A => 0,
             Side::B => 1,
         };
-        let result: RunResult = match &mode {
+        let result = match &mode {
             Mode::Commands { a, b, figures } => {
                 let cmd = if which == 0 { a } else { b };
-                command::run_once(cmd, &dir.join(format!("{tag}.out")), hang, figures)?
+                command::run_once(cmd, &dir.join(format!("{tag}.out")), hang, figures)
             }
             Mode::Servers { a, b, run_args, .. } => {
                 let srv = if which == 0 { a } else { b };
-                server::run_once(srv, run_args, &dir.join(&tag), hang)?
+                server::run_once(srv, run_args, &dir.join(&tag), hang)
             }
+        };
+        let result: RunResult = match result {
+            Ok(r) => r,
+            Err(e) if crate::capture::stop::interrupted() => {
+                interrupted = Some(format!(
+                    "interrupted during run {}/{total} ({e:#}): the report covers the {} runs \
+                     before it",
+                    i + 1,
+                    i
+                ));
+                break;
+            }
+            Err(e) => return Err(e),
         };
         if let tcpdoctor_core::ab::Outcome::Failed { reason } = &result.outcome {
             eprintln!("tcpdoctor ab:   {} failed: {reason}", slot.side.letter());
@@ -322,8 +338,8 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             figures: result.figures,
         });
     }
-    let mut warnings = Vec::new();
-    if let Mode::Commands { a, b, .. } = &mode {
+    let mut warnings: Vec<String> = interrupted.iter().cloned().collect();
+    if let (Mode::Commands { a, b, .. }, None) = (&mode, &interrupted) {
         for (k, (cmd, side)) in [(a, &mut why_a), (b, &mut why_b)].into_iter().enumerate() {
             let letter = if k == 0 { "a" } else { "b" };
             for n in 1..=args.why_runs {
@@ -333,7 +349,14 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
                     args.why_runs
                 );
                 let pcap = dir.join(format!("why-{letter}-{n}.pcap"));
-                match crate::ab::why::capture_and_analyse(cmd, &pcap, hang)? {
+                let analysed = match crate::ab::why::capture_and_analyse(cmd, &pcap, hang) {
+                    Err(e) if crate::capture::stop::interrupted() => {
+                        warnings.push(format!("interrupted while capturing for why: {e:#}"));
+                        break;
+                    }
+                    other => other?,
+                };
+                match analysed {
                     Ok(w) => side.add(&w.source, &w.findings, w.flows, w.exchanges, w.tcp_segments),
                     Err(why) => warnings.push(format!(
                         "{}'s traffic was not analysed: {why}",

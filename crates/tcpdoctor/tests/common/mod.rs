@@ -269,3 +269,14 @@ pub fn wan_unavailable(test: &str, text: &str) -> bool {
     }
     unavailable
 }
+
+/// `name` on `PATH`, or in /usr/sbin (where Debian puts nginx and lighttpd for non-root
+/// users' `PATH`); None when it is not installed.
+#[allow(dead_code)]
+pub fn installed(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
