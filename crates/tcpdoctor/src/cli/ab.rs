@@ -15,7 +15,7 @@ use super::run::OutDir;
 use crate::ab::{command, server, RunResult};
 use crate::output;
 
-/// Compare two implementations (A, the reference, and B): how much faster, how sure, and why.
+/// A/B of two implementations (A the reference): how much faster, how sure, and why
 ///
 /// Runs alternate A B, B A, A B, … (after warm-up runs that are discarded), so a drift of the
 /// machine falls on both. Each figure's result is the ratio B/A over the rounds with its
