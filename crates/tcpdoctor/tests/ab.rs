@@ -165,19 +165,14 @@ fn a_known_slowdown_is_b_slower_with_the_ratio_in_its_interval() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// What differs is named from the captures: B writes each reply line on its own with Nagle
-/// on (the second line waits for the client's delayed ACK), A writes the reply once; the
-/// report names nagle_delayed_ack in B only, with frames of B's capture, and B slower.
+/// What differs is named from the captures, over a real WAN path (both ends kernel TCP):
+/// B writes each reply line on its own with Nagle on (the second line waits for the client's
+/// delayed ACK), A writes the reply once; the report names nagle_delayed_ack in B only, with
+/// frames of B's capture, B's extra segments per exchange, and B slower.
 #[test]
-fn a_nagle_stall_in_b_only_is_named_with_its_frames() {
+fn a_nagle_stall_in_b_only_is_named_with_its_frames_over_a_wan_path() {
+    let test = "a_nagle_stall_in_b_only_is_named_with_its_frames_over_a_wan_path";
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::run::live_capture_possible() {
-        common::skipped(
-            "a_nagle_stall_in_b_only_is_named_with_its_frames",
-            "run cannot capture loopback here (needs root or CAP_NET_RAW)",
-        );
-        return;
-    }
     let dir = scratch("ab-why");
     let port = free_port();
     let (r, code, err) = ab_servers(
@@ -185,39 +180,57 @@ fn a_nagle_stall_in_b_only_is_named_with_its_frames() {
         port,
         "--writes whole --lines 3",
         "--writes per-line --lines 3",
-        &["--requests", "10", "--rounds", "3", "--warmup", "0"],
+        &[
+            "--requests",
+            "10",
+            "--rounds",
+            "3",
+            "--warmup",
+            "0",
+            "--scenarios",
+            "wan:5ms",
+        ],
     );
-    assert_eq!(code, 0, "no gate: {err}");
-    assert!(r.is_object(), "a report: {err}");
-    let why = &r["why"];
-    assert_eq!(why["a"]["runs_analysed"], 3, "{why:#}");
-    let b_kinds: Vec<&str> = why["b"]["kinds"]
+    let failed_runs: Vec<String> = r["runs"]
         .as_array()
-        .expect("kinds")
-        .iter()
-        .filter_map(|k| k["kind"].as_str())
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x["outcome"]["reason"].as_str().map(str::to_string))
         .collect();
-    assert!(b_kinds.contains(&"nagle_delayed_ack"), "{why:#}");
-    assert!(
-        !why["a"]["kinds"]
+    if common::wan_unavailable(test, &format!("{err}{failed_runs:?}")) {
+        return;
+    }
+    assert_eq!(code, 0, "no gate: {err}");
+    let why = &r["why"];
+    assert_eq!(why["a"]["runs_analysed"], 3, "{why:#}\n{err}");
+    let kinds = |side: &str| -> Vec<String> {
+        why[side]["kinds"]
             .as_array()
             .expect("kinds")
             .iter()
-            .any(|k| k["kind"] == "nagle_delayed_ack"),
-        "{why:#}"
-    );
-    let named = why["differences"]
+            .filter_map(|k| k["kind"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(kinds("b").contains(&"nagle_delayed_ack".to_string()), "{why:#}");
+    assert!(!kinds("a").contains(&"nagle_delayed_ack".to_string()), "{why:#}");
+    let differences: Vec<&str> = why["differences"]
         .as_array()
         .expect("differences")
         .iter()
         .filter_map(Value::as_str)
-        .find(|d| d.starts_with("nagle_delayed_ack in B only"))
+        .collect();
+    let named = differences
+        .iter()
+        .find(|d| d.starts_with("nagle_delayed_ack in B only (3 of 3 analysed runs"))
         .unwrap_or_else(|| panic!("not named: {why:#}"));
+    assert!(named.contains("frames ") && named.contains(".pcapng"), "{named}");
     assert!(
-        named.contains("frames ") && named.contains(".pcap"),
-        "{named}"
+        differences
+            .iter()
+            .any(|d| d.starts_with("B carries the same exchanges in")),
+        "{differences:#?}"
     );
-    assert_eq!(figure(&r, "p50 direct")["verdict"], "slower");
+    assert_eq!(figure(&r, "p50 wan:5ms")["verdict"], "slower");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
