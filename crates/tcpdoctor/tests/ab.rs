@@ -211,8 +211,14 @@ fn a_nagle_stall_in_b_only_is_named_with_its_frames_over_a_wan_path() {
             .filter_map(|k| k["kind"].as_str().map(str::to_string))
             .collect()
     };
-    assert!(kinds("b").contains(&"nagle_delayed_ack".to_string()), "{why:#}");
-    assert!(!kinds("a").contains(&"nagle_delayed_ack".to_string()), "{why:#}");
+    assert!(
+        kinds("b").contains(&"nagle_delayed_ack".to_string()),
+        "{why:#}"
+    );
+    assert!(
+        !kinds("a").contains(&"nagle_delayed_ack".to_string()),
+        "{why:#}"
+    );
     let differences: Vec<&str> = why["differences"]
         .as_array()
         .expect("differences")
@@ -223,7 +229,10 @@ fn a_nagle_stall_in_b_only_is_named_with_its_frames_over_a_wan_path() {
         .iter()
         .find(|d| d.starts_with("nagle_delayed_ack in B only (3 of 3 analysed runs"))
         .unwrap_or_else(|| panic!("not named: {why:#}"));
-    assert!(named.contains("frames ") && named.contains(".pcapng"), "{named}");
+    assert!(
+        named.contains("frames ") && named.contains(".pcapng"),
+        "{named}"
+    );
     assert!(
         differences
             .iter()
@@ -231,6 +240,58 @@ fn a_nagle_stall_in_b_only_is_named_with_its_frames_over_a_wan_path() {
         "{differences:#?}"
     );
     assert_eq!(figure(&r, "p50 wan:5ms")["verdict"], "slower");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Over a Unix socket (`--target unix:PATH`, as `run` takes it): the figures are compared the
+/// same way (B's 4 ms of work per request against A's 1 ms is B slower); there are no packets
+/// to analyse, and the report says nothing about a "why" it could not look at.
+#[test]
+fn servers_on_a_unix_socket_are_compared_too() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("ab-unix");
+    let sock = dir.join("s.sock");
+    let exe = env!("CARGO_BIN_EXE_tcpdoctor");
+    let server = |gap: &str| {
+        format!(
+            "{exe} specimen --listen unix:{} --idle-timeout 60s --writes per-line --lines 2 \
+             --line-gap {gap}",
+            sock.display()
+        )
+    };
+    let (sa, sb) = (server("1ms"), server("4ms"));
+    let target = format!("unix:{}", sock.display());
+    let out = dir.join("ab");
+    let mut args = vec![
+        "ab",
+        "--format",
+        "json",
+        "--server-a",
+        &sa,
+        "--server-b",
+        &sb,
+        "--target",
+        &target,
+        "--requests",
+        "20",
+        "--rounds",
+        "3",
+        "--warmup",
+        "0",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(SPECIMEN_LINE);
+    let (r, code, err) = tcpdoctor_in(&dir, &args);
+    assert_eq!(code, 0, "{err}");
+    let p50 = figure(&r, "p50 direct");
+    assert_eq!(p50["pairs"], 3, "{p50:#}\n{err}");
+    assert_eq!(p50["verdict"], "slower", "{p50:#}");
+    assert!(
+        r.get("why").is_none(),
+        "no capture over a Unix socket: {:#}",
+        r["why"]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -415,5 +476,31 @@ fn bad_input_names_the_flag() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // A side that never runs (its command fails every time) is a setup error, after the
+    // report that shows each failure.
+    let (r, code, err) = tcpdoctor_in(
+        &dir,
+        &[
+            "ab",
+            "--format",
+            "json",
+            "--command-a",
+            "true",
+            "--command-b",
+            "exit 3",
+            "--rounds",
+            "3",
+            "--warmup",
+            "0",
+            "--why-runs",
+            "0",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("every run of B failed (the first: exit status: 3"),
+        "{err}"
+    );
+    assert_eq!(r["figures"][0]["verdict"], "not_compared", "{r:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }

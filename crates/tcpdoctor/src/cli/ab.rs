@@ -370,9 +370,32 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
     let figures: Vec<_> = specs
         .iter()
         .map(|s| compare_figure(s, &runs, confidence, resolution))
-        // A figure no run of either side gave (server CPU without /proc, …) is not a row.
-        .filter(|f| f.a.is_some() || f.b.is_some() || f.name == command::WALL)
+        // Server CPU that no run of either side could read is not a row; every other figure
+        // is, measured or not (a gate must see what it did not get).
+        .filter(|f| f.a.is_some() || f.b.is_some() || !f.name.starts_with("server CPU"))
         .collect();
+    let mut nothing = Vec::new();
+    for side in [Side::A, Side::B] {
+        let measured: Vec<&RunRecord> = runs
+            .iter()
+            .filter(|r| !r.warmup && r.side == side)
+            .collect();
+        let first_failure = measured.iter().find_map(|r| match &r.outcome {
+            tcpdoctor_core::ab::Outcome::Failed { reason } => Some(reason.clone()),
+            _ => None,
+        });
+        let all_failed = !measured.is_empty()
+            && measured
+                .iter()
+                .all(|r| matches!(r.outcome, tcpdoctor_core::ab::Outcome::Failed { .. }));
+        if let (true, Some(reason)) = (all_failed, first_failure) {
+            nothing.push(format!(
+                "every run of {} failed (the first: {reason})",
+                side.letter()
+            ));
+        }
+    }
+    warnings.extend(nothing.iter().cloned());
     let hangs = count_hangs(&runs);
     let (result, reasons) = gate(&figures, hangs, args.fail_if_slower, confidence);
     let report = AbReport {
@@ -417,5 +440,9 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
     };
     output::print(&text)?;
     drop(out_dir);
+    if !nothing.is_empty() {
+        // Not a comparison: a side that never ran is a setup error, not a result.
+        bail!("{}", nothing.join("; "));
+    }
     Ok(if result == GateResult::Failed { 1 } else { 0 })
 }
