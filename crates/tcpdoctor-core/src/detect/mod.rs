@@ -11,7 +11,7 @@ mod nagle_round_trip;
 mod release;
 mod retransmission_stall;
 mod rtt_bound;
-mod unbatched_messages;
+pub(crate) mod unbatched_messages;
 mod window_limited;
 mod zero_window;
 

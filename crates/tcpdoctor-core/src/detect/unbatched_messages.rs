@@ -21,15 +21,19 @@
 //! 3. A segment carries `round(len / s)` messages, at least one: a segment of several is a
 //!    coalesced write (by the program, or by the kernel once the window filled).
 //! 4. *Pipelined.* A request segment is pipelined when it leaves while requests sent before it
-//!    are still unanswered (more requests than answers so far, counted by rule 3); an answer
-//!    segment leaves *with more waiting* when requests already seen outnumber the answers sent
-//!    with it: the sender had the next request in hand and answered this one alone.
+//!    are still unanswered (more requests than answers so far, counted by rule 3). An answer
+//!    segment *could have shared a write* with the previous one when both their requests had
+//!    arrived before the server segment before that one left: a server that reads, answers
+//!    all it read with one write and reads again would have read both in one read and
+//!    answered them with one write. A request that arrives while the server is busy answering
+//!    the previous read is not counted (batching could not have included it), nor is the
+//!    first answer of a stretch (when the server read its request is not known).
 //! 5. *Burst.* At least [`MIN_BURST`] consecutive segments of one side, each one small message
 //!    (one message by rule 3, at most [`SMALL_SEGMENT`] bytes and half a full segment), each
 //!    after the first within [`GAP_MAX`] of the previous one of that side (the peer's segments
-//!    in between do not end it), and each after the first pipelined (requests) or following an
-//!    answer sent with more waiting (answers): messages that were ready together and could
-//!    have been one write.
+//!    in between do not end it), and each after the first pipelined (requests) or able to
+//!    share a write with the previous one (answers): messages that were ready together and
+//!    could have been one write.
 //! 6. *Cost.* Batched, a burst's bytes need `⌈bytes / full segment⌉` segments
 //!    ([`crate::flow::Flow::full_segment`]); the rest are *extra packets*, each with its headers
 //!    ([`HEADER_V4`] or [`HEADER_V6`] bytes of IP and TCP with timestamps). A batched sender
@@ -232,8 +236,8 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
     let mut open: [Option<Burst>; 2] = [None, None];
     // Requests sent and answers sent so far, in messages (rule 3).
     let (mut requests, mut answers) = (0u64, 0u64);
-    // Whether the last answer left with more requests waiting (rule 4).
-    let mut more_waiting = false;
+    // Requests seen when the server's previous segment left, and the one before (rule 4).
+    let (mut requests_at_answer, mut requests_at_answer_before) = (0u64, 0u64);
     for &s in segs {
         let i = s.dir.index();
         let typical = counts.side[i].1;
@@ -241,7 +245,7 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
         let one_small = messages == 1 && s.len <= SMALL_SEGMENT && s.len * 2 <= full[i];
         let related = match s.dir {
             Direction::ClientToServer => requests > answers,
-            Direction::ServerToClient => more_waiting,
+            Direction::ServerToClient => requests_at_answer_before >= answers + messages,
         };
         let continues = one_small
             && related
@@ -253,7 +257,8 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
             Direction::ClientToServer => requests += messages,
             Direction::ServerToClient => {
                 answers += messages;
-                more_waiting = requests > answers;
+                requests_at_answer_before = requests_at_answer;
+                requests_at_answer = requests;
             }
         }
         if continues {
@@ -297,7 +302,7 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     let (what, one, sender, peer) = super::message_words(dir);
     let answered = match dir {
         Direction::ClientToServer => "pipelined: each left before the answers to the earlier ones",
-        Direction::ServerToClient => "each sent alone while the next requests had already arrived",
+        Direction::ServerToClient => "each written alone though its request had arrived, with the previous one's, before the answer before them left",
     };
     let b = &ex.burst;
     let first = b.segs[0];
