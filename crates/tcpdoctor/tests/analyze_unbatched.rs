@@ -89,7 +89,11 @@ fn a_client_writing_each_small_message_alone_is_named_and_its_batched_twin_is_no
         .unwrap_or_else(|| panic!("the client's requests: {:#}", r["findings"]));
     let ev = &f["evidence"];
     let counts = &ev["counts"];
-    let n = |k: &str| counts[k].as_u64().unwrap_or_else(|| panic!("{k}: {counts}"));
+    let n = |k: &str| {
+        counts[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {counts}"))
+    };
     assert!(n("segments") >= 8, "{counts}");
     assert!(n("extra_packets") >= 7, "{counts}");
     assert!(n("segments_if_batched") < n("segments"), "{counts}");
@@ -106,7 +110,10 @@ fn a_client_writing_each_small_message_alone_is_named_and_its_batched_twin_is_no
     let facts = ev["facts"].to_string();
     assert!(facts.contains("200 requests"), "{facts}");
     assert!(facts.contains("200 answers"), "{facts}");
-    assert!(f["fix"].as_str().unwrap_or("").contains("writelines"), "{f:#}");
+    assert!(
+        f["fix"].as_str().unwrap_or("").contains("writelines"),
+        "{f:#}"
+    );
     // The server writes each answer alone too, with the requests already waiting.
     assert!(
         unbatched(&r, "server_to_client").is_some(),

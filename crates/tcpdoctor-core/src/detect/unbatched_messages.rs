@@ -302,7 +302,7 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     let (what, one, sender, peer) = super::message_words(dir);
     let answered = match dir {
         Direction::ClientToServer => "pipelined: each left before the answers to the earlier ones",
-        Direction::ServerToClient => "each written alone though its request had arrived, with the previous one's, before the answer before them left",
+        Direction::ServerToClient => "each written alone though its request and the previous one had both arrived before the answer before them left",
     };
     let b = &ex.burst;
     let first = b.segs[0];
@@ -325,14 +325,13 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     );
     let mut ev = Evidence::default();
     ev.facts.push(format!(
-        "frames {}–{}: {} {what} of {}–{} bytes left back to back in {} segments within {} \
+        "frames {}–{}: {} {what} of {} bytes left back to back in {} segments within {} \
          (no gap over {}), {answered}; one write of their {} bytes needs {}, so {} of them \
          are extra packets",
         first.frame,
         last.frame,
         b.segs.len(),
-        b.segs.iter().map(|s| s.len).min().unwrap_or(0),
-        b.segs.iter().map(|s| s.len).max().unwrap_or(0),
+        size_range(b),
         b.segs.len(),
         crate::units::fmt_duration(span),
         crate::units::fmt_duration(GAP_MAX),
@@ -369,7 +368,8 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     ev.counts.insert("segments_if_batched".into(), st.batched);
     ev.counts.insert("extra_packets".into(), extra);
     ev.counts.insert("header_bytes".into(), header_bytes);
-    ev.counts.insert("direction_segments".into(), st.dir_segments);
+    ev.counts
+        .insert("direction_segments".into(), st.dir_segments);
     ev.values
         .insert("extra_share".into(), crate::stats::round3(share));
     ev.frames = b.segs.iter().take(FRAMES_QUOTED).map(|s| s.frame).collect();
@@ -416,6 +416,17 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
         }
         .finish(groups, verdict, ev, fix),
     )
+}
+
+/// `40` or `38–42`.
+fn size_range(b: &Burst) -> String {
+    let min = b.segs.iter().map(|s| s.len).min().unwrap_or(0);
+    let max = b.segs.iter().map(|s| s.len).max().unwrap_or(0);
+    if min == max {
+        min.to_string()
+    } else {
+        format!("{min}–{max}")
+    }
 }
 
 fn segments_word(n: u64) -> String {

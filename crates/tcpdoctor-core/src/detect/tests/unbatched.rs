@@ -77,7 +77,11 @@ fn only_small_segments_count_as_small_messages() {
     assert!(named(&f, C2S), "{:?}", kinds(&f));
     let f = pipelined(12, SMALL_SEGMENT + 1, 12, 5, 50);
     assert!(!named(&f, C2S), "{:?}", kinds(&f));
-    assert!(named(&f, S2C), "the answers are small still: {:?}", kinds(&f));
+    assert!(
+        named(&f, S2C),
+        "the answers are small still: {:?}",
+        kinds(&f)
+    );
 }
 
 /// 16 requests: 20 answers agree (ratio 1.25), 21 do not (a request or answer in pieces).
