@@ -394,6 +394,7 @@ fn every_detector_has_a_positive_and_a_negative_capture() {
         "zero_window",
         "retransmission_stall",
         "window_limited",
+        "unbatched_messages",
     ];
     let texts: Vec<String> = expectation_files()
         .iter()

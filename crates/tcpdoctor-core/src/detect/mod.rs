@@ -11,6 +11,7 @@ mod nagle_round_trip;
 mod release;
 mod retransmission_stall;
 mod rtt_bound;
+pub(crate) mod unbatched_messages;
 mod window_limited;
 mod zero_window;
 
@@ -117,6 +118,7 @@ pub fn with_client(client: Option<ScriptedClient>) -> Vec<Box<dyn Detector>> {
         Box::new(zero_window::ZeroWindow::default()),
         Box::new(retransmission_stall::RetransmissionStall::default()),
         Box::new(window_limited::WindowLimited::default()),
+        Box::new(unbatched_messages::UnbatchedMessages::default()),
     ]
 }
 

@@ -483,6 +483,7 @@ mod handshake;
 mod hop_blame;
 mod nagle;
 mod rtt;
+mod unbatched;
 mod window;
 
 /// zeek reassembly.pcap's shape: a burst of segments lost together, each retransmitted after

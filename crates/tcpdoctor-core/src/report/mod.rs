@@ -37,10 +37,11 @@ pub enum FindingKind {
     WindowLimited,
     NagleRoundTrip,
     PoolImbalance,
+    UnbatchedMessages,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 10] = [
+    pub const ALL: [FindingKind; 11] = [
         FindingKind::NagleDelayedAck,
         FindingKind::FragmentedWrites,
         FindingKind::RttBound,
@@ -51,6 +52,7 @@ impl FindingKind {
         FindingKind::WindowLimited,
         FindingKind::NagleRoundTrip,
         FindingKind::PoolImbalance,
+        FindingKind::UnbatchedMessages,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +67,7 @@ impl FindingKind {
             FindingKind::WindowLimited => "window_limited",
             FindingKind::NagleRoundTrip => "nagle_round_trip",
             FindingKind::PoolImbalance => "pool_imbalance",
+            FindingKind::UnbatchedMessages => "unbatched_messages",
         }
     }
 

@@ -50,7 +50,7 @@ pub struct AnalyzeArgs {
 
     /// Exit with status 1 if any of these finding kinds is found (comma-separated), or `any`.
     /// Kinds: nagle_delayed_ack, nagle_round_trip, fragmented_writes, rtt_bound,
-    /// connection_churn, zero_window, retransmission_stall, window_limited.
+    /// connection_churn, zero_window, retransmission_stall, window_limited, unbatched_messages.
     #[arg(long, value_name = "KIND,...", value_delimiter = ',', value_parser = parse_fail_on)]
     pub fail_on: Vec<FailOn>,
 

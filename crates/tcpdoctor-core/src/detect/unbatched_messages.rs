@@ -1,0 +1,438 @@
+//! `unbatched_messages`: many small independent messages to one peer, one segment each.
+//!
+//! A sender with TCP_NODELAY on that writes each small message with its own call sends each as
+//! its own packet: a syscall, ≈ 52 bytes of headers (66 with Ethernet), an ACK the other way
+//! at least for every second one, and a slot of a congestion window that counts packets
+//! (PHYSICS §7, §9). Writing the messages queued for one peer together (per-peer batching)
+//! sends the same bytes in ⌈bytes / MSS⌉ packets. This is not `fragmented_writes` (one message
+//! in pieces): here every segment is a whole message, and the messages are independent.
+//!
+//! The core never reads payload, so it tells messages by their sizes and by the peer's
+//! answers. Rule, per flow, over a *stretch* of its data segments (all of them, or
+//! [`STRETCH_MAX`] at a time on a long flow):
+//! 1. *Typical message.* Each side's typical message is the median size of its data segments
+//!    in the stretch (`s_c`, `s_s`); the messages it sent are its bytes over that size
+//!    (`M_c = B_c / s_c` requests, `M_s = B_s / s_s` answers).
+//! 2. *Whole, independent messages.* The two counts agree within [`AGREE`] and both are at
+//!    least [`MIN_BURST`]: as many answers as requests, so a segment of the typical size is
+//!    one whole message each way. One request in *n* pieces answered whole (`M_c = n`,
+//!    `M_s = 1`) or a request answered in *n* pieces (`fragmented_writes`) disagree: nothing is
+//!    said. A one-way stream (no answers) is not judged.
+//! 3. A segment carries `round(len / s)` messages, at least one: a segment of several is a
+//!    coalesced write (by the program, or by the kernel once the window filled).
+//! 4. *Pipelined.* A request segment is pipelined when it leaves while requests sent before it
+//!    are still unanswered (more requests than answers so far, counted by rule 3). An answer
+//!    segment *could have shared a write* with the previous one when both their requests had
+//!    arrived before the server segment before that one left: a server that reads, answers
+//!    all it read with one write and reads again would have read both in one read and
+//!    answered them with one write. A request that arrives while the server is busy answering
+//!    the previous read is not counted (batching could not have included it), nor is the
+//!    first answer of a stretch (when the server read its request is not known).
+//! 5. *Burst.* At least [`MIN_BURST`] consecutive segments of one side, each one small message
+//!    (one message by rule 3, at most [`SMALL_SEGMENT`] bytes and half a full segment), each
+//!    after the first within [`GAP_MAX`] of the previous one of that side (the peer's segments
+//!    in between do not end it), and each after the first pipelined (requests) or able to
+//!    share a write with the previous one (answers): messages that were ready together and
+//!    could have been one write.
+//! 6. *Cost.* Batched, a burst's bytes need `⌈bytes / full segment⌉` segments
+//!    ([`crate::flow::Flow::full_segment`]); the rest are *extra packets*, each with its headers
+//!    ([`HEADER_V4`] or [`HEADER_V6`] bytes of IP and TCP with timestamps). A batched sender
+//!    never trips the rule: it sends a burst of small messages in segments of (up to) a full
+//!    segment each, never [`MIN_BURST`] small ones in a row.
+//! 7. Report a direction with at least one burst. Severity: a warning when the extra packets
+//!    are at least [`WARN_SHARE`] of that direction's data segments in the judged stretches
+//!    (most of what it sends is avoidable packets), else info.
+
+use std::time::Duration;
+
+use super::{of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
+use crate::flow::{Direction, SegmentEvent, SegmentKind};
+use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::time::Timestamp;
+use crate::units::fmt_count;
+
+/// Segments of a burst, at least.
+pub const MIN_BURST: usize = 8;
+/// Most bytes a segment carrying one *small* message may hold (and at most half a full one).
+pub const SMALL_SEGMENT: u32 = 512;
+/// Longest silence between two messages of one burst: they were ready together.
+pub const GAP_MAX: Duration = Duration::from_millis(1);
+/// Largest ratio between the request and answer counts of rule 2.
+pub const AGREE: f64 = 1.25;
+/// Data segments kept per flow before a stretch is judged.
+pub const STRETCH_MAX: usize = 4096;
+/// Share of a direction's data segments that are extra packets, from which it is a warning.
+pub const WARN_SHARE: f64 = 0.5;
+/// IPv4 + TCP headers with the timestamp option, per packet.
+pub const HEADER_V4: u64 = 52;
+/// IPv6 + TCP headers with the timestamp option, per packet.
+pub const HEADER_V6: u64 = 72;
+/// Segments a new connection may send before the first ACK (RFC 6928, Linux's default).
+const INITIAL_WINDOW: f64 = 10.0;
+/// Frames of a burst the evidence quotes.
+const FRAMES_QUOTED: usize = 8;
+
+#[derive(Clone, Copy, Debug)]
+struct Seg {
+    frame: u64,
+    ts: Timestamp,
+    len: u32,
+    dir: Direction,
+}
+
+/// One burst (rule 5).
+#[derive(Clone, Debug, Default)]
+struct Burst {
+    segs: Vec<Seg>,
+    bytes: u64,
+}
+
+/// The counts of rule 2 for one stretch: (bytes, typical size, messages) per side.
+#[derive(Clone, Copy, Debug)]
+struct Counts {
+    side: [(u64, u32, f64); 2],
+}
+
+#[derive(Default)]
+struct State {
+    bursts: u64,
+    segments: u64,
+    bytes: u64,
+    batched: u64,
+    /// This direction's data segments in the judged stretches.
+    dir_segments: u64,
+    flows: u64,
+    example: Option<Example>,
+}
+
+struct Example {
+    flow: FlowRef,
+    burst: Burst,
+    batched: u64,
+    counts: Counts,
+    header: u64,
+}
+
+#[derive(Default)]
+pub struct UnbatchedMessages {
+    stretch: Slots<Vec<Seg>>,
+    state: PerGroup<State>,
+    marks: FlowMarks,
+}
+
+impl Detector for UnbatchedMessages {
+    fn wants_segments(&self) -> bool {
+        true
+    }
+
+    fn on_segment(&mut self, flow: &FlowView, ev: &SegmentEvent) {
+        if ev.len == 0 || !matches!(ev.kind, SegmentKind::NewData | SegmentKind::DataAfterGap) {
+            return;
+        }
+        let segs = self.stretch.get_or_default(flow);
+        segs.push(Seg {
+            frame: ev.pkt.frame,
+            ts: ev.pkt.ts,
+            len: ev.len,
+            dir: ev.dir,
+        });
+        if segs.len() >= STRETCH_MAX {
+            let segs = std::mem::take(segs);
+            self.judge(flow, &segs);
+        }
+    }
+
+    fn on_flow_end(&mut self, flow: &FlowView) {
+        if let Some(segs) = self.stretch.remove(flow) {
+            self.judge(flow, &segs);
+        }
+        self.marks.forget(flow.flow.id);
+    }
+
+    fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (group, dir, st) in self.state.drain() {
+            if st.bursts == 0 {
+                continue;
+            }
+            if let Some(f) = finding(group, dir, &st, groups) {
+                out.push(f);
+            }
+        }
+        out
+    }
+}
+
+impl UnbatchedMessages {
+    /// Rules 1–6 over one stretch of a flow.
+    fn judge(&mut self, flow: &FlowView, segs: &[Seg]) {
+        let Some(counts) = counts(segs) else {
+            return;
+        };
+        let full = [
+            flow.flow.full_segment(Direction::ClientToServer).max(1),
+            flow.flow.full_segment(Direction::ServerToClient).max(1),
+        ];
+        let header = if flow.flow.server.ip.is_ipv6() {
+            HEADER_V6
+        } else {
+            HEADER_V4
+        };
+        for dir in [Direction::ClientToServer, Direction::ServerToClient] {
+            let st = self.state.get(flow.group, dir);
+            st.dir_segments += segs.iter().filter(|s| s.dir == dir).count() as u64;
+        }
+        for burst in bursts(segs, &counts, full) {
+            let dir = burst.segs[0].dir;
+            let batched = burst.bytes.div_ceil(u64::from(full[dir.index()]));
+            let st = self.state.get(flow.group, dir);
+            st.bursts += 1;
+            st.segments += burst.segs.len() as u64;
+            st.bytes += burst.bytes;
+            st.batched += batched;
+            self.marks.count(flow.flow.id, dir, &mut st.flows);
+            let longer = st
+                .example
+                .as_ref()
+                .is_none_or(|e| e.burst.segs.len() < burst.segs.len());
+            if longer {
+                st.example = Some(Example {
+                    flow: flow.flow_ref(),
+                    burst,
+                    batched,
+                    counts,
+                    header,
+                });
+            }
+        }
+    }
+}
+
+/// Rules 1 and 2: each side's bytes, typical segment and messages, when the counts agree.
+fn counts(segs: &[Seg]) -> Option<Counts> {
+    let mut side = [(0u64, 0u32, 0f64); 2];
+    for dir in [Direction::ClientToServer, Direction::ServerToClient] {
+        let mut sizes: Vec<u32> = segs
+            .iter()
+            .filter(|s| s.dir == dir)
+            .map(|s| s.len)
+            .collect();
+        if sizes.is_empty() {
+            return None;
+        }
+        sizes.sort_unstable();
+        let typical = sizes[sizes.len() / 2].max(1);
+        let bytes: u64 = sizes.iter().map(|&l| u64::from(l)).sum();
+        side[dir.index()] = (bytes, typical, bytes as f64 / f64::from(typical));
+    }
+    let (a, b) = (side[0].2, side[1].2);
+    let agree = a.min(b) >= MIN_BURST as f64 && a.max(b) <= AGREE * a.min(b);
+    agree.then_some(Counts { side })
+}
+
+/// Rules 3–5: the bursts of both sides in one stretch whose counts agree.
+fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
+    let mut out = Vec::new();
+    let mut open: [Option<Burst>; 2] = [None, None];
+    // Requests sent and answers sent so far, in messages (rule 3).
+    let (mut requests, mut answers) = (0u64, 0u64);
+    // Requests seen when the server's previous segment left, and the one before (rule 4).
+    let (mut requests_at_answer, mut requests_at_answer_before) = (0u64, 0u64);
+    for &s in segs {
+        let i = s.dir.index();
+        let typical = counts.side[i].1;
+        let messages = ((f64::from(s.len) / f64::from(typical)).round() as u64).max(1);
+        let one_small = messages == 1 && s.len <= SMALL_SEGMENT && s.len * 2 <= full[i];
+        let related = match s.dir {
+            Direction::ClientToServer => requests > answers,
+            Direction::ServerToClient => requests_at_answer_before >= answers + messages,
+        };
+        let continues = one_small
+            && related
+            && open[i]
+                .as_ref()
+                .and_then(|b| b.segs.last())
+                .is_some_and(|last| s.ts.since(last.ts) <= GAP_MAX);
+        match s.dir {
+            Direction::ClientToServer => requests += messages,
+            Direction::ServerToClient => {
+                answers += messages;
+                requests_at_answer_before = requests_at_answer;
+                requests_at_answer = requests;
+            }
+        }
+        if continues {
+            if let Some(b) = open[i].as_mut() {
+                b.segs.push(s);
+                b.bytes += u64::from(s.len);
+            }
+            continue;
+        }
+        close(&mut open[i], &mut out);
+        if one_small {
+            open[i] = Some(Burst {
+                segs: vec![s],
+                bytes: u64::from(s.len),
+            });
+        }
+    }
+    for b in &mut open {
+        close(b, &mut out);
+    }
+    out
+}
+
+fn close(open: &mut Option<Burst>, out: &mut Vec<Burst>) {
+    if let Some(b) = open.take() {
+        if b.segs.len() >= MIN_BURST {
+            out.push(b);
+        }
+    }
+}
+
+fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<Finding> {
+    let ex = st.example.as_ref()?;
+    let extra = st.segments.saturating_sub(st.batched);
+    let share = extra as f64 / st.dir_segments.max(1) as f64;
+    let severity = if share >= WARN_SHARE {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let (what, one, sender, peer) = super::message_words(dir);
+    let answered = match dir {
+        Direction::ClientToServer => "pipelined: each left before the answers to the earlier ones",
+        Direction::ServerToClient => "each written alone though its request and the previous one had both arrived before the answer before them left",
+    };
+    let b = &ex.burst;
+    let first = b.segs[0];
+    let last = b.segs[b.segs.len() - 1];
+    let span = last.ts.since(first.ts);
+    let ex_extra = (b.segs.len() as u64).saturating_sub(ex.batched);
+    let header_bytes = extra * ex.header;
+    let typical = ex.counts.side[dir.index()].1;
+    let verdict = format!(
+        "The {sender} sends its {what} unbatched: {} small {what} left one segment each in {} \
+         {} ({answered}, median {} bytes); written together per peer they need {} — {} extra \
+         packets, {} of its data segments.",
+        fmt_count(st.segments),
+        fmt_count(st.bursts),
+        if st.bursts == 1 { "burst" } else { "bursts" },
+        typical,
+        segments_word(st.batched),
+        fmt_count(extra),
+        of(extra, st.dir_segments),
+    );
+    let mut ev = Evidence::default();
+    ev.facts.push(format!(
+        "frames {}–{}: {} {what} of {} bytes left back to back in {} segments within {} \
+         (no gap over {}), {answered}; one write of their {} bytes needs {}, so {} of them \
+         are extra packets",
+        first.frame,
+        last.frame,
+        b.segs.len(),
+        size_range(b),
+        b.segs.len(),
+        crate::units::fmt_duration(span),
+        crate::units::fmt_duration(GAP_MAX),
+        fmt_count(b.bytes),
+        segments_word(ex.batched),
+        ex_extra,
+    ));
+    let [(cb, cs, cm), (sb, ss, sm)] = ex.counts.side;
+    ev.facts.push(format!(
+        "one whole {one} per segment: on flow {} the client's {} bytes come to {:.0} requests of \
+         its typical {cs}-byte segment and the server's {} bytes to {:.0} answers of its typical \
+         {ss}-byte segment; the counts agree, so each is a whole message, not a message in \
+         pieces (fragmented_writes)",
+        ex.flow.id,
+        fmt_count(cb),
+        cm,
+        fmt_count(sb),
+        sm,
+    ));
+    ev.facts.push(format!(
+        "each extra packet costs a send syscall, {} bytes of IP and TCP headers ({} in all; \
+         Ethernet adds 14 per packet) and an ACK from the {peer} for every one or two; the \
+         congestion window counts packets, and this burst's {} segments are {:.1} initial \
+         windows (10 packets) where its bytes fit in {}",
+        ex.header,
+        fmt_count(header_bytes),
+        b.segs.len(),
+        b.segs.len() as f64 / INITIAL_WINDOW,
+        segments_word(ex.batched),
+    ));
+    ev.counts.insert("bursts".into(), st.bursts);
+    ev.counts.insert("messages".into(), st.segments);
+    ev.counts.insert("segments".into(), st.segments);
+    ev.counts.insert("segments_if_batched".into(), st.batched);
+    ev.counts.insert("extra_packets".into(), extra);
+    ev.counts.insert("header_bytes".into(), header_bytes);
+    ev.counts
+        .insert("direction_segments".into(), st.dir_segments);
+    ev.values
+        .insert("extra_share".into(), crate::stats::round3(share));
+    ev.frames = b.segs.iter().take(FRAMES_QUOTED).map(|s| s.frame).collect();
+    for s in b.segs.iter().take(FRAMES_QUOTED) {
+        ev.timeline.push(TimelineEntry {
+            frame: s.frame,
+            t_ms: super::rel_ms(s.ts, first.ts),
+            direction: dir,
+            what: format!("{} bytes", s.len),
+            payload_bytes: Some(u64::from(s.len)),
+            note: if s.frame == first.frame {
+                format!("one {one}, one segment")
+            } else {
+                String::new()
+            },
+        });
+    }
+    let fix = match dir {
+        Direction::ClientToServer => {
+            "Batch per peer: gather the requests queued for one server and write them with one \
+             call — writev/sendmsg, or one buffered write per peer per event-loop turn — or \
+             cork the burst (TCP_CORK, or MSG_MORE on every send but the last). In asyncio, \
+             collect the messages and call transport.write once (b''.join) or \
+             transport.writelines(). Keep TCP_NODELAY: a whole batch then leaves at once."
+        }
+        Direction::ServerToClient => {
+            "Batch per peer: answer all the requests one read delivered, then write the answers \
+             with one call — writev/sendmsg, or one buffered write per connection per \
+             event-loop turn — or cork them (TCP_CORK, or MSG_MORE on every send but the \
+             last). In asyncio, collect the answers of one data_received and call \
+             transport.write once (b''.join) or transport.writelines(). Keep TCP_NODELAY: a \
+             whole batch then leaves at once."
+        }
+    };
+    Some(
+        FindingHead {
+            kind: FindingKind::UnbatchedMessages,
+            severity,
+            group,
+            direction: dir,
+            flows_affected: st.flows,
+            example_flow: ex.flow.clone(),
+            time_lost: Duration::ZERO,
+        }
+        .finish(groups, verdict, ev, fix),
+    )
+}
+
+/// `40` or `38–42`.
+fn size_range(b: &Burst) -> String {
+    let min = b.segs.iter().map(|s| s.len).min().unwrap_or(0);
+    let max = b.segs.iter().map(|s| s.len).max().unwrap_or(0);
+    if min == max {
+        min.to_string()
+    } else {
+        format!("{min}–{max}")
+    }
+}
+
+fn segments_word(n: u64) -> String {
+    if n == 1 {
+        "1 segment".into()
+    } else {
+        format!("{} segments", fmt_count(n))
+    }
+}
