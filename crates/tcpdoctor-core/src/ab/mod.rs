@@ -204,8 +204,10 @@ pub struct AbReport {
     pub figures: Vec<FigureResult>,
     pub hangs: Hangs,
     pub runs: Vec<RunRecord>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub why: Option<Why>,
+    /// Per scenario (server mode) or for the commands' traffic; empty when nothing was
+    /// captured (a Unix socket, no capture possible, `--why-runs 0`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<Why>,
     pub result: GateResult,
     /// Why the gate failed (each names the figure or the hangs).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -229,11 +231,13 @@ pub fn count_hangs(runs: &[RunRecord]) -> Hangs {
 }
 
 /// The gate: `--fail-if-slower=RATIO` fails when a figure's interval puts B slower than
-/// `ratio` × A (beyond the noise), when a figure could not be compared (a gate never passes
-/// what it did not measure), or when B hung in any measured run.
+/// `ratio` × A (beyond the noise), when a figure could not be compared, and when any
+/// measured run of either side hung or failed: a gate never passes what it did not measure,
+/// and rounds that only completed where they happened to succeed are not the comparison asked
+/// for.
 pub fn gate(
     figures: &[FigureResult],
-    hangs: Hangs,
+    runs: &[RunRecord],
     ratio: Option<f64>,
     confidence: f64,
 ) -> (GateResult, Vec<String>) {
@@ -267,8 +271,29 @@ pub fn gate(
             }
         }
     }
-    if hangs.b > 0 {
-        reasons.push(format!("B hung in {} measured run(s)", hangs.b));
+    for side in [Side::B, Side::A] {
+        let measured = runs.iter().filter(|r| !r.warmup && r.side == side);
+        let (mut hung, mut failed, mut all) = (0, 0, 0);
+        for r in measured {
+            all += 1;
+            match r.outcome {
+                Outcome::Hang { .. } => hung += 1,
+                Outcome::Failed { .. } => failed += 1,
+                Outcome::Ok => {}
+            }
+        }
+        if hung > 0 {
+            reasons.push(format!(
+                "{} hung in {hung} of {all} measured run(s)",
+                side.letter()
+            ));
+        }
+        if failed > 0 {
+            reasons.push(format!(
+                "{} failed in {failed} of {all} measured run(s)",
+                side.letter()
+            ));
+        }
     }
     if reasons.is_empty() {
         (GateResult::Passed, reasons)

@@ -73,11 +73,6 @@ fn t_quantiles_match_the_tables() {
             "never narrower than the table: t({p}, {df}) = {t}"
         );
     }
-    assert!((normal_quantile_for_test(0.975) - 1.959_964).abs() < 1e-5);
-}
-
-fn normal_quantile_for_test(p: f64) -> f64 {
-    stats::normal_quantile(p)
 }
 
 #[test]
@@ -122,10 +117,15 @@ fn hung_runs_drop_their_round_and_too_few_rounds_are_not_compared() {
     assert_eq!(f.verdict, Verdict::NotCompared);
     assert!(f.ci.is_none() && f.notes[0].contains("needs 3"));
     assert_eq!(count_hangs(&runs), Hangs { a: 0, b: 1 });
-    let (result, reasons) = gate(&[f], count_hangs(&runs), Some(1.0), 0.99);
+    let (result, reasons) = gate(&[f], &runs, Some(1.0), 0.99);
     assert_eq!(result, GateResult::Failed);
     assert!(reasons.iter().any(|r| r.contains("not compared")));
-    assert!(reasons.iter().any(|r| r.contains("B hung in 1")));
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r == "B hung in 1 of 3 measured run(s)"),
+        "{reasons:?}"
+    );
 }
 
 #[test]
@@ -145,10 +145,32 @@ fn the_gate_passes_only_what_it_measured_and_fails_a_slowdown_beyond_its_ratio()
     let b: Vec<f64> = a.iter().map(|x| x * 1.2).collect();
     let f = compare_figure(&spec(Better::Lower), &rounds(&a, &b), 0.99, 0.05);
     assert_eq!(f.verdict, Verdict::Slower);
-    let (r, _) = gate(std::slice::from_ref(&f), Hangs::default(), Some(1.0), 0.99);
+    let (r, _) = gate(std::slice::from_ref(&f), &[], Some(1.0), 0.99);
     assert_eq!(r, GateResult::Failed);
-    let (r, why) = gate(std::slice::from_ref(&f), Hangs::default(), Some(1.5), 0.99);
+    let (r, why) = gate(std::slice::from_ref(&f), &[], Some(1.5), 0.99);
     assert_eq!(r, GateResult::Passed, "{why:?}");
-    let (r, _) = gate(&[f], Hangs::default(), None, 0.99);
+    let (r, _) = gate(&[f], &[], None, 0.99);
     assert_eq!(r, GateResult::NotGated);
+}
+
+#[test]
+fn the_gate_fails_when_a_side_failed_a_measured_run_even_with_enough_pairs() {
+    let a = [1.00, 1.04, 0.97, 1.02, 0.99];
+    let mut runs = rounds(&a, &a);
+    runs.push(RunRecord {
+        round: 6,
+        side: Side::B,
+        warmup: false,
+        outcome: Outcome::Failed {
+            reason: "exit status: 1".into(),
+        },
+        wall_s: 0.1,
+        figures: BTreeMap::new(),
+    });
+    runs.push(run(6, Side::A, Some(1.0)));
+    let f = compare_figure(&spec(Better::Lower), &runs, 0.99, 0.05);
+    assert_eq!(f.verdict, Verdict::NoDifference);
+    let (r, reasons) = gate(&[f], &runs, Some(1.0), 0.99);
+    assert_eq!(r, GateResult::Failed);
+    assert_eq!(reasons, ["B failed in 1 of 6 measured run(s)"]);
 }

@@ -68,7 +68,10 @@ pub fn render_text(r: &AbReport) -> String {
             let _ = writeln!(out, "    note: {n}");
         }
     }
-    out.push_str("  (↓: lower is better, ↑: higher is better)\n\n");
+    out.push_str(
+        "  (↓: lower is better, ↑: higher is better; A and B are each side's median, B/A the \
+         geometric mean of the rounds' own ratios)\n\n",
+    );
     let measured = |side: Side| {
         r.runs
             .iter()
@@ -83,13 +86,14 @@ pub fn render_text(r: &AbReport) -> String {
         r.hangs.b,
         measured(Side::B)
     );
-    for run in r.runs.iter().filter(|x| !x.warmup) {
+    for run in &r.runs {
+        let round = if run.warmup { "warm-up round" } else { "round" };
         match &run.outcome {
             Outcome::Ok => {}
             Outcome::Failed { reason } => {
                 let _ = writeln!(
                     out,
-                    "  {} round {}: failed — {reason}",
+                    "  {} {round} {}: failed — {reason}",
                     run.side.letter(),
                     run.round
                 );
@@ -97,7 +101,7 @@ pub fn render_text(r: &AbReport) -> String {
             Outcome::Hang { after_s, sockets } => {
                 let _ = writeln!(
                     out,
-                    "  {} round {}: HUNG (no progress for {} s); its sockets then:",
+                    "  {} {round} {}: HUNG (no progress for {} s); its sockets then:",
                     run.side.letter(),
                     run.round,
                     num(*after_s)
@@ -138,11 +142,15 @@ pub fn render_text(r: &AbReport) -> String {
             }
         }
     }
-    if let Some(why) = &r.why {
+    for why in &r.why {
         out.push('\n');
+        let place = why
+            .scenario
+            .as_ref()
+            .map_or(String::new(), |s| format!(" in {s}"));
         let _ = writeln!(
             out,
-            "why (traffic analysed: A {} run(s), B {} run(s)):",
+            "why{place} (traffic analysed: A {} run(s), B {} run(s)):",
             why.a.runs_analysed, why.b.runs_analysed
         );
         for side in [&why.a, &why.b] {
@@ -152,7 +160,7 @@ pub fn render_text(r: &AbReport) -> String {
                 .map(|k| format!("{} ({} of {} runs)", k.kind, k.runs, side.runs_analysed))
                 .collect();
             let per = side.segments_per_exchange().map_or(String::new(), |x| {
-                format!("; {x:.1} TCP segments per exchange")
+                format!("; {x:.1} TCP segments per {}", side.per)
             });
             let _ = writeln!(
                 out,
@@ -166,7 +174,7 @@ pub fn render_text(r: &AbReport) -> String {
             );
         }
         if why.differences.is_empty() {
-            out.push_str("  no difference in the findings or the segments per exchange\n");
+            out.push_str("  no difference in the findings or the segments sent\n");
         }
         for d in &why.differences {
             let _ = writeln!(out, "  - {d}");

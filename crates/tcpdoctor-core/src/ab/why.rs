@@ -6,8 +6,9 @@
 //!    it lost and the frames of one example.
 //! 2. A kind seen on both sides whose time lost per analysed run differs by [`TIME_FACTOR`]×
 //!    or more.
-//! 3. TCP segments per exchange differing by [`SEGMENTS_FACTOR`]× or more (both sides known):
-//!    the same exchanges carried in more packets (writes split, messages unbatched).
+//! 3. TCP segments (all of them, ACKs included) per request — per turn where the requests
+//!    are not known (a benchmark command's traffic) — differing by [`SEGMENTS_FACTOR`]× or
+//!    more: the same work in more packets (writes split, messages unbatched).
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +17,7 @@ use crate::report::Finding;
 
 /// Time lost per run this many times the other side's is named.
 pub const TIME_FACTOR: f64 = 2.0;
-/// Segments per exchange this many times the other side's are named.
+/// Segments per request (or turn) this many times the other side's are named.
 pub const SEGMENTS_FACTOR: f64 = 1.25;
 
 /// What `ab` keeps of one finding (from an analysis in this process, or a `run` report's
@@ -69,13 +70,18 @@ pub struct SideFindings {
     pub sources: Vec<String>,
     pub kinds: Vec<KindSeen>,
     pub flows: u64,
+    /// Requests the driver made (`per` = `request`), or turns the analysis saw (`turn`).
     pub exchanges: u64,
+    pub per: String,
     pub tcp_segments: u64,
 }
 
 impl SideFindings {
-    pub fn new(side: Side) -> SideFindings {
+    /// `per`: `request` when the exchanges are the driver's requests, `turn` when they are
+    /// the turns the analysis found.
+    pub fn new(side: Side, per: &str) -> SideFindings {
         SideFindings {
+            per: per.to_string(),
             side,
             runs_analysed: 0,
             sources: Vec::new(),
@@ -124,7 +130,7 @@ impl SideFindings {
         }
     }
 
-    /// TCP segments per exchange, when exchanges were seen.
+    /// TCP segments per request (or turn), when any were seen.
     pub fn segments_per_exchange(&self) -> Option<f64> {
         (self.exchanges > 0).then(|| self.tcp_segments as f64 / self.exchanges as f64)
     }
@@ -134,18 +140,25 @@ impl SideFindings {
     }
 }
 
-/// Both sides and what differs.
+/// Both sides and what differs, for one scenario (server mode) or the command's traffic.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Why {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
     pub a: SideFindings,
     pub b: SideFindings,
     pub differences: Vec<String>,
 }
 
 impl Why {
-    pub fn of(a: SideFindings, b: SideFindings) -> Why {
+    pub fn of(scenario: Option<String>, a: SideFindings, b: SideFindings) -> Why {
         let differences = differences(&a, &b);
-        Why { a, b, differences }
+        Why {
+            scenario,
+            a,
+            b,
+            differences,
+        }
     }
 }
 
@@ -199,16 +212,18 @@ pub fn differences(a: &SideFindings, b: &SideFindings) -> Vec<String> {
         }
     }
     if let (Some(sa), Some(sb)) = (a.segments_per_exchange(), b.segments_per_exchange()) {
-        if sa > 0.0 && sb > 0.0 && (sb / sa >= SEGMENTS_FACTOR || sa / sb >= SEGMENTS_FACTOR) {
+        let ratio_apart = sb / sa >= SEGMENTS_FACTOR || sa / sb >= SEGMENTS_FACTOR;
+        if sa > 0.0 && sb > 0.0 && a.per == b.per && ratio_apart {
             let (more, m, l) = if sb > sa {
                 ("B", sb, sa)
             } else {
                 ("A", sa, sb)
             };
             out.push(format!(
-                "{more} carries the same exchanges in {:.2}× the TCP segments ({:.1} per \
-                 exchange against {:.1})",
+                "{more} sends {:.2}× the TCP segments per {} ({:.1} against {:.1}; all \
+                 segments, ACKs included)",
                 m / l,
+                a.per,
                 m,
                 l
             ));

@@ -162,5 +162,6 @@ pub fn run_once(
         wall_s: w.wall.as_secs_f64(),
         figures: values,
         why: Vec::new(),
+        leftovers: w.leftovers,
     })
 }

@@ -3,7 +3,7 @@
 
 pub mod command;
 pub mod server;
-mod tree;
+pub mod tree;
 mod watch;
 pub mod why;
 
@@ -14,9 +14,12 @@ use tcpdoctor_core::ab::{Brief, Outcome};
 /// One analysed run's findings and counts, for the side-by-side "why".
 #[derive(Clone, Debug)]
 pub struct WhyRun {
+    /// The scenario (server mode); `None` for a command's traffic.
+    pub scenario: Option<String>,
     pub source: String,
     pub findings: Vec<Brief>,
     pub flows: u64,
+    /// The driver's requests (server mode) or the analysis's turns (command mode).
     pub exchanges: u64,
     pub tcp_segments: u64,
 }
@@ -29,4 +32,6 @@ pub struct RunResult {
     pub figures: BTreeMap<String, f64>,
     /// Its traffic analysed, when the run captured it (server mode: each scenario).
     pub why: Vec<WhyRun>,
+    /// Processes it left running after it ended (stopped by `ab`).
+    pub leftovers: Vec<String>,
 }

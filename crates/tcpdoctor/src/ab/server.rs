@@ -103,14 +103,17 @@ pub fn run_once(
             wall_s,
             figures: BTreeMap::new(),
             why: Vec::new(),
+            leftovers: w.leftovers,
         });
     }
     let status = w.status.expect("ended by itself");
+    let leftovers = w.leftovers;
     let failed = |reason: String| RunResult {
         outcome: Outcome::Failed { reason },
         wall_s,
         figures: BTreeMap::new(),
         why: Vec::new(),
+        leftovers: leftovers.clone(),
     };
     let report: Value = match serde_json::from_str(&json) {
         Ok(v) => v,
@@ -144,10 +147,12 @@ pub fn run_once(
         let summary = &s["capture"]["summary"];
         if let Some(file) = s["capture"]["file"].as_str() {
             why.push(WhyRun {
+                scenario: Some(name.to_string()),
                 source: file.to_string(),
                 findings,
                 flows: summary["flows"].as_u64().unwrap_or(0),
-                exchanges: summary["exchanges"].as_u64().unwrap_or(0),
+                // The driver's own count: the requests, whatever the turns were.
+                exchanges: f["exchanges"].as_u64().unwrap_or(0),
                 tcp_segments: summary["tcp_segments"].as_u64().unwrap_or(0),
             });
         }
@@ -171,6 +176,7 @@ pub fn run_once(
         wall_s,
         figures,
         why,
+        leftovers,
     })
 }
 

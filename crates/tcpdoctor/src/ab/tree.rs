@@ -93,19 +93,44 @@ fn each_socket(pids: &[u32], mut f: impl FnMut(u32, BorrowedFd<'_>)) {
     }
 }
 
+/// The peer process of a Unix socket (SO_PEERCRED), when the kernel says.
+fn peer_pid(fd: BorrowedFd<'_>) -> Option<u32> {
+    // SAFETY: a zeroed ucred is a valid value; getsockopt writes at most `len` bytes into it.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: as above.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid as u32)
+}
+
 /// The bytes the tree's TCP sockets have acknowledged and received, summed; and whether the
-/// tree holds any Unix stream socket (whose progress only the processes' I/O counters show).
+/// tree holds a Unix stream socket talking to another process (whose progress only the
+/// processes' I/O counters show). A socket whose peer is its own process — asyncio's
+/// self-pipe, a wake-up pair — is not a conversation and does not count.
 pub fn bytes_moved(pids: &[u32]) -> (u64, bool) {
     let mut total = 0u64;
     let mut unix = false;
-    each_socket(pids, |_, fd| match domain(fd) {
+    each_socket(pids, |pid, fd| match domain(fd) {
         Some(libc::AF_INET) | Some(libc::AF_INET6) => {
             if let Ok(info) = crate::inspect::tcp_info::getsockopt(fd) {
                 let s = crate::inspect::tcp_info::parse(&info, 0);
                 total = total.wrapping_add(s.bytes_acked.wrapping_add(s.bytes_received));
             }
         }
-        Some(libc::AF_UNIX) => unix = true,
+        Some(libc::AF_UNIX) => {
+            let stream = socket2::SockRef::from(&fd).r#type().ok() == Some(socket2::Type::STREAM);
+            if stream && peer_pid(fd).is_some_and(|p| p != pid) {
+                unix = true;
+            }
+        }
         _ => {}
     });
     (total, unix)
@@ -190,4 +215,80 @@ pub fn signal_all(root: u32, pids: &[u32], sig: i32) {
             libc::kill(p as i32, sig);
         }
     }
+}
+
+/// Makes this process the reaper of every orphan its runs leave (`PR_SET_CHILD_SUBREAPER`):
+/// a daemon a benchmark command double-forks stays our descendant, to be found and stopped.
+pub fn become_subreaper() {
+    // SAFETY: prctl with an integer flag; failure leaves orphans to init (said nowhere: the
+    // sweep then finds fewer leftovers).
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// Stops every process still descended from this one once a run has ended (a server its
+/// command started in the background and never stopped, a daemon it forked): SIGTERM, up to
+/// two seconds to go, then SIGKILL; each reaped. Returns their names.
+pub fn sweep_leftovers() -> Vec<String> {
+    let me = std::process::id();
+    let mut names = Vec::new();
+    for round in 0..5 {
+        let left: Vec<u32> = descendants(me).into_iter().filter(|&p| p != me).collect();
+        if left.is_empty() {
+            break;
+        }
+        if round == 0 {
+            names = left
+                .iter()
+                .map(|&p| proc::comm(p).unwrap_or_else(|| p.to_string()))
+                .collect();
+            for &p in &left {
+                // SAFETY: a signal to a process descended from us.
+                unsafe { libc::kill(p as i32, libc::SIGTERM) };
+            }
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while std::time::Instant::now() < until {
+                reap_any();
+                if still(&left) == 0 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        for &p in &left {
+            // SAFETY: as above.
+            unsafe { libc::kill(p as i32, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        reap_any();
+    }
+    reap_any();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Reaps our exited children that nothing else waits for; returns how many.
+fn reap_any() -> usize {
+    let mut n = 0;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on any child without blocking.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return n;
+        }
+        n += 1;
+    }
+}
+
+/// How many of `pids` still exist (and are not zombies waiting for us).
+fn still(pids: &[u32]) -> usize {
+    pids.iter()
+        .filter(|&&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+                .is_some_and(|zombie| !zombie)
+        })
+        .count()
 }

@@ -21,6 +21,8 @@ pub struct Watched {
     /// Declared hung: the sockets then.
     pub hung: Option<Vec<HungSocket>>,
     pub wall: Duration,
+    /// Processes the run left behind (still running once it ended), stopped by us.
+    pub leftovers: Vec<String>,
 }
 
 /// The time of the last output line, shared with the thread reading the output.
@@ -44,6 +46,9 @@ pub fn watch(
     lines: Option<&LastLine>,
     stop: Stop,
 ) -> std::io::Result<Watched> {
+    // A tcpdoctor child (stopped by SIGINT) is not the program measured: its own I/O is not
+    // the program's progress.
+    let own_io = matches!(stop, Stop::Kill);
     let root = child.id();
     let mut last_progress = Instant::now();
     let mut last_seen: Option<(u64, u64)> = None;
@@ -54,15 +59,21 @@ pub fn watch(
         // the next look at the tree.
         exit.wait(TICK);
         if let Some(status) = child.try_wait()? {
+            let wall = started.elapsed();
             return Ok(Watched {
                 status: Some(status),
                 hung: None,
-                wall: started.elapsed(),
+                wall,
+                leftovers: tree::sweep_leftovers(),
             });
         }
         let pids = tree::descendants(root);
         let (bytes, unix) = tree::bytes_moved(&pids);
-        let chars = if unix { tree::io_chars(&pids) } else { 0 };
+        // File and pipe I/O counts only for a tree talking over Unix sockets (nothing else
+        // shows their bytes), and never the I/O of a tcpdoctor child itself (its capture file
+        // grows with every zero-window probe).
+        let io_pids = if own_io { &pids[..] } else { &pids[1..] };
+        let chars = if unix { tree::io_chars(io_pids) } else { 0 };
         let now_seen = (bytes, chars);
         if last_seen != Some(now_seen) {
             last_seen = Some(now_seen);
@@ -79,6 +90,7 @@ pub fn watch(
             // Ctrl-C or SIGTERM: the run is stopped as a hung one is, and said not to count.
             let wall = started.elapsed();
             stop_tree(child, &pids, stop);
+            tree::sweep_leftovers();
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Interrupted,
                 format!("interrupted after {:.1} s", wall.as_secs_f64()),
@@ -92,6 +104,7 @@ pub fn watch(
                 status: None,
                 hung: Some(sockets),
                 wall,
+                leftovers: tree::sweep_leftovers(),
             });
         }
     }

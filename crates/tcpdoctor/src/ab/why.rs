@@ -59,6 +59,7 @@ pub fn capture_and_analyse(
     }
     match crate::cli::analyze::analyze_file(&pcap.to_path_buf(), None) {
         Ok((summary, findings)) => Ok(Ok(WhyRun {
+            scenario: None,
             source: pcap.display().to_string(),
             findings: findings.iter().map(Brief::of).collect(),
             flows: summary.flows,

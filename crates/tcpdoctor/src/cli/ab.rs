@@ -36,8 +36,10 @@ use crate::output;
 ///       --figure 'rps:higher=([0-9.]+) requests per second' --fail-if-slower=1.05
 ///
 /// Exit status: 0, or 1 with --fail-if-slower when B is slower than RATIO × A beyond the noise
-/// in any figure, a figure could not be compared, or B hung (2: bad input or tcpdoctor's own
-/// error). JSON (--format json): schema/ab-report.schema.json.
+/// in any figure, a figure could not be compared, or a measured run of either side hung or
+/// failed; 2 (after the report) when every run of a side failed or the comparison was
+/// interrupted, and for bad input or tcpdoctor's own error. JSON (--format json):
+/// schema/ab-report.schema.json.
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct AbArgs {
@@ -82,20 +84,21 @@ pub struct AbArgs {
 
     /// With --server-a/-b: the paths, as `run --scenarios` takes them (direct, proxy,
     /// proxy-nagle, proxy-delay:D, wan:PATH).
-    #[arg(long, default_value = "direct")]
-    pub scenarios: String,
+    /// [default: direct]
+    #[arg(long)]
+    pub scenarios: Option<String>,
 
-    /// With --server-a/-b: exchanges per scenario and run.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
-    pub requests: u64,
+    /// With --server-a/-b: exchanges per scenario and run [default: 200].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
 
-    /// With --server-a/-b: concurrent connections.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10000))]
-    pub connections: u64,
+    /// With --server-a/-b: concurrent connections [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub connections: Option<u64>,
 
-    /// With --server-a/-b: requests in flight per connection.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub pipeline: u64,
+    /// With --server-a/-b: requests in flight per connection [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub pipeline: Option<u64>,
 
     /// Measured rounds (each one run of A and one of B).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10000))]
@@ -121,14 +124,16 @@ pub struct AbArgs {
     pub hang_after: String,
 
     /// Exit 1 when B is slower than RATIO × A beyond the noise in any figure, when a figure
-    /// could not be compared (fewer than 3 complete rounds), or when B hung in any run.
+    /// could not be compared (fewer than 3 complete rounds), or when a measured run of either
+    /// side hung or failed.
     #[arg(long, value_name = "RATIO", num_args = 0..=1, default_missing_value = "1.0")]
     pub fail_if_slower: Option<f64>,
 
     /// With --command-a/-b: runs per side captured in a private network namespace and
-    /// analysed for the side-by-side findings (not measured: capturing costs CPU). 0: none.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub why_runs: u32,
+    /// analysed for the side-by-side findings (not measured: capturing costs CPU). 0: none
+    /// [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub why_runs: Option<u32>,
 
     /// Where runs' outputs, captures and logs go [default: a new directory under the
     /// temporary directory, named on stderr].
@@ -161,8 +166,21 @@ fn mode(args: &AbArgs) -> anyhow::Result<Mode> {
         &args.server_b,
     ) {
         (Some(a), Some(b), None, None) => {
-            if args.script.is_some() || args.preset.is_some() || args.target.is_some() {
-                bail!("ab: --script, --preset and --target go with --server-a/--server-b, not with commands");
+            let server_only = [
+                ("--script", args.script.is_some()),
+                ("--preset", args.preset.is_some()),
+                ("--target", args.target.is_some()),
+                ("--param", !args.param.is_empty()),
+                ("--scenarios", args.scenarios.is_some()),
+                ("--requests", args.requests.is_some()),
+                ("--connections", args.connections.is_some()),
+                ("--pipeline", args.pipeline.is_some()),
+            ];
+            if let Some((flag, _)) = server_only.iter().find(|(_, given)| *given) {
+                bail!(
+                    "ab: {flag} goes with --server-a/--server-b (a script driving two servers); \
+                     a benchmark command drives itself"
+                );
             }
             let figures = args
                 .figure
@@ -177,6 +195,12 @@ fn mode(args: &AbArgs) -> anyhow::Result<Mode> {
             })
         }
         (None, None, Some(a), Some(b)) => {
+            if args.why_runs.is_some() {
+                bail!(
+                    "ab: --why-runs goes with --command-a/--command-b; with servers every \
+                     run's own captures are analysed"
+                );
+            }
             let target = args.target.clone().expect("clap requires it");
             let mut run_args = vec!["--target".to_string(), target];
             if let Some(s) = &args.script {
@@ -192,27 +216,24 @@ fn mode(args: &AbArgs) -> anyhow::Result<Mode> {
                 run_args.extend(["--param".into(), p.clone()]);
             }
             let timeout = hang_after(args)? + Duration::from_secs(5);
+            let listed = args.scenarios.clone().unwrap_or_else(|| "direct".into());
             run_args.extend([
                 "--scenarios".into(),
-                args.scenarios.clone(),
+                listed.clone(),
                 "--requests".into(),
-                args.requests.to_string(),
+                args.requests.unwrap_or(200).to_string(),
                 "--connections".into(),
-                args.connections.to_string(),
+                args.connections.unwrap_or(1).to_string(),
                 "--pipeline".into(),
-                args.pipeline.to_string(),
+                args.pipeline.unwrap_or(1).to_string(),
                 "--timeout".into(),
                 format!("{}ms", timeout.as_millis()),
             ]);
-            let scenarios: Vec<String> = args
-                .scenarios
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
+            let scenarios: Vec<String> = tcpdoctor_core::run::Scenario::parse_list(&listed)
+                .map_err(|e| anyhow::anyhow!("--scenarios: {e}"))?
+                .into_iter()
+                .map(|s| s.name)
                 .collect();
-            if scenarios.is_empty() {
-                bail!("ab: --scenarios is empty");
-            }
             Ok(Mode::Servers {
                 a: a.clone(),
                 b: b.clone(),
@@ -266,11 +287,32 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
         } => ([a.clone(), b.clone()], server::figure_specs(scenarios)),
     };
     let mut runs: Vec<RunRecord> = Vec::new();
-    let mut why_a = SideFindings::new(Side::A);
-    let mut why_b = SideFindings::new(Side::B);
+    // Per scenario (server mode), or one for the commands' traffic: (A's, B's).
+    let per = match &mode {
+        Mode::Commands { .. } => "turn",
+        Mode::Servers { .. } => "request",
+    };
+    let mut whys: Vec<(Option<String>, SideFindings, SideFindings)> = Vec::new();
+    let why_of = |whys: &mut Vec<(Option<String>, SideFindings, SideFindings)>,
+                  scenario: &Option<String>|
+     -> usize {
+        match whys.iter().position(|w| &w.0 == scenario) {
+            Some(i) => i,
+            None => {
+                whys.push((
+                    scenario.clone(),
+                    SideFindings::new(Side::A, per),
+                    SideFindings::new(Side::B, per),
+                ));
+                whys.len() - 1
+            }
+        }
+    };
     let total = slots.len();
     // Ctrl-C stops the run under way (and what it started) and reports what was measured.
     crate::capture::stop::install();
+    crate::ab::tree::become_subreaper();
+    let mut left_behind: [Vec<String>; 2] = [Vec::new(), Vec::new()];
     let mut interrupted: Option<String> = None;
     for (i, slot) in slots.iter().enumerate() {
         let tag = format!(
@@ -313,6 +355,14 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             }
             Err(e) => return Err(e),
         };
+        if !result.leftovers.is_empty() {
+            eprintln!(
+                "tcpdoctor ab:   {}'s run left {} running after it ended: stopped",
+                slot.side.letter(),
+                result.leftovers.join(", ")
+            );
+            left_behind[which].extend(result.leftovers.iter().cloned());
+        }
         if let tcpdoctor_core::ab::Outcome::Failed { reason } = &result.outcome {
             eprintln!("tcpdoctor ab:   {} failed: {reason}", slot.side.letter());
         }
@@ -324,8 +374,13 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             );
         }
         if !slot.warmup {
-            let side = if which == 0 { &mut why_a } else { &mut why_b };
             for w in &result.why {
+                let i = why_of(&mut whys, &w.scenario);
+                let side = if which == 0 {
+                    &mut whys[i].1
+                } else {
+                    &mut whys[i].2
+                };
                 side.add(&w.source, &w.findings, w.flows, w.exchanges, w.tcp_segments);
             }
         }
@@ -339,14 +394,29 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
         });
     }
     let mut warnings: Vec<String> = interrupted.iter().cloned().collect();
+    for (k, left) in left_behind.iter_mut().enumerate() {
+        left.sort();
+        left.dedup();
+        if !left.is_empty() {
+            warnings.push(format!(
+                "{}'s runs left processes running after they ended ({}): stopped after each \
+                 run, so the next run did not meet them; a benchmark command should stop what \
+                 it starts",
+                if k == 0 { "A" } else { "B" },
+                left.join(", ")
+            ));
+        }
+    }
     if let (Mode::Commands { a, b, .. }, None) = (&mode, &interrupted) {
-        for (k, (cmd, side)) in [(a, &mut why_a), (b, &mut why_b)].into_iter().enumerate() {
+        let i = why_of(&mut whys, &None);
+        let (_, why_a, why_b) = &mut whys[i];
+        for (k, (cmd, side)) in [(a, why_a), (b, why_b)].into_iter().enumerate() {
             let letter = if k == 0 { "a" } else { "b" };
-            for n in 1..=args.why_runs {
+            let why_runs = args.why_runs.unwrap_or(1);
+            for n in 1..=why_runs {
                 eprintln!(
-                    "tcpdoctor ab: capturing {} for why ({n}/{})",
-                    letter.to_uppercase(),
-                    args.why_runs
+                    "tcpdoctor ab: capturing {} for why ({n}/{why_runs})",
+                    letter.to_uppercase()
                 );
                 let pcap = dir.join(format!("why-{letter}-{n}.pcap"));
                 let analysed = match crate::ab::why::capture_and_analyse(cmd, &pcap, hang) {
@@ -366,7 +436,11 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    let why = (why_a.runs_analysed + why_b.runs_analysed > 0).then(|| Why::of(why_a, why_b));
+    let why: Vec<Why> = whys
+        .into_iter()
+        .filter(|(_, a, b)| a.runs_analysed + b.runs_analysed > 0)
+        .map(|(scenario, a, b)| Why::of(scenario, a, b))
+        .collect();
     let figures: Vec<_> = specs
         .iter()
         .map(|s| compare_figure(s, &runs, confidence, resolution))
@@ -397,7 +471,14 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
     }
     warnings.extend(nothing.iter().cloned());
     let hangs = count_hangs(&runs);
-    let (result, reasons) = gate(&figures, hangs, args.fail_if_slower, confidence);
+    let (mut result, mut reasons) = gate(&figures, &runs, args.fail_if_slower, confidence);
+    if let Some(why) = &interrupted {
+        // An interrupted comparison is never a pass (a cancelled CI job must not go green).
+        if result != GateResult::NotGated {
+            result = GateResult::Failed;
+            reasons.push(why.clone());
+        }
+    }
     let report = AbReport {
         schema_version: AB_SCHEMA_VERSION,
         tool: tcpdoctor_core::report::ToolInfo::current(),
@@ -440,6 +521,9 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
     };
     output::print(&text)?;
     drop(out_dir);
+    if let Some(why) = &interrupted {
+        bail!("{why}");
+    }
     if !nothing.is_empty() {
         // Not a comparison: a side that never ran is a setup error, not a result.
         bail!("{}", nothing.join("; "));
