@@ -50,8 +50,8 @@ use std::time::Duration;
 
 use super::{of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
 use crate::flow::{Direction, SegmentEvent, SegmentKind};
-use crate::seq::SeqNum;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::seq::SeqNum;
 use crate::time::Timestamp;
 use crate::units::fmt_count;
 

@@ -72,7 +72,11 @@ fn a_burst_of_min_burst_requests_is_named_one_fewer_is_not() {
     assert_eq!(u.evidence.counts["header_bytes"], (n - 1) * 52);
     assert_eq!(u.evidence.frames.len(), MIN_BURST.min(8));
     assert_eq!(u.time_lost_ms, 0.0, "packets, not measured time");
-    assert!(u.evidence.facts[0].contains("ACK number"), "{:?}", u.evidence);
+    assert!(
+        u.evidence.facts[0].contains("ACK number"),
+        "{:?}",
+        u.evidence
+    );
     let f = pipelined(n - 1, 40, n - 1, 5, 50);
     assert!(!named(&f, C2S) && !named(&f, S2C), "{:?}", kinds(&f));
 }
@@ -87,7 +91,8 @@ fn a_burst_of_min_burst_answers_is_named_one_fewer_is_not() {
     let u = of_dir(&f, S2C);
     assert_eq!(u.evidence.counts["segments"], n);
     assert!(
-        u.verdict.contains("already been acknowledged by the server"),
+        u.verdict
+            .contains("already been acknowledged by the server"),
         "{}",
         u.verdict
     );
@@ -276,7 +281,14 @@ fn a_server_answering_one_request_at_a_time_is_not_named_at_the_far_end() {
     // The answers, each acknowledging exactly its own request, reach the client 20 µs apart.
     for k in 0..60u32 {
         let ack = first + 14 * (k + 1);
-        send(&mut s, S2C, t0 + 70_000 + u64::from(k) * 20, 7, Some(ack), Some(5));
+        send(
+            &mut s,
+            S2C,
+            t0 + 70_000 + u64::from(k) * 20,
+            7,
+            Some(ack),
+            Some(5),
+        );
     }
     s.close(t0 + 200_000);
     let f = s.findings();
