@@ -8,9 +8,10 @@
 //! in pieces): here every segment is a whole message, and the messages are independent.
 //!
 //! The core never reads payload. It tells whole messages by their sizes, and messages that were
-//! ready together by the ACK field of the segments that carry them: a segment's ACK number is
-//! its sender's `rcv_nxt` when it left — all of the peer's bytes its TCP had received — and
-//! reads the same at either end of the path. Rule, per flow, over a *stretch* of its data
+//! ready together by two header fields of the segments that carry them: the ACK number, its
+//! sender's `rcv_nxt` when it left — all of the peer's bytes its TCP had received — which reads
+//! the same at either end of the path, and the TSval, its sender's clock when its TCP sent
+//! it. Rule, per flow, over a *stretch* of its data
 //! segments (all of them, or [`STRETCH_MAX`] at a time on a long flow):
 //! 1. *Typical message.* Each side's typical message is the median size of its data segments
 //!    in the stretch (`s_c`, `s_s`); the messages it sent are its bytes over that size
@@ -22,7 +23,8 @@
 //!    said. A one-way stream (no answers) is not judged. These counts decide only this; they
 //!    never say which segment waited for which.
 //! 3. *One small message.* A segment is one small message when `round(len / s)` is 1, it holds
-//!    at most [`SMALL_SEGMENT`] bytes and at most half a full segment.
+//!    at most [`SMALL_SEGMENT`] bytes and at most half a full segment, and it carries the ACK
+//!    flag and the timestamp option (without a TSval nothing is said: rule 5).
 //! 4. *Ready together.* A data segment is ready together with the previous data segment of its
 //!    side when both carry the same ACK number (and the ACK flag): its sender had received
 //!    none of the peer's data between the two. For requests: no answer reached the client
@@ -33,9 +35,12 @@
 //!    from the peer arrived between them (a new turn: the next batch of requests, or answers
 //!    reaching the client), the ACK numbers differ and the two are not ready together.
 //! 5. *Burst.* At least [`MIN_BURST`] consecutive data segments of one side, each one small
-//!    message (rule 3), each ready together with the previous one (rule 4), all within
-//!    [`SPAN_MAX`] of the first (a paced sender's messages, however close, are not a burst
-//!    once the run outlasts it; a longer run is cut into bursts of at most that span).
+//!    message (rule 3), each ready together with the previous one (rule 4), all with the
+//!    first one's TSval (its TCP sent them within one tick of its clock: 1 ms on Linux), and
+//!    all within [`SPAN_MAX`] of the first at the capture point. A longer run is cut into
+//!    bursts of at most that span, so a paced sender's messages never add up to one. The TSval
+//!    speaks for the sender where the capture cannot: at the far end of a path a queue can
+//!    deliver messages paced a millisecond apart within microseconds of each other.
 //! 6. *Cost.* Batched, a burst's bytes need `⌈bytes / full segment⌉` segments
 //!    ([`crate::flow::Flow::full_segment`]); the rest are *extra packets*, each with its headers
 //!    ([`HEADER_V4`] or [`HEADER_V6`] bytes of IP and TCP with timestamps). A burst never
@@ -343,7 +348,8 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     };
     ev.facts.push(format!(
         "frames {}–{}: {} {what} of {} bytes left in {} segments within {} (a burst spans at \
-         most {}), every one carrying ACK number {}: {why}; one write of their {} bytes needs \
+         most {}), every one carrying ACK number {} and one TSval (sent within one tick of \
+         the {sender}'s clock): {why}; one write of their {} bytes needs \
          {}, so {} of them are extra packets",
         first.frame,
         last.frame,
