@@ -309,11 +309,12 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     let (what, one, sender, peer) = super::message_words(dir);
     let together = match dir {
         Direction::ClientToServer => {
-            "pipelined: each left before any answer had reached the client since the one before it"
+            "pipelined: no answer reached the client between the first request of a burst and \
+             its last"
         }
         Direction::ServerToClient => {
-            "each written alone though the request it answers had already been acknowledged by \
-             the server when the previous answer left"
+            "each written alone though every request a burst answers had already been \
+             acknowledged by the server when the burst's first answer left"
         }
     };
     let b = &ex.burst;
