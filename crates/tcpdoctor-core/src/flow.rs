@@ -162,6 +162,8 @@ pub struct SegmentEvent {
     pub retrans: Option<RetransInfo>,
     /// Sender's unacknowledged bytes just before this segment (0 when nothing was in flight).
     pub in_flight_before: u64,
+    /// The TSval of its timestamp option: the sender's clock when its TCP sent it.
+    pub tsval: Option<u32>,
 }
 
 /// The state of one direction of a flow (the side that sends in that direction).
@@ -681,6 +683,7 @@ impl Flow {
             dup_ack,
             retrans,
             in_flight_before,
+            tsval: seg.options.timestamp.map(|t| t.0),
         }
     }
 

@@ -553,6 +553,7 @@ mod tests {
             newly_acked: 0,
             acks_all_peer_data: covers_all,
             dup_ack: false,
+            tsval: None,
             retrans: None,
             in_flight_before: 0,
         }

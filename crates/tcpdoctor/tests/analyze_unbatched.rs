@@ -110,15 +110,19 @@ fn a_client_writing_each_small_message_alone_is_named_and_its_batched_twin_is_no
     let facts = ev["facts"].to_string();
     assert!(facts.contains("200 requests"), "{facts}");
     assert!(facts.contains("200 answers"), "{facts}");
+    // Ready together by the wire: every request of the burst carries one ACK number.
+    assert!(facts.contains("every one carrying ACK number"), "{facts}");
     assert!(
         f["fix"].as_str().unwrap_or("").contains("writelines"),
         "{f:#}"
     );
-    // The server writes each answer alone too, with the requests already waiting.
+    // The server writes each answer alone too, with the requests already acknowledged.
+    let s = unbatched(&r, "server_to_client")
+        .unwrap_or_else(|| panic!("the per-message server's answers: {:#}", r["findings"]));
+    let verdict = s["verdict"].as_str().unwrap_or("");
     assert!(
-        unbatched(&r, "server_to_client").is_some(),
-        "the per-message server's answers: {:#}",
-        r["findings"]
+        verdict.contains("already been acknowledged by the server"),
+        "{verdict}"
     );
 
     let Some(r) = capture(&dir, "unbatched-batched", "batched", "--batched") else {

@@ -7,38 +7,46 @@
 //! sends the same bytes in ⌈bytes / MSS⌉ packets. This is not `fragmented_writes` (one message
 //! in pieces): here every segment is a whole message, and the messages are independent.
 //!
-//! The core never reads payload, so it tells messages by their sizes and by the peer's
-//! answers. Rule, per flow, over a *stretch* of its data segments (all of them, or
-//! [`STRETCH_MAX`] at a time on a long flow):
+//! The core never reads payload. It tells whole messages by their sizes, and messages that were
+//! ready together by two header fields of the segments that carry them: the ACK number, its
+//! sender's `rcv_nxt` when it left — all of the peer's bytes its TCP had received — which reads
+//! the same at either end of the path, and the TSval, its sender's clock when its TCP sent
+//! it. Rule, per flow, over a *stretch* of its data
+//! segments (all of them, or [`STRETCH_MAX`] at a time on a long flow):
 //! 1. *Typical message.* Each side's typical message is the median size of its data segments
 //!    in the stretch (`s_c`, `s_s`); the messages it sent are its bytes over that size
 //!    (`M_c = B_c / s_c` requests, `M_s = B_s / s_s` answers).
-//! 2. *Whole, independent messages.* The two counts agree within [`AGREE`] and both are at
-//!    least [`MIN_BURST`]: as many answers as requests, so a segment of the typical size is
-//!    one whole message each way. One request in *n* pieces answered whole (`M_c = n`,
+//! 2. *Whole messages.* The two counts agree within [`AGREE`] and both are at least
+//!    [`MIN_BURST`]: as many answers as requests, so a segment of the typical size is one
+//!    whole message each way. One request in *n* pieces answered whole (`M_c = n`,
 //!    `M_s = 1`) or a request answered in *n* pieces (`fragmented_writes`) disagree: nothing is
-//!    said. A one-way stream (no answers) is not judged.
-//! 3. A segment carries `round(len / s)` messages, at least one: a segment of several is a
-//!    coalesced write (by the program, or by the kernel once the window filled).
-//! 4. *Pipelined.* A request segment is pipelined when it leaves while requests sent before it
-//!    are still unanswered (more requests than answers so far, counted by rule 3). An answer
-//!    segment *could have shared a write* with the previous one when both their requests had
-//!    arrived before the server segment before that one left: a server that reads, answers
-//!    all it read with one write and reads again would have read both in one read and
-//!    answered them with one write. A request that arrives while the server is busy answering
-//!    the previous read is not counted (batching could not have included it), nor is the
-//!    first answer of a stretch (when the server read its request is not known).
-//! 5. *Burst.* At least [`MIN_BURST`] consecutive segments of one side, each one small message
-//!    (one message by rule 3, at most [`SMALL_SEGMENT`] bytes and half a full segment), each
-//!    after the first within [`GAP_MAX`] of the previous one of that side (the peer's segments
-//!    in between do not end it), and each after the first pipelined (requests) or able to
-//!    share a write with the previous one (answers): messages that were ready together and
-//!    could have been one write.
+//!    said. A one-way stream (no answers) is not judged. These counts decide only this; they
+//!    never say which segment waited for which.
+//! 3. *One small message.* A segment is one small message when `round(len / s)` is 1, it holds
+//!    at most [`SMALL_SEGMENT`] bytes and at most half a full segment, and it carries the ACK
+//!    flag and the timestamp option (without a TSval nothing is said: rule 5).
+//! 4. *Ready together.* A data segment is ready together with the previous data segment of its
+//!    side when both carry the same ACK number (and the ACK flag): its sender had received
+//!    none of the peer's data between the two. For requests: no answer reached the client
+//!    between them, so the later one did not wait for the earlier one's answer (pipelined).
+//!    For answers: every request byte the later one can answer had already been received —
+//!    acknowledged — by the server when the earlier one left, so a server that reads all its
+//!    socket holds and answers it with one write would have sent both together. When new data
+//!    from the peer arrived between them (a new turn: the next batch of requests, or answers
+//!    reaching the client), the ACK numbers differ and the two are not ready together.
+//! 5. *Burst.* At least [`MIN_BURST`] consecutive data segments of one side, each one small
+//!    message (rule 3), each ready together with the previous one (rule 4), all with the
+//!    first one's TSval (its TCP sent them within one tick of its clock: 1 ms on Linux), and
+//!    all within [`SPAN_MAX`] of the first at the capture point. A longer run is cut into
+//!    bursts of at most that span, so a paced sender's messages never add up to one. The TSval
+//!    speaks for the sender where the capture cannot: at the far end of a path a queue can
+//!    deliver messages paced a millisecond apart within microseconds of each other.
 //! 6. *Cost.* Batched, a burst's bytes need `⌈bytes / full segment⌉` segments
 //!    ([`crate::flow::Flow::full_segment`]); the rest are *extra packets*, each with its headers
-//!    ([`HEADER_V4`] or [`HEADER_V6`] bytes of IP and TCP with timestamps). A batched sender
-//!    never trips the rule: it sends a burst of small messages in segments of (up to) a full
-//!    segment each, never [`MIN_BURST`] small ones in a row.
+//!    ([`HEADER_V4`] or [`HEADER_V6`] bytes of IP and TCP with timestamps). A burst never
+//!    spans two turns (rule 4), so it never adds up answers that no one write could have held.
+//!    A batched sender never trips the rule: it sends a burst of small messages in segments of
+//!    (up to) a full segment each, never [`MIN_BURST`] small ones in a row.
 //! 7. Report a direction with at least one burst. Severity: a warning when the extra packets
 //!    are at least [`WARN_SHARE`] of that direction's data segments in the judged stretches
 //!    (most of what it sends is avoidable packets), else info.
@@ -48,6 +56,7 @@ use std::time::Duration;
 use super::{of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
 use crate::flow::{Direction, SegmentEvent, SegmentKind};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::seq::SeqNum;
 use crate::time::Timestamp;
 use crate::units::fmt_count;
 
@@ -55,8 +64,9 @@ use crate::units::fmt_count;
 pub const MIN_BURST: usize = 8;
 /// Most bytes a segment carrying one *small* message may hold (and at most half a full one).
 pub const SMALL_SEGMENT: u32 = 512;
-/// Longest silence between two messages of one burst: they were ready together.
-pub const GAP_MAX: Duration = Duration::from_millis(1);
+/// Longest time from a burst's first segment to its last: well under any non-loopback round
+/// trip, so a paced sender's messages do not add up to a burst.
+pub const SPAN_MAX: Duration = Duration::from_millis(1);
 /// Largest ratio between the request and answer counts of rule 2.
 pub const AGREE: f64 = 1.25;
 /// Data segments kept per flow before a stretch is judged.
@@ -78,6 +88,10 @@ struct Seg {
     ts: Timestamp,
     len: u32,
     dir: Direction,
+    /// Its ACK number, when it carries the ACK flag (rule 4).
+    ack: Option<SeqNum>,
+    /// Its TSval, when it carries the timestamp option (rule 5).
+    tsval: Option<u32>,
 }
 
 /// One burst (rule 5).
@@ -111,6 +125,8 @@ struct Example {
     batched: u64,
     counts: Counts,
     header: u64,
+    /// The burst's ACK number, relative to the peer's initial sequence number when known.
+    ack: String,
 }
 
 #[derive(Default)]
@@ -135,6 +151,8 @@ impl Detector for UnbatchedMessages {
             ts: ev.pkt.ts,
             len: ev.len,
             dir: ev.dir,
+            ack: ev.has_ack.then_some(ev.ack),
+            tsval: ev.tsval,
         });
         if segs.len() >= STRETCH_MAX {
             let segs = std::mem::take(segs);
@@ -196,12 +214,14 @@ impl UnbatchedMessages {
                 .as_ref()
                 .is_none_or(|e| e.burst.segs.len() < burst.segs.len());
             if longer {
+                let ack = ack_shown(flow, dir, burst.segs[0].ack);
                 st.example = Some(Example {
                     flow: flow.flow_ref(),
                     burst,
                     batched,
                     counts,
                     header,
+                    ack,
                 });
             }
         }
@@ -234,33 +254,20 @@ fn counts(segs: &[Seg]) -> Option<Counts> {
 fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
     let mut out = Vec::new();
     let mut open: [Option<Burst>; 2] = [None, None];
-    // Requests sent and answers sent so far, in messages (rule 3).
-    let (mut requests, mut answers) = (0u64, 0u64);
-    // Requests seen when the server's previous segment left, and the one before (rule 4).
-    let (mut requests_at_answer, mut requests_at_answer_before) = (0u64, 0u64);
     for &s in segs {
         let i = s.dir.index();
         let typical = counts.side[i].1;
         let messages = ((f64::from(s.len) / f64::from(typical)).round() as u64).max(1);
-        let one_small = messages == 1 && s.len <= SMALL_SEGMENT && s.len * 2 <= full[i];
-        let related = match s.dir {
-            Direction::ClientToServer => requests > answers,
-            Direction::ServerToClient => requests_at_answer_before >= answers + messages,
-        };
+        let one_small = messages == 1
+            && s.len <= SMALL_SEGMENT
+            && s.len * 2 <= full[i]
+            && s.ack.is_some()
+            && s.tsval.is_some();
         let continues = one_small
-            && related
-            && open[i]
-                .as_ref()
-                .and_then(|b| b.segs.last())
-                .is_some_and(|last| s.ts.since(last.ts) <= GAP_MAX);
-        match s.dir {
-            Direction::ClientToServer => requests += messages,
-            Direction::ServerToClient => {
-                answers += messages;
-                requests_at_answer_before = requests_at_answer;
-                requests_at_answer = requests;
-            }
-        }
+            && open[i].as_ref().is_some_and(|b| {
+                let (first, last) = (b.segs[0], b.segs[b.segs.len() - 1]);
+                last.ack == s.ack && first.tsval == s.tsval && s.ts.since(first.ts) <= SPAN_MAX
+            });
         if continues {
             if let Some(b) = open[i].as_mut() {
                 b.segs.push(s);
@@ -300,9 +307,15 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
         Severity::Info
     };
     let (what, one, sender, peer) = super::message_words(dir);
-    let answered = match dir {
-        Direction::ClientToServer => "pipelined: each left before the answers to the earlier ones",
-        Direction::ServerToClient => "each written alone though its request and the previous one had both arrived before the answer before them left",
+    let together = match dir {
+        Direction::ClientToServer => {
+            "pipelined: no answer reached the client between the first request of a burst and \
+             its last"
+        }
+        Direction::ServerToClient => {
+            "each written alone though every request a burst answers had already been \
+             acknowledged by the server when the burst's first answer left"
+        }
     };
     let b = &ex.burst;
     let first = b.segs[0];
@@ -313,7 +326,7 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     let typical = ex.counts.side[dir.index()].1;
     let verdict = format!(
         "The {sender} sends its {what} unbatched: {} small {what} left one segment each in {} \
-         {} ({answered}, median {} bytes); written together per peer they need {} — {} extra \
+         {} ({together}, median {} bytes); written together per peer they need {} — {} extra \
          packets, {} of its data segments.",
         fmt_count(st.segments),
         fmt_count(st.bursts),
@@ -324,17 +337,29 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
         of(extra, st.dir_segments),
     );
     let mut ev = Evidence::default();
+    let why = match dir {
+        Direction::ClientToServer => {
+            "the client had received no data from the server between them, so none waited for \
+             an answer"
+        }
+        Direction::ServerToClient => {
+            "the server had received no request bytes between them: whatever each answers had \
+             already arrived when the first of them left"
+        }
+    };
     ev.facts.push(format!(
-        "frames {}–{}: {} {what} of {} bytes left back to back in {} segments within {} \
-         (no gap over {}), {answered}; one write of their {} bytes needs {}, so {} of them \
-         are extra packets",
+        "frames {}–{}: {} {what} of {} bytes left in {} segments within {} (a burst spans at \
+         most {}), every one carrying ACK number {} and one TSval (sent within one tick of \
+         the {sender}'s clock): {why}; one write of their {} bytes needs \
+         {}, so {} of them are extra packets",
         first.frame,
         last.frame,
         b.segs.len(),
         size_range(b),
         b.segs.len(),
         crate::units::fmt_duration(span),
-        crate::units::fmt_duration(GAP_MAX),
+        crate::units::fmt_duration(SPAN_MAX),
+        ex.ack,
         fmt_count(b.bytes),
         segments_word(ex.batched),
         ex_extra,
@@ -416,6 +441,18 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
         }
         .finish(groups, verdict, ev, fix),
     )
+}
+
+/// An ACK number as tshark shows it by default: relative to the peer's initial sequence
+/// number when the handshake was seen.
+fn ack_shown(flow: &FlowView, dir: Direction, ack: Option<SeqNum>) -> String {
+    let Some(ack) = ack else {
+        return "?".into();
+    };
+    match flow.flow.half(dir.reverse()).isn {
+        Some(isn) => ack.diff(isn).to_string(),
+        None => format!("{} (absolute)", ack.0),
+    }
 }
 
 /// `40` or `38–42`.
