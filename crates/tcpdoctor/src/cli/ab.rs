@@ -23,14 +23,14 @@ use crate::output;
 /// verdict: B faster, B slower, or no difference the noise can show. A run that makes no
 /// progress for --hang-after is a hang: recorded with its sockets as they were, stopped, and
 /// the comparison goes on. Each side's traffic is captured and analysed, and what differs
-/// (a Nagle stall in B only, more segments per exchange, …) is named with frames.
+/// (a Nagle stall in B only, more segments per request, …) is named with frames.
 ///
 /// Two servers, driven by the same script as `run` drives one:
 ///   tcpdoctor ab --server-a './old --port 7000' --server-b './new --port 7000' \
 ///       --target 127.0.0.1:7000 --preset resp --scenarios direct,wan:15ms --rounds 10
 ///
-/// Two benchmark commands you already have (each starts its own server and client), with a
-/// figure read from their output (else the wall time is compared):
+/// Two benchmark commands you already have (a client and the server it starts, or a client
+/// against servers already running), a figure read from their output (and the wall time):
 ///   tcpdoctor ab --command-a 'redis-benchmark -p 7000 -t ping -n 20000 -q' \
 ///       --command-b 'redis-benchmark -p 7001 -t ping -n 20000 -q' \
 ///       --figure 'rps:higher=([0-9.]+) requests per second' --fail-if-slower=1.05
