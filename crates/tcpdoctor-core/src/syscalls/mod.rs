@@ -268,6 +268,30 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The first traced socket that is the same socket as `i`: the same process and inode
+    /// (a `dup`, a `try_clone` reader and writer of one connection); `i` itself when its
+    /// inode is unknown.
+    pub fn canonical(&self, i: u32) -> u32 {
+        let Some(s) = self.sockets.get(i as usize) else {
+            return i;
+        };
+        if s.inode == 0 {
+            return i;
+        }
+        self.sockets
+            .iter()
+            .position(|t| t.pid == s.pid && t.inode == s.inode)
+            .map_or(i, |p| p as u32)
+    }
+
+    /// Every traced socket (descriptor) that is the same socket as `i`, `i` included.
+    pub fn same_socket(&self, i: u32) -> Vec<u32> {
+        let c = self.canonical(i);
+        (0..self.sockets.len() as u32)
+            .filter(|&j| self.canonical(j) == c)
+            .collect()
+    }
+
     /// Per socket of [`Trace::sockets`]: whether this window's calls on it start with its
     /// connection — the tracer saw accept/connect return it ([`TracedSocket::from_start`])
     /// *in this window*. A connection opened in an earlier window (`run` takes one window per

@@ -90,6 +90,9 @@ pub struct ProcessCalls {
 pub struct SocketCalls {
     pub pid: u32,
     pub fd: i32,
+    /// Other descriptors of the same socket (a `dup`), counted here with `fd`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_fds: Vec<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,12 +176,19 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
     let window = trace.ended.since(trace.started);
     let ms_after = |t: Timestamp| round3(t.since(trace.started).as_secs_f64() * 1e3);
     let mut socks: Vec<Acc> = trace.sockets.iter().map(|_| Acc::default()).collect();
+    // Descriptors of one socket (a dup: a reader and a writer of one connection) are counted
+    // as the socket they are, under its first descriptor: a read on one ends the response
+    // the other was writing, and an option set through one is the socket's.
+    let canon: Vec<usize> = (0..trace.sockets.len() as u32)
+        .map(|i| trace.canonical(i) as usize)
+        .collect();
+    let at = |i: u32| canon.get(i as usize).copied();
     let mut procs: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
     // Accepted sockets: (listener, the accept's index in the calls).
     let mut accepted: Vec<(usize, usize)> = Vec::new();
     // Definition 3: what was set before the window still holds (and is inherited).
     for c in &trace.setup {
-        let Some(a) = c.socket.and_then(|i| socks.get_mut(i as usize)) else {
+        let Some(a) = c.socket.and_then(at).and_then(|i| socks.get_mut(i)) else {
             continue;
         };
         if c.kind == CallKind::Setsockopt
@@ -197,7 +207,7 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
         }
     }
     for (k, c) in trace.calls.iter().enumerate() {
-        let Some(i) = c.socket.map(|i| i as usize).filter(|&i| i < socks.len()) else {
+        let Some(i) = c.socket.and_then(at) else {
             bump(procs.entry(c.pid).or_default(), c);
             continue;
         };
@@ -251,12 +261,18 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
             if a.group > 0 {
                 a.groups.record(a.group.min(u32::MAX as u64) as u32);
             }
+            let same = trace.same_socket(i as u32);
             SocketCalls {
                 pid: s.pid,
                 fd: s.fd,
+                other_fds: same
+                    .iter()
+                    .filter(|&&j| j as usize != i)
+                    .map(|&j| trace.sockets[j as usize].fd)
+                    .collect(),
                 local: s.local.map(|x| x.to_string()),
                 remote: s.remote.map(|x| x.to_string()),
-                from_start: whole[i],
+                from_start: same.iter().any(|&j| whole[j as usize]),
                 opened_by: a.opened_by,
                 counts: a.counts,
                 writes: a.writes,
@@ -312,7 +328,8 @@ pub fn summarize(trace: &Trace, requests: Option<u64>) -> SyscallsReport {
 /// setting as it stood when `accept` returned.
 fn inherit_nodelay(trace: &Trace, socks: &mut [Acc], accepted: &[(usize, usize)]) {
     for &(listener, k) in accepted {
-        let Some(child) = accepted_socket(trace, k) else {
+        let Some(child) = accepted_socket(trace, k).map(|c| trace.canonical(c as u32) as usize)
+        else {
             continue;
         };
         socks[child].opened_by = Some("accept");

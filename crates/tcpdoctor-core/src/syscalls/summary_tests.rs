@@ -338,3 +338,51 @@ fn each_accepted_socket_inherits_the_setting_of_its_moment() {
     assert_eq!(got, [Some(1), Some(0)]);
     assert!(r.sockets[1..].iter().all(|s| s.opened_by == Some("accept")));
 }
+
+/// A server that reads on one descriptor and writes on a `dup` of it (a Rust `try_clone`
+/// reader and writer, tcpdoctor's own specimen): one socket, its responses ended by the reads
+/// on the other descriptor (5 writes per response over 3, not 15 over 1), and TCP_NODELAY set
+/// through the reading descriptor is the socket's — never "not set" on the writing one.
+#[test]
+fn two_descriptors_of_one_socket_are_one_socket() {
+    let mut t = Tb::new("specimen");
+    t.socket(3, "127.0.0.1:7000", None);
+    t.call(CallKind::Accept, 3, 4, 0, -1);
+    let reader = t.socket(4, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    let writer = t.socket(5, "127.0.0.1:7000", Some("127.0.0.1:50000"));
+    let inode = t.trace.sockets[reader as usize].inode;
+    t.trace.sockets[writer as usize].inode = inode;
+    t.set(4, sockopt::IPPROTO_TCP, sockopt::TCP_NODELAY, 0);
+    for _ in 0..3 {
+        t.read(CallKind::Recvfrom, 4, 5);
+        for _ in 0..5 {
+            t.write(CallKind::Sendto, 5, 9);
+        }
+    }
+    let trace = t.trace.clone();
+    assert_eq!(trace.canonical(writer), reader);
+    assert_eq!(trace.same_socket(writer), [reader, writer]);
+    let r = summarize(&trace, Some(3));
+    let connected: Vec<&SocketCalls> = r.sockets.iter().filter(|s| s.remote.is_some()).collect();
+    assert_eq!(connected.len(), 1, "{connected:#?}");
+    let s = connected[0];
+    assert_eq!((s.fd, s.other_fds.clone()), (4, vec![5]));
+    assert_eq!((s.writes, s.reads), (15, 3));
+    let d = s.writes_per_response.expect("responses");
+    assert_eq!((d.count, d.p50, d.max), (3, 5.0, 5.0));
+    assert!(
+        s.nodelay.set && s.nodelay.value == Some(0),
+        "{:?}",
+        s.nodelay
+    );
+    assert!(
+        render_text(&r).contains("(pid 4242 fds 4, 5)"),
+        "{}",
+        render_text(&r)
+    );
+    // The citations' view agrees: three messages of five writes, the setting the socket's.
+    use crate::syscalls::cite::calls::{nodelay_history, writes_per_message};
+    assert_eq!(writes_per_message(&trace, &[writer]), [5, 5, 5]);
+    assert_eq!(writes_per_message(&trace, &[reader, writer]), [5, 5, 5]);
+    assert_eq!(nodelay_history(&trace, &[writer]).len(), 1);
+}

@@ -103,7 +103,13 @@ fn socket_line(s: &SocketCalls, whole_life: bool) -> String {
         (None, Some(r)) => format!("? ↔ {r}"),
         (None, None) => "?".to_string(),
     };
-    let mut line = format!("{ends} (pid {} fd {}): {}", s.pid, s.fd, top(&s.counts));
+    let fds = if s.other_fds.is_empty() {
+        format!("fd {}", s.fd)
+    } else {
+        let others: Vec<String> = s.other_fds.iter().map(i32::to_string).collect();
+        format!("fds {}, {}", s.fd, others.join(", "))
+    };
+    let mut line = format!("{ends} (pid {} {fds}): {}", s.pid, top(&s.counts));
     if let Some(d) = &s.writes_per_response {
         let per = if s.opened_by == Some("connect") {
             ("request", "requests")

@@ -32,11 +32,12 @@ pub struct Message {
     pub read_after: Option<usize>,
 }
 
-/// The messages written on `socket` (one socket: messages of two sockets do not interleave).
+/// The messages written on `socket` (one socket: messages of two sockets do not interleave),
+/// through any of its descriptors (a program that reads on one `dup` and writes on another).
 pub fn messages(trace: &Trace, socket: u32) -> Vec<Message> {
     let mut out = Vec::new();
     let mut cur: Vec<usize> = Vec::new();
-    let one = [socket];
+    let one = trace.same_socket(socket);
     for (i, c) in on(trace, &one) {
         if c.kind.writes() && c.ret > 0 {
             cur.push(i);
@@ -57,10 +58,12 @@ pub fn messages(trace: &Trace, socket: u32) -> Vec<Message> {
     out
 }
 
-/// Write calls per message over `sockets`.
+/// Write calls per message over `sockets` (each socket once, whichever descriptors name it).
 pub fn writes_per_message(trace: &Trace, sockets: &[u32]) -> Vec<u32> {
-    sockets
-        .iter()
+    let mut once: Vec<u32> = sockets.iter().map(|&s| trace.canonical(s)).collect();
+    once.sort_unstable();
+    once.dedup();
+    once.iter()
         .flat_map(|&s| messages(trace, s))
         .map(|m| m.writes.len() as u32)
         .collect()
@@ -75,13 +78,19 @@ pub struct NodelaySet {
 }
 
 /// Every successful TCP_NODELAY setting on `sockets`, in order: those made before the window
-/// ([`Trace::setup`]: a listener's options are set at start-up) first.
+/// ([`Trace::setup`]: a listener's options are set at start-up) first. An option belongs to
+/// the socket, not the descriptor: a setting through any descriptor of it counts, and is
+/// recorded against the socket's first descriptor ([`Trace::canonical`]).
 pub fn nodelay_history(trace: &Trace, sockets: &[u32]) -> Vec<NodelaySet> {
+    let wanted: Vec<u32> = sockets.iter().map(|&s| trace.canonical(s)).collect();
     trace
         .setup
         .iter()
         .chain(trace.calls.iter())
-        .filter(|c| c.socket.is_some_and(|s| sockets.contains(&s)))
+        .filter(|c| {
+            c.socket
+                .is_some_and(|s| wanted.contains(&trace.canonical(s)))
+        })
         .filter(|c| {
             c.kind == crate::syscalls::CallKind::Setsockopt
                 && c.ret == 0
@@ -89,7 +98,7 @@ pub fn nodelay_history(trace: &Trace, sockets: &[u32]) -> Vec<NodelaySet> {
         })
         .filter_map(|c| {
             Some(NodelaySet {
-                socket: c.socket?,
+                socket: trace.canonical(c.socket?),
                 at: c.at,
                 on: c.value != 0,
             })
@@ -108,6 +117,7 @@ pub fn nodelay_at(
     t: Timestamp,
 ) -> bool {
     let before = |s: u32, t: Timestamp| {
+        let s = trace.canonical(s);
         history
             .iter()
             .rev()
