@@ -654,3 +654,90 @@ fn an_interrupted_comparison_is_never_a_pass() {
     assert_eq!(r["runs"].as_array().map(Vec::len), Some(3));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Server mode: B's server accepts nothing (its listener's backlog completes the handshakes;
+/// no request is ever read). Each of B's runs is a hang, stopped — `run` gets SIGINT and stops
+/// its server — with the driver's socket recorded; the gate fails on B's hangs and on the
+/// figures it could not compare; nothing is left running.
+#[test]
+fn a_server_that_never_answers_is_a_hang_in_server_mode() {
+    let test = "a_server_that_never_answers_is_a_hang_in_server_mode";
+    if !common::has_python3(test) {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("ab-mute");
+    let port = free_port();
+    let a = specimen(port, "--writes whole --lines 2");
+    let marker = format!("mute-{port}");
+    let b = format!(
+        "python3 -c 'import socket,time; s=socket.create_server((\"127.0.0.1\",{port})); \
+         time.sleep(300)' {marker}"
+    );
+    let target = format!("127.0.0.1:{port}");
+    let out = dir.join("ab");
+    let mut args = vec![
+        "ab",
+        "--format",
+        "json",
+        "--server-a",
+        &a,
+        "--server-b",
+        &b,
+        "--target",
+        &target,
+        "--requests",
+        "10",
+        "--rounds",
+        "3",
+        "--warmup",
+        "0",
+        "--hang-after",
+        "3s",
+        "--fail-if-slower",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(SPECIMEN_LINE);
+    let (r, code, err) = tcpdoctor_in(&dir, &args);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(r["hangs"], serde_json::json!({"a": 0, "b": 3}), "{err}");
+    let hung = r["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .find(|x| x["outcome"]["state"] == "hang")
+        .expect("a hung run");
+    let driver = hung["outcome"]["sockets"]
+        .as_array()
+        .expect("sockets")
+        .iter()
+        .find(|s| {
+            s["kind"] == "tcp"
+                && s["endpoints"]
+                    .as_str()
+                    .is_some_and(|e| e.ends_with(&format!("→ 127.0.0.1:{port}")))
+        })
+        .unwrap_or_else(|| panic!("the driver's socket: {hung:#}"));
+    // Its request was delivered (acknowledged by the server's kernel); no answer came.
+    assert_eq!(driver["unsent_bytes"], 0, "{driver:#}");
+    assert_eq!(r["result"], "failed");
+    assert!(
+        r["reasons"]
+            .as_array()
+            .expect("reasons")
+            .iter()
+            .any(|x| x == "B hung in 3 of 3 measured run(s)"),
+        "{:#}",
+        r["reasons"]
+    );
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).into_owned())
+        .filter(|c| c.contains(&marker))
+        .collect();
+    assert!(left.is_empty(), "still running: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

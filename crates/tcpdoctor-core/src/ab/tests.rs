@@ -174,3 +174,43 @@ fn the_gate_fails_when_a_side_failed_a_measured_run_even_with_enough_pairs() {
     assert_eq!(r, GateResult::Failed);
     assert_eq!(reasons, ["B failed in 1 of 6 measured run(s)"]);
 }
+
+#[test]
+fn a_side_with_no_analysed_run_differs_in_nothing_and_says_so() {
+    let mut a = SideFindings::new(Side::A, "request");
+    a.add("a.pcap", &[], 1, 10, 28);
+    let b = SideFindings::new(Side::B, "request");
+    let why = Why::of(Some("direct".into()), a, b);
+    assert!(why.differences.is_empty());
+    let report = AbReport {
+        schema_version: AB_SCHEMA_VERSION,
+        tool: crate::report::ToolInfo::current(),
+        command: "ab".into(),
+        settings: AbSettings {
+            mode: "server".into(),
+            a: "a".into(),
+            b: "b".into(),
+            rounds: 1,
+            warmup: 0,
+            order: "A B".into(),
+            confidence: 0.99,
+            resolution: 0.05,
+            hang_after_s: 3.0,
+            method: "m".into(),
+        },
+        figures: Vec::new(),
+        hangs: Hangs { a: 0, b: 1 },
+        runs: Vec::new(),
+        why: vec![why],
+        result: GateResult::NotGated,
+        reasons: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let text = render_text(&report);
+    assert!(text.contains("  B: not analysed\n"), "{text}");
+    assert!(
+        text.contains("not compared: no run of B was analysed"),
+        "{text}"
+    );
+    assert!(!text.contains("no difference in the findings"), "{text}");
+}

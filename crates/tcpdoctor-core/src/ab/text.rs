@@ -166,14 +166,27 @@ pub fn render_text(r: &AbReport) -> String {
                 out,
                 "  {}: {}{per}",
                 side.side.letter(),
-                if kinds.is_empty() {
+                if side.runs_analysed == 0 {
+                    "not analysed".to_string()
+                } else if kinds.is_empty() {
                     "no findings".to_string()
                 } else {
                     kinds.join(", ")
                 }
             );
         }
-        if why.differences.is_empty() {
+        let unanalysed: Vec<&str> = [&why.a, &why.b]
+            .into_iter()
+            .filter(|s| s.runs_analysed == 0)
+            .map(|s| s.side.letter())
+            .collect();
+        if !unanalysed.is_empty() {
+            let _ = writeln!(
+                out,
+                "  not compared: no run of {} was analysed (none completed with a capture)",
+                unanalysed.join(" or ")
+            );
+        } else if why.differences.is_empty() {
             out.push_str("  no difference in the findings or the segments sent\n");
         }
         for d in &why.differences {
