@@ -183,7 +183,7 @@ pub fn differences(a: &SideFindings, b: &SideFindings) -> Vec<String> {
                 continue;
             }
             out.push(format!(
-                "{} in {} only ({} of {} analysed runs, {} ms lost): {} — {}",
+                "{} in {} only ({} of {} analysed runs, {} ms lost over them): {} — {}",
                 k.kind,
                 this.side.letter(),
                 k.runs,

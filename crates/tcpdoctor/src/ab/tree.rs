@@ -231,8 +231,22 @@ pub fn become_subreaper() {
 pub fn sweep_leftovers() -> Vec<String> {
     let me = std::process::id();
     let mut names = Vec::new();
+    // What is already on its way out (a server its `run` just signalled, now an orphan of
+    // ours) is given a moment to go by itself, and reaped: only what is still alive after
+    // that was left running.
+    let alive = || -> Vec<u32> {
+        reap_any();
+        descendants(me)
+            .into_iter()
+            .filter(|&p| p != me && still(&[p]) > 0)
+            .collect()
+    };
+    let settle = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while !alive().is_empty() && std::time::Instant::now() < settle {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     for round in 0..5 {
-        let left: Vec<u32> = descendants(me).into_iter().filter(|&p| p != me).collect();
+        let left = alive();
         if left.is_empty() {
             break;
         }
