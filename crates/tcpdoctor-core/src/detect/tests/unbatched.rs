@@ -490,3 +490,37 @@ fn severity_follows_the_extra_packets_share() {
     assert_eq!(u.evidence.counts["extra_packets"], 7);
     assert_eq!(u.evidence.counts["direction_segments"], 32);
 }
+
+/// Ten rounds of 16 small pieces each way, the client's next round after the whole answer.
+/// Unproven (each side answers only the whole burst): `fragmented_writes` names both sides
+/// (one message in pieces, as far as the wire shows) and `unbatched_messages` neither. Proven
+/// (the server's first answer of every round acknowledges one piece, the rest still on the
+/// way): `unbatched_messages` names the client's bursts and `fragmented_writes` no longer
+/// calls those turns one request in pieces. Never both claims on the same frames.
+#[test]
+fn fragmented_writes_and_unbatched_messages_never_claim_the_same_burst() {
+    for proven in [false, true] {
+        let mut s = Sim::new();
+        s.connect(40000, 0, 30, 10);
+        let mut t = 10_000;
+        for _ in 0..10 {
+            let round = s.cseq;
+            for k in 0..16 {
+                send(&mut s, C2S, t + k * 10, 27, None, None);
+            }
+            let ack = proven.then_some(round + 27);
+            send(&mut s, S2C, t + 200, 30, ack, None);
+            for k in 1..16 {
+                send(&mut s, S2C, t + 200 + k * 10, 30, None, None);
+            }
+            t += 10_000;
+        }
+        s.close(t);
+        let f = s.findings();
+        let k = kinds(&f);
+        let fragmented = k.contains(&(FindingKind::FragmentedWrites, C2S));
+        assert_eq!(named(&f, C2S), proven, "proven {proven}: {k:?}");
+        assert_eq!(fragmented, !proven, "proven {proven}: {k:?}");
+        assert!(!named(&f, S2C), "proven {proven}: {k:?}");
+    }
+}
