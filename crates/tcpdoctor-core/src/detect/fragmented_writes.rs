@@ -40,11 +40,11 @@
 //!    a `window_wait` claim the evidence audit re-reads. Pauses rule 3 counts are not counted
 //!    again.
 //! 10. A turn that rule 2 alone would call fragmented is not when the other side's data
-//!    segment that ended it carries an ACK number strictly inside the turn's bytes
-//!    ([`crate::turns::Turn::answered_in_part`]): the peer answered a first part before the
-//!    rest had arrived, so the turn held at least two messages, not one in pieces — the proof
-//!    `unbatched_messages` names such a burst by (its rule 6), so the two never claim the
-//!    opposite of the same frames.
+//!     segment that ended it carries an ACK number strictly inside the turn's bytes
+//!     ([`crate::turns::Turn::answered_in_part`]): the peer answered a first part before the
+//!     rest had arrived, so the turn held at least two messages, not one in pieces — the proof
+//!     `unbatched_messages` names such a burst by (its rule 6), so the two never claim the
+//!     opposite of the same frames.
 
 use std::time::Duration;
 
