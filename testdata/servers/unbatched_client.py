@@ -6,12 +6,19 @@ answer before sending the next), then reads one answer line per message and exit
              leaves as its own segment: a syscall, a packet and a slot of the congestion window
              each (tcpdoctor's unbatched_messages)
   --batched  the same messages gathered and written with one transport.writelines()
+  --rounds R --lead-us N
+             R rounds of COUNT messages, each round's first message written N µs (busy wait)
+             before the others, the next round only after every answer of this one: over a
+             path longer than N µs each way the server answers the first message before the
+             rest reach it, and its answer's ACK number falls inside the round's burst
 It connects to HOST:PORT, retrying for at most 5 s while the server starts.
-Usage: python3 unbatched_client.py HOST:PORT [--batched] [--count N] [--size BYTES]"""
+Usage: python3 unbatched_client.py HOST:PORT [--batched] [--count N] [--size BYTES]
+           [--rounds R] [--lead-us N]"""
 import argparse
 import asyncio
 import socket
 import sys
+import time
 
 
 class Answers(asyncio.Protocol):
@@ -21,8 +28,15 @@ class Answers(asyncio.Protocol):
     def connection_made(self, transport):
         self.transport = transport
 
+    def expect(self, expected, done):
+        self.expected, self.done = expected, done
+        self.check()
+
     def data_received(self, data):
         self.lines += data.count(b"\n")
+        self.check()
+
+    def check(self):
         if self.lines >= self.expected and not self.done.done():
             self.done.set_result(self.lines)
 
@@ -39,12 +53,12 @@ def messages(count, size):
     return out
 
 
-async def main(host, port, batched, count, size):
+async def main(host, port, batched, count, size, rounds, lead_us):
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     for _ in range(500):
         try:
-            transport, _ = await loop.create_connection(
+            transport, proto = await loop.create_connection(
                 lambda: Answers(count, done), host, port
             )
             break
@@ -56,15 +70,23 @@ async def main(host, port, batched, count, size):
         socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
     )
     msgs = messages(count, size)
-    if batched:
-        transport.writelines(msgs)
-    else:
-        for m in msgs:
-            transport.write(m)
-            await asyncio.sleep(0)
-    answers = await asyncio.wait_for(done, 30)
+    for r in range(rounds):
+        if r > 0:
+            done = loop.create_future()
+            proto.expect(count * (r + 1), done)
+        if batched:
+            transport.writelines(msgs)
+        else:
+            for i, m in enumerate(msgs):
+                transport.write(m)
+                if i == 0 and lead_us:
+                    until = time.perf_counter() + lead_us / 1e6
+                    while time.perf_counter() < until:
+                        pass
+                await asyncio.sleep(0)
+        answers = await asyncio.wait_for(done, 30)
     transport.close()
-    print(f"sent={count} answers={answers} batched={batched}", flush=True)
+    print(f"sent={count * rounds} answers={answers} batched={batched}", flush=True)
 
 
 p = argparse.ArgumentParser(usage=__doc__)
@@ -72,6 +94,8 @@ p.add_argument("target")
 p.add_argument("--batched", action="store_true")
 p.add_argument("--count", type=int, default=200)
 p.add_argument("--size", type=int, default=40)
+p.add_argument("--rounds", type=int, default=1)
+p.add_argument("--lead-us", type=int, default=0)
 a = p.parse_args()
 h, _, pt = a.target.rpartition(":")
-asyncio.run(main(h, int(pt), a.batched, a.count, a.size))
+asyncio.run(main(h, int(pt), a.batched, a.count, a.size, a.rounds, a.lead_us))

@@ -111,6 +111,11 @@ pub struct Turn {
     pub pauses_dropped: u32,
     /// The flow's turn just before this one (the other side's), in brief.
     pub previous: Option<TurnBrief>,
+    /// Sequence numbers of its first byte and just past its last new byte.
+    pub seq_first: SeqNum,
+    pub seq_end: SeqNum,
+    /// The ACK number of the other side's data segment that ended it, when one did.
+    pub ended_by_ack: Option<SeqNum>,
 }
 
 /// Where a turn started and ended, and how big it was.
@@ -137,6 +142,9 @@ impl Turn {
             pauses: Vec::new(),
             pauses_dropped: 0,
             previous,
+            seq_first: ev.seq,
+            seq_end: ev.seq,
+            ended_by_ack: None,
         }
     }
 
@@ -161,6 +169,17 @@ impl Turn {
         self.pauses.clear();
         self.pauses_dropped = 0;
         self.previous = previous;
+        self.seq_first = ev.seq;
+        self.seq_end = ev.seq;
+        self.ended_by_ack = None;
+    }
+
+    /// The other side's data segment that ended this turn acknowledged a first part of it and
+    /// not the rest: the peer spoke (answered) before the turn was whole, so the turn held at
+    /// least two messages.
+    pub fn answered_in_part(&self) -> bool {
+        self.ended_by_ack
+            .is_some_and(|a| a.diff(self.seq_first) > 0 && self.seq_end.diff(a) > 0)
     }
 
     pub fn brief(&self) -> TurnBrief {
@@ -351,6 +370,9 @@ impl TurnTracker {
             .and_then(|i| self.slot[i].as_ref())
             .map(|t| t.dir);
         if active_dir.is_some_and(|d| d != ev.dir) {
+            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
+                turn.ended_by_ack = ev.has_ack.then_some(ev.ack);
+            }
             out = self.finish();
         }
         let i = match self.active {
@@ -416,6 +438,9 @@ impl TurnTracker {
         turn.last = ev.pkt;
         turn.bytes += u64::from(ev.len);
         turn.segments += 1;
+        if ev.seq.plus(ev.len).diff(turn.seq_end) > 0 {
+            turn.seq_end = ev.seq.plus(ev.len);
+        }
         turn.max_segment = turn.max_segment.max(ev.len);
         turn.sizes.push(ev.len);
         self.unacked = Some(match self.unacked {

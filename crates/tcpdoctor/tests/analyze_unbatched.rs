@@ -1,10 +1,15 @@
-//! `unbatched_messages` on real kernel TCP: a CPython asyncio client sends 200 small
-//! independent requests (40-byte lines), pipelined, each with its own `transport.write()`
-//! and TCP_NODELAY on, to an asyncio server that answers each line (`+OK\r\n`), captured by
-//! `tcpdoctor sandbox -w` (a private loopback, as an unprivileged user) and read back with
-//! `analyze --format json`:
-//! - the per-message pair: the client's requests are named (client→server), with the frames
-//!   of a burst, each a 40-byte request; the server's answers, one write each, are named too;
+//! `unbatched_messages` on real kernel TCP: a CPython asyncio client sends small independent
+//! requests (40-byte lines), pipelined, each with its own `transport.write()` and TCP_NODELAY
+//! on, to an asyncio server that answers each line (`+OK\r\n`), captured by
+//! `tcpdoctor sandbox -w` (as an unprivileged user) and read back with `analyze --format json`:
+//! - over a 5 ms path, 20 rounds of 16 requests, each round's first request 400 µs ahead of
+//!   the others: the server answers it before the rest reach it, so its answer's ACK number
+//!   falls inside the round's burst — at least two messages — and the client's requests are
+//!   named (client→server), quoting that frame; the server's answers, which the client never
+//!   acknowledges in part, are not;
+//! - on loopback, 200 requests at once: the server answers only after they have arrived (or
+//!   nearly), which on the wire is one message in pieces answered in pieces: the server's
+//!   answers are not named, and the client's only with a frame whose ACK falls inside a burst;
 //! - the batched twin (one `writelines()` for the requests, one write per read for the
 //!   answers): not named in either direction;
 //! - the per-message client against the batching server: the server's answers are not named.
@@ -21,7 +26,7 @@ mod common;
 use std::path::Path;
 
 use common::live::{self, OpenDir};
-use common::wan::tcpdoctor_as;
+use common::wan::{self, tcpdoctor_as};
 use serde_json::Value;
 
 const PYTHON: &str = "/usr/bin/python3";
@@ -76,15 +81,27 @@ fn unbatched<'a>(r: &'a Value, dir: &str) -> Option<&'a Value> {
 }
 
 #[test]
-fn a_client_writing_each_small_message_alone_is_named_and_its_batched_twin_is_not() {
-    let test = "analyze_unbatched_client";
+fn a_burst_the_server_began_answering_before_it_arrived_is_named() {
+    let test = "analyze_unbatched_proven";
     if !has_python(test) {
         return;
     }
-    let dir = OpenDir::new("unbatched");
-    let Some(r) = capture(&dir, "unbatched-per-message", "per-message", "") else {
+    let dir = OpenDir::new("unbatched-proven");
+    let server = format!(
+        "{PYTHON} {} 7070 per-message",
+        server_file("answer_lines.py")
+    );
+    let client = format!(
+        "{PYTHON} {} 198.18.0.1:7070 --rounds 20 --count 16 --lead-us 400",
+        server_file("unbatched_client.py")
+    );
+    let path = ["--no-trace", "--delay", "5ms", "-w", "proven.pcapng"];
+    let Some(out) = wan::sandbox(&dir, test, &path, &server, &client) else {
         return;
     };
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("sent=320 answers=320"), "{test}: {said}");
+    let (r, _) = common::analyze_json(&dir.path("proven.pcapng"));
     let f = unbatched(&r, "client_to_server")
         .unwrap_or_else(|| panic!("the client's requests: {:#}", r["findings"]));
     let ev = &f["evidence"];
@@ -108,22 +125,47 @@ fn a_client_writing_each_small_message_alone_is_named_and_its_batched_twin_is_no
         assert_eq!(entry["payload_bytes"], 40, "{entry}");
     }
     let facts = ev["facts"].to_string();
-    assert!(facts.contains("200 requests"), "{facts}");
-    assert!(facts.contains("200 answers"), "{facts}");
-    // Ready together by the wire: every request of the burst carries one ACK number.
+    // Ready together by the wire, and at least two messages by the server's answer to the
+    // first request, which left before the other 15 had reached it.
     assert!(facts.contains("every one carrying ACK number"), "{facts}");
+    assert!(
+        facts.contains("carrying an ACK number 40 bytes into"),
+        "{facts}"
+    );
     assert!(
         f["fix"].as_str().unwrap_or("").contains("writelines"),
         "{f:#}"
     );
-    // The server writes each answer alone too, with the requests already acknowledged.
-    let s = unbatched(&r, "server_to_client")
-        .unwrap_or_else(|| panic!("the per-message server's answers: {:#}", r["findings"]));
-    let verdict = s["verdict"].as_str().unwrap_or("");
+    // The answers: nothing from the client acknowledges a part of a burst of them.
     assert!(
-        verdict.contains("already been acknowledged by the server"),
-        "{verdict}"
+        unbatched(&r, "server_to_client").is_none(),
+        "the answers: {:#}",
+        r["findings"]
     );
+}
+
+#[test]
+fn a_burst_answered_after_it_arrived_is_not_named_nor_its_batched_twin() {
+    let test = "analyze_unbatched_client";
+    if !has_python(test) {
+        return;
+    }
+    let dir = OpenDir::new("unbatched");
+    let Some(r) = capture(&dir, "unbatched-per-message", "per-message", "") else {
+        return;
+    };
+    // Every answer left after all (or nearly all) requests had arrived, and the client sent
+    // nothing while they came: the same wire as one message in pieces answered in pieces.
+    assert!(
+        unbatched(&r, "server_to_client").is_none(),
+        "the answers: {:#}",
+        r["findings"]
+    );
+    if let Some(f) = unbatched(&r, "client_to_server") {
+        // Named only when the server did answer a first part of a burst before its end.
+        let facts = f["evidence"]["facts"].to_string();
+        assert!(facts.contains("bytes into this burst"), "{facts}");
+    }
 
     let Some(r) = capture(&dir, "unbatched-batched", "batched", "--batched") else {
         return;

@@ -39,6 +39,12 @@
 //!    inside the window; only for a turn whose bytes fit in the first flight's packets). A turn with one is fragmented; the pauses are time lost, stated as
 //!    a `window_wait` claim the evidence audit re-reads. Pauses rule 3 counts are not counted
 //!    again.
+//! 10. A turn that rule 2 alone would call fragmented is not when the other side's data
+//!     segment that ended it carries an ACK number strictly inside the turn's bytes
+//!     ([`crate::turns::Turn::answered_in_part`]): the peer answered a first part before the
+//!     rest had arrived, so the turn held at least two messages, not one in pieces — the proof
+//!     `unbatched_messages` names such a burst by (its rule 6), so the two never claim the
+//!     opposite of the same frames.
 
 use std::time::Duration;
 
@@ -131,7 +137,8 @@ fn classify(flow: &FlowView, turn: &Turn) -> Option<Fragmented> {
             window,
         });
     }
-    if turn.segments < MIN_SEGMENTS {
+    // Rule 10: the peer answered a first part before the rest arrived; not one message.
+    if turn.segments < MIN_SEGMENTS || turn.answered_in_part() {
         return None;
     }
     let mut sizes = turn.sizes.to_vec();

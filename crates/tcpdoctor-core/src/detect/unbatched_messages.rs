@@ -5,7 +5,8 @@
 //! at least for every second one, and a slot of a congestion window that counts packets
 //! (PHYSICS §7, §9). Writing the messages queued for one peer together (per-peer batching)
 //! sends the same bytes in ⌈bytes / MSS⌉ packets. This is not `fragmented_writes` (one message
-//! in pieces): here every segment is a whole message, and the messages are independent.
+//! in pieces); the two look alike without payload, so this rule names a burst only when the
+//! peer's ACK numbers prove it held at least two messages (rule 6).
 //!
 //! The core never reads payload. It tells whole messages by their sizes, and messages that were
 //! ready together by two header fields of the segments that carry them: the ACK number, its
@@ -16,38 +17,45 @@
 //! 1. *Typical message.* Each side's typical message is the median size of its data segments
 //!    in the stretch (`s_c`, `s_s`); the messages it sent are its bytes over that size
 //!    (`M_c = B_c / s_c` requests, `M_s = B_s / s_s` answers).
-//! 2. *Whole messages.* The two counts agree within [`AGREE`] and both are at least
-//!    [`MIN_BURST`]: as many answers as requests, so a segment of the typical size is one
-//!    whole message each way. One request in *n* pieces answered whole (`M_c = n`,
-//!    `M_s = 1`) or a request answered in *n* pieces (`fragmented_writes`) disagree: nothing is
-//!    said. A one-way stream (no answers) is not judged. These counts decide only this; they
-//!    never say which segment waited for which.
-//! 3. *One small message.* A segment is one small message when `round(len / s)` is 1, it holds
+//! 2. *Counts agree.* The two counts agree within [`AGREE`] and both are at least
+//!    [`MIN_BURST`]. One request in *n* pieces answered whole (`M_c = n`, `M_s = 1`) or a
+//!    request answered in *n* pieces disagree: nothing is said. A one-way stream is not judged.
+//!    Agreeing counts do not show whole messages: one message in *n* pieces answered in *n*
+//!    pieces agrees too. Only rule 6 tells messages apart.
+//! 3. *Small segment.* A segment is a small one when `round(len / s)` is 1 (a piece under half
+//!    the typical size is not), it holds
 //!    at most [`SMALL_SEGMENT`] bytes and at most half a full segment, and it carries the ACK
 //!    flag and the timestamp option (without a TSval nothing is said: rule 5).
 //! 4. *Ready together.* A data segment is ready together with the previous data segment of its
 //!    side when both carry the same ACK number (and the ACK flag): its sender had received
-//!    none of the peer's data between the two. For requests: no answer reached the client
-//!    between them, so the later one did not wait for the earlier one's answer (pipelined).
-//!    For answers: every request byte the later one can answer had already been received —
-//!    acknowledged — by the server when the earlier one left, so a server that reads all its
-//!    socket holds and answers it with one write would have sent both together. When new data
-//!    from the peer arrived between them (a new turn: the next batch of requests, or answers
-//!    reaching the client), the ACK numbers differ and the two are not ready together.
-//! 5. *Burst.* At least [`MIN_BURST`] consecutive data segments of one side, each one small
-//!    message (rule 3), each ready together with the previous one (rule 4), all with the
+//!    none of the peer's data between the two, so the later one did not wait for anything
+//!    from the peer. When new data from the peer arrived between them (a new turn), the ACK
+//!    numbers differ and the two are not ready together. This alone is true of the pieces of
+//!    one message as much as of pipelined messages.
+//! 5. *Burst.* At least [`MIN_BURST`] consecutive data segments of one side, each a small
+//!    segment (rule 3), each ready together with the previous one (rule 4), all with the
 //!    first one's TSval (its TCP sent them within one tick of its clock: 1 ms on Linux), and
 //!    all within [`SPAN_MAX`] of the first at the capture point. A longer run is cut into
 //!    bursts of at most that span, so a paced sender's messages never add up to one. The TSval
 //!    speaks for the sender where the capture cannot: at the far end of a path a queue can
 //!    deliver messages paced a millisecond apart within microseconds of each other.
-//! 6. *Cost.* Batched, a burst's bytes need `⌈bytes / full segment⌉` segments
+//! 6. *At least two messages.* A burst is named only when one of the peer's data segments
+//!    in the stretch carries an ACK number strictly inside the burst's bytes (after its first
+//!    byte, before its end): the peer had received a first part of the burst and not the rest,
+//!    and sent data — it answered (or otherwise spoke) before the burst was whole, so that
+//!    first part was at least one whole message and the burst holds at least two. Without
+//!    such a segment nothing is said: a burst answered only after all of it had arrived looks
+//!    on the wire exactly like one message written in pieces and answered in pieces
+//!    (`fragmented_writes`), and the core does not read payload. On loopback, where a reader
+//!    wakes after the whole burst has arrived, most truly pipelined bursts have no such
+//!    segment and are not named.
+//! 7. *Cost.* Batched, a burst's bytes need `⌈bytes / full segment⌉` segments
 //!    ([`crate::flow::Flow::full_segment`]); the rest are *extra packets*, each with its headers
 //!    ([`HEADER_V4`] or [`HEADER_V6`] bytes of IP and TCP with timestamps). A burst never
-//!    spans two turns (rule 4), so it never adds up answers that no one write could have held.
+//!    spans two turns (rule 4), so it never adds up messages that no one write could have held.
 //!    A batched sender never trips the rule: it sends a burst of small messages in segments of
 //!    (up to) a full segment each, never [`MIN_BURST`] small ones in a row.
-//! 7. Report a direction with at least one burst. Severity: a warning when the extra packets
+//! 8. Report a direction with at least one burst. Severity: a warning when the extra packets
 //!    are at least [`WARN_SHARE`] of that direction's data segments in the judged stretches
 //!    (most of what it sends is avoidable packets), else info.
 
@@ -88,6 +96,8 @@ struct Seg {
     ts: Timestamp,
     len: u32,
     dir: Direction,
+    /// Its sequence number: the first byte it carries.
+    seq: SeqNum,
     /// Its ACK number, when it carries the ACK flag (rule 4).
     ack: Option<SeqNum>,
     /// Its TSval, when it carries the timestamp option (rule 5).
@@ -99,6 +109,8 @@ struct Seg {
 struct Burst {
     segs: Vec<Seg>,
     bytes: u64,
+    /// The peer's data segment whose ACK number fell inside the burst's bytes (rule 6).
+    proof: Option<Seg>,
 }
 
 /// The counts of rule 2 for one stretch: (bytes, typical size, messages) per side.
@@ -151,6 +163,7 @@ impl Detector for UnbatchedMessages {
             ts: ev.pkt.ts,
             len: ev.len,
             dir: ev.dir,
+            seq: ev.seq,
             ack: ev.has_ack.then_some(ev.ack),
             tsval: ev.tsval,
         });
@@ -182,7 +195,7 @@ impl Detector for UnbatchedMessages {
 }
 
 impl UnbatchedMessages {
-    /// Rules 1–6 over one stretch of a flow.
+    /// Rules 1–7 over one stretch of a flow.
     fn judge(&mut self, flow: &FlowView, segs: &[Seg]) {
         let Some(counts) = counts(segs) else {
             return;
@@ -200,7 +213,11 @@ impl UnbatchedMessages {
             let st = self.state.get(flow.group, dir);
             st.dir_segments += segs.iter().filter(|s| s.dir == dir).count() as u64;
         }
-        for burst in bursts(segs, &counts, full) {
+        for mut burst in bursts(segs, &counts, full) {
+            let Some(proof) = proof(segs, &burst) else {
+                continue;
+            };
+            burst.proof = Some(proof);
             let dir = burst.segs[0].dir;
             let batched = burst.bytes.div_ceil(u64::from(full[dir.index()]));
             let st = self.state.get(flow.group, dir);
@@ -257,7 +274,7 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
     for &s in segs {
         let i = s.dir.index();
         let typical = counts.side[i].1;
-        let messages = ((f64::from(s.len) / f64::from(typical)).round() as u64).max(1);
+        let messages = (f64::from(s.len) / f64::from(typical)).round() as u64;
         let one_small = messages == 1
             && s.len <= SMALL_SEGMENT
             && s.len * 2 <= full[i]
@@ -280,6 +297,7 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
             open[i] = Some(Burst {
                 segs: vec![s],
                 bytes: u64::from(s.len),
+                proof: None,
             });
         }
     }
@@ -287,6 +305,18 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
         close(b, &mut out);
     }
     out
+}
+
+/// Rule 6: the first of the peer's data segments whose ACK number falls strictly inside the
+/// burst's bytes — the peer had received a first part of the burst, not all of it, and sent
+/// data — when there is one.
+fn proof(segs: &[Seg], b: &Burst) -> Option<Seg> {
+    let first = b.segs[0];
+    let last = b.segs[b.segs.len() - 1];
+    let (lo, hi) = (first.seq, last.seq.plus(last.len));
+    segs.iter()
+        .copied()
+        .find(|p| p.dir != first.dir && p.ack.is_some_and(|a| a.diff(lo) > 0 && hi.diff(a) > 0))
 }
 
 fn close(open: &mut Option<Burst>, out: &mut Vec<Burst>) {
@@ -306,17 +336,13 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
     } else {
         Severity::Info
     };
-    let (what, one, sender, peer) = super::message_words(dir);
-    let together = match dir {
-        Direction::ClientToServer => {
-            "pipelined: no answer reached the client between the first request of a burst and \
-             its last"
-        }
-        Direction::ServerToClient => {
-            "each written alone though every request a burst answers had already been \
-             acknowledged by the server when the burst's first answer left"
-        }
-    };
+    let (_, _, sender, peer) = super::message_words(dir);
+    let (what, one) = ("messages", "message");
+    let together = format!(
+        "in each the {sender} had received none of the {peer}'s data between the first message \
+         and the last, and the {peer} sent data acknowledging a first part of the burst before \
+         the rest had reached it, so the burst held at least two messages"
+    );
     let b = &ex.burst;
     let first = b.segs[0];
     let last = b.segs[b.segs.len() - 1];
@@ -337,16 +363,10 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
         of(extra, st.dir_segments),
     );
     let mut ev = Evidence::default();
-    let why = match dir {
-        Direction::ClientToServer => {
-            "the client had received no data from the server between them, so none waited for \
-             an answer"
-        }
-        Direction::ServerToClient => {
-            "the server had received no request bytes between them: whatever each answers had \
-             already arrived when the first of them left"
-        }
-    };
+    let why = format!(
+        "the {sender} had received none of the {peer}'s data between them, so none waited for \
+         the {peer}"
+    );
     ev.facts.push(format!(
         "frames {}–{}: {} {what} of {} bytes left in {} segments within {} (a burst spans at \
          most {}), every one carrying ACK number {} and one TSval (sent within one tick of \
@@ -364,12 +384,25 @@ fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<
         segments_word(ex.batched),
         ex_extra,
     ));
+    if let Some(p) = b.proof {
+        let lo = first.seq;
+        let at = p.ack.map_or(0, |a| a.diff(lo));
+        ev.facts.push(format!(
+            "frame {}: the {peer} sent {} bytes of data carrying an ACK number {at} bytes into \
+             this burst's {} bytes — it had received the burst's first {at} bytes, not the \
+             rest, and sent data before the rest arrived: those first bytes were at least one \
+             whole {one}, so the burst held at least two; without such a segment a burst is not \
+             named, for one {one} written in pieces and answered in pieces looks the same on \
+             the wire (fragmented_writes)",
+            p.frame,
+            p.len,
+            fmt_count(b.bytes),
+        ));
+    }
     let [(cb, cs, cm), (sb, ss, sm)] = ex.counts.side;
     ev.facts.push(format!(
-        "one whole {one} per segment: on flow {} the client's {} bytes come to {:.0} requests of \
-         its typical {cs}-byte segment and the server's {} bytes to {:.0} answers of its typical \
-         {ss}-byte segment; the counts agree, so each is a whole message, not a message in \
-         pieces (fragmented_writes)",
+        "on flow {} the client's {} bytes come to {:.0} of its typical {cs}-byte segment and the \
+         server's {} bytes to {:.0} of its typical {ss}-byte segment: the counts agree (rule 2)",
         ex.flow.id,
         fmt_count(cb),
         cm,

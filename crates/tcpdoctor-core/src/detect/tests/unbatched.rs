@@ -30,10 +30,39 @@ fn send(s: &mut Sim, dir: Direction, t: u64, len: u32, ack: Option<u32>, tsval: 
     }
 }
 
-/// A pipelined conversation: `n` requests of `req` bytes `gap` µs apart, then `answers`
-/// answers of `ans` bytes `gap` µs apart (every request had arrived before the first answer).
-/// Each side's clock is the capture's, in ms.
+/// A pipelined conversation with rule 6's proof both ways: `n` requests of `req` bytes `gap` µs
+/// apart; the server's answer to the first request, which left when only that one had
+/// arrived (its ACK number is one request into the burst); `answers` answers of `ans` bytes
+/// `gap` µs apart to the rest (every request had arrived); one more request from the client,
+/// sent when only the first of those answers had arrived. Each side's clock is the capture's,
+/// in ms.
 fn pipelined(n: u64, req: u32, answers: u64, ans: u32, gap: u64) -> Vec<Finding> {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    let first_request = s.cseq;
+    for _ in 0..n {
+        send(&mut s, C2S, t, req, None, None);
+        t += gap;
+    }
+    t += 20;
+    send(&mut s, S2C, t, ans, Some(first_request + req), None);
+    // The answers start on a tick of the server's clock.
+    t = (t / 1_000 + 2) * 1_000;
+    let first_answer = s.sseq;
+    for _ in 0..answers {
+        send(&mut s, S2C, t, ans, None, None);
+        t += gap;
+    }
+    t += 2_000;
+    send(&mut s, C2S, t, req, Some(first_answer + ans), None);
+    s.close(t + 1_000);
+    s.findings()
+}
+
+/// The same without the proof of rule 6: every request arrived before the first answer and
+/// every answer before the next request, so each side's burst may be one message in pieces.
+fn pipelined_unproven(n: u64, req: u32, answers: u64, ans: u32, gap: u64) -> Vec<Finding> {
     let mut s = Sim::new();
     s.connect(40000, 0, 30, 10);
     let mut t = 1_000;
@@ -92,12 +121,51 @@ fn a_burst_of_min_burst_answers_is_named_one_fewer_is_not() {
     assert_eq!(u.evidence.counts["segments"], n);
     assert!(
         u.verdict
-            .contains("already been acknowledged by the server"),
+            .contains("the client sent data acknowledging a first part of the burst"),
         "{}",
         u.verdict
     );
+    assert!(!u.verdict.contains("request"), "{}", u.verdict);
     let f = pipelined(n - 1, 40, n - 1, 5, 50);
     assert!(!named(&f, S2C), "{:?}", kinds(&f));
+}
+
+/// Rule 6: the same bursts, each answered only after all of it had arrived, are one message
+/// in pieces answered in pieces as much as pipelined messages: nothing is said either way.
+#[test]
+fn a_burst_without_an_ack_inside_it_is_not_named() {
+    for n in [MIN_BURST as u64, 16, 200] {
+        let f = pipelined_unproven(n, 40, n, 5, 50);
+        assert!(!named(&f, C2S) && !named(&f, S2C), "{n}: {:?}", kinds(&f));
+        let f = pipelined(n, 40, n, 5, 50);
+        assert!(named(&f, C2S) && named(&f, S2C), "{n}: {:?}", kinds(&f));
+    }
+}
+
+/// Rule 3: a piece under half the typical size (the 2-byte `\r\n` ending a request of 27-byte
+/// header lines) is not a whole message and ends a burst.
+#[test]
+fn a_piece_under_half_the_typical_size_is_not_a_small_message() {
+    for (tail, want) in [(14u32, true), (13, false)] {
+        let mut s = Sim::new();
+        s.connect(40000, 0, 30, 10);
+        let first = s.cseq;
+        let mut t = 1_000;
+        // 7 segments of 27 bytes, then `tail`, then 8 more of 27 bytes, all one burst's worth.
+        for k in 0..16u64 {
+            let len = if k == 7 { tail } else { 27 };
+            send(&mut s, C2S, t, len, None, None);
+            t += 20;
+        }
+        send(&mut s, S2C, t + 20, 27, Some(first + 27), None);
+        for k in 0..16u64 {
+            send(&mut s, S2C, t + 2_000 + k * 20, 27, None, None);
+        }
+        s.close(t + 20_000);
+        let f = s.findings();
+        let got = named(&f, C2S);
+        assert_eq!(got, want, "tail {tail}: {:?}", kinds(&f));
+    }
 }
 
 /// Rule 5's span at the capture point: 8 requests over exactly `SPAN_MAX` are a burst, over
@@ -110,9 +178,11 @@ fn a_burst_spans_at_most_span_max() {
         let gap = span / (n - 1);
         let mut s = Sim::new();
         s.connect(40000, 0, 30, 10);
+        let first = s.cseq;
         for k in 0..n {
             send(&mut s, C2S, 1_000 + k * gap, 40, None, Some(7));
         }
+        send(&mut s, S2C, 4_000, 5, Some(first + 40), None);
         for k in 0..n {
             send(&mut s, S2C, 5_000 + k * 300, 5, None, None);
         }
@@ -130,11 +200,14 @@ fn a_long_run_is_cut_into_bursts_of_span_max() {
     s.connect(40000, 0, 30, 10);
     // 44 requests 100 µs apart, all in one tick of a coarse sender clock: 4.3 ms at the
     // capture, 11 to each millisecond.
+    let first = s.cseq;
     for k in 0..44 {
         send(&mut s, C2S, 10_000 + k * 100, 40, None, Some(3));
     }
-    for k in 0..44 {
-        send(&mut s, S2C, 20_000 + k * 2_000, 5, None, None);
+    // The server's first answers, each sent when one more burst had begun to arrive.
+    for k in 0..44u32 {
+        let ack = (k < 4).then(|| first + 40 * (11 * k + 1));
+        send(&mut s, S2C, 20_000 + u64::from(k) * 2_000, 5, ack, None);
     }
     s.close(200_000);
     let f = s.findings();
@@ -151,10 +224,12 @@ fn messages_sent_in_different_ticks_of_the_senders_clock_are_not_a_burst() {
     for (paced, want) in [(true, false), (false, true)] {
         let mut s = Sim::new();
         s.connect(40000, 0, 30, 10);
+        let first = s.cseq;
         for k in 0..20u64 {
             let tsval = if paced { 100 + k as u32 } else { 100 };
             send(&mut s, C2S, 50_000 + k * 20, 40, None, Some(tsval));
         }
+        send(&mut s, S2C, 58_000, 5, Some(first + 40), None);
         for k in 0..20u64 {
             send(&mut s, S2C, 60_000 + k * 2_000, 5, None, None);
         }
@@ -316,13 +391,13 @@ fn an_answer_to_a_request_that_came_while_answering_is_not_avoidable() {
     assert!(!named(&f, S2C) && !named(&f, C2S), "{:?}", kinds(&f));
 }
 
-/// The reviewer's memcached case: after one `set` (an offset), the client sends 30 batches of
-/// 16 gets each in one segment, then 30 batches of 16 gets each in its own segment; the server
-/// answers each get with its own segment, all carrying the ACK number of the batch. One burst
-/// per batch, one segment each if batched: answers to separate batches are never added up.
-/// (With the batched rounds alone rule 2 cannot count the gets: see the docs' limits.)
+/// The reviewer's memcached case: after one `set`, the client sends 30 rounds of 16 gets in
+/// one segment, then 30 rounds of 16 gets each in its own segment; the server answers each
+/// get with its own segment, all after the whole round had arrived, and the client waits for
+/// all 16 replies. No ACK number falls inside a burst: 16 gets answered by 16 replies look
+/// like one message in 16 pieces answered in 16 pieces, and nothing is said (rule 6).
 #[test]
-fn bursts_end_at_each_new_batch_of_requests() {
+fn memcached_rounds_answered_after_they_arrived_are_not_named() {
     let mut s = Sim::new();
     s.connect(40000, 0, 30, 10);
     let mut t = 1_000;
@@ -344,11 +419,39 @@ fn bursts_end_at_each_new_batch_of_requests() {
     }
     s.close(t + 1_000);
     let f = s.findings();
+    assert!(!named(&f, C2S) && !named(&f, S2C), "{:?}", kinds(&f));
+}
+
+/// Rounds of 16 gets each in its own segment, where the server's first reply left when only
+/// the first get had arrived and the client's next round left when only the first of the
+/// other 15 replies had arrived: one burst per round each way, never adding up two rounds.
+#[test]
+fn bursts_end_at_each_new_batch_of_requests() {
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    let mut client_ack = None;
+    for _ in 0..30 {
+        let round = s.cseq;
+        for k in 0..16 {
+            send(&mut s, C2S, t + k * 5, 7, client_ack, None);
+        }
+        send(&mut s, S2C, t + 100, 25, Some(round + 7), None);
+        let replies = s.sseq;
+        for k in 0..15 {
+            send(&mut s, S2C, t + 2_000 + k * 10, 25, None, None);
+        }
+        client_ack = Some(replies + 25);
+        t += 4_000;
+    }
+    send(&mut s, C2S, t, 7, client_ack, None);
+    s.close(t + 1_000);
+    let f = s.findings();
     let u = of_dir(&f, S2C);
-    assert_eq!(u.evidence.counts["bursts"], 60, "{}", u.verdict);
-    assert_eq!(u.evidence.counts["segments"], 60 * 16);
-    assert_eq!(u.evidence.counts["segments_if_batched"], 60);
-    assert_eq!(u.evidence.counts["extra_packets"], 60 * 15);
+    assert_eq!(u.evidence.counts["bursts"], 30, "{}", u.verdict);
+    assert_eq!(u.evidence.counts["segments"], 30 * 15);
+    assert_eq!(u.evidence.counts["segments_if_batched"], 30);
+    assert_eq!(u.evidence.counts["extra_packets"], 30 * 14);
     let u = of_dir(&f, C2S);
     assert_eq!(u.evidence.counts["bursts"], 30, "{}", u.verdict);
     assert_eq!(u.evidence.counts["extra_packets"], 30 * 15);
@@ -369,11 +472,14 @@ fn severity_follows_the_extra_packets_share() {
         send(&mut s, S2C, t + 30, 5, None, None);
         t += 5_000;
     }
+    let first = s.cseq;
     for _ in 0..8 {
         send(&mut s, C2S, t, 40, None, Some(900));
         t += 50;
     }
-    for _ in 0..8 {
+    send(&mut s, S2C, t, 5, Some(first + 40), None);
+    t += 5_000;
+    for _ in 0..7 {
         send(&mut s, S2C, t, 5, None, None);
         t += 5_000;
     }
@@ -383,4 +489,38 @@ fn severity_follows_the_extra_packets_share() {
     assert_eq!(u.severity, Severity::Info, "{}", u.verdict);
     assert_eq!(u.evidence.counts["extra_packets"], 7);
     assert_eq!(u.evidence.counts["direction_segments"], 32);
+}
+
+/// Ten rounds of 16 small pieces each way, the client's next round after the whole answer.
+/// Unproven (each side answers only the whole burst): `fragmented_writes` names both sides
+/// (one message in pieces, as far as the wire shows) and `unbatched_messages` neither. Proven
+/// (the server's first answer of every round acknowledges one piece, the rest still on the
+/// way): `unbatched_messages` names the client's bursts and `fragmented_writes` no longer
+/// calls those turns one request in pieces. Never both claims on the same frames.
+#[test]
+fn fragmented_writes_and_unbatched_messages_never_claim_the_same_burst() {
+    for proven in [false, true] {
+        let mut s = Sim::new();
+        s.connect(40000, 0, 30, 10);
+        let mut t = 10_000;
+        for _ in 0..10 {
+            let round = s.cseq;
+            for k in 0..16 {
+                send(&mut s, C2S, t + k * 10, 27, None, None);
+            }
+            let ack = proven.then_some(round + 27);
+            send(&mut s, S2C, t + 200, 30, ack, None);
+            for k in 1..16 {
+                send(&mut s, S2C, t + 200 + k * 10, 30, None, None);
+            }
+            t += 10_000;
+        }
+        s.close(t);
+        let f = s.findings();
+        let k = kinds(&f);
+        let fragmented = k.contains(&(FindingKind::FragmentedWrites, C2S));
+        assert_eq!(named(&f, C2S), proven, "proven {proven}: {k:?}");
+        assert_eq!(fragmented, !proven, "proven {proven}: {k:?}");
+        assert!(!named(&f, S2C), "proven {proven}: {k:?}");
+    }
 }
