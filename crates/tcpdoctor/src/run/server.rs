@@ -348,6 +348,18 @@ impl Server {
     fn roots(&self) -> Vec<libc::pid_t> {
         let mut roots = vec![self.child.id() as libc::pid_t];
         roots.extend_from_slice(&self.daemons);
+        if self.adopts && self.daemons.is_empty() {
+            // A daemon its command left after `wait_ready` last looked (the command exited
+            // only once its daemon already listened, as a traced or slow parent does): what
+            // was re-parented to us since the server started is the server's too.
+            // SAFETY: getpid has no preconditions.
+            let me = unsafe { libc::getpid() };
+            roots.extend(
+                super::reaper::descendants(me)
+                    .into_iter()
+                    .filter(|p| !self.before.contains(p)),
+            );
+        }
         roots
     }
 
