@@ -250,9 +250,12 @@ pub fn strace_tcp_counts(command: &[&str], calls: &[&str]) -> BTreeMap<String, u
     let mut counts = BTreeMap::new();
     for line in text.lines() {
         // "PID name(FD<TCP:[…]>, …" — resumed lines start with "<... name resumed>".
+        // strace pads the pid to five columns: "7613  accept(…" has two spaces, "12345 accept(…"
+        // one.
         let Some((_, call)) = line.split_once(' ') else {
             continue;
         };
+        let call = call.trim_start();
         let Some((name, args)) = call.split_once('(') else {
             continue;
         };
