@@ -5,11 +5,12 @@
 //! - over a 5 ms path, 20 rounds of 16 requests, each round's first request 400 µs ahead of
 //!   the others: the server answers it before the rest reach it, so its answer's ACK number
 //!   falls inside the round's burst — at least two messages — and the client's requests are
-//!   named (client→server), quoting that frame; the server's answers, which the client never
-//!   acknowledges in part, are not;
-//! - on loopback, 200 requests at once: the server answers only after they have arrived (or
-//!   nearly), which on the wire is one message in pieces answered in pieces: the server's
-//!   answers are not named, and the client's only with a frame whose ACK falls inside a burst;
+//!   named (client→server), quoting that frame; the server's answers only with such a frame
+//!   of the client's quoted (a next round's request leaving while they came in);
+//! - on loopback, 200 requests at once: the server usually answers only after they have
+//!   arrived, which on the wire is one message in pieces answered in pieces: not named; on a
+//!   loaded machine the two interleave, and either direction is named only with the frame
+//!   whose ACK falls inside a burst quoted;
 //! - the batched twin (one `writelines()` for the requests, one write per read for the
 //!   answers): not named in either direction;
 //! - the per-message client against the batching server: the server's answers are not named.
@@ -136,12 +137,15 @@ fn a_burst_the_server_began_answering_before_it_arrived_is_named() {
         f["fix"].as_str().unwrap_or("").contains("writelines"),
         "{f:#}"
     );
-    // The answers: nothing from the client acknowledges a part of a burst of them.
-    assert!(
-        unbatched(&r, "server_to_client").is_none(),
-        "the answers: {:#}",
-        r["findings"]
-    );
+    // The answers: named only where the client's data acknowledged a part of a burst of them
+    // (a next round's request leaving while they came in), and then with that frame quoted.
+    if let Some(f) = unbatched(&r, "server_to_client") {
+        let facts = f["evidence"]["facts"].to_string();
+        assert!(
+            facts.contains("bytes into this burst"),
+            "the answers: {facts}"
+        );
+    }
 }
 
 #[test]
@@ -154,17 +158,18 @@ fn a_burst_answered_after_it_arrived_is_not_named_nor_its_batched_twin() {
     let Some(r) = capture(&dir, "unbatched-per-message", "per-message", "") else {
         return;
     };
-    // Every answer left after all (or nearly all) requests had arrived, and the client sent
-    // nothing while they came: the same wire as one message in pieces answered in pieces.
-    assert!(
-        unbatched(&r, "server_to_client").is_none(),
-        "the answers: {:#}",
-        r["findings"]
-    );
-    if let Some(f) = unbatched(&r, "client_to_server") {
-        // Named only when the server did answer a first part of a burst before its end.
-        let facts = f["evidence"]["facts"].to_string();
-        assert!(facts.contains("bytes into this burst"), "{facts}");
+    // Usually every answer leaves after all (or nearly all) requests have arrived, and the
+    // client sends nothing while they come: the same wire as one message in pieces answered
+    // in pieces, not named. On a loaded machine the two interleave, and then the peer's data
+    // proves a burst held two messages: named, either way, only with that proof quoted.
+    for direction in ["client_to_server", "server_to_client"] {
+        if let Some(f) = unbatched(&r, direction) {
+            let facts = f["evidence"]["facts"].to_string();
+            assert!(
+                facts.contains("bytes into this burst"),
+                "{direction}: {facts}"
+            );
+        }
     }
 
     let Some(r) = capture(&dir, "unbatched-batched", "batched", "--batched") else {

@@ -26,7 +26,8 @@
 //!    the accounting cannot resolve over the scenario's exchanges (*resolution*: the CPU the
 //!    server could have used while its clocks were read, or two 10 ms ticks per process where
 //!    only /proc's ticks could be read), and a change must put the intervals apart and be
-//!    beyond [`EXCHANGES_FLOOR`].
+//!    beyond [`UNMEASURED_FLOOR`]: one reading per side measures nothing of how the CPU per
+//!    request moves from run to run.
 
 use serde::{Deserialize, Serialize};
 
