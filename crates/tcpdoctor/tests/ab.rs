@@ -10,28 +10,12 @@ mod common;
 
 use std::sync::Mutex;
 
+use common::ab::{figure, running_with, tcpdoctor_in};
 use common::run::{free_port, scratch, SPECIMEN_LINE};
 use serde_json::Value;
 
 /// One comparison at a time: two measuring at once would be each other's noise.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// `tcpdoctor ARGS` in `dir` (also its TMPDIR): the JSON on stdout (validated against
-/// schema/ab-report.schema.json when there is one), the exit code and stderr.
-fn tcpdoctor_in(dir: &std::path::Path, args: &[&str]) -> (Value, i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
-        .args(args)
-        .current_dir(dir)
-        .env("TMPDIR", dir)
-        .output()
-        .expect("run tcpdoctor");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    if !v.is_null() {
-        common::validate_with("ab-report.schema.json", &v);
-    }
-    (v, out.status.code().unwrap_or(-1), stderr)
-}
 
 fn specimen(port: u16, extra: &str) -> String {
     format!(
@@ -67,15 +51,6 @@ fn ab_servers(
     args.extend_from_slice(SPECIMEN_LINE);
     args.extend_from_slice(extra);
     tcpdoctor_in(dir, &args)
-}
-
-fn figure<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["figures"]
-        .as_array()
-        .expect("figures")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("no figure {name}: {:#}", r["figures"]))
 }
 
 fn ci(f: &Value) -> (f64, f64) {
@@ -587,15 +562,8 @@ fn what_a_command_leaves_running_is_stopped_and_said() {
             .is_some_and(|w| w.starts_with("A's runs left processes running"))),
         "{w:#?}"
     );
-    // No process whose command line is that sleep is left (read from /proc: no pgrep needed).
-    let wanted = format!("sleep\0{marker}\0");
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).into_owned())
-        .filter(|c| c == &wanted)
-        .collect();
+    // No process whose command line is that sleep is left.
+    let left = running_with(&format!("sleep\0{marker}\0"));
     assert!(left.is_empty(), "still running: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -731,13 +699,7 @@ fn a_server_that_never_answers_is_a_hang_in_server_mode() {
         "{:#}",
         r["reasons"]
     );
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).into_owned())
-        .filter(|c| c.contains(&marker))
-        .collect();
+    let left = running_with(&marker);
     assert!(left.is_empty(), "still running: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

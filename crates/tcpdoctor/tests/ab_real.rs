@@ -9,34 +9,19 @@ mod common;
 use std::path::Path;
 use std::sync::Mutex;
 
+use common::ab::{figure, tcpdoctor_in};
 use common::run::{free_port, scratch};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// `tcpdoctor ab --format json ARGS` in `dir`: a report there must be.
 fn ab(dir: &Path, args: &[&str]) -> (Value, i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
-        .arg("ab")
-        .args(["--format", "json"])
-        .args(args)
-        .current_dir(dir)
-        .env("TMPDIR", dir)
-        .output()
-        .expect("run tcpdoctor");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let mut all = vec!["ab", "--format", "json"];
+    all.extend_from_slice(args);
+    let (v, code, stderr) = tcpdoctor_in(dir, &all);
     assert!(v.is_object(), "no report: {stderr}");
-    common::validate_with("ab-report.schema.json", &v);
-    (v, out.status.code().unwrap_or(-1), stderr)
-}
-
-fn figure<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["figures"]
-        .as_array()
-        .expect("figures")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("no figure {name}: {:#}", r["figures"]))
+    (v, code, stderr)
 }
 
 /// nginx against lighttpd, both serving one static file on the same port, driven by the

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod ab;
 pub mod exchange;
 pub mod live;
 pub mod run;
