@@ -209,9 +209,9 @@ fn pipelined_memcached_is_told_of_its_batches_not_of_one_request_at_a_time() {
     // round trip, not counted) when they arrive spread out, as they do more often on a busy
     // machine: its flows sit near the rule's 50% share. The finding follows what each end's
     // capture shows; a run where neither end shows enough batches is tried again (at most
-    // three runs).
+    // five runs: a CI run saw three in a row without).
     let mut reported: Vec<Value> = Vec::new();
-    for attempt in 0..3 {
+    for attempt in 0..5 {
         let Some(r) = memcached(
             &format!("wan-mc-pipelined-{attempt}"),
             &[
@@ -238,7 +238,7 @@ fn pipelined_memcached_is_told_of_its_batches_not_of_one_request_at_a_time() {
             s["figures"]
         );
     }
-    assert!(!reported.is_empty(), "no rtt_bound in three runs");
+    assert!(!reported.is_empty(), "no rtt_bound in five runs");
     for rb in &reported {
         let verdict = rb["verdict"].as_str().expect("verdict");
         let all = format!("{verdict} {} {}", rb["evidence"]["facts"], rb["fix"]);
