@@ -490,6 +490,20 @@ fn bad_input_names_the_flag() {
             ],
             "--scenarios: ",
         ),
+        (
+            vec![
+                "ab",
+                "--server-a",
+                "x",
+                "--server-b",
+                "y",
+                "--target",
+                "127.0.0.1:1",
+                "--preset",
+                "nosuch",
+            ],
+            "--preset nosuch: unknown preset",
+        ),
     ] {
         let (_, code, err) = tcpdoctor_in(&dir, &args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -45,6 +45,25 @@ pub fn figure_specs(scenarios: &[String]) -> Vec<FigureSpec> {
     out
 }
 
+/// Before any round: `tcpdoctor run --dry-run` with the same arguments validates the script,
+/// its parameters and the scenarios as `run` itself would (exit 2 with its message), so a bad
+/// `--preset` or script is one clear error, not a failure in every round.
+pub fn check(server: &str, run_args: &[String]) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("finding this tcpdoctor's own binary")?;
+    let out = Command::new(&exe)
+        .args(["run", "--dry-run", "--server", server])
+        .args(run_args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting {} run --dry-run", exe.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said = err.trim().trim_start_matches("tcpdoctor: error: ");
+        anyhow::bail!("{said}");
+    }
+    Ok(())
+}
+
 /// Runs `tcpdoctor run ARGS --server SERVER --out DIR` once.
 pub fn run_once(
     server: &str,

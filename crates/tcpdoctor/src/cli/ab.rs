@@ -269,6 +269,9 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             bail!("--fail-if-slower={r}: a ratio of 1 or more (1.05: B may be up to 5 % slower)");
         }
     }
+    if let Mode::Servers { a, run_args, .. } = &mode {
+        server::check(a, run_args)?;
+    }
     let out_dir = OutDir::new(args.out.as_deref(), "ab")?;
     let dir = out_dir.path.clone();
     let slots = order(args.rounds, args.warmup);
