@@ -47,6 +47,7 @@ pub mod run;
 pub mod script;
 pub mod seq;
 pub mod stats;
+pub mod stream;
 pub mod syscalls;
 pub mod time;
 pub mod turns;
