@@ -18,6 +18,7 @@ mod sandbox;
 mod scratch;
 mod specimen;
 mod spin;
+mod stream;
 mod trace;
 mod wan;
 

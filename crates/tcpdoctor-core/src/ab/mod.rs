@@ -7,6 +7,7 @@
 
 mod order;
 mod stats;
+pub mod stream_why;
 mod text;
 mod why;
 
@@ -15,6 +16,7 @@ mod tests;
 
 pub use order::{describe as describe_order, order, Slot};
 pub use stats::{compare_figure, student_t_quantile};
+pub use stream_why::{StreamSide, StreamWhy};
 pub use text::render_text;
 pub use why::{differences, Brief, SideFindings, Why};
 
@@ -208,6 +210,9 @@ pub struct AbReport {
     /// captured (a Unix socket, no capture possible, `--why-runs 0`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub why: Vec<Why>,
+    /// `--stream`: each side's traced run, per message, side by side.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stream: Option<StreamWhy>,
     pub result: GateResult,
     /// Why the gate failed (each names the figure or the hangs).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]

@@ -202,6 +202,7 @@ fn a_side_with_no_analysed_run_differs_in_nothing_and_says_so() {
         hangs: Hangs { a: 0, b: 1 },
         runs: Vec::new(),
         why: vec![why],
+        stream: None,
         result: GateResult::NotGated,
         reasons: Vec::new(),
         warnings: Vec::new(),

@@ -193,6 +193,35 @@ pub fn render_text(r: &AbReport) -> String {
             let _ = writeln!(out, "  - {d}");
         }
     }
+    if let Some(st) = &r.stream {
+        out.push('\n');
+        out.push_str("why (one traced stream run per side, not measured):\n");
+        for (letter, side) in [("A", &st.a), ("B", &st.b)] {
+            let Some(side) = side else {
+                let _ = writeln!(out, "  {letter}: its traced run failed");
+                continue;
+            };
+            let calls = match (side.calls_per_message, &side.calls_unknown) {
+                (Some(c), _) => format!(
+                    "server's {} calls per message {}",
+                    side.family.as_deref().unwrap_or("send"),
+                    crate::numfmt::num(c)
+                ),
+                (None, Some(why)) => format!("calls not counted ({why})"),
+                (None, None) => "calls not counted".into(),
+            };
+            let segs = side.segments_per_message.map_or(String::new(), |s| {
+                format!(", data segments per message {}", crate::numfmt::num(s))
+            });
+            let _ = writeln!(out, "  {letter}: {calls}{segs} ({})", side.source);
+            if let Some(reading) = &side.reading {
+                let _ = writeln!(out, "     {reading}");
+            }
+        }
+        for d in &st.differences {
+            let _ = writeln!(out, "  - {d}");
+        }
+    }
     for w in &r.warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }

@@ -48,7 +48,7 @@ impl Framing {
             "line" => Ok(Framing::Line { crlf: false }),
             "crlf" => Ok(Framing::Line { crlf: true }),
             "fixed" => match size {
-                Some(s) if s >= 1 && s <= MAX_MESSAGE => Ok(Framing::Fixed { size: s as u32 }),
+                Some(s) if (1..=MAX_MESSAGE).contains(&s) => Ok(Framing::Fixed { size: s as u32 }),
                 Some(s) => Err(format!(
                     "`fixed` framing: --size must be from 1 byte to 64MiB, not {s}"
                 )),
@@ -242,4 +242,46 @@ impl Counter {
         }
         Ok(())
     }
+}
+
+/// Bytes written as text with C escapes: `\r`, `\n`, `\t`, `\0`, `\\`, `\xNN`. An unknown or
+/// cut escape is an error naming its character position.
+pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut chars = text.char_indices();
+    while let Some((at, c)) = chars.next() {
+        if c != '\\' {
+            let mut b = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            continue;
+        }
+        let byte = match chars.next().map(|(_, e)| e) {
+            Some('r') => b'\r',
+            Some('n') => b'\n',
+            Some('t') => b'\t',
+            Some('0') => 0,
+            Some('\\') => b'\\',
+            Some('x') => {
+                let hex: String = chars.by_ref().take(2).map(|(_, h)| h).collect();
+                u8::from_str_radix(&hex, 16)
+                    .ok()
+                    .filter(|_| hex.len() == 2)
+                    .ok_or_else(|| {
+                        format!(
+                            "character {}: `\\x` needs two hex digits, not `{hex}`",
+                            at + 1
+                        )
+                    })?
+            }
+            Some(e) => {
+                return Err(format!(
+                    "character {}: unknown escape `\\{e}` (known: \\r \\n \\t \\0 \\\\ \\xNN)",
+                    at + 1
+                ))
+            }
+            None => return Err(format!("character {}: a lone `\\` at the end", at + 1)),
+        };
+        out.push(byte);
+    }
+    Ok(out)
 }

@@ -18,8 +18,12 @@
 //!    tcpdoctor's sockets in the window (`tcpi_data_segs_in`), over the messages. Exact
 //!    counts, no timing in them.
 //! 3. System calls per message (when the server was started and traced): its calls of the
-//!    send family (from the server) or the receive family (to the server) on the sockets
-//!    whose peer is one of tcpdoctor's connections, in the window, over the messages.
+//!    send family (from the server) or the receive family (to the server) that moved bytes
+//!    on the sockets whose peer is one of tcpdoctor's connections, in the window, over the
+//!    messages those calls moved (their bytes over the mean message size). Not over the
+//!    window's messages: the buffers between the two programs hold thousands of messages
+//!    sent before the window began (or read after it ended), and a receive buffer the kernel
+//!    grows during the window holds more at its end than at its start.
 //! 4. The sender writes each message on its own when it makes at least [`OWN_CALL`] send
 //!    calls per message, the messages being small (at most half a full segment). Then:
 //!    with at least [`OWN_SEGMENT`] segments per message most also left in a packet of their
@@ -70,8 +74,9 @@ impl Direction {
 pub enum CallsSeen {
     /// Not started by tcpdoctor, or started untraced, or the tracer refused: why.
     Unknown(String),
-    /// The calls of the family, by call name, on the stream's sockets in the window.
-    Counted(Vec<(String, u64)>),
+    /// The calls of the family, by call name, on the stream's sockets in the window, and
+    /// the bytes they moved.
+    Counted { by: Vec<(String, u64)>, bytes: u64 },
 }
 
 /// The shell's counts over the measured window.
@@ -118,6 +123,8 @@ pub struct Calls {
     /// `send` (the server sends) or `receive`.
     pub family: &'static str,
     pub total: u64,
+    /// Bytes the calls moved.
+    pub bytes: u64,
     pub per_message: Option<f64>,
     pub by_call: Vec<CallCount>,
 }
@@ -190,8 +197,9 @@ pub fn report(tool: &str, setup: Setup, m: Measured) -> StreamReport {
         Direction::ToServer => "receive",
     };
     let (calls, calls_unknown) = match &m.calls {
-        CallsSeen::Counted(by) => {
-            let total = by.iter().map(|(_, n)| n).sum();
+        CallsSeen::Counted { by, bytes } => {
+            let total: u64 = by.iter().map(|(_, n)| n).sum();
+            let moved = mean.map(|size| *bytes as f64 / size).filter(|m| *m >= 1.0);
             let by_call = by
                 .iter()
                 .map(|(c, n)| CallCount {
@@ -203,7 +211,8 @@ pub fn report(tool: &str, setup: Setup, m: Measured) -> StreamReport {
                 Some(Calls {
                     family,
                     total,
-                    per_message: per(total, m.messages),
+                    bytes: *bytes,
+                    per_message: moved.map(|n| total as f64 / n),
                     by_call,
                 }),
                 None,
@@ -269,6 +278,12 @@ fn reading(
     let mean = mean?;
     let num = crate::numfmt::num;
     if direction == Direction::ToServer {
+        if per_call <= BATCHED_CALL {
+            return Some(format!(
+                "the server reads {} messages per receive call",
+                num(1.0 / per_call)
+            ));
+        }
         return (per_call >= 2.0 * OWN_CALL).then(|| {
             format!(
                 "the server makes {} receive calls per message: it reads each message in \
@@ -296,8 +311,8 @@ fn reading(
     let batched = mean / full;
     if per_seg >= OWN_SEGMENT {
         Some(format!(
-            "the server writes each message with its own call ({} per message) and {} \
-             segments per message left: a system call and a packet per message, the cost \
+            "the server writes each message with its own call ({} calls per message, {} \
+             data segments per message): a system call and a packet per message, the cost \
              `unbatched_messages` names. Writing the messages queued for a connection with \
              one call (per-peer batching) sends full segments: about {} segments per message \
              at {} bytes each",
@@ -308,8 +323,8 @@ fn reading(
         ))
     } else {
         Some(format!(
-            "the server writes each message with its own call ({} per message); the kernel \
-             merged them into {} segments per message (its send queue was not empty), so the \
+            "the server writes each message with its own call ({} calls per message); the \
+             kernel merged them into {} data segments per message (its send queue was not empty), so the \
              calls, one system call each, are the cost: writing the messages queued for a \
              connection with one call saves them",
             num(per_call),

@@ -98,7 +98,10 @@ fn measured(segments: u64, calls: u64) -> Measured {
         data_segments: Ok(segments),
         full_segment: Some(1448),
         server_cpu_s: Some(0.5),
-        calls: CallsSeen::Counted(vec![("sendto".into(), calls)]),
+        calls: CallsSeen::Counted {
+            by: vec![("sendto".into(), calls)],
+            bytes: 1_000_000,
+        },
         traced: true,
     }
 }
@@ -166,10 +169,53 @@ fn nothing_is_read_without_the_trace_and_nothing_counted_is_a_warning() {
 fn a_receiver_reading_in_parts_is_said_and_tcpdoctors_own_segments_are_not_shown() {
     let mut m = measured(0, 20_000);
     m.direction = Direction::ToServer;
-    m.calls = CallsSeen::Counted(vec![("recvfrom".into(), 20_000)]);
+    m.calls = CallsSeen::Counted {
+        by: vec![("recvfrom".into(), 20_000)],
+        bytes: 1_000_000,
+    };
     let r = report("t", setup(Direction::ToServer), m.clone());
     assert!(r.segments.is_none() && r.segments_unknown.is_some());
     assert!(r.reading.unwrap().contains("2 receive calls per message"));
-    m.calls = CallsSeen::Counted(vec![("read".into(), 300)]);
+    m.calls = CallsSeen::Counted {
+        by: vec![("read".into(), 100)],
+        bytes: 1_000_000,
+    };
+    assert_eq!(
+        report("t", setup(Direction::ToServer), m.clone())
+            .reading
+            .unwrap(),
+        "the server reads 100 messages per receive call"
+    );
+    m.calls = CallsSeen::Counted {
+        by: vec![("read".into(), 10_000)],
+        bytes: 1_000_000,
+    };
     assert!(report("t", setup(Direction::ToServer), m).reading.is_none());
+}
+
+#[test]
+fn calls_per_message_count_the_messages_the_calls_moved_not_the_windows() {
+    // The window counted 10,000 messages, but the calls moved only 800 KB of them (the rest
+    // were in the buffers before the window): 8,000 messages, one call each.
+    let mut m = measured(9_800, 8_000);
+    m.calls = CallsSeen::Counted {
+        by: vec![("sendto".into(), 8_000)],
+        bytes: 800_000,
+    };
+    let r = report("t", setup(Direction::FromServer), m);
+    assert_eq!(r.calls.unwrap().per_message, Some(1.0));
+}
+
+#[test]
+fn hello_escapes_and_their_errors() {
+    use super::framing::unescape;
+    assert_eq!(
+        unescape("SUB x\\r\\n\\x00é").unwrap(),
+        b"SUB x\r\n\x00\xc3\xa9"
+    );
+    assert!(unescape("a\\q")
+        .unwrap_err()
+        .contains("character 2: unknown escape `\\q`"));
+    assert!(unescape("\\x4").unwrap_err().contains("two hex digits"));
+    assert!(unescape("ab\\").unwrap_err().contains("character 3"));
 }

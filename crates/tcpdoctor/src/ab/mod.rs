@@ -3,6 +3,7 @@
 
 pub mod command;
 pub mod server;
+pub mod stream;
 pub mod tree;
 mod watch;
 pub mod why;

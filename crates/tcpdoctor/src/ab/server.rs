@@ -211,7 +211,7 @@ fn brief_json(f: &Value) -> Value {
     })
 }
 
-fn last_line(path: &Path) -> String {
+pub(super) fn last_line(path: &Path) -> String {
     std::fs::read_to_string(path)
         .ok()
         .and_then(|t| {

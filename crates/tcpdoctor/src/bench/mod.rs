@@ -16,7 +16,7 @@
 //! - `progress.rs`: the progress line on a terminal; `cpu.rs`: the driver's own CPU time.
 //! - `timeline.rs`: whether the server owes an answer at this moment (`run`'s CPU sampler).
 
-mod conn;
+pub(crate) mod conn;
 pub(crate) mod cpu;
 pub(crate) mod exec;
 mod progress;

@@ -12,7 +12,7 @@ use tcpdoctor_core::ab::{
 
 use super::analyze::Format;
 use super::run::OutDir;
-use crate::ab::{command, server, RunResult};
+use crate::ab::{command, server, stream, RunResult};
 use crate::output;
 
 /// A/B of two implementations (A the reference): how much faster, how sure, and why
@@ -100,6 +100,37 @@ pub struct AbArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub pipeline: Option<u64>,
 
+    /// With --server-a/-b: compare a one-way stream instead of a conversation, each run
+    /// `tcpdoctor stream` (docs/stream.md): from-server (the servers send, tcpdoctor counts
+    /// whole messages) or to-server (tcpdoctor sends as fast as they take). Figures:
+    /// messages/s, bytes/s, data segments and server CPU per message; one traced run per
+    /// side after the rounds gives the server's calls per message.
+    #[arg(long, value_name = "DIRECTION", requires = "server_a",
+          value_parser = ["from-server", "to-server"])]
+    pub stream: Option<String>,
+
+    /// With --stream: how the stream is cut into messages (u8, u16be, u16le, u32be, u32le,
+    /// line, crlf, fixed) [default: u32be].
+    #[arg(long, value_name = "FRAMING", requires = "stream")]
+    pub framing: Option<String>,
+
+    /// With --stream: bytes of each message tcpdoctor writes (to-server), or of every message
+    /// with `fixed` framing.
+    #[arg(long, value_name = "SIZE", requires = "stream")]
+    pub size: Option<String>,
+
+    /// With --stream: bytes sent once on each connection first (escapes \r \n \xNN).
+    #[arg(long, value_name = "TEXT", requires = "stream")]
+    pub hello: Option<String>,
+
+    /// With --stream: each run's measured window [default: 2s].
+    #[arg(long, value_name = "DURATION", requires = "stream")]
+    pub duration: Option<String>,
+
+    /// With --stream: each run's warm-up before its window [default: 0.5s].
+    #[arg(long, value_name = "DURATION", requires = "stream")]
+    pub stream_warmup: Option<String>,
+
     /// Measured rounds (each one run of A and one of B).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub rounds: u32,
@@ -156,6 +187,63 @@ enum Mode {
         run_args: Vec<String>,
         scenarios: Vec<String>,
     },
+    Stream {
+        a: String,
+        b: String,
+        stream_args: Vec<String>,
+    },
+}
+
+/// `--stream`: the `tcpdoctor stream` arguments both sides run with, checked now as
+/// `stream` itself checks them.
+fn stream_mode(args: &AbArgs, direction: &str, a: &str, b: &str) -> anyhow::Result<Mode> {
+    let conversation_only = [
+        ("--script", args.script.is_some()),
+        ("--preset", args.preset.is_some()),
+        ("--param", !args.param.is_empty()),
+        ("--scenarios", args.scenarios.is_some()),
+        ("--requests", args.requests.is_some()),
+        ("--pipeline", args.pipeline.is_some()),
+    ];
+    if let Some((flag, _)) = conversation_only.iter().find(|(_, given)| *given) {
+        bail!(
+            "ab: {flag} drives a conversation; --stream measures a one-way stream (see --framing)"
+        );
+    }
+    let target = args.target.clone().expect("clap requires it");
+    let mut v = vec![
+        "--target".to_string(),
+        target,
+        "--direction".into(),
+        direction.to_string(),
+        "--framing".into(),
+        args.framing.clone().unwrap_or_else(|| "u32be".into()),
+        "--connections".into(),
+        args.connections.unwrap_or(1).to_string(),
+        "--duration".into(),
+        args.duration.clone().unwrap_or_else(|| "2s".into()),
+        "--warmup".into(),
+        args.stream_warmup.clone().unwrap_or_else(|| "0.5s".into()),
+    ];
+    if let Some(s) = &args.size {
+        v.extend(["--size".into(), s.clone()]);
+    }
+    if let Some(h) = &args.hello {
+        v.extend(["--hello".into(), h.clone()]);
+    }
+    use clap::FromArgMatches;
+    let cmd = <super::stream::StreamArgs as clap::Args>::augment_args(clap::Command::new("stream"));
+    let matches = cmd
+        .try_get_matches_from(std::iter::once("stream".to_string()).chain(v.iter().cloned()))
+        .map_err(|e| anyhow::anyhow!("ab --stream: {}", e.to_string().trim()))?;
+    let parsed = super::stream::StreamArgs::from_arg_matches(&matches)
+        .map_err(|e| anyhow::anyhow!("ab --stream: {e}"))?;
+    super::stream::config(&parsed)?;
+    Ok(Mode::Stream {
+        a: a.to_string(),
+        b: b.to_string(),
+        stream_args: v,
+    })
 }
 
 fn mode(args: &AbArgs) -> anyhow::Result<Mode> {
@@ -193,6 +281,12 @@ fn mode(args: &AbArgs) -> anyhow::Result<Mode> {
                 b: b.clone(),
                 figures,
             })
+        }
+        (None, None, Some(a), Some(b)) if args.stream.is_some() => {
+            if args.why_runs.is_some() {
+                bail!("ab: --why-runs goes with --command-a/--command-b; --stream traces one run per side");
+            }
+            stream_mode(args, args.stream.as_deref().unwrap_or_default(), a, b)
         }
         (None, None, Some(a), Some(b)) => {
             if args.why_runs.is_some() {
@@ -288,12 +382,13 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
         Mode::Servers {
             a, b, scenarios, ..
         } => ([a.clone(), b.clone()], server::figure_specs(scenarios)),
+        Mode::Stream { a, b, .. } => ([a.clone(), b.clone()], stream::figure_specs()),
     };
     let mut runs: Vec<RunRecord> = Vec::new();
     // Per scenario (server mode), or one for the commands' traffic: (A's, B's).
     let per = match &mode {
         Mode::Commands { .. } => "turn",
-        Mode::Servers { .. } => "request",
+        Mode::Servers { .. } | Mode::Stream { .. } => "request",
     };
     let mut whys: Vec<(Option<String>, SideFindings, SideFindings)> = Vec::new();
     let why_of = |whys: &mut Vec<(Option<String>, SideFindings, SideFindings)>,
@@ -343,6 +438,12 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             Mode::Servers { a, b, run_args, .. } => {
                 let srv = if which == 0 { a } else { b };
                 server::run_once(srv, run_args, &dir.join(&tag), hang)
+            }
+            Mode::Stream {
+                a, b, stream_args, ..
+            } => {
+                let srv = if which == 0 { a } else { b };
+                stream::run_once(srv, stream_args, &dir, &tag, hang)
             }
         };
         let result: RunResult = match result {
@@ -439,6 +540,32 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    let mut stream_why = None;
+    if let (
+        Mode::Stream {
+            a, b, stream_args, ..
+        },
+        None,
+    ) = (&mode, &interrupted)
+    {
+        let mut sides = [None, None];
+        for (k, srv) in [a, b].into_iter().enumerate() {
+            let letter = if k == 0 { "A" } else { "B" };
+            eprintln!("tcpdoctor ab: a traced run of {letter} for why (not measured)");
+            let json = dir.join(format!("why-{}.json", letter.to_lowercase()));
+            match stream::why_once(srv, stream_args, &json, hang) {
+                Err(e) if crate::capture::stop::interrupted() => {
+                    warnings.push(format!("interrupted while tracing for why: {e:#}"));
+                    break;
+                }
+                Err(e) => return Err(e),
+                Ok(Ok(side)) => sides[k] = Some(side),
+                Ok(Err(why)) => warnings.push(format!("{letter}'s traced run gave nothing: {why}")),
+            }
+        }
+        let [sa, sb] = sides;
+        stream_why = Some(tcpdoctor_core::ab::StreamWhy::of(sa, sb));
+    }
     let why: Vec<Why> = whys
         .into_iter()
         .filter(|(_, a, b)| a.runs_analysed + b.runs_analysed > 0)
@@ -490,6 +617,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
             mode: match mode {
                 Mode::Commands { .. } => "command".into(),
                 Mode::Servers { .. } => "server".into(),
+                Mode::Stream { .. } => "stream".into(),
             },
             a: side_text[0].clone(),
             b: side_text[1].clone(),
@@ -510,6 +638,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
         hangs,
         runs,
         why,
+        stream: stream_why,
         result: result.clone(),
         reasons,
         warnings,

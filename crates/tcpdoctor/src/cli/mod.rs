@@ -13,6 +13,7 @@ pub mod run;
 pub mod sandbox;
 mod sandbox_wan;
 pub mod specimen;
+pub mod stream;
 pub mod trace;
 mod trace_report;
 
@@ -52,6 +53,7 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     Demo(demo::DemoArgs),
     Inspect(inspect::InspectArgs),
+    Stream(Box<stream::StreamArgs>),
     Trace(trace::TraceArgs),
 }
 
@@ -72,6 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Stream(args) => stream::run(*args),
         Command::Trace(args) => trace::run(args),
     }
 }
