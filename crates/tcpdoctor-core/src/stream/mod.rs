@@ -10,10 +10,11 @@
 //!
 //! Rules:
 //! 1. The rates are over the measured window only: whole messages counted in it (from the
-//!    server), or bytes the server's TCP acknowledged in it over the message size (to the
-//!    server; a Unix socket: bytes the server's socket took). In a steady stream the
-//!    receive buffer holds as much at the window's end as at its start, so what it holds
-//!    unread does not count.
+//!    server), or bytes the server read in it over the message size (to the server): the
+//!    bytes its TCP acknowledged, less the growth of what its sockets hold unread (socket
+//!    diagnostics; the kernel grows a receive buffer while a stream runs). Where the
+//!    server's sockets cannot be seen (another network namespace), the acknowledged bytes,
+//!    with a warning; a Unix socket: the bytes its socket took.
 //! 2. Segments per message (from the server): the data segments the kernel received on
 //!    tcpdoctor's sockets in the window (`tcpi_data_segs_in`), over the messages. Exact
 //!    counts, no timing in them.
@@ -93,6 +94,8 @@ pub struct Measured {
     /// The server's CPU seconds in the window, when it was started here.
     pub server_cpu_s: Option<f64>,
     pub calls: CallsSeen,
+    /// What the shell could not measure as rule 1 says (warnings).
+    pub notes: Vec<String>,
     /// The server was traced (rule 5).
     pub traced: bool,
 }
@@ -220,7 +223,7 @@ pub fn report(tool: &str, setup: Setup, m: Measured) -> StreamReport {
         }
         CallsSeen::Unknown(why) => (None, Some(why.clone())),
     };
-    let mut warnings = Vec::new();
+    let mut warnings = m.notes.clone();
     if m.messages == 0 {
         warnings.push(format!(
             "no whole message {} in the {} s window: check --framing and that the server {}",

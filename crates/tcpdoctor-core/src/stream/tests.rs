@@ -102,6 +102,7 @@ fn measured(segments: u64, calls: u64) -> Measured {
             by: vec![("sendto".into(), calls)],
             bytes: 1_000_000,
         },
+        notes: Vec::new(),
         traced: true,
     }
 }

@@ -46,6 +46,9 @@ pub struct DiagSocket {
     /// touching the process.
     pub sndbuf: Option<u32>,
     pub rcvbuf: Option<u32>,
+    /// `idiag_rqueue`: bytes received and not yet read by the program (an established
+    /// socket's), when the dump gave it.
+    pub unread: Option<u32>,
 }
 
 /// Which address families a dump covers.
@@ -311,6 +314,7 @@ fn parse_socket(p: &[u8], family: u8, at_ns: u64) -> Option<DiagSocket> {
     let dport = u16::from_be_bytes(p.get(6..8)?.try_into().ok()?);
     let src = p.get(8..24)?;
     let dst = p.get(24..40)?;
+    let unread = u32_ne(p, 56);
     let uid = u32_ne(p, 64)?;
     let inode = u64::from(u32_ne(p, 68)?);
     let addr = |a: &[u8]| -> Option<IpAddr> {
@@ -332,6 +336,7 @@ fn parse_socket(p: &[u8], family: u8, at_ns: u64) -> Option<DiagSocket> {
         congestion: None,
         sndbuf: None,
         rcvbuf: None,
+        unread,
     };
     let mut attrs = p.get(72..)?;
     while attrs.len() >= 4 {

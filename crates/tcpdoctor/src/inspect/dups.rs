@@ -81,6 +81,7 @@ fn describe(fd: BorrowedFd<'_>, inode: u64, uid: u32, at_ns: u64) -> Option<Diag
             .recv_buffer_size()
             .ok()
             .and_then(|v| u32::try_from(v).ok()),
+        unread: None,
     })
 }
 

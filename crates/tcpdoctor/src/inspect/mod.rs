@@ -13,7 +13,7 @@
 //!   of each process and socket between samples, and the observation it becomes.
 
 mod buffers;
-mod diag;
+pub(crate) mod diag;
 pub mod dups;
 mod netns;
 pub mod options;

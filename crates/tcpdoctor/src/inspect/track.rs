@@ -516,6 +516,7 @@ mod tests {
             congestion: Some("cubic".into()),
             sndbuf: Some(16384),
             rcvbuf: Some(131_072),
+            unread: None,
         }
     }
 

@@ -58,10 +58,43 @@ struct Reading {
     bytes_acked: u64,
     full_segment: u32,
     cpu: Option<crate::run::server::TreeCpu>,
+    /// To the server: bytes its sockets of the stream hold unread (socket diagnostics), when
+    /// they are in this network namespace.
+    server_unread: Option<u64>,
 }
 
-fn read_now(socks: &[Sock], shared: &Shared, server: Option<&Server>) -> Reading {
+/// Rule 1 to the server: the bytes the server's sockets of the stream (local: the target,
+/// peer: one of ours) hold unread, summed; `None` when not one of them is in the dump.
+fn server_unread(
+    diag: Option<&mut crate::inspect::diag::Diag>,
+    target: &Addr,
+    peers: &[std::net::SocketAddr],
+) -> Option<u64> {
+    let Addr::Tcp(t) = target else {
+        return None;
+    };
+    let families = crate::inspect::diag::Families::of(std::iter::once(*t));
+    let all = diag?.dump_ports(0, &[t.port()], families).ok()?;
+    let ours: Vec<_> = all
+        .iter()
+        .filter(|d| d.local.port() == t.port() && peers.contains(&d.remote))
+        .collect();
+    if ours.len() < peers.len() {
+        return None;
+    }
+    ours.iter()
+        .map(|d| d.unread.map(u64::from))
+        .sum::<Option<u64>>()
+}
+
+fn read_now(
+    socks: &[Sock],
+    shared: &Shared,
+    server: Option<&Server>,
+    unread: Option<u64>,
+) -> Reading {
     let mut r = Reading {
+        server_unread: unread,
         at: Some(Instant::now()),
         messages: shared.messages.load(Ordering::SeqCst),
         bytes: shared.bytes.load(Ordering::SeqCst),
@@ -198,14 +231,24 @@ fn measure(cfg: &StreamConfig, server: Option<&Server>) -> anyhow::Result<Stream
             let _ = t.join();
         }
     };
+    let peers: Vec<_> = socks.iter().filter_map(Sock::local).collect();
+    let mut diag = match cfg.direction {
+        Direction::ToServer => crate::inspect::diag::Diag::open().ok(),
+        Direction::FromServer => None,
+    };
     let window = (|| {
         wait(cfg.warmup, &shared)?;
-        let start = read_now(&socks, &shared, server);
+        let unread = server_unread(diag.as_mut(), &cfg.target, &peers);
+        let start = read_now(&socks, &shared, server, unread);
         if let Some(s) = server {
             let _ = s.take_trace();
         }
         wait(cfg.duration, &shared)?;
-        let end = read_now(&socks, &shared, server);
+        let end = read_now(&socks, &shared, server, None);
+        let end = Reading {
+            server_unread: server_unread(diag.as_mut(), &cfg.target, &peers),
+            ..end
+        };
         let trace = server.map(|s| s.take_trace());
         Ok::<_, anyhow::Error>((start, end, trace))
     })();
@@ -216,10 +259,21 @@ fn measure(cfg: &StreamConfig, server: Option<&Server>) -> anyhow::Result<Stream
         _ => 0.0,
     };
     let tcp = matches!(cfg.target, Addr::Tcp(_));
+    let mut notes = Vec::new();
     let (messages, bytes) = match (cfg.direction, tcp) {
         (Direction::FromServer, _) => (end.messages - start.messages, end.bytes - start.bytes),
         (Direction::ToServer, true) => {
-            let b = end.bytes_acked.saturating_sub(start.bytes_acked);
+            let acked = end.bytes_acked.saturating_sub(start.bytes_acked);
+            let b = match (start.server_unread, end.server_unread) {
+                (Some(a), Some(z)) => (acked + a).saturating_sub(z),
+                _ => {
+                    notes.push(
+                        "the server's sockets are not in this network namespace, so what they                          hold unread could not be read: the counts are the bytes its TCP                          acknowledged, some of them perhaps still unread"
+                            .to_string(),
+                    );
+                    acked
+                }
+            };
             (b / cfg.message.len() as u64, b)
         }
         (Direction::ToServer, false) => {
@@ -227,7 +281,6 @@ fn measure(cfg: &StreamConfig, server: Option<&Server>) -> anyhow::Result<Stream
             (b / cfg.message.len() as u64, b)
         }
     };
-    let peers: Vec<_> = socks.iter().filter_map(Sock::local).collect();
     let calls = match (&trace, server) {
         (Some(t), _) => calls_of(t, cfg.direction, &peers),
         (None, _) => {
@@ -253,6 +306,7 @@ fn measure(cfg: &StreamConfig, server: Option<&Server>) -> anyhow::Result<Stream
             _ => None,
         },
         calls,
+        notes,
         traced: trace
             .as_ref()
             .is_some_and(|t| matches!(t.status, TraceStatus::Traced | TraceStatus::Attached)),
