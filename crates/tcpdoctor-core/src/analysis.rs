@@ -281,6 +281,15 @@ impl Analyzer {
         Analyzer::new(detect::with_client(Some(client)))
     }
 
+    /// An analyzer told that the capture's client is tcpdoctor's scripted driver, and where
+    /// the driver knows its messages ended ([`crate::message_ends`]).
+    pub fn with_driver(
+        client: Option<ScriptedClient>,
+        ends: Option<std::sync::Arc<crate::message_ends::MessageEnds>>,
+    ) -> Analyzer {
+        Analyzer::new(detect::with_driver(client, ends))
+    }
+
     pub fn new(detectors: Vec<Box<dyn Detector>>) -> Analyzer {
         Analyzer {
             flows: FxHashMap::default(),

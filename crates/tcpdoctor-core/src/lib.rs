@@ -17,6 +17,8 @@
 //! - [`hops`]: the two legs of a proxy or sidecar captured on both sides, paired from their
 //!   turns' sizes and timing, so findings can name the hop instead of the server behind it.
 //! - [`analysis`]: wires a packet stream through flows, turns and detectors into a report.
+//! - [`message_ends`]: where `run`'s driver knows its messages ended (the script's framing),
+//!   handed to the analysis as evidence the wire lacks.
 //! - [`audit`]: the evidence audit — re-decodes the frames findings cite and checks their
 //!   claims with its own decoder and arithmetic.
 //! - [`report`]: the report model every renderer reads (text, JSON).
@@ -41,6 +43,7 @@ pub(crate) mod fxhash;
 pub mod hops;
 pub mod impair;
 pub mod inspect;
+pub mod message_ends;
 pub mod numfmt;
 pub mod report;
 pub mod run;

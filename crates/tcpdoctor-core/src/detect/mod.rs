@@ -109,6 +109,15 @@ pub fn all() -> Vec<Box<dyn Detector>> {
 
 /// Every detector, told what the client is when `run` drove it ([`ScriptedClient`]).
 pub fn with_client(client: Option<ScriptedClient>) -> Vec<Box<dyn Detector>> {
+    with_driver(client, None)
+}
+
+/// Every detector, told what the client is when `run` drove it and where its driver knows
+/// its messages ended ([`crate::message_ends`]).
+pub fn with_driver(
+    client: Option<ScriptedClient>,
+    ends: Option<std::sync::Arc<crate::message_ends::MessageEnds>>,
+) -> Vec<Box<dyn Detector>> {
     vec![
         Box::new(nagle_delayed_ack::NagleDelayedAck::default()),
         Box::new(nagle_round_trip::NagleRoundTrip::default()),
@@ -118,7 +127,7 @@ pub fn with_client(client: Option<ScriptedClient>) -> Vec<Box<dyn Detector>> {
         Box::new(zero_window::ZeroWindow::default()),
         Box::new(retransmission_stall::RetransmissionStall::default()),
         Box::new(window_limited::WindowLimited::default()),
-        Box::new(unbatched_messages::UnbatchedMessages::default()),
+        Box::new(unbatched_messages::UnbatchedMessages::with_ends(ends)),
     ]
 }
 

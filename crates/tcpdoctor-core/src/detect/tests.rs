@@ -484,6 +484,7 @@ mod hop_blame;
 mod nagle;
 mod rtt;
 mod unbatched;
+mod unbatched_framing;
 mod window;
 
 /// zeek reassembly.pcap's shape: a burst of segments lost together, each retransmitted after

@@ -49,6 +49,18 @@
 //!    (`fragmented_writes`), and the core does not read payload. On loopback, where a reader
 //!    wakes after the whole burst has arrived, most truly pipelined bursts have no such
 //!    segment and are not named.
+//!
+//!    6′. *The script's framing.* When `run` drove the flow, its driver knows where each of
+//!    its messages ended in both byte streams ([`crate::message_ends`]: each request it wrote,
+//!    each response its script's framing read). For such a flow the framing replaces rules
+//!    1–3 and 6 over the bytes it covers: a segment is a small one when it carries exactly
+//!    one whole message of its direction — it starts where one message ends and ends where
+//!    the next one does — and the other conditions of rule 3 hold; a burst (rules 4 and 5)
+//!    of such segments, each the next message after the previous one, holds one message per
+//!    segment and at least [`MIN_BURST`] of them, and is named. A burst by rules 1–6 with a
+//!    segment the framing shows is not one whole message (a message in pieces, or several)
+//!    is not named: the framing knows better than the sizes. Bytes past what the driver
+//!    recorded are judged by rules 1–6 alone; a flow without framing, by rules 1–6 alone.
 //! 7. *Cost.* Batched, a burst's bytes need `⌈bytes / full segment⌉` segments
 //!    ([`crate::flow::Flow::full_segment`]); the rest are *extra packets*, each with its headers
 //!    ([`HEADER_V4`] or [`HEADER_V6`] bytes of IP and TCP with timestamps). A burst never
@@ -59,14 +71,21 @@
 //!    are at least [`WARN_SHARE`] of that direction's data segments in the judged stretches
 //!    (most of what it sends is avoidable packets), else info.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::{of, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
+use super::{Detector, FlowMarks, FlowView, Groups, PerGroup, Slots};
 use crate::flow::{Direction, SegmentEvent, SegmentKind};
-use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
+use crate::fxhash::FxHashMap;
+use crate::message_ends::{ConnectionEnds, Cut, MessageEnds};
+use crate::report::{Finding, FlowRef};
 use crate::seq::SeqNum;
 use crate::time::Timestamp;
-use crate::units::fmt_count;
+use crate::wire::Endpoint;
+
+mod text;
+
+use text::finding;
 
 /// Segments of a burst, at least.
 pub const MIN_BURST: usize = 8;
@@ -102,6 +121,8 @@ struct Seg {
     ack: Option<SeqNum>,
     /// Its TSval, when it carries the timestamp option (rule 5).
     tsval: Option<u32>,
+    /// Where it lies against the driver's message ends (rule 6′).
+    cut: Cut,
 }
 
 /// One burst (rule 5).
@@ -109,8 +130,20 @@ struct Seg {
 struct Burst {
     segs: Vec<Seg>,
     bytes: u64,
-    /// The peer's data segment whose ACK number fell inside the burst's bytes (rule 6).
-    proof: Option<Seg>,
+    /// The message numbers of its first and last segment, when the framing numbers them
+    /// (rule 6′).
+    messages: Option<(u64, u64)>,
+    /// What shows it held at least two messages.
+    proof: Option<Proof>,
+}
+
+/// Rule 6 or 6′.
+#[derive(Clone, Copy, Debug)]
+enum Proof {
+    /// The peer's data segment whose ACK number fell inside the burst's bytes.
+    Ack(Seg),
+    /// The script's framing: one whole message per segment.
+    Framing,
 }
 
 /// The counts of rule 2 for one stretch: (bytes, typical size, messages) per side.
@@ -127,6 +160,8 @@ struct State {
     batched: u64,
     /// This direction's data segments in the judged stretches.
     dir_segments: u64,
+    /// Bursts shown by the script's framing (rule 6′).
+    framed: u64,
     flows: u64,
     example: Option<Example>,
 }
@@ -135,7 +170,10 @@ struct Example {
     flow: FlowRef,
     burst: Burst,
     batched: u64,
-    counts: Counts,
+    /// Rule 2's counts (None for a burst rule 6′ named where they did not agree).
+    counts: Option<Counts>,
+    /// The median size of its side's segments (of the burst's own, under rule 6′).
+    typical: u32,
     header: u64,
     /// The burst's ACK number, relative to the peer's initial sequence number when known.
     ack: String,
@@ -146,6 +184,11 @@ pub struct UnbatchedMessages {
     stretch: Slots<Vec<Seg>>,
     state: PerGroup<State>,
     marks: FlowMarks,
+    /// Where `run`'s driver knows its messages ended (rule 6′).
+    ends: Option<Arc<MessageEnds>>,
+    /// The flow each recorded connection's ends were given to: the first flow on its
+    /// endpoints (a later connection reusing them is not the recorded one).
+    taken: FxHashMap<(Endpoint, Endpoint), u64>,
 }
 
 impl Detector for UnbatchedMessages {
@@ -166,6 +209,7 @@ impl Detector for UnbatchedMessages {
             seq: ev.seq,
             ack: ev.has_ack.then_some(ev.ack),
             tsval: ev.tsval,
+            cut: Cut::Unknown,
         });
         if segs.len() >= STRETCH_MAX {
             let segs = std::mem::take(segs);
@@ -195,15 +239,56 @@ impl Detector for UnbatchedMessages {
 }
 
 impl UnbatchedMessages {
+    /// The detector told where `run`'s driver knows its messages ended (rule 6′).
+    pub fn with_ends(ends: Option<Arc<MessageEnds>>) -> UnbatchedMessages {
+        UnbatchedMessages {
+            ends,
+            ..UnbatchedMessages::default()
+        }
+    }
+
+    /// The driver's message ends for this flow: the first flow on the recorded endpoints.
+    fn framing(&mut self, flow: &FlowView) -> Option<Arc<MessageEnds>> {
+        let ends = self.ends.clone()?;
+        let key = (flow.flow.client, flow.flow.server);
+        ends.get(key.0, key.1)?;
+        let id = *self.taken.entry(key).or_insert(flow.flow.id);
+        (id == flow.flow.id).then_some(ends)
+    }
+
     /// Rules 1–7 over one stretch of a flow.
     fn judge(&mut self, flow: &FlowView, segs: &[Seg]) {
-        let Some(counts) = counts(segs) else {
-            return;
+        let framing = self.framing(flow);
+        let cut;
+        let segs = match framing
+            .as_ref()
+            .and_then(|e| e.get(flow.flow.client, flow.flow.server))
+        {
+            Some(ends) => {
+                cut = with_cuts(flow, segs, ends);
+                &cut[..]
+            }
+            None => segs,
         };
         let full = [
             flow.flow.full_segment(Direction::ClientToServer).max(1),
             flow.flow.full_segment(Direction::ServerToClient).max(1),
         ];
+        let counts = counts(segs);
+        // Rule 6′: one whole message per segment, as the framing numbers them.
+        let mut named = match framing {
+            Some(_) => runs(segs, full, |s| match s.cut {
+                Cut::Whole(n) => Some(Some(n)),
+                _ => None,
+            }),
+            None => Vec::new(),
+        };
+        for b in &mut named {
+            b.proof = Some(Proof::Framing);
+        }
+        if counts.is_none() && named.is_empty() {
+            return;
+        }
         let header = if flow.flow.server.ip.is_ipv6() {
             HEADER_V6
         } else {
@@ -213,15 +298,27 @@ impl UnbatchedMessages {
             let st = self.state.get(flow.group, dir);
             st.dir_segments += segs.iter().filter(|s| s.dir == dir).count() as u64;
         }
-        for mut burst in bursts(segs, &counts, full) {
-            let Some(proof) = proof(segs, &burst) else {
-                continue;
-            };
-            burst.proof = Some(proof);
+        if let Some(c) = &counts {
+            for mut burst in bursts(segs, c, full) {
+                // The framing knows better than the sizes (rule 6′).
+                if burst.segs.iter().any(|s| s.cut == Cut::NotWhole)
+                    || named.iter().any(|n| overlap(n, &burst))
+                {
+                    continue;
+                }
+                let Some(p) = proof(segs, &burst) else {
+                    continue;
+                };
+                burst.proof = Some(Proof::Ack(p));
+                named.push(burst);
+            }
+        }
+        for burst in named {
             let dir = burst.segs[0].dir;
             let batched = burst.bytes.div_ceil(u64::from(full[dir.index()]));
             let st = self.state.get(flow.group, dir);
             st.bursts += 1;
+            st.framed += u64::from(matches!(burst.proof, Some(Proof::Framing)));
             st.segments += burst.segs.len() as u64;
             st.bytes += burst.bytes;
             st.batched += batched;
@@ -232,17 +329,58 @@ impl UnbatchedMessages {
                 .is_none_or(|e| e.burst.segs.len() < burst.segs.len());
             if longer {
                 let ack = ack_shown(flow, dir, burst.segs[0].ack);
+                let typical = match (&counts, burst.proof) {
+                    (Some(c), Some(Proof::Ack(_))) => c.side[dir.index()].1,
+                    _ => median(&burst),
+                };
                 st.example = Some(Example {
                     flow: flow.flow_ref(),
                     burst,
                     batched,
                     counts,
+                    typical,
                     header,
                     ack,
                 });
             }
         }
     }
+}
+
+/// The stretch with each segment placed against the driver's message ends (rule 6′). A
+/// direction whose ISN the capture did not show, or whose stream passed 2³² bytes (where
+/// sequence numbers no longer name one offset), stays unknown.
+fn with_cuts(flow: &FlowView, segs: &[Seg], ends: &ConnectionEnds) -> Vec<Seg> {
+    let isn = [Direction::ClientToServer, Direction::ServerToClient].map(|d| {
+        let half = flow.flow.half(d);
+        half.isn.filter(|_| half.data_bytes <= u64::from(u32::MAX))
+    });
+    segs.iter()
+        .map(|&s| {
+            let cut = match isn[s.dir.index()] {
+                Some(isn) => {
+                    let start = u64::from(s.seq.0.wrapping_sub(isn.0).wrapping_sub(1));
+                    ends.cut(s.dir, start, start + u64::from(s.len))
+                }
+                None => Cut::Unknown,
+            };
+            Seg { cut, ..s }
+        })
+        .collect()
+}
+
+/// Whether two bursts share a segment.
+fn overlap(a: &Burst, b: &Burst) -> bool {
+    a.segs
+        .iter()
+        .any(|s| b.segs.iter().any(|t| t.frame == s.frame))
+}
+
+/// The median size of a burst's segments.
+fn median(b: &Burst) -> u32 {
+    let mut sizes: Vec<u32> = b.segs.iter().map(|s| s.len).collect();
+    sizes.sort_unstable();
+    sizes.get(sizes.len() / 2).copied().unwrap_or(0)
 }
 
 /// Rules 1 and 2: each side's bytes, typical segment and messages, when the counts agree.
@@ -269,26 +407,46 @@ fn counts(segs: &[Seg]) -> Option<Counts> {
 
 /// Rules 3–5: the bursts of both sides in one stretch whose counts agree.
 fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
+    runs(segs, full, |s| {
+        let typical = counts.side[s.dir.index()].1;
+        let messages = (f64::from(s.len) / f64::from(typical)).round() as u64;
+        (messages == 1).then_some(None)
+    })
+}
+
+/// Rules 3–5 with `one` saying whether a segment carries one message (rule 3's first
+/// condition, or rule 6′: then which message, and a burst's messages follow each other).
+fn runs(segs: &[Seg], full: [u32; 2], one: impl Fn(&Seg) -> Option<Option<u64>>) -> Vec<Burst> {
     let mut out = Vec::new();
     let mut open: [Option<Burst>; 2] = [None, None];
     for &s in segs {
         let i = s.dir.index();
-        let typical = counts.side[i].1;
-        let messages = (f64::from(s.len) / f64::from(typical)).round() as u64;
-        let one_small = messages == 1
+        let number = one(&s);
+        let one_small = number.is_some()
             && s.len <= SMALL_SEGMENT
             && s.len * 2 <= full[i]
             && s.ack.is_some()
             && s.tsval.is_some();
+        let number = number.flatten();
         let continues = one_small
             && open[i].as_ref().is_some_and(|b| {
                 let (first, last) = (b.segs[0], b.segs[b.segs.len() - 1]);
-                last.ack == s.ack && first.tsval == s.tsval && s.ts.since(first.ts) <= SPAN_MAX
+                let next = match (b.messages, number) {
+                    (None, None) => true,
+                    (Some((_, at)), Some(n)) => n == at + 1,
+                    _ => false,
+                };
+                next && last.ack == s.ack
+                    && first.tsval == s.tsval
+                    && s.ts.since(first.ts) <= SPAN_MAX
             });
         if continues {
             if let Some(b) = open[i].as_mut() {
                 b.segs.push(s);
                 b.bytes += u64::from(s.len);
+                if let (Some(m), Some(n)) = (b.messages.as_mut(), number) {
+                    m.1 = n;
+                }
             }
             continue;
         }
@@ -297,6 +455,7 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
             open[i] = Some(Burst {
                 segs: vec![s],
                 bytes: u64::from(s.len),
+                messages: number.map(|n| (n, n)),
                 proof: None,
             });
         }
@@ -327,155 +486,6 @@ fn close(open: &mut Option<Burst>, out: &mut Vec<Burst>) {
     }
 }
 
-fn finding(group: usize, dir: Direction, st: &State, groups: &Groups) -> Option<Finding> {
-    let ex = st.example.as_ref()?;
-    let extra = st.segments.saturating_sub(st.batched);
-    let share = extra as f64 / st.dir_segments.max(1) as f64;
-    let severity = if share >= WARN_SHARE {
-        Severity::Warning
-    } else {
-        Severity::Info
-    };
-    let (_, _, sender, peer) = super::message_words(dir);
-    let (what, one) = ("messages", "message");
-    let together = format!(
-        "in each the {sender} had received none of the {peer}'s data between the first message \
-         and the last, and the {peer} sent data acknowledging a first part of the burst before \
-         the rest had reached it, so the burst held at least two messages"
-    );
-    let b = &ex.burst;
-    let first = b.segs[0];
-    let last = b.segs[b.segs.len() - 1];
-    let span = last.ts.since(first.ts);
-    let ex_extra = (b.segs.len() as u64).saturating_sub(ex.batched);
-    let header_bytes = extra * ex.header;
-    let typical = ex.counts.side[dir.index()].1;
-    let verdict = format!(
-        "The {sender} sends its {what} unbatched: {} small {what} left one segment each in {} \
-         {} ({together}, median {} bytes); written together per peer they need {} — {} extra \
-         packets, {} of its data segments.",
-        fmt_count(st.segments),
-        fmt_count(st.bursts),
-        if st.bursts == 1 { "burst" } else { "bursts" },
-        typical,
-        segments_word(st.batched),
-        fmt_count(extra),
-        of(extra, st.dir_segments),
-    );
-    let mut ev = Evidence::default();
-    let why = format!(
-        "the {sender} had received none of the {peer}'s data between them, so none waited for \
-         the {peer}"
-    );
-    ev.facts.push(format!(
-        "frames {}–{}: {} {what} of {} bytes left in {} segments within {} (a burst spans at \
-         most {}), every one carrying ACK number {} and one TSval (sent within one tick of \
-         the {sender}'s clock): {why}; one write of their {} bytes needs \
-         {}, so {} of them are extra packets",
-        first.frame,
-        last.frame,
-        b.segs.len(),
-        size_range(b),
-        b.segs.len(),
-        crate::units::fmt_duration(span),
-        crate::units::fmt_duration(SPAN_MAX),
-        ex.ack,
-        fmt_count(b.bytes),
-        segments_word(ex.batched),
-        ex_extra,
-    ));
-    if let Some(p) = b.proof {
-        let lo = first.seq;
-        let at = p.ack.map_or(0, |a| a.diff(lo));
-        ev.facts.push(format!(
-            "frame {}: the {peer} sent {} bytes of data carrying an ACK number {at} bytes into \
-             this burst's {} bytes — it had received the burst's first {at} bytes, not the \
-             rest, and sent data before the rest arrived: those first bytes were at least one \
-             whole {one}, so the burst held at least two; without such a segment a burst is not \
-             named, for one {one} written in pieces and answered in pieces looks the same on \
-             the wire (fragmented_writes)",
-            p.frame,
-            p.len,
-            fmt_count(b.bytes),
-        ));
-    }
-    let [(cb, cs, cm), (sb, ss, sm)] = ex.counts.side;
-    ev.facts.push(format!(
-        "on flow {} the client's {} bytes come to {:.0} of its typical {cs}-byte segment and the \
-         server's {} bytes to {:.0} of its typical {ss}-byte segment: the counts agree (rule 2)",
-        ex.flow.id,
-        fmt_count(cb),
-        cm,
-        fmt_count(sb),
-        sm,
-    ));
-    ev.facts.push(format!(
-        "each extra packet costs a send syscall, {} bytes of IP and TCP headers ({} in all; \
-         Ethernet adds 14 per packet) and an ACK from the {peer} for every one or two; the \
-         congestion window counts packets, and this burst's {} segments are {:.1} initial \
-         windows (10 packets) where its bytes fit in {}",
-        ex.header,
-        fmt_count(header_bytes),
-        b.segs.len(),
-        b.segs.len() as f64 / INITIAL_WINDOW,
-        segments_word(ex.batched),
-    ));
-    ev.counts.insert("bursts".into(), st.bursts);
-    ev.counts.insert("messages".into(), st.segments);
-    ev.counts.insert("segments".into(), st.segments);
-    ev.counts.insert("segments_if_batched".into(), st.batched);
-    ev.counts.insert("extra_packets".into(), extra);
-    ev.counts.insert("header_bytes".into(), header_bytes);
-    ev.counts
-        .insert("direction_segments".into(), st.dir_segments);
-    ev.values
-        .insert("extra_share".into(), crate::stats::round3(share));
-    ev.frames = b.segs.iter().take(FRAMES_QUOTED).map(|s| s.frame).collect();
-    for s in b.segs.iter().take(FRAMES_QUOTED) {
-        ev.timeline.push(TimelineEntry {
-            frame: s.frame,
-            t_ms: super::rel_ms(s.ts, first.ts),
-            direction: dir,
-            what: format!("{} bytes", s.len),
-            payload_bytes: Some(u64::from(s.len)),
-            note: if s.frame == first.frame {
-                format!("one {one}, one segment")
-            } else {
-                String::new()
-            },
-        });
-    }
-    let fix = match dir {
-        Direction::ClientToServer => {
-            "Batch per peer: gather the requests queued for one server and write them with one \
-             call — writev/sendmsg, or one buffered write per peer per event-loop turn — or \
-             cork the burst (TCP_CORK, or MSG_MORE on every send but the last). In asyncio, \
-             collect the messages and call transport.write once (b''.join) or \
-             transport.writelines(). Keep TCP_NODELAY: a whole batch then leaves at once."
-        }
-        Direction::ServerToClient => {
-            "Batch per peer: answer all the requests one read delivered, then write the answers \
-             with one call — writev/sendmsg, or one buffered write per connection per \
-             event-loop turn — or cork them (TCP_CORK, or MSG_MORE on every send but the \
-             last). In asyncio, collect the answers of one data_received and call \
-             transport.write once (b''.join) or transport.writelines(). Keep TCP_NODELAY: a \
-             whole batch then leaves at once."
-        }
-    };
-    Some(
-        FindingHead {
-            kind: FindingKind::UnbatchedMessages,
-            severity,
-            group,
-            direction: dir,
-            flows_affected: st.flows,
-            example_flow: ex.flow.clone(),
-            time_lost: Duration::ZERO,
-        }
-        .finish(groups, verdict, ev, fix),
-    )
-}
-
 /// An ACK number as tshark shows it by default: relative to the peer's initial sequence
 /// number when the handshake was seen.
 fn ack_shown(flow: &FlowView, dir: Direction, ack: Option<SeqNum>) -> String {
@@ -485,24 +495,5 @@ fn ack_shown(flow: &FlowView, dir: Direction, ack: Option<SeqNum>) -> String {
     match flow.flow.half(dir.reverse()).isn {
         Some(isn) => ack.diff(isn).to_string(),
         None => format!("{} (absolute)", ack.0),
-    }
-}
-
-/// `40` or `38–42`.
-fn size_range(b: &Burst) -> String {
-    let min = b.segs.iter().map(|s| s.len).min().unwrap_or(0);
-    let max = b.segs.iter().map(|s| s.len).max().unwrap_or(0);
-    if min == max {
-        min.to_string()
-    } else {
-        format!("{min}–{max}")
-    }
-}
-
-fn segments_word(n: u64) -> String {
-    if n == 1 {
-        "1 segment".into()
-    } else {
-        format!("{} segments", fmt_count(n))
     }
 }

@@ -49,6 +49,10 @@
 //!    [`MAX_SETUP_FAILURES`] such failures in a row over all connections the run stops and
 //!    the command exits 2 with the server's answer. A connection that gets through its setup
 //!    starts both counts again.
+//! 7. (`run`) The first connections ([`tcpdoctor_core::message_ends::MAX_CONNECTIONS`]) record
+//!    where each request they wrote and each response their framing read ended in its byte
+//!    stream — a push per message, none past [`tcpdoctor_core::message_ends::MAX_ENDS`] — and
+//!    hand the offsets in when they end: the analysis's proof of where messages begin.
 
 use std::collections::VecDeque;
 use std::io;
@@ -58,6 +62,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tcpdoctor_core::flow::Direction;
+use tcpdoctor_core::message_ends::ConnectionEnds;
 use tcpdoctor_core::script::{Completed, Conversation};
 use tcpdoctor_core::Timestamp;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -191,6 +197,8 @@ struct Io {
     owing: bool,
     /// What this connection last told the timeline: an answer begun, not complete.
     told_partial: bool,
+    /// Where this connection's messages ended, when it is one `run` records (rule 7).
+    ends: Option<ConnectionEnds>,
 }
 
 /// The task of connection number `id`, until the run ends; `first` is a connection already
@@ -214,6 +222,7 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
         partial: false,
         owing: false,
         told_partial: false,
+        ends: None,
     };
     let has_setup = io.setup_steps.iter().any(|&s| s);
     let mut schedule = cfg.rate.map(|r| Schedule::new(r, cfg.connections, id));
@@ -266,9 +275,15 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             conv: &mut conv,
         };
         let end = match stream {
-            Stream::Tcp(s) => d.drive(s).await,
+            Stream::Tcp(s) => {
+                d.io.ends = recorded_ends(&cfg, &s);
+                d.drive(s).await
+            }
             Stream::Unix(s) => d.drive(s).await,
         };
+        if let (Some(log), Some(ends)) = (&cfg.message_ends, io.ends.take()) {
+            log.hand_in(ends);
+        }
         io.partial = false;
         if let Some(t) = &cfg.timeline {
             t.set(&mut io.owing, false);
@@ -300,6 +315,20 @@ pub async fn run(cfg: Arc<BenchConfig>, rec: Arc<Recorder>, id: u64, mut first: 
             End::Done => return,
         }
     }
+}
+
+/// A recorder of this connection's message ends, when `run` asks for them and it is one of
+/// the first connections (rule 7).
+fn recorded_ends(cfg: &BenchConfig, s: &TcpStream) -> Option<ConnectionEnds> {
+    let log = cfg.message_ends.as_ref()?;
+    let (local, peer) = (s.local_addr().ok()?, s.peer_addr().ok()?);
+    log.claim().then(|| {
+        let ep = |a: std::net::SocketAddr| tcpdoctor_core::wire::Endpoint {
+            ip: a.ip(),
+            port: a.port(),
+        };
+        ConnectionEnds::new(ep(local), ep(peer))
+    })
 }
 
 /// The wait before the `n`th setup retry in a row: 100 ms, doubling, at most 2 s.
@@ -631,6 +660,9 @@ impl Driver<'_> {
             }
             self.io.sent_at.push_back(now);
             self.local.sent(req.len);
+            if let Some(e) = self.io.ends.as_mut() {
+                e.message(Direction::ClientToServer, req.len);
+            }
             if self.cfg.split == SplitWrites::Whole {
                 continue;
             }
@@ -662,6 +694,9 @@ impl Driver<'_> {
             .completed
             .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for c in done.drain(..) {
+            if let Some(e) = self.io.ends.as_mut() {
+                e.message(Direction::ServerToClient, c.response_bytes);
+            }
             if c.request_bytes > 0 {
                 self.io.sent_at.pop_front();
             }

@@ -95,6 +95,9 @@ pub struct BenchConfig {
     pub watch_pid: Option<i32>,
     /// Where the connections say whether the server owes them an answer (`run`'s sampler).
     pub timeline: Option<Arc<timeline::Timeline>>,
+    /// Where the first connections record the stream offsets at which each request they wrote
+    /// and each response their framing read ended (`run`: evidence for the analysis).
+    pub message_ends: Option<Arc<tcpdoctor_core::message_ends::EndsLog>>,
 }
 
 impl BenchConfig {

@@ -177,7 +177,7 @@ pub(crate) fn analyze_file(
     tcpdoctor_core::report::CaptureSummary,
     Vec<tcpdoctor_core::report::Finding>,
 )> {
-    analyze_file_as(path, end, None)
+    analyze_file_as(path, end, None, None)
 }
 
 /// [`analyze_file`], told what the client was when tcpdoctor's own driver made the traffic
@@ -186,6 +186,7 @@ pub(crate) fn analyze_file_as(
     path: &PathBuf,
     mut end: Option<&mut EndCapture>,
     client: Option<ScriptedClient>,
+    ends: Option<std::sync::Arc<tcpdoctor_core::message_ends::MessageEnds>>,
 ) -> anyhow::Result<(
     tcpdoctor_core::report::CaptureSummary,
     Vec<tcpdoctor_core::report::Finding>,
@@ -204,9 +205,9 @@ pub(crate) fn analyze_file_as(
     // The reader has its own large buffer: a BufReader in between would copy every byte twice.
     let mut reader = CaptureReader::with_buffer_size(input, 4 << 20).with_context(reading)?;
     let format = reader.format();
-    let mut analyzer = match client {
-        Some(c) => Analyzer::with_scripted_client(c),
-        None => Analyzer::default(),
+    let mut analyzer = match (client, ends) {
+        (None, None) => Analyzer::default(),
+        (client, ends) => Analyzer::with_driver(client, ends),
     };
     let mut progress = Progress::new(&name, size);
     let truncated = loop {

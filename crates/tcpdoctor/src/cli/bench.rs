@@ -402,6 +402,7 @@ impl BenchArgs {
             progress: std::io::stderr().is_terminal(),
             watch_pid: None,
             timeline: None,
+            message_ends: None,
         })
     }
 }

@@ -305,7 +305,9 @@ pub async fn run(
         progress: false,
         watch_pid: server.map(|s| s.watch_pid()),
         timeline: server.map(|_| Arc::new(crate::bench::timeline::Timeline::default())),
+        message_ends: Some(Arc::default()),
     };
+    let message_ends = cfg.message_ends.clone();
     // The server's own sockets, read while the driver's connections are open.
     let sockets = match (server, &plan.target) {
         (Some(s), Addr::Tcp(a)) => Some(super::sockets::SocketsReader::start(
@@ -405,8 +407,13 @@ pub async fn run(
         (Some(near), Some(_)) => Some(EndCapture::new(&near.display().to_string())),
         _ => None,
     };
+    // Where the driver's messages ended (the script's framing): evidence for the flows the
+    // driver itself held, which are in the capture at the driver's end of the path (direct,
+    // the driver↔hop leg, a wan: path's near end); a hop's upstream leg and the far end are
+    // judged from the wire alone.
+    let ends = message_ends.map(|log| Arc::new(log.take()));
     if let Some(file) = capture_file {
-        match crate::cli::analyze::analyze_file_as(&file, near_end.as_mut(), client) {
+        match crate::cli::analyze::analyze_file_as(&file, near_end.as_mut(), client, ends) {
             Ok((summary, found)) => {
                 // A refuted finding is not a finding (and no gate counts it), but the run says
                 // so rather than dropping it silently.
@@ -465,7 +472,7 @@ pub async fn run(
     let server_end = match &far_end_file {
         Some(file) => {
             let mut far_end = EndCapture::new(&file.display().to_string());
-            match crate::cli::analyze::analyze_file_as(file, Some(&mut far_end), client) {
+            match crate::cli::analyze::analyze_file_as(file, Some(&mut far_end), client, None) {
                 Ok((_, mut found)) => Some(tcpdoctor_core::run::ServerEnd {
                     findings: {
                         if let Some(t) = &trace {
