@@ -21,8 +21,7 @@ pub enum Way {
     ToServer,
 }
 
-/// Measure a one-way stream: messages and bytes per second, and segments and system calls
-/// per message.
+/// A one-way stream: messages per second, and calls and segments per message
 ///
 /// The figure messaging libraries publish is a one-way stream's rate: a sender writes framed
 /// messages as fast as the receiver takes them. tcpdoctor is one end of the stream and the
