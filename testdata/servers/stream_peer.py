@@ -53,11 +53,13 @@ def read_bulk(conn):
         if not part:
             return
         buf += part
-        while len(buf) >= 4:
-            (length,) = struct.unpack(">I", buf[:4])
-            if len(buf) < 4 + length:
+        at = 0
+        while len(buf) - at >= 4:
+            (length,) = struct.unpack_from(">I", buf, at)
+            if len(buf) - at < 4 + length:
                 break
-            buf = buf[4 + length :]
+            at += 4 + length
+        buf = buf[at:]
 
 
 MODES = {

@@ -239,6 +239,22 @@ fn bad_input_and_failing_servers_are_clear_errors() {
         err.contains("prefix at stream byte 0 announces 4294967295 bytes"),
         "{err}"
     );
+    // A server that exits mid-stream: said, with its status and its last words.
+    let port = free_port();
+    let quitter = format!(
+        "python3 -c 'import socket, sys; l = socket.create_server((\"127.0.0.1\", {port})); \
+         cs = [l.accept()[0] for _ in range(2)]; cs[1].sendall(b\"\\0\\0\\0\\1x\" * 9); \
+         print(\"giving up\"); sys.exit(3)'"
+    );
+    let target = format!("127.0.0.1:{port}");
+    let (_, code, err) = stream(
+        d,
+        &["--server", &quitter, "--target", &target, "--no-trace"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the server closed the stream"), "{err}");
+    assert!(err.contains("the server exited (exit status: 3)"), "{err}");
+    assert!(err.contains("| giving up"), "{err}");
     // A server that sends nothing: nothing measured is an error, not a rate of zero.
     let port = free_port();
     let mute = format!(

@@ -1,11 +1,12 @@
 //! `ab --stream`: what each side's traced stream run says per message, side by side.
 //!
 //! After the measured rounds, one more run of each side is traced (`stream --server`
-//! traced: its rates are not measured). Its counts per message — the server's send (or
-//! receive) calls and the data segments that carried the stream — are exact counts of that
-//! run; the per-message figures still follow the pace (a sender batches more when its peer
-//! is slower), so a difference is named only from a factor of [`CALLS_FACTOR`] (calls) or
-//! [`SEGMENTS_FACTOR`] (segments), as `why` does for requests.
+//! traced: its rates are not measured). Its count per message of the server's send (or
+//! receive) calls is an exact count of that run; it still follows the pace (a sender that
+//! writes whatever is queued batches more when its peer is slower), so a difference is named
+//! only from a factor of [`CALLS_FACTOR`]. Segments per message are not taken from the
+//! traced run: the tracer's stops change them (the kernel merges writes only when unsent
+//! bytes are queued), and the measured rounds compare them untraced, with their interval.
 
 use serde::{Deserialize, Serialize};
 
@@ -14,8 +15,6 @@ use crate::numfmt::num;
 
 /// Calls per message that differ by this factor or more are a difference.
 pub const CALLS_FACTOR: f64 = 2.0;
-/// Segments per message that differ by this factor or more are a difference.
-pub const SEGMENTS_FACTOR: f64 = 1.25;
 
 /// One side's traced stream run, as its report gave it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -25,7 +24,6 @@ pub struct StreamSide {
     /// `send` or `receive`.
     pub family: Option<String>,
     pub calls_per_message: Option<f64>,
-    pub segments_per_message: Option<f64>,
     /// The stream report's reading (one call and one packet per message, batching, …).
     pub reading: Option<String>,
     /// Why the calls were not counted.
@@ -48,7 +46,11 @@ impl StreamWhy {
         let mut differences = Vec::new();
         if let (Some(x), Some(y)) = (&a, &b) {
             let family = x.family.as_deref().unwrap_or("send");
-            let mut compare = |what: String, va: Option<f64>, vb: Option<f64>, min: f64| {
+            let compare = |differences: &mut Vec<String>,
+                           what: String,
+                           va: Option<f64>,
+                           vb: Option<f64>,
+                           min: f64| {
                 let (Some(va), Some(vb)) = (va, vb) else {
                     return;
                 };
@@ -69,16 +71,11 @@ impl StreamWhy {
                 }
             };
             compare(
+                &mut differences,
                 format!("server's {family} calls"),
                 x.calls_per_message,
                 y.calls_per_message,
                 CALLS_FACTOR,
-            );
-            compare(
-                "data segments".into(),
-                x.segments_per_message,
-                y.segments_per_message,
-                SEGMENTS_FACTOR,
             );
         }
         StreamWhy { a, b, differences }
@@ -89,20 +86,19 @@ impl StreamWhy {
 mod tests {
     use super::*;
 
-    fn side(calls: f64, segs: f64) -> StreamSide {
+    fn side(calls: f64) -> StreamSide {
         StreamSide {
             source: "x.json".into(),
             family: Some("send".into()),
             calls_per_message: Some(calls),
-            segments_per_message: Some(segs),
             ..StreamSide::default()
         }
     }
 
     #[test]
     fn differences_are_named_from_their_factor_in_either_direction() {
-        let w = StreamWhy::of(Some(side(0.0015, 0.002)), Some(side(1.0, 0.99)));
-        assert_eq!(w.differences.len(), 2, "{:?}", w.differences);
+        let w = StreamWhy::of(Some(side(0.0015)), Some(side(1.0)));
+        assert_eq!(w.differences.len(), 1, "{:?}", w.differences);
         assert!(
             w.differences[0].starts_with(
                 "B makes 667× the server's send calls per message of A (1 against 0.002)"
@@ -110,9 +106,9 @@ mod tests {
             "{:?}",
             w.differences
         );
-        let w = StreamWhy::of(Some(side(1.0, 0.99)), Some(side(0.6, 0.9)));
+        let w = StreamWhy::of(Some(side(1.0)), Some(side(0.6)));
         assert!(w.differences.is_empty(), "{:?}", w.differences);
-        let w = StreamWhy::of(Some(side(1.0, 1.0)), None);
+        let w = StreamWhy::of(Some(side(1.0)), None);
         assert!(w.differences.is_empty());
     }
 }

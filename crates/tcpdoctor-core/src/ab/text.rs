@@ -210,10 +210,7 @@ pub fn render_text(r: &AbReport) -> String {
                 (None, Some(why)) => format!("calls not counted ({why})"),
                 (None, None) => "calls not counted".into(),
             };
-            let segs = side.segments_per_message.map_or(String::new(), |s| {
-                format!(", data segments per message {}", crate::numfmt::num(s))
-            });
-            let _ = writeln!(out, "  {letter}: {calls}{segs} ({})", side.source);
+            let _ = writeln!(out, "  {letter}: {calls} ({})", side.source);
             if let Some(reading) = &side.reading {
                 let _ = writeln!(out, "     {reading}");
             }

@@ -49,10 +49,8 @@ impl Framing {
             "crlf" => Ok(Framing::Line { crlf: true }),
             "fixed" => match size {
                 Some(s) if (1..=MAX_MESSAGE).contains(&s) => Ok(Framing::Fixed { size: s as u32 }),
-                Some(s) => Err(format!(
-                    "`fixed` framing: --size must be from 1 byte to 64MiB, not {s}"
-                )),
-                None => Err("`fixed` framing needs --size (the bytes of every message)".into()),
+                Some(s) => Err(format!("--size must be from 1 byte to 64MiB, not {s}")),
+                None => Err("needs --size (the bytes of every message)".into()),
             },
             other => Err(format!(
                 "unknown framing `{other}` (one of: {})",

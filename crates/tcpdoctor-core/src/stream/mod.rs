@@ -17,7 +17,10 @@
 //!    with a warning; a Unix socket: the bytes its socket took.
 //! 2. Segments per message (from the server): the data segments the kernel received on
 //!    tcpdoctor's sockets in the window (`tcpi_data_segs_in`), over the messages. Exact
-//!    counts, no timing in them.
+//!    counts, but of a pace: a sender whose send queue holds unsent bytes when it writes has
+//!    the kernel merge its writes, so the same program sends fewer segments per message when
+//!    it runs faster. Traced, the tracer stops the sender at each call and its queue empties
+//!    in between: its segments per message are an upper bound, said in a warning.
 //! 3. System calls per message (when the server was started and traced): its calls of the
 //!    send family (from the server) or the receive family (to the server) that moved bytes
 //!    on the sockets whose peer is one of tcpdoctor's connections, in the window, over the
@@ -26,11 +29,13 @@
 //!    sent before the window began (or read after it ended), and a receive buffer the kernel
 //!    grows during the window holds more at its end than at its start.
 //! 4. The sender writes each message on its own when it makes at least [`OWN_CALL`] send
-//!    calls per message, the messages being small (at most half a full segment). Then:
-//!    with at least [`OWN_SEGMENT`] segments per message most also left in a packet of their
-//!    own — the cost `unbatched_messages` names; with fewer, the kernel merged them (its
-//!    queue was not empty), and only the calls are the cost. At most [`BATCHED_CALL`] calls
-//!    per message: the sender batches. Nothing is said without the trace.
+//!    calls per message, the messages being small (at most half a full segment): a system
+//!    call per message, and a packet per message whenever its queue is empty as it writes
+//!    (rule 2: the traced run cannot say how often that is untraced, so the reading does not
+//!    rest on its segments). At most [`BATCHED_CALL`] calls per message: the sender batches.
+//!    To the server: at least twice [`OWN_CALL`] receive calls per message read each message
+//!    in parts; at most [`BATCHED_CALL`] read many per call. Nothing is said without the
+//!    trace.
 //! 5. A traced server is stopped at each call it makes: its rate is lower than untraced.
 //!    The report says so; rates to compare are measured with `--no-trace`.
 
@@ -46,8 +51,6 @@ pub use text::render;
 
 /// Send (or receive) calls per message from which a message is written (read) on its own.
 pub const OWN_CALL: f64 = 0.9;
-/// Segments per message from which most messages left in a packet of their own.
-pub const OWN_SEGMENT: f64 = 0.5;
 /// Calls per message up to which the sender batches.
 pub const BATCHED_CALL: f64 = 0.5;
 
@@ -238,6 +241,15 @@ pub fn report(tool: &str, setup: Setup, m: Measured) -> StreamReport {
             }
         ));
     }
+    if m.traced && segments.is_some() {
+        warnings.push(
+            "segments per message depend on the sender's pace (the kernel merges writes that \
+             find unsent bytes queued): traced, the sender is stopped at each call and its \
+             queue empties in between, so these are usually more segments per message than untraced; \
+             measure segments with --no-trace"
+                .into(),
+        );
+    }
     if m.traced {
         warnings.push(
             "the server was traced: the tracer stops it at each call it makes, so these rates \
@@ -305,33 +317,15 @@ fn reading(
     if per_call < OWN_CALL {
         return None;
     }
-    let seg = segments?;
-    let full = f64::from(seg.full_segment?);
-    if mean > full / 2.0 {
-        return None;
-    }
-    let per_seg = seg.per_message?;
-    let batched = mean / full;
-    if per_seg >= OWN_SEGMENT {
-        Some(format!(
-            "the server writes each message with its own call ({} calls per message, {} \
-             data segments per message): a system call and a packet per message, the cost \
-             `unbatched_messages` names. Writing the messages queued for a connection with \
-             one call (per-peer batching) sends full segments: about {} segments per message \
-             at {} bytes each",
-            num(per_call),
-            num(per_seg),
-            num(batched),
-            num(mean)
-        ))
-    } else {
-        Some(format!(
-            "the server writes each message with its own call ({} calls per message); the \
-             kernel merged them into {} data segments per message (its send queue was not empty), so the \
-             calls, one system call each, are the cost: writing the messages queued for a \
-             connection with one call saves them",
-            num(per_call),
-            num(per_seg)
-        ))
-    }
+    let full = f64::from(segments?.full_segment?);
+    (mean <= full / 2.0).then(|| {
+        format!(
+            "the server writes each message with its own call ({} calls per message): a \
+             system call per message, and a packet per message whenever its send queue is \
+             empty as it writes — the cost `unbatched_messages` names. Writing the messages \
+             queued for a connection with one call (per-peer batching) saves the calls and \
+             sends full segments",
+            num(per_call)
+        )
+    })
 }

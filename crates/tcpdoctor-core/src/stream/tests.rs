@@ -117,21 +117,33 @@ fn one_call_and_one_packet_per_message_is_named_with_its_batched_cost() {
     assert_eq!(seg.per_message, Some(0.98));
     let reading = r.reading.as_deref().unwrap();
     assert!(reading.contains("unbatched_messages"), "{reading}");
-    assert!(reading.contains("0.069 segments per message"), "{reading}");
-    assert!(r.warnings.iter().any(|w| w.contains("--no-trace")));
+    assert!(reading.contains("(1 calls per message)"), "{reading}");
+    // Traced segments are the pace's: said, and not read.
+    assert!(
+        r.warnings[0].contains("measure segments with --no-trace"),
+        "{:?}",
+        r.warnings
+    );
     let text = render(&r);
     assert!(text.contains("5000 messages/s"), "{text}");
     assert!(text.contains("500 KB/s"), "{text}");
 }
 
 #[test]
-fn calls_merged_by_the_kernel_and_batched_senders_read_differently() {
+fn the_reading_rests_on_the_calls_not_on_the_traced_segments() {
+    // Fewer segments than calls (the kernel merged writes): still one call per message.
     let merged = report("t", setup(Direction::FromServer), measured(1_000, 10_000));
-    let reading = merged.reading.unwrap();
-    assert!(
-        reading.contains("merged") && !reading.contains("unbatched_messages"),
-        "{reading}"
-    );
+    assert!(merged.reading.unwrap().contains("its own call"));
+    // 1000-byte messages are more than half a 1448-byte segment: not small, nothing said.
+    let mut big = measured(1_000, 10_000);
+    big.bytes = 10_000_000;
+    big.calls = CallsSeen::Counted {
+        by: vec![("sendto".into(), 10_000)],
+        bytes: 10_000_000,
+    };
+    assert!(report("t", setup(Direction::FromServer), big)
+        .reading
+        .is_none());
     let batched = report("t", setup(Direction::FromServer), measured(700, 100));
     assert_eq!(
         batched.reading.unwrap(),

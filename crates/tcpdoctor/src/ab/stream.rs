@@ -35,9 +35,12 @@ const METRICS: [(&str, &[&str], Better, &str); 4] = [
     ),
 ];
 
-pub fn figure_specs() -> Vec<FigureSpec> {
+/// The figures of a stream `direction`: to the server, tcpdoctor is the sender and its own
+/// segments say nothing of the server (no row).
+pub fn figure_specs(direction: &str) -> Vec<FigureSpec> {
     METRICS
         .iter()
+        .filter(|(name, ..)| direction == "from-server" || *name != "segments/message")
         .map(|(name, _, better, unit)| FigureSpec {
             name: name.to_string(),
             better: *better,
@@ -166,7 +169,6 @@ pub fn why_once(
             source: json.display().to_string(),
             family: r["calls"]["family"].as_str().map(str::to_string),
             calls_per_message: r["calls"]["per_message"].as_f64(),
-            segments_per_message: r["segments"]["per_message"].as_f64(),
             reading: r["reading"].as_str().map(str::to_string),
             calls_unknown: r["calls_unknown"].as_str().map(str::to_string),
         }),

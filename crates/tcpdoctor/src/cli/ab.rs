@@ -382,7 +382,10 @@ pub fn run(args: AbArgs) -> anyhow::Result<u8> {
         Mode::Servers {
             a, b, scenarios, ..
         } => ([a.clone(), b.clone()], server::figure_specs(scenarios)),
-        Mode::Stream { a, b, .. } => ([a.clone(), b.clone()], stream::figure_specs()),
+        Mode::Stream { a, b, .. } => (
+            [a.clone(), b.clone()],
+            stream::figure_specs(args.stream.as_deref().unwrap_or_default()),
+        ),
     };
     let mut runs: Vec<RunRecord> = Vec::new();
     // Per scenario (server mode), or one for the commands' traffic: (A's, B's).

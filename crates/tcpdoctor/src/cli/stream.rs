@@ -131,7 +131,7 @@ pub fn config(args: &StreamArgs) -> anyhow::Result<StreamConfig> {
     let message = match direction {
         Direction::ToServer => framing
             .message(size.unwrap_or(100))
-            .map_err(|e| anyhow!("--size: {e}"))?,
+            .map_err(|e| anyhow!("{e}"))?,
         Direction::FromServer => {
             if size.is_some() && !matches!(framing, Framing::Fixed { .. }) {
                 bail!(
@@ -172,6 +172,10 @@ pub fn run(args: StreamArgs) -> anyhow::Result<u8> {
     let cfg = config(&args)?;
     crate::capture::stop::install();
     let report = crate::stream::run(&cfg).context("stream")?;
+    if args.server_log.is_none() {
+        // A log of our own choosing goes once the run succeeded (an error names and keeps it).
+        let _ = std::fs::remove_file(&cfg.log);
+    }
     match args.format {
         Format::Text => print!("{}", render(&report)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),

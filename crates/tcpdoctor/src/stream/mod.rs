@@ -48,6 +48,10 @@ pub struct StreamConfig {
     pub log: PathBuf,
 }
 
+/// Why a Unix socket's server is not traced.
+const UNIX_CALLS: &str = "a Unix socket's peer has no address to find tcpdoctor's connections \
+     by in a trace, so the server was not traced (it would only have slowed it)";
+
 /// Counters at one instant (rule 3).
 #[derive(Default)]
 struct Reading {
@@ -137,6 +141,7 @@ fn wait(d: Duration, shared: &Shared) -> anyhow::Result<()> {
 /// Rule 3 for the trace: the calls of the family on the stream's sockets, by name.
 fn calls_of(trace: &Trace, direction: Direction, peers: &[std::net::SocketAddr]) -> CallsSeen {
     match &trace.status {
+        TraceStatus::Off if peers.is_empty() => return CallsSeen::Unknown(UNIX_CALLS.into()),
         TraceStatus::Off => return CallsSeen::Unknown("--no-trace".into()),
         TraceStatus::Unavailable { reason } => {
             return CallsSeen::Unknown(format!("the server could not be traced: {reason}"))
@@ -144,11 +149,7 @@ fn calls_of(trace: &Trace, direction: Direction, peers: &[std::net::SocketAddr])
         TraceStatus::Traced | TraceStatus::Attached => {}
     }
     if peers.is_empty() {
-        return CallsSeen::Unknown(
-            "a Unix socket's peer has no address to find tcpdoctor's connections by in the \
-             trace"
-                .into(),
-        );
+        return CallsSeen::Unknown(UNIX_CALLS.into());
     }
     if trace.dropped > 0 {
         return CallsSeen::Unknown(format!(
@@ -188,20 +189,37 @@ fn calls_of(trace: &Trace, direction: Direction, peers: &[std::net::SocketAddr])
 pub fn run(cfg: &StreamConfig) -> anyhow::Result<StreamReport> {
     let mut server = match &cfg.server {
         Some(cmd) => {
-            let mut s = Server::start(cmd, &cfg.log, cfg.trace)
+            // Over a Unix socket the trace cannot tell the stream's sockets (rule 3 of the
+            // core): tracing would only slow the server.
+            let trace = cfg.trace && matches!(cfg.target, Addr::Tcp(_));
+            let mut s = Server::start(cmd, &cfg.log, trace)
                 .with_context(|| format!("starting --server `{cmd}`"))?;
             if let Err(e) = s.wait_ready(&cfg.target, cfg.ready_timeout) {
-                let tail = crate::run::server::tail(&cfg.log);
                 s.stop();
-                bail!("{e:#}{tail}");
+                bail!("{e:#}");
             }
             s.wait_settled(crate::run::server::SETTLE_LIMIT);
             Some(s)
         }
         None => None,
     };
-    let result = measure(cfg, server.as_ref());
+    let mut result = measure(cfg, server.as_ref());
     if let Some(s) = server.as_mut() {
+        // A server that closed the stream by exiting closes its sockets a moment before it
+        // can be waited for: give it that moment.
+        let mut exited = s.exited().ok().flatten();
+        let give = Instant::now() + Duration::from_millis(500);
+        while result.is_err() && exited.is_none() && Instant::now() < give {
+            std::thread::sleep(Duration::from_millis(10));
+            exited = s.exited().ok().flatten();
+        }
+        if let (Err(e), Some(status)) = (&result, exited) {
+            result = Err(anyhow::anyhow!(
+                "{e:#}: the server exited ({status}); its output ({}):\n{}",
+                cfg.log.display(),
+                crate::run::server::tail(&cfg.log)
+            ));
+        }
         s.stop();
     }
     result
@@ -268,7 +286,9 @@ fn measure(cfg: &StreamConfig, server: Option<&Server>) -> anyhow::Result<Stream
                 (Some(a), Some(z)) => (acked + a).saturating_sub(z),
                 _ => {
                     notes.push(
-                        "the server's sockets are not in this network namespace, so what they                          hold unread could not be read: the counts are the bytes its TCP                          acknowledged, some of them perhaps still unread"
+                        "the server's sockets are not in this network namespace, so what they hold \
+                         unread could not be read: the counts are the bytes its TCP \
+                         acknowledged, some of them perhaps still unread"
                             .to_string(),
                     );
                     acked
