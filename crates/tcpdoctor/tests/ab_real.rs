@@ -1,8 +1,9 @@
 //! `tcpdoctor ab` on real implementations from the package registries: two HTTP servers
 //! (nginx and lighttpd, Debian's) driven by the same script, and an external benchmark
 //! command pair (redis-benchmark against redis-server, unpipelined and pipelined) with the
-//! figure read from its output. Each needs its tools: skipped without them, unless
-//! TCPDOCTOR_REQUIRE_TOOLS is set (CI), then failed.
+//! figure read from its output, and a ZeroMQ throughput pair (pyzmq, Debian's python3-zmq,
+//! libzmq underneath) over TCP against the same over IPC. Each needs its tools: skipped
+//! without them, unless TCPDOCTOR_REQUIRE_TOOLS is set (CI), then failed.
 
 mod common;
 
@@ -182,5 +183,95 @@ fn redis_benchmark_pair_with_its_figure_parsed() {
     assert_eq!(why["a"]["runs_analysed"], 1, "{why:#}\n{err}");
     assert_eq!(why["b"]["runs_analysed"], 1, "{why:#}");
     assert!(why["a"]["tcp_segments"].as_u64().is_some_and(|n| n > 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A ZeroMQ one-way throughput test (PUSH → PULL, 64-byte messages, as libzmq's
+/// local_thr/remote_thr measure it; testdata/servers/zmq_thr.py) over TCP (A) and over IPC, a
+/// Unix socket (B), its "mean throughput: N [msg/s]" line parsed as the figure. Which is
+/// faster is the machine's business; what must hold: every run completes on both sides with
+/// the figure read, each gets a ratio inside its interval, no hang, and the why has A's TCP
+/// traffic analysed while B, on a Unix socket, has no TCP segment.
+#[test]
+fn zeromq_throughput_over_tcp_against_ipc_with_its_figure_parsed() {
+    let test = "zeromq_throughput_over_tcp_against_ipc_with_its_figure_parsed";
+    let python = "/usr/bin/python3";
+    let has_zmq = std::process::Command::new(python)
+        .args(["-c", "import zmq"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_zmq {
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            test,
+            "/usr/bin/python3 with pyzmq (Debian's python3-zmq) is not installed",
+        );
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("ab-zmq");
+    let script = common::repo().join("testdata/servers/zmq_thr.py");
+    let side = |transport: &str| format!("{python} {} {transport} 50000 64", script.display());
+    let (a, b) = (side("tcp"), side("ipc"));
+    let out = dir.join("ab");
+    let (r, code, err) = ab(
+        &dir,
+        &[
+            "--command-a",
+            &a,
+            "--command-b",
+            &b,
+            "--figure",
+            r"msgs:higher=mean throughput: ([0-9.]+) \[msg/s\]",
+            "--rounds",
+            "3",
+            "--warmup",
+            "0",
+            "--hang-after",
+            "20s",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}\n{r:#}");
+    assert_eq!(r["result"], "not_gated");
+    assert_eq!(r["hangs"]["a"], 0);
+    assert_eq!(r["hangs"]["b"], 0);
+    let runs = r["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 6, "{r:#}");
+    for run in runs {
+        assert_eq!(run["outcome"]["state"], "ok", "{run:#}");
+        assert!(
+            run["figures"]["msgs"].as_f64().is_some_and(|x| x > 100.0),
+            "{run:#}"
+        );
+    }
+    let msgs = figure(&r, "msgs");
+    assert_eq!(msgs["pairs"], 3, "{msgs:#}");
+    let ratio = msgs["ratio"].as_f64().expect("ratio");
+    let (lo, hi) = (
+        msgs["ci"][0].as_f64().expect("ci"),
+        msgs["ci"][1].as_f64().expect("ci"),
+    );
+    assert!(lo <= ratio && ratio <= hi, "{msgs:#}");
+    assert!(
+        ["faster", "slower", "no_difference"].contains(&msgs["verdict"].as_str().expect("verdict")),
+        "{msgs:#}"
+    );
+    // The why: A's ZMTP over TCP captured and analysed; B's IPC has no TCP segment.
+    let why = &r["why"][0];
+    assert_eq!(why["a"]["runs_analysed"], 1, "{why:#}\n{err}");
+    assert!(
+        why["a"]["tcp_segments"].as_u64().is_some_and(|n| n > 0),
+        "{why:#}"
+    );
+    assert_eq!(why["b"]["tcp_segments"].as_u64().unwrap_or(0), 0, "{why:#}");
+    let warned = r["warnings"].as_array().expect("warnings");
+    assert!(
+        warned.iter().any(|w| w.as_str().is_some_and(
+            |w| w.starts_with("B's traffic was not analysed: its run sent no TCP packet")
+        )),
+        "{warned:#?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -66,6 +66,15 @@ pub fn capture_and_analyse(
             exchanges: summary.exchanges,
             tcp_segments: summary.tcp_segments,
         })),
+        // The analysis's own words for a capture without TCP (it suggests a capture filter):
+        // here the capture is the sandbox's whole loopback, so the command's traffic is
+        // simply not TCP.
+        Err(e) if format!("{e:#}").contains("no TCP packets in this capture") => Ok(Err(format!(
+            "its run sent no TCP packet over the sandbox's loopback (its traffic went over a \
+             Unix socket, a pipe or shared memory), so there is nothing on the wire to \
+             analyse ({})",
+            pcap.display()
+        ))),
         Err(e) => Ok(Err(format!("analysing {}: {e:#}", pcap.display()))),
     }
 }
