@@ -109,6 +109,51 @@ impl ConnectionEnds {
     }
 }
 
+impl ConnectionEnds {
+    /// How many whole messages bytes `[start, end)` of `dir`'s stream are: `Some(k)` when they
+    /// begin where a message begins and end where one ends (k ≥ 1 messages), `None` when a
+    /// message is cut at either edge or the bytes are beyond the record.
+    pub fn whole_messages(&self, dir: Direction, start: u64, end: u64) -> Option<u64> {
+        let ends = &self.ends[dir.index()];
+        if start >= end || end > u64::from(*ends.last()?) {
+            return None;
+        }
+        let at = |x: u64| ends.binary_search_by(|e| u64::from(*e).cmp(&x));
+        let first = match start {
+            0 => 0,
+            _ => at(start).ok()? + 1,
+        };
+        let last = at(end).ok()?;
+        Some((last + 1 - first) as u64)
+    }
+}
+
+/// The recorded connection of a flow: only the first flow in the capture on a recorded pair
+/// of endpoints takes it (a later connection on the same ports is another one).
+#[derive(Debug, Default)]
+pub struct FlowFraming {
+    ends: Option<std::sync::Arc<MessageEnds>>,
+    taken: FxHashMap<(Endpoint, Endpoint), u64>,
+}
+
+impl FlowFraming {
+    pub fn new(ends: Option<std::sync::Arc<MessageEnds>>) -> FlowFraming {
+        FlowFraming {
+            ends,
+            taken: FxHashMap::default(),
+        }
+    }
+
+    /// The ends recorded for flow `id` from `client` to `server`, if it is the first flow on
+    /// those endpoints.
+    pub fn of(&mut self, id: u64, client: Endpoint, server: Endpoint) -> Option<&ConnectionEnds> {
+        let ends = self.ends.as_ref()?;
+        ends.get(client, server)?;
+        let first = *self.taken.entry((client, server)).or_insert(id);
+        (first == id).then(|| ends.get(client, server)).flatten()
+    }
+}
+
 /// The recorded connections, by their endpoints.
 #[derive(Debug, Default)]
 pub struct MessageEnds {
@@ -180,6 +225,22 @@ impl EndsLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_messages_are_counted_only_between_two_ends() {
+        let mut c = ConnectionEnds::new(ep(1), ep(2));
+        for len in [5, 5, 7] {
+            c.message(Direction::ServerToClient, len);
+        }
+        let d = Direction::ServerToClient;
+        assert_eq!(c.whole_messages(d, 0, 5), Some(1));
+        assert_eq!(c.whole_messages(d, 0, 17), Some(3));
+        assert_eq!(c.whole_messages(d, 5, 17), Some(2));
+        assert_eq!(c.whole_messages(d, 5, 16), None);
+        assert_eq!(c.whole_messages(d, 4, 10), None);
+        assert_eq!(c.whole_messages(d, 0, 18), None);
+        assert_eq!(c.whole_messages(Direction::ClientToServer, 0, 5), None);
+    }
     use std::net::{IpAddr, Ipv4Addr};
 
     fn ep(port: u16) -> Endpoint {

@@ -77,11 +77,15 @@ fn run_answer_lines(test: &str, mode: &str, attempt: u32) -> (common::Scratch, V
 }
 
 fn unbatched(s: &Value, dir: &str) -> Option<Value> {
+    finding(s, "unbatched_messages", dir)
+}
+
+fn finding(s: &Value, kind: &str, dir: &str) -> Option<Value> {
     s["findings"]
         .as_array()
         .expect("findings")
         .iter()
-        .find(|f| f["kind"] == "unbatched_messages" && f["direction"] == dir)
+        .find(|f| f["kind"] == kind && f["direction"] == dir)
         .cloned()
 }
 
@@ -202,6 +206,13 @@ fn one_write_per_answer_is_named_by_the_scripts_framing_and_batched_is_not() {
         "{f:#}"
     );
     check_frames(&s, &f);
+    // The same answers are never also "one response written in pieces": the framing shows
+    // every turn of them is whole answers, one segment each (fragmented_writes rule 11).
+    assert!(
+        finding(&s, "fragmented_writes", "server_to_client").is_none(),
+        "{:#}",
+        s["findings"]
+    );
     // The driver writes its pipelined requests together: never a burst of requests.
     assert!(unbatched(&s, "client_to_server").is_none(), "{s:#}");
     // The wire alone cannot tell the same bursts from one answer in pieces.

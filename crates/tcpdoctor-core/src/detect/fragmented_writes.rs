@@ -45,6 +45,11 @@
 //!     rest had arrived, so the turn held at least two messages, not one in pieces — the proof
 //!     `unbatched_messages` names such a burst by (its rule 6), so the two never claim the
 //!     opposite of the same frames.
+//! 11. Where `run`'s driver recorded where its messages ended ([`crate::message_ends`], the
+//!     script's framing), a turn whose bytes begin and end on message ends and hold at least
+//!     two whole messages, in no more segments than messages, is not fragmented whatever
+//!     rules 2, 3 and 9 say: it is pipelined whole messages, one per segment — what
+//!     `unbatched_messages` names — never one message in pieces.
 
 use std::time::Duration;
 
@@ -57,6 +62,7 @@ use super::{
     Passed, PerGroup,
 };
 use crate::flow::Direction;
+use crate::message_ends::FlowFraming;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::SizeCounter;
 use crate::turns::Turn;
@@ -96,6 +102,33 @@ struct State {
 pub struct FragmentedWrites {
     state: PerGroup<State>,
     marks: FlowMarks,
+    framing: FlowFraming,
+}
+
+impl FragmentedWrites {
+    /// The detector told where `run`'s driver knows its messages ended (rule 11).
+    pub fn with_ends(ends: Option<std::sync::Arc<crate::message_ends::MessageEnds>>) -> Self {
+        FragmentedWrites {
+            framing: FlowFraming::new(ends),
+            ..FragmentedWrites::default()
+        }
+    }
+
+    /// Rule 11: the turn is whole messages, one segment each at most.
+    fn whole_messages(&mut self, flow: &FlowView, turn: &Turn) -> bool {
+        let f = flow.flow;
+        let Some(ends) = self.framing.of(f.id, f.client, f.server) else {
+            return false;
+        };
+        let half = f.half(turn.dir);
+        let Some(isn) = half.isn.filter(|_| half.data_bytes <= u64::from(u32::MAX)) else {
+            return false;
+        };
+        let start = u64::from(turn.seq_first.0.wrapping_sub(isn.0).wrapping_sub(1));
+        let end = u64::from(turn.seq_end.0.wrapping_sub(isn.0).wrapping_sub(1));
+        ends.whole_messages(turn.dir, start, end)
+            .is_some_and(|k| k >= 2 && u64::from(turn.segments) <= k)
+    }
 }
 
 /// A fragmented turn: its segments beyond what its bytes need, and how long Nagle held pieces
@@ -164,6 +197,10 @@ impl Detector for FragmentedWrites {
         let Some(frag) = classify(flow, turn) else {
             return;
         };
+        if self.whole_messages(flow, turn) {
+            return;
+        }
+        let st = self.state.get(flow.group, turn.dir);
         st.fragmented += 1;
         if frag.held > Duration::ZERO {
             st.held_by_nagle += 1;

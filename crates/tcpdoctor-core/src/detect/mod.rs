@@ -121,7 +121,7 @@ pub fn with_driver(
     vec![
         Box::new(nagle_delayed_ack::NagleDelayedAck::default()),
         Box::new(nagle_round_trip::NagleRoundTrip::default()),
-        Box::new(fragmented_writes::FragmentedWrites::default()),
+        Box::new(fragmented_writes::FragmentedWrites::with_ends(ends.clone())),
         Box::new(rtt_bound::RttBound::new(client)),
         Box::new(connection_churn::ConnectionChurn::default()),
         Box::new(zero_window::ZeroWindow::default()),

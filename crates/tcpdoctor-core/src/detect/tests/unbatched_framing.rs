@@ -232,3 +232,53 @@ fn a_later_connection_on_the_same_endpoints_has_no_framing() {
     assert_eq!(u.flows_affected, 1, "{:#?}", u.evidence);
     assert_eq!(u.evidence.counts["bursts"], 1, "{:#?}", u.evidence);
 }
+
+/// `rounds` pipelined rounds of 16 requests, each round's answers one 5-byte segment each
+/// (whole answers) or each answer in two pieces of 3 and 2 bytes, 50 µs apart.
+fn rounds(framing: bool, pieces: bool, rounds: usize) -> Vec<Finding> {
+    let n = 16;
+    let mut s = Sim::new();
+    if framing {
+        let c = ends(n * rounds, 10, 5);
+        s.an = Analyzer::with_driver(None, Some(Arc::new(MessageEnds::new(vec![c]))));
+    }
+    s.connect(40000, 0, 30, 10);
+    let mut t = 1_000;
+    for _ in 0..rounds {
+        send(&mut s, C2S, t, n as u32 * 10);
+        t += 1_000;
+        for _ in 0..n {
+            if pieces {
+                send(&mut s, S2C, t, 3);
+                t += 50;
+                send(&mut s, S2C, t, 2);
+            } else {
+                send(&mut s, S2C, t, 5);
+            }
+            t += 50;
+        }
+        t += 5_000;
+    }
+    s.close(t + 2_000);
+    s.findings()
+}
+
+fn fragmented(f: &[Finding]) -> bool {
+    f.iter()
+        .any(|f| f.kind == FindingKind::FragmentedWrites && f.direction == S2C)
+}
+
+/// fragmented_writes rule 11: turns the framing shows are whole answers, one segment each,
+/// are not "one response in pieces"; answers the framing shows in pieces still are, and
+/// without the framing the wire alone says pieces.
+#[test]
+fn whole_answers_shown_by_the_framing_are_not_fragmented_writes() {
+    assert!(
+        fragmented(&rounds(false, false, 6)),
+        "the wire alone: small pieces"
+    );
+    let whole = rounds(true, false, 6);
+    assert!(!fragmented(&whole), "{whole:#?}");
+    let pieces = rounds(true, true, 6);
+    assert!(fragmented(&pieces), "{pieces:#?}");
+}
