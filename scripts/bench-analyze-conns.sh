@@ -135,7 +135,7 @@ function kb(r, n) { return r * 1024 / 1e3 / n }
 }
 END {
     if (base != "") {
-        printf "%-12s %10s %10s %10s %10s %12s %12s %12s\n", "connections", "µs/conn", "KB/conn", "base µs", "base KB", "tshark µs", "tshark KB", "tshark/td"
+        printf "%-12s %10s %10s %10s %10s %12s %12s %10s %10s\n", "connections", "µs/conn", "KB/conn", "base µs", "base KB", "tshark µs", "tshark KB", "tshark/td", "tshark/base"
     } else {
         printf "%-12s %10s %10s %12s %12s %12s\n", "connections", "µs/conn", "KB/conn", "tshark µs", "tshark KB", "tshark/td"
     }
@@ -144,7 +144,7 @@ END {
         tsu = (sw[i] == "-") ? "-" : sprintf("%.2f", us(sw[i], n[i]))
         tsk = (sr[i] == "-") ? "-" : sprintf("%.2f", kb(sr[i], n[i]))
         if (base != "")
-            printf "%-12d %10.2f %10.2f %10.2f %10.2f %12s %12s %12s\n", n[i], us(tw[i], n[i]), kb(tr[i], n[i]), us(bw[i], n[i]), kb(br[i], n[i]), tsu, tsk, ratio
+            printf "%-12d %10.2f %10.2f %10.2f %10.2f %12s %12s %10s %10s\n", n[i], us(tw[i], n[i]), kb(tr[i], n[i]), us(bw[i], n[i]), kb(br[i], n[i]), tsu, tsk, ratio, (sw[i] == "-") ? "-" : sprintf("%.1fx", (sw[i] <= 0 ? 0.01 : sw[i]) / (bw[i] <= 0 ? 0.01 : bw[i]))
         else
             printf "%-12d %10.2f %10.2f %12s %12s %12s\n", n[i], us(tw[i], n[i]), kb(tr[i], n[i]), tsu, tsk, ratio
         if (n[i] == 100000 && sw[i] != "") at100k = (sw[i] <= 0 ? 0.01 : sw[i]) / (tw[i] <= 0 ? 0.01 : tw[i])

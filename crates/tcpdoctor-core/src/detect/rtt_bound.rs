@@ -73,7 +73,8 @@ pub const CRITICAL_SHARE: f64 = 0.8;
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
 /// Ended flows remembered per client address and server, to tell parallel connections.
 const PEERS_KEPT: usize = 64;
-/// Client addresses remembered (those with no open flow are forgotten beyond this).
+/// Client addresses remembered: beyond this, those with no open flow are forgotten, the ones
+/// idle longest first.
 const MAX_CLIENTS: usize = 65_536;
 /// Flagged flows' time spans remembered per server before the oldest are folded into a total.
 const SPANS_KEPT: usize = 4096;
