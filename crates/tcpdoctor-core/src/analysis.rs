@@ -30,7 +30,9 @@ use crate::wire::{decode_tcp, Decoded, Endpoint, LinkType, TcpSegment};
 pub const IDLE_FLOW_TIMEOUT: Duration = Duration::from_secs(600);
 /// Ended flows are kept this long to absorb their last ACKs, then forgotten.
 pub const ENDED_FLOW_LINGER: Duration = Duration::from_secs(5);
-/// How often (in packets) the flow table is swept.
+/// How often (in packets) the flow table is swept, at least: with more flows in the table than
+/// this, it is swept once every as many packets as it holds flows, so that the sweep (a pass
+/// over the table) costs O(1) per packet however many flows are open.
 const SWEEP_EVERY: u64 = 1 << 16;
 
 struct Entry {
@@ -247,6 +249,8 @@ pub struct Analyzer {
     sinks: Sinks,
     frames: u64,
     tcp_segments: u64,
+    /// The segment count at which the table is swept next.
+    next_sweep: u64,
     census: Census,
     first_ts: Option<Timestamp>,
     last_ts: Timestamp,
@@ -316,6 +320,7 @@ impl Analyzer {
             },
             frames: 0,
             tcp_segments: 0,
+            next_sweep: SWEEP_EVERY,
             census: Census::default(),
             first_ts: None,
             last_ts: Timestamp::ZERO,
@@ -349,8 +354,10 @@ impl Analyzer {
         self.tcp_segments += 1;
         self.first_ts.get_or_insert(pkt.ts);
         self.last_ts = self.last_ts.max(pkt.ts);
-        if self.tcp_segments.is_multiple_of(SWEEP_EVERY) {
+        if self.tcp_segments == self.next_sweep {
             self.sweep(pkt.ts);
+            let table = (self.flows.len() + self.parked.len()) as u64;
+            self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);
         }
         let key = FlowKey::of(seg);
         let pure_syn = seg.flags.syn() && !seg.flags.ack();

@@ -61,9 +61,13 @@ impl Hasher for FxHasher {
         self.add(i as u64);
     }
 
+    /// The product's high bits depend on every input bit, its low bits only on the input's
+    /// low bits; hashbrown picks the bucket from the low bits. Rotated (as rustc-hash 2 does),
+    /// keys that differ only in their high bytes (client addresses 10.0.y.z, written as
+    /// little-endian words) still spread over the table rather than share a few buckets.
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        self.hash.rotate_left(26)
     }
 }
 
@@ -88,5 +92,19 @@ mod tests {
             seen.insert(h(&(0x7f00_0001u32, port, 6379u16)));
         }
         assert_eq!(seen.len(), 10_000);
+    }
+
+    /// Client addresses that differ only in their last octets (one per connection, as at a
+    /// load balancer) must not share buckets: hashbrown indexes by the low bits.
+    #[test]
+    fn spreads_addresses_over_the_low_bits() {
+        let mut buckets = std::collections::HashSet::new();
+        for i in 0..4096u32 {
+            let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            buckets.insert(h(&(0usize, ip)) & 0xfff);
+        }
+        // Without the rotation every key lands in one bucket (the low 12 bits of the address
+        // word are the same); 4096 random keys would fill about 2600 of them.
+        assert!(buckets.len() > 1024, "{} buckets", buckets.len());
     }
 }

@@ -213,8 +213,14 @@ impl<T: Default> Slots<T> {
     /// The flow's state, if it has one.
     #[inline]
     pub fn get_mut(&mut self, flow: &FlowView) -> Option<&mut T> {
-        match self.slots.get_mut(flow.slot) {
-            Some((id, t)) if *id == flow.flow.id => Some(t),
+        self.get_mut_at(flow.slot, flow.flow.id)
+    }
+
+    /// The state of flow `id` in `slot`, if it has one.
+    #[inline]
+    pub fn get_mut_at(&mut self, slot: usize, id: u64) -> Option<&mut T> {
+        match self.slots.get_mut(slot) {
+            Some((owner, t)) if *owner == id => Some(t),
             _ => None,
         }
     }

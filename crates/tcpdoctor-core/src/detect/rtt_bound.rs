@@ -45,6 +45,8 @@
 
 use crate::analysis::ScriptedClient;
 use crate::fxhash::FxHashMap as HashMap;
+use std::collections::hash_map::Entry as MapEntry;
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -71,7 +73,8 @@ pub const CRITICAL_SHARE: f64 = 0.8;
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
 /// Ended flows remembered per client address and server, to tell parallel connections.
 const PEERS_KEPT: usize = 64;
-/// Client addresses remembered (those with no open flow are forgotten beyond this).
+/// Client addresses remembered: beyond this, those with no open flow are forgotten, the ones
+/// idle longest first.
 const MAX_CLIENTS: usize = 65_536;
 /// Flagged flows' time spans remembered per server before the oldest are folded into a total.
 const SPANS_KEPT: usize = 4096;
@@ -92,7 +95,9 @@ struct FlowState {
     saving: Duration,
     /// One sequential exchange, as frames the audit can check (one after a previous response
     /// when the flow has one).
-    example: Option<Example>,
+    example: Option<Box<Example>>,
+    /// This flow's place in its client's [`Peers::open`], to leave it in O(1).
+    peer_index: u32,
 }
 
 /// A sequential exchange and the round-trip samples it was judged on.
@@ -107,9 +112,11 @@ struct Example {
 /// [`FlowState`]) and the spans of the last [`PEERS_KEPT`] that ended.
 #[derive(Default)]
 struct Peers {
-    /// Open flows: (id, detector slot).
+    /// Open flows: (id, detector slot), in no particular order.
     open: Vec<(u64, usize)>,
-    ended: std::collections::VecDeque<(Timestamp, Timestamp)>,
+    ended: VecDeque<(Timestamp, Timestamp)>,
+    /// Whether the client is in [`RttBound::idle`].
+    queued: bool,
 }
 
 #[derive(Default)]
@@ -132,7 +139,7 @@ struct State {
     spans: Vec<(Timestamp, Timestamp)>,
     /// Length of spans folded away to bound memory.
     folded: Duration,
-    example: Option<(FlowRef, Option<Example>)>,
+    example: Option<(FlowRef, Option<Box<Example>>)>,
 }
 
 impl State {
@@ -181,14 +188,31 @@ fn merge(spans: &mut Vec<(Timestamp, Timestamp)>) {
     *spans = out;
 }
 
-#[derive(Default)]
 pub struct RttBound {
     /// The client, when `run` says it is its own scripted driver (rule 7).
     client: Option<ScriptedClient>,
     open: Slots<FlowState>,
     /// Flows with exchanges per client address and server, to tell parallel connections.
     clients: HashMap<(GroupId, IpAddr), Peers>,
+    /// Clients whose open flows all ended, oldest first: the ones forgotten first once there
+    /// are more than [`MAX_CLIENTS`] (each client at most once: [`Peers::queued`]).
+    idle: VecDeque<(GroupId, IpAddr)>,
+    /// [`MAX_CLIENTS`], smaller in tests.
+    max_clients: usize,
     state: PerGroup<State>,
+}
+
+impl Default for RttBound {
+    fn default() -> Self {
+        RttBound {
+            client: None,
+            open: Slots::default(),
+            clients: HashMap::default(),
+            idle: VecDeque::new(),
+            max_clients: MAX_CLIENTS,
+            state: PerGroup::default(),
+        }
+    }
 }
 
 impl RttBound {
@@ -220,22 +244,73 @@ impl RttBound {
         u32::try_from(overlaps).unwrap_or(u32::MAX)
     }
 
-    /// Moves an ending flow from its client's open flows to the ended spans.
-    fn forget_peer(&mut self, flow: &FlowView, span: Option<(Timestamp, Timestamp)>) {
+    /// The flow's state; on its first exchange, the flow joins its client's open flows.
+    fn join_peer(&mut self, flow: &FlowView) -> &mut FlowState {
+        let mut joined = None;
+        if self.open.get(flow).is_none() {
+            let peers = self
+                .clients
+                .entry((flow.group, flow.flow.client.ip))
+                .or_default();
+            joined = Some(peers.open.len() as u32);
+            peers.open.push((flow.flow.id, flow.slot));
+        }
+        let fs = self.open.get_or_default(flow);
+        if let Some(index) = joined {
+            fs.peer_index = index;
+        }
+        fs
+    }
+
+    /// Moves an ending flow from its client's open flows (at `index` there) to the ended
+    /// spans. O(1): the last open flow takes its place.
+    fn forget_peer(&mut self, flow: &FlowView, index: u32, span: Option<(Timestamp, Timestamp)>) {
         let key = (flow.group, flow.flow.client.ip);
         let Some(peers) = self.clients.get_mut(&key) else {
             return;
         };
-        peers.open.retain(|&(id, _)| id != flow.flow.id);
+        let index = index as usize;
+        if peers
+            .open
+            .get(index)
+            .is_some_and(|&(id, _)| id == flow.flow.id)
+        {
+            peers.open.swap_remove(index);
+            if let Some(&(id, slot)) = peers.open.get(index) {
+                if let Some(moved) = self.open.get_mut_at(slot, id) {
+                    moved.peer_index = index as u32;
+                }
+            }
+        }
         if let Some(span) = span {
             if peers.ended.len() == PEERS_KEPT {
                 peers.ended.pop_front();
             }
             peers.ended.push_back(span);
         }
-        // Bounded memory over captures with very many client addresses.
-        if self.clients.len() > MAX_CLIENTS {
-            self.clients.retain(|_, p| !p.open.is_empty());
+        if peers.open.is_empty() && !peers.queued {
+            peers.queued = true;
+            self.idle.push_back(key);
+        }
+        self.evict_idle_clients();
+    }
+
+    /// Bounded memory over captures with very many client addresses: beyond [`MAX_CLIENTS`],
+    /// the clients idle longest (no open flow) are forgotten. Amortised O(1): each client
+    /// enters the queue once per time it falls idle.
+    fn evict_idle_clients(&mut self) {
+        while self.clients.len() > self.max_clients {
+            let Some(key) = self.idle.pop_front() else {
+                return;
+            };
+            let MapEntry::Occupied(mut e) = self.clients.entry(key) else {
+                continue;
+            };
+            if e.get().open.is_empty() {
+                e.remove();
+            } else {
+                e.get_mut().queued = false;
+            }
         }
     }
 }
@@ -248,14 +323,7 @@ impl Detector for RttBound {
     fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange<'_>) {
         let to_server = flow.flow.rtt_towards_receiver(Direction::ClientToServer);
         let to_client = flow.flow.rtt_towards_receiver(Direction::ServerToClient);
-        if self.open.get(flow).is_none() {
-            self.clients
-                .entry((flow.group, flow.flow.client.ip))
-                .or_default()
-                .open
-                .push((flow.flow.id, flow.slot));
-        }
-        let fs = self.open.get_or_default(flow);
+        let fs = self.join_peer(flow);
         fs.exchanges += 1;
         fs.first.get_or_insert(ex.start());
         fs.last = ex.response.last.ts;
@@ -280,7 +348,7 @@ impl Detector for RttBound {
                     Some(e) => e.previous.is_none() && previous.is_some(),
                 };
                 if better {
-                    fs.example = Some(example(flow, ex, previous));
+                    fs.example = Some(Box::new(example(flow, ex, previous)));
                 }
                 // Sent at once, the requests would still pay the first one's round trip.
                 if ex.index > 0 {
@@ -294,55 +362,28 @@ impl Detector for RttBound {
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
-        let Some(peak) = self
-            .open
-            .get(flow)
-            .and_then(|fs| Some((fs.first?, fs.last)))
-            .map(|(first, last)| self.overlapping(flow, first, last) + 1)
-        else {
-            self.open.remove(flow);
-            self.forget_peer(flow, None);
-            return;
-        };
         let Some(fs) = self.open.remove(flow) else {
             return;
         };
-        self.forget_peer(flow, fs.first.map(|f| (f, fs.last)));
-        let (Some(first), Some(rtt)) = (fs.first, flow.flow.rtt()) else {
+        // Counted before this flow's span joins its client's ended ones, and only for a flow
+        // that rule 3 flags (the count scans the client's other flows).
+        let peak = match (fs.first, judge(flow, &fs)) {
+            (Some(first), Some(_)) => self.overlapping(flow, first, fs.last) + 1,
+            _ => 0,
+        };
+        self.forget_peer(flow, fs.peer_index, fs.first.map(|f| (f, fs.last)));
+        let Some(Judged {
+            first,
+            rtt,
+            to_server,
+            to_client,
+            wall,
+            waiting,
+            saving,
+        }) = judge(flow, &fs)
+        else {
             return;
         };
-        if fs.sequential < MIN_EXCHANGES || rtt < MIN_RTT {
-            return;
-        }
-        let to_server = flow
-            .flow
-            .rtt_towards_receiver(Direction::ClientToServer)
-            .unwrap_or_default();
-        let to_client = flow
-            .flow
-            .rtt_towards_receiver(Direction::ServerToClient)
-            .unwrap_or_default();
-        // The RTT is the fastest sample, so it only shrinks as the flow goes on: an exchange
-        // judged early may have been credited a longer round trip than the flow's final one.
-        // No exchange waited more than one final round trip.
-        let rounds = |exchanges: u64, after_idle: u64| {
-            to_server.saturating_mul(exchanges.min(u64::from(u32::MAX)) as u32)
-                + to_client.saturating_mul(after_idle.min(u64::from(u32::MAX)) as u32)
-        };
-        let wall = fs.last.since(first);
-        // Rule 2 bounds both by the spans measured; the guard keeps it so whatever changes.
-        let waiting = fs
-            .waiting
-            .min(rounds(fs.sequential, fs.sequential_after_idle))
-            .min(wall);
-        let saving = fs
-            .saving
-            .min(rounds(fs.sequential_later, fs.sequential_after_idle))
-            .min(waiting);
-        let share = waiting.as_secs_f64() / wall.as_secs_f64().max(1e-9);
-        if share < MIN_SHARE || saving < MIN_SAVING {
-            return;
-        }
         let st = self.state.get(flow.group, Direction::ClientToServer);
         st.flows += 1;
         st.exchanges += fs.sequential;
@@ -400,13 +441,72 @@ impl Detector for RttBound {
     }
 }
 
+/// What rule 3 measured of a flow it flags.
+struct Judged {
+    first: Timestamp,
+    rtt: Duration,
+    to_server: Duration,
+    to_client: Duration,
+    wall: Duration,
+    waiting: Duration,
+    saving: Duration,
+}
+
+/// Rules 1–3 over an ended flow's state: its figures when it is flagged.
+fn judge(flow: &FlowView, fs: &FlowState) -> Option<Judged> {
+    let (Some(first), Some(rtt)) = (fs.first, flow.flow.rtt()) else {
+        return None;
+    };
+    if fs.sequential < MIN_EXCHANGES || rtt < MIN_RTT {
+        return None;
+    }
+    let to_server = flow
+        .flow
+        .rtt_towards_receiver(Direction::ClientToServer)
+        .unwrap_or_default();
+    let to_client = flow
+        .flow
+        .rtt_towards_receiver(Direction::ServerToClient)
+        .unwrap_or_default();
+    // The RTT is the fastest sample, so it only shrinks as the flow goes on: an exchange
+    // judged early may have been credited a longer round trip than the flow's final one.
+    // No exchange waited more than one final round trip.
+    let rounds = |exchanges: u64, after_idle: u64| {
+        to_server.saturating_mul(exchanges.min(u64::from(u32::MAX)) as u32)
+            + to_client.saturating_mul(after_idle.min(u64::from(u32::MAX)) as u32)
+    };
+    let wall = fs.last.since(first);
+    // Rule 2 bounds both by the spans measured; the guard keeps it so whatever changes.
+    let waiting = fs
+        .waiting
+        .min(rounds(fs.sequential, fs.sequential_after_idle))
+        .min(wall);
+    let saving = fs
+        .saving
+        .min(rounds(fs.sequential_later, fs.sequential_after_idle))
+        .min(waiting);
+    let share = waiting.as_secs_f64() / wall.as_secs_f64().max(1e-9);
+    if share < MIN_SHARE || saving < MIN_SAVING {
+        return None;
+    }
+    Some(Judged {
+        first,
+        rtt,
+        to_server,
+        to_client,
+        wall,
+        waiting,
+        saving,
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn finding(
     group: usize,
     dir: Direction,
     st: &State,
     (elapsed, saving): (Duration, Duration),
-    (example_flow, example): (FlowRef, Option<Example>),
+    (example_flow, example): (FlowRef, Option<Box<Example>>),
     groups: &Groups,
     client: Option<ScriptedClient>,
 ) -> Finding {
@@ -486,7 +586,7 @@ fn finding(
         fmt_duration(elapsed)
     ));
     if let Some(e) = example {
-        add_example(&mut ev, e);
+        add_example(&mut ev, *e);
     }
     ev.counts.insert("exchanges".into(), st.exchanges);
     ev.counts
@@ -634,3 +734,6 @@ fn capture_point(st: &State) -> &'static str {
         "captured between the two"
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -136,7 +136,8 @@ struct Transfer {
 struct DirState {
     window: u64,
     window_exact: bool,
-    transfer: Option<Transfer>,
+    /// Boxed: most open flows have none, and the slot of every open flow holds two.
+    transfer: Option<Box<Transfer>>,
 }
 
 /// Which buffer held the flight.
@@ -247,7 +248,7 @@ impl Detector for WindowLimited {
         };
         let dirs = match ended {
             Some(t) => {
-                self.close(flow, ev.dir.reverse(), t);
+                self.close(flow, ev.dir.reverse(), *t);
                 self.open.get_or_default(flow)
             }
             None => dirs,
@@ -281,14 +282,14 @@ impl Detector for WindowLimited {
                 let next_rtt = ev.pkt.ts.since(t.current.start.ts) >= t.rtt;
                 if paused || (next_rtt && t.done.len() == MAX_ROUND_TRIPS) {
                     let rtt = t.rtt;
-                    ended = d.transfer.replace(fresh(rtt));
+                    ended = d.transfer.replace(Box::new(fresh(rtt)));
                 } else if next_rtt {
                     let next = RoundTrip::starting(ev, window);
                     t.done.push(std::mem::replace(&mut t.current, next));
                 }
             }
             None => match flow.flow.rtt() {
-                Some(rtt) if rtt >= MIN_RTT => d.transfer = Some(fresh(rtt)),
+                Some(rtt) if rtt >= MIN_RTT => d.transfer = Some(Box::new(fresh(rtt))),
                 _ => return,
             },
         }
@@ -311,7 +312,7 @@ impl Detector for WindowLimited {
             t.flight.last = ev.pkt;
         }
         if let Some(t) = ended {
-            self.close(flow, ev.dir, t);
+            self.close(flow, ev.dir, *t);
         }
     }
 
@@ -324,7 +325,7 @@ impl Detector for WindowLimited {
                     Direction::ServerToClient
                 };
                 if let Some(t) = d.transfer {
-                    self.close(flow, dir, t);
+                    self.close(flow, dir, *t);
                 }
             }
         }
