@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::units::fmt_count;
-use crate::wire::{Decoded, NotTcp, Tunnel};
+use crate::wire::{Decoded, NotTcp, Tunnel, WlanSkip};
 
 use super::CaptureSummary;
 
@@ -37,6 +37,24 @@ pub struct Skipped {
     pub truncated: u64,
     /// Frames on interfaces whose link type tcpdoctor does not decode.
     pub unsupported_link: u64,
+    /// 802.11 data frames with the Protected bit: encrypted, not decoded.
+    pub wlan_encrypted: u64,
+    /// 802.11 management, control and extension frames, and data frames without payload.
+    pub wlan_no_data: u64,
+    /// 802.11 A-MSDU frames (several packets aggregated in one), not split.
+    pub wlan_aggregated: u64,
+}
+
+impl Skipped {
+    /// Every frame not analysed: those not TCP and those that could not be read.
+    pub fn total(&self) -> u64 {
+        self.not_tcp
+            + self.truncated
+            + self.unsupported_link
+            + self.wlan_encrypted
+            + self.wlan_no_data
+            + self.wlan_aggregated
+    }
 }
 
 /// One kind of tunnel in a capture.
@@ -84,6 +102,9 @@ impl Census {
             Decoded::Tcp(..) => return,
             Decoded::Truncated => return s.truncated += 1,
             Decoded::UnsupportedLink => return s.unsupported_link += 1,
+            Decoded::Wlan(WlanSkip::Encrypted) => return s.wlan_encrypted += 1,
+            Decoded::Wlan(WlanSkip::NoData) => return s.wlan_no_data += 1,
+            Decoded::Wlan(WlanSkip::Aggregated) => return s.wlan_aggregated += 1,
             Decoded::NotTcp(what) => what,
         };
         s.not_tcp += 1;
@@ -161,6 +182,24 @@ impl CaptureSummary {
             parts.push(format!(
                 "{} on link types not decoded",
                 fmt_count(s.unsupported_link)
+            ));
+        }
+        if s.wlan_encrypted > 0 {
+            parts.push(format!(
+                "{} encrypted (802.11 protected, not decoded)",
+                fmt_count(s.wlan_encrypted)
+            ));
+        }
+        if s.wlan_aggregated > 0 {
+            parts.push(format!(
+                "{} 802.11 A-MSDU (aggregated, not decoded)",
+                fmt_count(s.wlan_aggregated)
+            ));
+        }
+        if s.wlan_no_data > 0 {
+            parts.push(format!(
+                "{} 802.11 management, control or null",
+                fmt_count(s.wlan_no_data)
             ));
         }
         parts.join(", ")
