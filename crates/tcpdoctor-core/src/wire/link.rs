@@ -318,7 +318,8 @@ fn ppp_link(data: &[u8]) -> Result<IpAt, NoIp> {
 }
 
 /// A PPP frame at `off`: an optional `ff 03` address and control, then the protocol (one
-/// byte when compressed, which an odd first byte tells): 0x21 IPv4, 0x57 IPv6.
+/// byte when compressed, which an odd first byte tells): 0x21 IPv4, 0x57 IPv6, 0x281 and
+/// 0x283 an MPLS label stack (unicast, multicast).
 pub(super) fn ppp(data: &[u8], mut off: usize) -> Result<IpAt, NoIp> {
     if data.get(off..off + 2) == Some(&[0xff, 0x03]) {
         off += 2;
@@ -332,6 +333,7 @@ pub(super) fn ppp(data: &[u8], mut off: usize) -> Result<IpAt, NoIp> {
     match proto {
         0x0021 => Ok(IpAt::new(off + len, L3::V4)),
         0x0057 => Ok(IpAt::new(off + len, L3::V6)),
+        0x0281 | 0x0283 => mpls(data, off + len),
         _ => Err(NoIp::NotIp),
     }
 }
