@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Writes the *_from_aruba.pcap captures: the 802.11 frames of aruba_gre_wlan_tcp.pcap (real
+"""Writes the *_from_aruba.pcap captures: the 802.11 frames of aruba_gre_zero_window.pcap (real
 frames an Aruba access point tunnelled to its controller), taken out of their Ethernet, VLAN,
 IPv4 and GRE headers and written under the monitor-mode link types, with the radio header
 each puts before the frame. The 802.11 frames and their timestamps are unchanged; only the
 radio headers are written here. Takes the first 100 frames. Run from this folder."""
 import struct
 
-SRC = "aruba_gre_wlan_tcp.pcap"
+SRC = "aruba_gre_zero_window.pcap"
 FRAMES = 100
 
 
