@@ -128,7 +128,7 @@ fn every_link_type_decodes_as_tshark_does() {
     // aggregated). From tshark: `-T fields -e frame.protocols` (frames with `tcp`; the rest
     // not TCP) and `-e wlan.fc.type_subtype -e wlan.fc.protected -e wlan.qos.amsdupresent`.
     type Case = (&'static str, &'static str, [u64; 6]);
-    let cases: [Case; 25] = [
+    let cases: [Case; 27] = [
         (
             "aruba_gre_zero_window.pcap",
             "Ethernet",
@@ -186,6 +186,16 @@ fn every_link_type_decodes_as_tshark_does() {
         ("nflog_http.pcap", "Linux NFLOG", [13, 13, 0, 0, 0, 0]),
         ("nflog_dns.pcap", "Linux NFLOG", [4, 0, 4, 0, 0, 0]),
         ("ipnet_icmp.pcap", "Solaris IPNET", [20, 0, 20, 0, 0, 0]),
+        (
+            "juniper_ether_bgp.pcap",
+            "Juniper Ethernet",
+            [1, 1, 0, 0, 0, 0],
+        ),
+        (
+            "juniper_ether_isis.pcap",
+            "Juniper Ethernet",
+            [1, 0, 1, 0, 0, 0],
+        ),
     ];
     let mut files: Vec<String> = std::fs::read_dir(dir())
         .expect("testdata/wire/links")
@@ -230,6 +240,7 @@ fn link_type_names() {
         (192, "PPI"),
         (226, "Solaris IPNET"),
         (239, "Linux NFLOG"),
+        (178, "Juniper Ethernet"),
     ] {
         let link = LinkType::from_code(code);
         assert!(link.is_supported(), "{code}");

@@ -1,6 +1,6 @@
 //! `analyze` on real captures of the link types beyond Ethernet (testdata/wire/links): 802.11
 //! (plain, radiotap, PPI, Prism, AVS, and inside an access point's GRE), PPP, Cisco HDLC,
-//! NFLOG. It finds the TCP flows and their finding, and says what it skipped and why.
+//! NFLOG, Juniper Ethernet. It finds the TCP flows and their finding, and says what it skipped and why.
 //! Counts from tshark (see that folder's README).
 
 mod common;
@@ -54,6 +54,7 @@ fn tcp_on_every_link_type_is_found_with_its_finding() {
         ("ppp_bgp.pcap", "PPP", 1, 1, false),
         ("ppp_mpls_bgp.pcap", "PPP", 3, 2, false),
         ("chdlc_ipv6_tcp.pcap", "Cisco HDLC", 1, 1, false),
+        ("juniper_ether_bgp.pcap", "Juniper Ethernet", 1, 1, false),
     ];
     for (file, link, segments, flows, zero_window) in cases {
         let (v, _) = common::analyze_json(&dir().join(file));

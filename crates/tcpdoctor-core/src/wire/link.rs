@@ -8,7 +8,8 @@
 //! unknown — and network order for LOOP). Serial links: PPP (LINKTYPE 9) and PPP in HDLC
 //! framing (50), an optional `ff 03` then the PPP protocol, or, when the first byte is a Cisco
 //! HDLC address (0x0f, 0x8f), Cisco HDLC as Wireshark reads it; Cisco HDLC itself (104): 2
-//! bytes of address and control, then an ethertype. 802.11 and its radio headers are
+//! bytes of address and control, then an ethertype. Juniper Ethernet (178): Juniper's capture
+//! header (`MGC`, flags, extension TLVs), then Ethernet. 802.11 and its radio headers are
 //! `wlan.rs`'s, NFLOG and IPNET `host_links.rs`'s.
 //!
 //! Two encapsulations live between Ethernet and IP and are followed here, by ethertype (the
@@ -64,6 +65,8 @@ pub enum LinkType {
     Ipnet,
     /// LINKTYPE_NFLOG (239): Linux netfilter log.
     Nflog,
+    /// LINKTYPE_JUNIPER_ETHER (178): a Juniper router's capture header, then Ethernet.
+    JuniperEther,
     /// Anything else; packets on such a link are skipped (or the file refused if it has no other).
     Other(u32),
 }
@@ -89,6 +92,7 @@ impl LinkType {
             192 => LinkType::Ppi,
             226 => LinkType::Ipnet,
             239 => LinkType::Nflog,
+            178 => LinkType::JuniperEther,
             other => LinkType::Other(other),
         }
     }
@@ -117,6 +121,7 @@ impl LinkType {
             LinkType::Ppi => "PPI",
             LinkType::Ipnet => "Solaris IPNET",
             LinkType::Nflog => "Linux NFLOG",
+            LinkType::JuniperEther => "Juniper Ethernet",
             LinkType::Other(_) => "unknown",
         }
     }
@@ -301,6 +306,29 @@ fn pppoe(data: &[u8], off: usize) -> Result<IpAt, NoIp> {
     }
 }
 
+const JUNIPER_MAGIC: [u8; 3] = *b"MGC";
+const JUNIPER_NO_L2: u8 = 0x02;
+const JUNIPER_EXT: u8 = 0x80;
+
+/// A Juniper capture header: the magic `MGC`, a flags byte, with the extension flag a 2-byte
+/// length of the extension TLVs that follow; then an Ethernet frame, or with the no-L2 flag
+/// 4 bytes of protocol and the IP packet, whose version nibble decides (as tcpdump does).
+fn juniper_ether(data: &[u8]) -> Result<IpAt, NoIp> {
+    let head = data.get(..4).ok_or(NoIp::Truncated)?;
+    if head[..3] != JUNIPER_MAGIC {
+        return Err(NoIp::NotIp);
+    }
+    let flags = head[3];
+    let mut off = 4;
+    if flags & JUNIPER_EXT != 0 {
+        off += 2 + usize::from(be16(data, 4).ok_or(NoIp::Truncated)?);
+    }
+    if flags & JUNIPER_NO_L2 != 0 {
+        return Ok(IpAt::new(off + 4, L3::Either));
+    }
+    ethernet(data, off)
+}
+
 /// A Cisco HDLC frame at `off`: address (0x0f unicast, 0x8f multicast), control, then an
 /// ethertype.
 fn chdlc(data: &[u8], off: usize) -> Result<IpAt, NoIp> {
@@ -391,6 +419,7 @@ pub(super) fn locate_ip(link: LinkType, data: &[u8]) -> Result<IpAt, NoIp> {
         LinkType::Ppi => wlan::ppi(data),
         LinkType::Nflog => host_links::nflog(data),
         LinkType::Ipnet => host_links::ipnet(data),
+        LinkType::JuniperEther => juniper_ether(data),
         LinkType::Other(_) => Err(NoIp::Unsupported),
     }
 }

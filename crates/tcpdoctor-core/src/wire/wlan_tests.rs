@@ -204,6 +204,17 @@ fn serial_and_host_links() {
         assert_eq!(payload_len(link, &f), Ok(100), "{what}");
     }
     assert_eq!(payload_len(LinkType::Ipnet, &ipnet), Ok(100));
+    let ext = [&b"MGC"[..], &[0x80, 0, 3, 1, 1, 6]].concat();
+    let juniper = [&ext[..], &[0; 12], &[8, 0], &ip].concat();
+    assert_eq!(payload_len(LinkType::JuniperEther, &juniper), Ok(100));
+    let no_l2 = [&b"MGC"[..], &[0x02, 0, 0, 0, 2], &ip].concat();
+    assert_eq!(payload_len(LinkType::JuniperEther, &no_l2), Ok(100));
+    let mut not_juniper = juniper.clone();
+    not_juniper[0] = b'X';
+    assert_eq!(
+        payload_len(LinkType::JuniperEther, &not_juniper),
+        Err(Decoded::NotTcp(NotTcp::NotIp))
+    );
     let mut arp = ipnet.clone();
     arp[1] = 0x99;
     assert_eq!(
@@ -260,6 +271,10 @@ fn cut_and_hostile_headers_never_panic() {
         vec![0x80, 0x21, 0x10, 0x02, 0xff, 0xff, 0xff, 0xff],
     ));
     frames.push((LinkType::Nflog, vec![2, 0, 0, 0, 0xff, 0xff, 9, 0, 0x45]));
+    frames.push((
+        LinkType::JuniperEther,
+        vec![b'M', b'G', b'C', 0x82, 0xff, 0xff, 0x45],
+    ));
     for (link, f) in &frames {
         for cut in 0..=f.len() {
             let d = decode_tcp(*link, &f[..cut], f.len() as u32);
