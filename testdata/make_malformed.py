@@ -43,7 +43,7 @@ put("truncated_record_body.pcap", pcap[: rec1 - 20])
 put("absurd_caplen.pcap", pcap[:32] + struct.pack("<I", 0x7FFFFFFF) + pcap[36:])
 small_snap = pcap[:16] + struct.pack("<I", 96) + pcap[20:]
 put("caplen_over_snaplen.pcap", small_snap[:32] + struct.pack("<I", 400_000) + small_snap[36:])
-put("unsupported_link.pcap", pcap[:20] + struct.pack("<I", 105) + pcap[24:])
+put("unsupported_link.pcap", pcap[:20] + struct.pack("<I", 201) + pcap[24:])
 put("bad_version.pcap", pcap[:4] + struct.pack("<HH", 1, 0) + pcap[8:])
 rng = random.Random(7)
 put("random_with_magic.pcap", pcap[:4] + bytes(rng.randrange(256) for _ in range(300)))

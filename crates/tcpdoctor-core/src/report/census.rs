@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::units::fmt_count;
-use crate::wire::{Decoded, NotTcp, Tunnel};
+use crate::wire::{Decoded, NotTcp, Tunnel, WlanSkip};
 
 use super::CaptureSummary;
 
@@ -37,6 +37,24 @@ pub struct Skipped {
     pub truncated: u64,
     /// Frames on interfaces whose link type tcpdoctor does not decode.
     pub unsupported_link: u64,
+    /// 802.11 data frames with the Protected bit: encrypted, not decoded.
+    pub wlan_encrypted: u64,
+    /// 802.11 management, control and extension frames, and data frames without payload.
+    pub wlan_no_data: u64,
+    /// 802.11 A-MSDU frames (several packets aggregated in one), not split.
+    pub wlan_aggregated: u64,
+}
+
+impl Skipped {
+    /// Every frame not analysed: those not TCP and those that could not be read.
+    pub fn total(&self) -> u64 {
+        self.not_tcp
+            + self.truncated
+            + self.unsupported_link
+            + self.wlan_encrypted
+            + self.wlan_no_data
+            + self.wlan_aggregated
+    }
 }
 
 /// One kind of tunnel in a capture.
@@ -84,6 +102,9 @@ impl Census {
             Decoded::Tcp(..) => return,
             Decoded::Truncated => return s.truncated += 1,
             Decoded::UnsupportedLink => return s.unsupported_link += 1,
+            Decoded::Wlan(WlanSkip::Encrypted) => return s.wlan_encrypted += 1,
+            Decoded::Wlan(WlanSkip::NoData) => return s.wlan_no_data += 1,
+            Decoded::Wlan(WlanSkip::Aggregated) => return s.wlan_aggregated += 1,
             Decoded::NotTcp(what) => what,
         };
         s.not_tcp += 1;
@@ -161,6 +182,24 @@ impl CaptureSummary {
             parts.push(format!(
                 "{} on link types not decoded",
                 fmt_count(s.unsupported_link)
+            ));
+        }
+        if s.wlan_encrypted > 0 {
+            parts.push(format!(
+                "{} encrypted (802.11 protected, not decoded)",
+                fmt_count(s.wlan_encrypted)
+            ));
+        }
+        if s.wlan_aggregated > 0 {
+            parts.push(format!(
+                "{} 802.11 A-MSDU (aggregated, not decoded)",
+                fmt_count(s.wlan_aggregated)
+            ));
+        }
+        if s.wlan_no_data > 0 {
+            parts.push(format!(
+                "{} 802.11 management, control or null",
+                fmt_count(s.wlan_no_data)
             ));
         }
         parts.join(", ")
@@ -253,16 +292,27 @@ mod tests {
         add(Decoded::NotTcp(NotTcp::InTunnel(Tunnel::Gre)), 1);
         add(Decoded::Truncated, 5);
         add(Decoded::UnsupportedLink, 7);
-        let s = summary(&c, n, &[LinkType::Ethernet, LinkType::Other(105)]);
+        add(Decoded::Wlan(WlanSkip::Encrypted), 9);
+        add(Decoded::Wlan(WlanSkip::Aggregated), 1);
+        add(Decoded::Wlan(WlanSkip::NoData), 30);
+        let s = summary(&c, n, &[LinkType::Radiotap, LinkType::Other(201)]);
         assert_eq!(s.skipped.not_tcp, 1180 + 20 + 4 + 1 + 2 + 1 + 4);
         assert_eq!((s.skipped.in_tunnels, s.skipped.truncated), (4, 5));
+        let w = &s.skipped;
+        assert_eq!(
+            (w.wlan_encrypted, w.wlan_aggregated, w.wlan_no_data),
+            (9, 1, 30)
+        );
+        assert_eq!(w.total(), n);
         assert_eq!(
             s.no_tcp_message(),
-            "no TCP packets in this capture: 1,224 frames — 1,180 UDP, 20 ICMP, 4 other IP, \
+            "no TCP packets in this capture: 1,264 frames — 1,180 UDP, 20 ICMP, 4 other IP, \
              1 IP fragment, 2 not IP, 1 with contradictory headers, 1 GRE packet without TCP \
              inside, 3 VXLAN packets without TCP inside, 5 too short for the headers (snap \
-             length), 7 on link types not decoded; link types Ethernet, IEEE 802.11 (105, not \
-             decoded); capture with a filter such as 'tcp port 8080'"
+             length), 7 on link types not decoded, 9 encrypted (802.11 protected, not decoded), \
+             1 802.11 A-MSDU (aggregated, not decoded), 30 802.11 management, control or null; \
+             link types 802.11 radiotap, Bluetooth HCI H4 (201, not decoded); capture with a \
+             filter such as 'tcp port 8080'"
         );
         assert_eq!(s.decapsulated(), None);
         let empty = summary(&Census::default(), 0, &[]);

@@ -137,7 +137,7 @@ fn capture(out: &mut String, c: &CaptureSummary) {
         }
         let _ = writeln!(out, ", {} withdrawn", a.withdrawn);
     }
-    let skipped = c.skipped.not_tcp + c.skipped.truncated + c.skipped.unsupported_link;
+    let skipped = c.skipped.total();
     if skipped > 0 {
         let _ = writeln!(
             out,

@@ -5,7 +5,12 @@
 //! Linux cooked headers `tcpdump -i any` writes (SLL, 16 bytes, protocol at 14; SLL2, 20
 //! bytes, protocol at 0), raw IP, and the BSD/OpenBSD loopback headers (a 4-byte address
 //! family, in host order for NULL — either byte order is accepted since the writer's is
-//! unknown — and network order for LOOP).
+//! unknown — and network order for LOOP). Serial links: PPP (LINKTYPE 9) and PPP in HDLC
+//! framing (50), an optional `ff 03` then the PPP protocol, or, when the first byte is a Cisco
+//! HDLC address (0x0f, 0x8f), Cisco HDLC as Wireshark reads it; Cisco HDLC itself (104): 2
+//! bytes of address and control, then an ethertype. Juniper Ethernet (178): Juniper's capture
+//! header (`MGC`, flags, extension TLVs), then Ethernet. 802.11 and its radio headers are
+//! `wlan.rs`'s, NFLOG and IPNET `host_links.rs`'s.
 //!
 //! Two encapsulations live between Ethernet and IP and are followed here, by ethertype (the
 //! tunnels carried by IP are `tunnel.rs`'s):
@@ -17,7 +22,9 @@
 //!    0x0057 IPv6; anything else (LCP, IPCP, …) is PPPoE without IP. The PPPoE length
 //!    bounds the IP packet's, as in Wireshark.
 
+use super::host_links;
 use super::tunnel::Tunnel;
+use super::wlan::{self, WlanSkip};
 
 /// A capture's link-layer header type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -38,6 +45,28 @@ pub enum LinkType {
     Ipv6,
     /// LINKTYPE_LINUX_SLL2 (276): `tcpdump -i any` with libpcap ≥ 1.10.
     LinuxSll2,
+    /// LINKTYPE_PPP (9): PPP, with or without `ff 03`; Cisco HDLC framing is recognised too.
+    Ppp,
+    /// LINKTYPE_PPP_HDLC (50): PPP in HDLC-like framing.
+    PppHdlc,
+    /// LINKTYPE_C_HDLC (104): Cisco HDLC.
+    CiscoHdlc,
+    /// LINKTYPE_IEEE802_11 (105): 802.11 frames without a radio header.
+    Ieee80211,
+    /// LINKTYPE_IEEE802_11_PRISM (119): Prism monitor header, then 802.11.
+    Prism,
+    /// LINKTYPE_IEEE802_11_RADIOTAP (127): radiotap header, then 802.11.
+    Radiotap,
+    /// LINKTYPE_IEEE802_11_AVS (163): AVS monitor header, then 802.11.
+    Avs,
+    /// LINKTYPE_PPI (192): Per-Packet Information header, then 802.11 or Ethernet.
+    Ppi,
+    /// LINKTYPE_IPNET (226): Solaris/illumos ipnet.
+    Ipnet,
+    /// LINKTYPE_NFLOG (239): Linux netfilter log.
+    Nflog,
+    /// LINKTYPE_JUNIPER_ETHER (178): a Juniper router's capture header, then Ethernet.
+    JuniperEther,
     /// Anything else; packets on such a link are skipped (or the file refused if it has no other).
     Other(u32),
 }
@@ -53,6 +82,17 @@ impl LinkType {
             228 => LinkType::Ipv4,
             229 => LinkType::Ipv6,
             276 => LinkType::LinuxSll2,
+            9 => LinkType::Ppp,
+            50 => LinkType::PppHdlc,
+            104 => LinkType::CiscoHdlc,
+            105 => LinkType::Ieee80211,
+            119 => LinkType::Prism,
+            127 => LinkType::Radiotap,
+            163 => LinkType::Avs,
+            192 => LinkType::Ppi,
+            226 => LinkType::Ipnet,
+            239 => LinkType::Nflog,
+            178 => LinkType::JuniperEther,
             other => LinkType::Other(other),
         }
     }
@@ -71,6 +111,17 @@ impl LinkType {
             LinkType::Ipv4 => "raw IPv4",
             LinkType::Ipv6 => "raw IPv6",
             LinkType::LinuxSll2 => "Linux cooked v2 (SLL2)",
+            LinkType::Ppp => "PPP",
+            LinkType::PppHdlc => "PPP in HDLC framing",
+            LinkType::CiscoHdlc => "Cisco HDLC",
+            LinkType::Ieee80211 => "IEEE 802.11",
+            LinkType::Prism => "802.11 with Prism header",
+            LinkType::Radiotap => "802.11 radiotap",
+            LinkType::Avs => "802.11 with AVS header",
+            LinkType::Ppi => "PPI",
+            LinkType::Ipnet => "Solaris IPNET",
+            LinkType::Nflog => "Linux NFLOG",
+            LinkType::JuniperEther => "Juniper Ethernet",
             LinkType::Other(_) => "unknown",
         }
     }
@@ -96,14 +147,8 @@ impl LinkType {
         match LinkType::from_code(code) {
             LinkType::Other(_) => match code {
                 6 => "IEEE 802.5 Token Ring",
-                9 => "PPP",
-                50 => "PPP in HDLC framing",
-                105 => "IEEE 802.11",
-                119 => "Prism 802.11",
-                127 => "802.11 radiotap",
                 147..=162 => "user-defined",
                 189 | 220 => "USB (Linux)",
-                192 => "PPI",
                 201 => "Bluetooth HCI H4",
                 215 => "IEEE 802.15.4",
                 249 => "USBPcap",
@@ -166,6 +211,8 @@ pub(super) enum NoIp {
     InTunnel(Tunnel),
     /// A link type tcpdoctor does not decode.
     Unsupported,
+    /// An 802.11 frame without a readable packet: encrypted, no data, aggregated.
+    Wlan(WlanSkip),
 }
 
 pub(super) fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -259,8 +306,48 @@ fn pppoe(data: &[u8], off: usize) -> Result<IpAt, NoIp> {
     }
 }
 
+const JUNIPER_MAGIC: [u8; 3] = *b"MGC";
+const JUNIPER_NO_L2: u8 = 0x02;
+const JUNIPER_EXT: u8 = 0x80;
+
+/// A Juniper capture header: the magic `MGC`, a flags byte, with the extension flag a 2-byte
+/// length of the extension TLVs that follow; then an Ethernet frame, or with the no-L2 flag
+/// 4 bytes of protocol and the IP packet, whose version nibble decides (as tcpdump does).
+fn juniper_ether(data: &[u8]) -> Result<IpAt, NoIp> {
+    let head = data.get(..4).ok_or(NoIp::Truncated)?;
+    if head[..3] != JUNIPER_MAGIC {
+        return Err(NoIp::NotIp);
+    }
+    let flags = head[3];
+    let mut off = 4;
+    if flags & JUNIPER_EXT != 0 {
+        off += 2 + usize::from(be16(data, 4).ok_or(NoIp::Truncated)?);
+    }
+    if flags & JUNIPER_NO_L2 != 0 {
+        return Ok(IpAt::new(off + 4, L3::Either));
+    }
+    ethernet(data, off)
+}
+
+/// A Cisco HDLC frame at `off`: address (0x0f unicast, 0x8f multicast), control, then an
+/// ethertype.
+fn chdlc(data: &[u8], off: usize) -> Result<IpAt, NoIp> {
+    by_ethertype(data, be16(data, off + 2).ok_or(NoIp::Truncated)?, off + 4)
+}
+
+/// A frame on a PPP link: Cisco HDLC when it starts with a Cisco HDLC address (as
+/// Wireshark reads LINKTYPE_PPP and PPP_HDLC), PPP otherwise.
+fn ppp_link(data: &[u8]) -> Result<IpAt, NoIp> {
+    match data.first() {
+        Some(0x0f | 0x8f) => chdlc(data, 0),
+        Some(_) => ppp(data, 0),
+        None => Err(NoIp::Truncated),
+    }
+}
+
 /// A PPP frame at `off`: an optional `ff 03` address and control, then the protocol (one
-/// byte when compressed, which an odd first byte tells): 0x21 IPv4, 0x57 IPv6.
+/// byte when compressed, which an odd first byte tells): 0x21 IPv4, 0x57 IPv6, 0x281 and
+/// 0x283 an MPLS label stack (unicast, multicast).
 pub(super) fn ppp(data: &[u8], mut off: usize) -> Result<IpAt, NoIp> {
     if data.get(off..off + 2) == Some(&[0xff, 0x03]) {
         off += 2;
@@ -274,6 +361,7 @@ pub(super) fn ppp(data: &[u8], mut off: usize) -> Result<IpAt, NoIp> {
     match proto {
         0x0021 => Ok(IpAt::new(off + len, L3::V4)),
         0x0057 => Ok(IpAt::new(off + len, L3::V6)),
+        0x0281 | 0x0283 => mpls(data, off + len),
         _ => Err(NoIp::NotIp),
     }
 }
@@ -322,6 +410,16 @@ pub(super) fn locate_ip(link: LinkType, data: &[u8]) -> Result<IpAt, NoIp> {
             4,
             af_to_l3(be32(data, 0).ok_or(NoIp::Truncated)?)?,
         )),
+        LinkType::Ppp | LinkType::PppHdlc => ppp_link(data),
+        LinkType::CiscoHdlc => chdlc(data, 0),
+        LinkType::Ieee80211 => wlan::wlan(data, 0, false),
+        LinkType::Radiotap => wlan::radiotap(data),
+        LinkType::Prism => wlan::prism(data),
+        LinkType::Avs => wlan::avs(data),
+        LinkType::Ppi => wlan::ppi(data),
+        LinkType::Nflog => host_links::nflog(data),
+        LinkType::Ipnet => host_links::ipnet(data),
+        LinkType::JuniperEther => juniper_ether(data),
         LinkType::Other(_) => Err(NoIp::Unsupported),
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod capture_point;
 pub mod gso;
+mod host_links;
 mod ip;
 mod link;
 mod pcap;
@@ -20,6 +21,7 @@ mod tcp;
 #[cfg(test)]
 pub(crate) mod testutil;
 mod tunnel;
+mod wlan;
 pub mod write;
 pub mod write_cooked;
 pub mod write_pcapng;
@@ -32,6 +34,7 @@ pub use link::LinkType;
 pub use reader::CaptureReader;
 pub use tcp::{decode_tcp, Decoded, NotTcp};
 pub use tunnel::{Tunnel, MAX_DEPTH};
+pub use wlan::WlanSkip;
 
 /// Which container format a capture file uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

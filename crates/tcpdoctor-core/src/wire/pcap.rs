@@ -261,8 +261,8 @@ mod tests {
                 "truncated pcap file header at byte 0: needed 24 bytes, 10 left",
             ),
             (
-                pcap(false, false, 105, 65535, &[]),
-                "unsupported link type 105 (IEEE 802.11) at byte 20",
+                pcap(false, false, 201, 65535, &[]),
+                "unsupported link type 201 (Bluetooth HCI H4) at byte 20",
             ),
             (
                 pcap(true, false, 147, 65535, &[]),

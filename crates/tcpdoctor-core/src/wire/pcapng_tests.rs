@@ -145,7 +145,7 @@ fn interfaces_with_different_links_and_skipped_blocks() {
     ng.idb(1, 262_144, &[]);
     ng.block(4, &[1, 0, 8, 0, 127, 0, 0, 1, b'l', b'o', 0, 0, 0, 0, 0, 0]); // NRB
     ng.idb(101, 262_144, &[(9, &[9])]);
-    ng.idb(105, 65535, &[]); // 802.11: not decoded, not fatal
+    ng.idb(201, 65535, &[]); // Bluetooth: not decoded, not fatal
     ng.block(0x0000_0bad, b"custom block, copyable"); // custom
     ng.epb(1, 7_000_000_000, &raw, None);
     ng.block(0x4000_0bad, &[0xee; 33]); // custom, do not copy
@@ -163,7 +163,7 @@ fn interfaces_with_different_links_and_skipped_blocks() {
         vec![
             (2, 7_000_000_000, LinkType::RawIp, 1),
             (4, 8_000_000_000, LinkType::Ethernet, 0),
-            (5, 9_000, LinkType::Other(105), 2),
+            (5, 9_000, LinkType::Other(201), 2),
         ]
     );
     let mut r = CaptureReader::new(&bytes[..]).expect("shb");

@@ -13,6 +13,7 @@
 use super::ip::{self, IpInfo, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
 use super::link::{locate_ip, NoIp};
 use super::tunnel::{self, Tunnel};
+use super::wlan::WlanSkip;
 use super::{Endpoint, LinkType, TcpFlags, TcpOptions, TcpSegment};
 
 /// What one frame turned out to be.
@@ -26,6 +27,9 @@ pub enum Decoded {
     Truncated,
     /// The frame's link type is not one tcpdoctor decodes.
     UnsupportedLink,
+    /// An 802.11 frame without a packet tcpdoctor can read (encrypted, management or
+    /// control, aggregated), directly on the link or inside an access point's tunnel.
+    Wlan(WlanSkip),
 }
 
 impl Decoded {
@@ -84,6 +88,7 @@ impl From<NoIp> for Decoded {
             NoIp::NotIp => Decoded::NotTcp(NotTcp::NotIp),
             NoIp::InTunnel(t) => Decoded::NotTcp(NotTcp::InTunnel(t)),
             NoIp::Unsupported => Decoded::UnsupportedLink,
+            NoIp::Wlan(w) => Decoded::Wlan(w),
         }
     }
 }

@@ -11,7 +11,9 @@
 //!    (transparent bridging, NVGRE), 0x88be for ERSPAN type I (no header: the GRE sequence
 //!    bit is clear) and II (an 8-byte header), 0x22eb for ERSPAN type III (12 bytes, 8 more
 //!    with its O bit), 0x883e for a WCCP redirect (IPv4, after a 4-byte header unless the
-//!    IPv4 starts right away), 0x880b for PPP.
+//!    IPv4 starts right away), 0x880b for PPP, and 0x8200 to 0x9000 in steps of 0x10 for
+//!    an Aruba access point's 802.11 frames (as Wireshark and Zeek decode them; see `wlan.rs`;
+//!    an encrypted or management frame inside is counted as such, not as the tunnel's).
 //! 3. UDP to or from a tunnel's registered port (the destination port is tried first):
 //!    4789 and Linux's old 8472, VXLAN (8-byte header with the I flag set, then Ethernet);
 //!    4790, VXLAN-GPE (its next-protocol field: IPv4, IPv6, Ethernet or MPLS); 6081, Geneve
@@ -33,6 +35,7 @@ use super::ip::{
 };
 use super::link::{be16, by_ethertype, ethernet, mpls, ppp, IpAt, NoIp, L3};
 use super::tcp::{tcp, Decoded, NotTcp};
+use super::wlan::wlan;
 
 /// How many tunnels deep tcpdoctor looks for TCP.
 pub const MAX_DEPTH: usize = 4;
@@ -106,6 +109,7 @@ pub(super) fn decapsulate(data: &[u8], outer: &IpInfo, mut via: Option<Tunnel>) 
             Step::Inner(t, at) => (t, at),
             Step::NotATunnel => return via.map(in_tunnel),
             Step::NoIp(_, NoIp::Truncated) => return Some(Decoded::Truncated),
+            Step::NoIp(_, NoIp::Wlan(w)) => return Some(Decoded::Wlan(w)),
             Step::NoIp(t, _) => return Some(in_tunnel(via.unwrap_or(t))),
         };
         let via = *via.get_or_insert(tunnel);
@@ -152,6 +156,8 @@ const GRE_ERSPAN_2: u16 = 0x88be;
 const GRE_ERSPAN_3: u16 = 0x22eb;
 const GRE_WCCP: u16 = 0x883e;
 const GRE_PPP: u16 = 0x880b;
+/// Aruba's 802.11-in-GRE protocol types: 0x8200, 0x8210, …, 0x9000.
+const GRE_ARUBA: std::ops::RangeInclusive<u16> = 0x8200..=0x9000;
 
 /// A GRE header at `off`.
 fn gre(data: &[u8], off: usize) -> Step {
@@ -184,6 +190,9 @@ fn gre(data: &[u8], off: usize) -> Step {
             None => Step::NoIp(Tunnel::Gre, NoIp::Truncated),
         },
         GRE_PPP => found(Tunnel::Gre, ppp(data, payload)),
+        aruba if GRE_ARUBA.contains(&aruba) && aruba & 0xf == 0 => {
+            found(Tunnel::Gre, wlan(data, payload, false))
+        }
         ethertype => found(Tunnel::Gre, by_ethertype(data, ethertype, payload)),
     }
 }
