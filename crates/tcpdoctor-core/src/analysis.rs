@@ -643,3 +643,6 @@ impl Analyzer {
         (summary, findings)
     }
 }
+
+#[cfg(test)]
+mod tests;
