@@ -180,29 +180,33 @@ fn promote(sinks: &mut Sinks, key: FlowKey, attempt: Attempt) -> Box<Entry> {
     entry
 }
 
-/// A flow to end, in the order flows began: a tracked one or a compact attempt.
+/// A flow to end, in the order flows began: a tracked one, or a compact attempt (its id and
+/// endpoints: it stays in its table until its turn).
 enum Ending {
     Flow(Box<Entry>),
-    Attempt(FlowKey, Attempt),
+    Attempt(u64, FlowKey),
 }
 
 impl Ending {
     fn id(&self) -> u64 {
         match self {
             Ending::Flow(e) => e.flow.id,
-            Ending::Attempt(_, a) => a.id,
+            Ending::Attempt(id, _) => *id,
         }
     }
 }
 
 /// Ends flows in the order they began (detectors that keep the first example they see must
 /// not depend on the hash function), promoting attempts one at a time.
-fn end_in_order(sinks: &mut Sinks, mut ending: Vec<Ending>) {
+fn end_in_order(sinks: &mut Sinks, half_open: &mut HalfOpen, mut ending: Vec<Ending>) {
     ending.sort_unstable_by_key(Ending::id);
     for e in ending {
         let mut entry = match e {
             Ending::Flow(e) => e,
-            Ending::Attempt(key, a) => promote(sinks, key, a),
+            Ending::Attempt(_, key) => match half_open.remove(&key) {
+                Some(a) => promote(sinks, key, a),
+                None => continue,
+            },
         };
         sinks.end_flow(&mut entry);
     }
@@ -547,11 +551,11 @@ impl Analyzer {
             .collect();
         ending.extend(
             self.half_open
-                .take_idle(now, IDLE_FLOW_TIMEOUT)
+                .idle(now, IDLE_FLOW_TIMEOUT)
                 .into_iter()
-                .map(|(k, a)| Ending::Attempt(k, a)),
+                .map(|(id, k)| Ending::Attempt(id, k)),
         );
-        end_in_order(&mut self.sinks, ending);
+        end_in_order(&mut self.sinks, &mut self.half_open, ending);
         let sinks = &mut self.sinks;
         self.parked.retain(|_, attempts| {
             attempts.retain_mut(|e| {
@@ -575,12 +579,12 @@ impl Analyzer {
             .map(Ending::Flow)
             .chain(
                 self.half_open
-                    .take_all()
+                    .all()
                     .into_iter()
-                    .map(|(k, a)| Ending::Attempt(k, a)),
+                    .map(|(id, k)| Ending::Attempt(id, k)),
             )
             .collect();
-        end_in_order(&mut self.sinks, open);
+        end_in_order(&mut self.sinks, &mut self.half_open, open);
         let sinks = &mut self.sinks;
         for hop in hops::pair(&sinks.legs) {
             for g in sinks.groups.iter_mut() {

@@ -199,29 +199,19 @@ impl HalfOpen {
         }
     }
 
-    /// Takes out the attempts whose last segment is older than `timeout` at `now`.
-    pub fn take_idle(
-        &mut self,
-        now: Timestamp,
-        timeout: std::time::Duration,
-    ) -> Vec<(FlowKey, Attempt)> {
-        let idle: Vec<FlowKey> = self
-            .attempts
+    /// The attempts whose last segment is older than `timeout` at `now`: (id, endpoints).
+    pub fn idle(&self, now: Timestamp, timeout: std::time::Duration) -> Vec<(u64, FlowKey)> {
+        self.attempts
             .iter()
             .filter(|(_, a)| now.since(a.seen) > timeout)
-            .map(|(k, _)| *k)
-            .collect();
-        idle.into_iter()
-            .filter_map(|k| self.attempts.remove(&k).map(|a| (k, a)))
+            .map(|(k, a)| (a.id, *k))
             .collect()
     }
 
-    /// Takes out every attempt, in the order they began.
-    pub fn take_all(&mut self) -> Vec<(FlowKey, Attempt)> {
-        self.order.clear();
-        let mut all: Vec<(FlowKey, Attempt)> = self.attempts.drain().collect();
-        all.sort_unstable_by_key(|(_, a)| a.id);
-        all
+    /// Every attempt: (id, endpoints).
+    pub fn all(&mut self) -> Vec<(u64, FlowKey)> {
+        self.order = VecDeque::new();
+        self.attempts.iter().map(|(k, a)| (a.id, *k)).collect()
     }
 }
 

@@ -119,7 +119,7 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     if let Some(b) = &c.time_steps_back {
         let _ = writeln!(
             out,
-            "  warning: timestamps went backwards {} time{}, the largest step {} at frame {} \
+            "  timestamps went backwards {} time{}, the largest step {} at frame {} \
              (the duration spans the earliest to the latest timestamp)",
             crate::units::fmt_count(b.count),
             if b.count == 1 { "" } else { "s" },
