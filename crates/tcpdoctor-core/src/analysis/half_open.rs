@@ -164,6 +164,10 @@ impl HalfOpen {
         self.attempts.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.attempts.is_empty()
+    }
+
     pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Attempt> {
         self.attempts.get_mut(key)
     }

@@ -19,6 +19,7 @@ fn ep(a: u32, port: u16) -> Endpoint {
 const SERVER: u32 = 0xc000_0201;
 
 /// A segment between client `c` (10.x.y.z, port 40000) and the server, at `secs`.
+#[allow(clippy::too_many_arguments)]
 fn send(
     an: &mut Analyzer,
     frame: u64,
