@@ -104,6 +104,10 @@ mod tests {
             let ip = 0x0a00_0000u64 + i;
             buckets.insert(h(&(ip << 32 | 0xc000_0201, 40_000u32 << 16 | 80)) & 0xffff);
         }
-        assert!(buckets.len() > 30_000, "{} buckets of 65,536", buckets.len());
+        assert!(
+            buckets.len() > 30_000,
+            "{} buckets of 65,536",
+            buckets.len()
+        );
     }
 }
