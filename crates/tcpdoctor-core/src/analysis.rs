@@ -11,6 +11,12 @@
 //! or the capture ends. An attempt the server refused with an RST stays open for
 //! [`ENDED_FLOW_LINGER`], as an ended flow would linger, so that a client that sends the same
 //! SYN again (Windows does) continues it; after that, the same SYN starts a new flow.
+//!
+//! A flow that begins with a bare SYN (or SYN-ACK) is kept compact until its handshake goes
+//! on, and at most [`MAX_HALF_OPEN`] such attempts are kept, the oldest evicted and counted
+//! (a SYN flood costs a bounded table, not a flow per SYN: see [`half_open`]). Flows age on
+//! the capture's elapsed time, which a step back of the timestamps does not move (see
+//! [`clock`]); the capture spans its earliest to its latest timestamp.
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::time::Duration;
@@ -25,6 +31,12 @@ use crate::stats::{round3, Histogram};
 use crate::time::Timestamp;
 use crate::turns::{Ended, TurnTracker};
 use crate::wire::{decode_tcp, Decoded, Endpoint, LinkType, TcpSegment};
+
+pub mod clock;
+pub mod half_open;
+use clock::CaptureClock;
+pub use half_open::MAX_HALF_OPEN;
+use half_open::{Attempt, HalfOpen};
 
 /// A flow with no packet for this long (capture time) is ended.
 pub const IDLE_FLOW_TIMEOUT: Duration = Duration::from_secs(600);
@@ -43,6 +55,8 @@ struct Entry {
     leg: LegRecord,
     /// The detectors' per-flow slot while the flow is open ([`FlowView::slot`]).
     slot: usize,
+    /// The capture's elapsed-time clock at the flow's last segment ([`clock`]): what ages it.
+    seen: Timestamp,
 }
 
 /// Per-server totals for the capture summary.
@@ -98,8 +112,8 @@ fn take_parked(
 
 /// A refused attempt whose client sends its SYN again only after the linger time: a new flow,
 /// as if the refused one had ended and been forgotten.
-fn stale_refusal(flow: &Flow, now: Timestamp) -> bool {
-    flow.is_refused_attempt() && now.since(flow.last_ts) > ENDED_FLOW_LINGER
+fn stale_refusal(entry: &Entry, now: Timestamp) -> bool {
+    entry.flow.is_refused_attempt() && now.since(entry.seen) > ENDED_FLOW_LINGER
 }
 
 /// Starts tracking a flow first seen in `seg`.
@@ -109,12 +123,23 @@ fn new_entry(
     sinks: &mut Sinks,
     seg: &TcpSegment,
     pkt: PacketRef,
+    now: Timestamp,
 ) -> Box<Entry> {
     let flow = Flow::new(*next_id, seg, pkt);
     *next_id += 1;
-    let group = *group_of.entry(flow.server).or_insert_with(|| {
+    let group = group_for(group_of, sinks, flow.server);
+    entry_of(sinks, flow, group, now)
+}
+
+/// The group of `server`, created on its first flow; counts one more flow to it.
+fn group_for(
+    group_of: &mut FxHashMap<Endpoint, GroupId>,
+    sinks: &mut Sinks,
+    server: Endpoint,
+) -> GroupId {
+    let group = *group_of.entry(server).or_insert_with(|| {
         sinks.groups.push(GroupInfo {
-            server: flow.server,
+            server,
             flows: 0,
             exchanges: 0,
             hops: Vec::new(),
@@ -123,6 +148,11 @@ fn new_entry(
         sinks.groups.len() - 1
     });
     sinks.groups[group].flows += 1;
+    group
+}
+
+/// A flow's entry, with a detector slot.
+fn entry_of(sinks: &mut Sinks, flow: Flow, group: GroupId, now: Timestamp) -> Box<Entry> {
     let slot = sinks.free_slots.pop().unwrap_or_else(|| {
         sinks.slots += 1;
         sinks.slots - 1
@@ -134,7 +164,54 @@ fn new_entry(
         first_data: None,
         leg: LegRecord::default(),
         slot,
+        seen: now,
     })
+}
+
+/// The full flow of a compact attempt: the same id and group, its kept segments replayed
+/// ([`half_open`] rule 2).
+fn promote(sinks: &mut Sinks, key: FlowKey, attempt: Attempt) -> Box<Entry> {
+    let mut kept = attempt.segments(&key);
+    let (seg, pkt) = kept.next().expect("an attempt keeps its first segment");
+    let flow = Flow::new(attempt.id, &seg, pkt);
+    let mut entry = entry_of(sinks, flow, attempt.group, attempt.seen);
+    sinks.on_segment(&mut entry, &seg, pkt);
+    for (seg, pkt) in kept {
+        sinks.on_segment(&mut entry, &seg, pkt);
+    }
+    entry
+}
+
+/// A flow to end, in the order flows began: a tracked one, or a compact attempt (its id and
+/// endpoints: it stays in its table until its turn).
+enum Ending {
+    Flow(Box<Entry>),
+    Attempt(u64, FlowKey),
+}
+
+impl Ending {
+    fn id(&self) -> u64 {
+        match self {
+            Ending::Flow(e) => e.flow.id,
+            Ending::Attempt(id, _) => *id,
+        }
+    }
+}
+
+/// Ends flows in the order they began (detectors that keep the first example they see must
+/// not depend on the hash function), promoting attempts one at a time.
+fn end_in_order(sinks: &mut Sinks, half_open: &mut HalfOpen, mut ending: Vec<Ending>) {
+    ending.sort_unstable_by_key(Ending::id);
+    for e in ending {
+        let mut entry = match e {
+            Ending::Flow(e) => e,
+            Ending::Attempt(_, key) => match half_open.remove(&key) {
+                Some(a) => promote(sinks, key, a),
+                None => continue,
+            },
+        };
+        sinks.end_flow(&mut entry);
+    }
 }
 
 /// Everything that hears about flows: the detectors and the per-server totals.
@@ -244,6 +321,8 @@ pub struct Analyzer {
     flows: FxHashMap<FlowKey, Box<Entry>>,
     /// Connection attempts displaced by a SYN with another ISN on the same endpoints.
     parked: FxHashMap<FlowKey, Vec<Entry>>,
+    /// Flows that are only a SYN (and its SYN-ACK) so far, compact and capped.
+    half_open: HalfOpen,
     next_flow_id: u64,
     group_of: FxHashMap<Endpoint, GroupId>,
     sinks: Sinks,
@@ -252,8 +331,7 @@ pub struct Analyzer {
     /// The segment count at which the table is swept next.
     next_sweep: u64,
     census: Census,
-    first_ts: Option<Timestamp>,
-    last_ts: Timestamp,
+    clock: CaptureClock,
     link_types: Vec<LinkType>,
 }
 
@@ -298,6 +376,7 @@ impl Analyzer {
         Analyzer {
             flows: FxHashMap::default(),
             parked: FxHashMap::default(),
+            half_open: HalfOpen::default(),
             next_flow_id: 1,
             group_of: FxHashMap::default(),
             sinks: Sinks {
@@ -322,8 +401,7 @@ impl Analyzer {
             tcp_segments: 0,
             next_sweep: SWEEP_EVERY,
             census: Census::default(),
-            first_ts: None,
-            last_ts: Timestamp::ZERO,
+            clock: CaptureClock::default(),
             link_types: Vec::new(),
         }
     }
@@ -352,53 +430,72 @@ impl Analyzer {
     /// Analyses one decoded TCP segment.
     pub fn on_segment(&mut self, pkt: PacketRef, seg: &TcpSegment) {
         self.tcp_segments += 1;
-        self.first_ts.get_or_insert(pkt.ts);
-        self.last_ts = self.last_ts.max(pkt.ts);
+        let now = self.clock.observe(pkt);
         if self.tcp_segments == self.next_sweep {
-            self.sweep(pkt.ts);
-            let table = (self.flows.len() + self.parked.len()) as u64;
+            self.sweep(now);
+            let table = (self.flows.len() + self.parked.len() + self.half_open.len()) as u64;
             self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);
         }
         let key = FlowKey::of(seg);
-        let pure_syn = seg.flags.syn() && !seg.flags.ack();
         let entry = match self.flows.entry(key) {
             MapEntry::Occupied(o) => {
                 let e = o.into_mut();
-                if pure_syn && (e.flow.is_new_connection(seg) || stale_refusal(&e.flow, pkt.ts)) {
-                    let next = match take_parked(&mut self.parked, key, seg.src, SeqNum(seg.seq)) {
-                        Some(p) => p,
-                        None => new_entry(
-                            &mut self.next_flow_id,
-                            &mut self.group_of,
-                            &mut self.sinks,
-                            seg,
-                            pkt,
-                        ),
-                    };
-                    let old = std::mem::replace(e, next);
-                    retire(&mut self.parked, &mut self.sinks, key, old);
-                } else if !pure_syn && seg.flags.syn() && e.flow.is_attempt() {
-                    // A SYN-ACK answering an attempt that a later SYN displaced.
-                    let answered = SeqNum(seg.ack.wrapping_sub(1));
-                    if e.flow.client_isn() != Some(answered) {
-                        if let Some(p) = take_parked(&mut self.parked, key, seg.dst, answered) {
-                            let old = std::mem::replace(e, p);
-                            retire(&mut self.parked, &mut self.sinks, key, old);
-                        }
-                    }
-                }
+                Self::displace_in(
+                    &mut self.parked,
+                    &mut self.sinks,
+                    &mut self.next_flow_id,
+                    &mut self.group_of,
+                    e,
+                    key,
+                    seg,
+                    pkt,
+                    now,
+                );
                 e
             }
-            MapEntry::Vacant(v) => v.insert(new_entry(
-                &mut self.next_flow_id,
-                &mut self.group_of,
-                &mut self.sinks,
-                seg,
-                pkt,
-            )),
+            MapEntry::Vacant(v) => {
+                if let Some(a) = self.half_open.get_mut(&key) {
+                    if a.absorb(&key, seg, pkt, now) {
+                        return;
+                    }
+                    let a = self.half_open.remove(&key).expect("just found");
+                    let e = v.insert(promote(&mut self.sinks, key, a));
+                    Self::displace_in(
+                        &mut self.parked,
+                        &mut self.sinks,
+                        &mut self.next_flow_id,
+                        &mut self.group_of,
+                        e,
+                        key,
+                        seg,
+                        pkt,
+                        now,
+                    );
+                    e
+                } else if Attempt::may_start(seg) {
+                    // As `Flow::new` decides roles: a SYN's receiver, a SYN-ACK's sender.
+                    let server = if seg.flags.ack() { seg.src } else { seg.dst };
+                    let group = group_for(&mut self.group_of, &mut self.sinks, server);
+                    let id = self.next_flow_id;
+                    self.next_flow_id += 1;
+                    let attempt = Attempt::new(id, group, &key, seg, pkt, now);
+                    self.half_open.insert(key, attempt);
+                    return;
+                } else {
+                    v.insert(new_entry(
+                        &mut self.next_flow_id,
+                        &mut self.group_of,
+                        &mut self.sinks,
+                        seg,
+                        pkt,
+                        now,
+                    ))
+                }
+            }
         };
+        entry.seen = now;
         if entry.flow.state == FlowState::Ended {
-            entry.flow.last_ts = pkt.ts;
+            entry.flow.last_ts = entry.flow.last_ts.max(pkt.ts);
             return;
         }
         self.sinks.on_segment(entry, seg, pkt);
@@ -407,32 +504,69 @@ impl Analyzer {
         }
     }
 
-    /// Ends idle flows and forgets long-ended ones.
+    /// A SYN that opens another connection on the endpoints of flow `e` replaces it, and a
+    /// SYN-ACK answering an attempt `e` displaced brings that attempt back.
+    #[allow(clippy::too_many_arguments)]
+    fn displace_in(
+        parked: &mut FxHashMap<FlowKey, Vec<Entry>>,
+        sinks: &mut Sinks,
+        next_flow_id: &mut u64,
+        group_of: &mut FxHashMap<Endpoint, GroupId>,
+        e: &mut Box<Entry>,
+        key: FlowKey,
+        seg: &TcpSegment,
+        pkt: PacketRef,
+        now: Timestamp,
+    ) {
+        let pure_syn = seg.flags.syn() && !seg.flags.ack();
+        if pure_syn && (e.flow.is_new_connection(seg) || stale_refusal(e, now)) {
+            let next = match take_parked(parked, key, seg.src, SeqNum(seg.seq)) {
+                Some(p) => p,
+                None => new_entry(next_flow_id, group_of, sinks, seg, pkt, now),
+            };
+            let old = std::mem::replace(e, next);
+            retire(parked, sinks, key, old);
+        } else if !pure_syn && seg.flags.syn() && e.flow.is_attempt() {
+            // A SYN-ACK answering an attempt that a later SYN displaced.
+            let answered = SeqNum(seg.ack.wrapping_sub(1));
+            if e.flow.client_isn() != Some(answered) {
+                if let Some(p) = take_parked(parked, key, seg.dst, answered) {
+                    let old = std::mem::replace(e, p);
+                    retire(parked, sinks, key, old);
+                }
+            }
+        }
+    }
+
+    /// Ends idle flows and forgets long-ended ones, by the capture's elapsed time `now`.
     fn sweep(&mut self, now: Timestamp) {
-        // Ended in the order the flows began, not in the table's (hash) order: detectors that
-        // keep the first example they see must not depend on the hash function.
-        let mut stale: Vec<(u64, FlowKey)> = self
+        let stale: Vec<FlowKey> = self
             .flows
             .iter()
             .filter(|(_, e)| match e.flow.state {
-                FlowState::Ended => now.since(e.flow.last_ts) > ENDED_FLOW_LINGER,
+                FlowState::Ended => now.since(e.seen) > ENDED_FLOW_LINGER,
                 FlowState::Open if e.flow.is_refused_attempt() => {
-                    now.since(e.flow.last_ts) > ENDED_FLOW_LINGER
+                    now.since(e.seen) > ENDED_FLOW_LINGER
                 }
-                FlowState::Open => now.since(e.flow.last_ts) > IDLE_FLOW_TIMEOUT,
+                FlowState::Open => now.since(e.seen) > IDLE_FLOW_TIMEOUT,
             })
-            .map(|(k, e)| (e.flow.id, *k))
+            .map(|(k, _)| *k)
             .collect();
-        stale.sort_unstable_by_key(|&(id, _)| id);
-        for (_, key) in stale {
-            if let Some(mut entry) = self.flows.remove(&key) {
-                self.sinks.end_flow(&mut entry);
-            }
-        }
+        let mut ending: Vec<Ending> = stale
+            .into_iter()
+            .filter_map(|k| self.flows.remove(&k).map(Ending::Flow))
+            .collect();
+        ending.extend(
+            self.half_open
+                .idle(now, IDLE_FLOW_TIMEOUT)
+                .into_iter()
+                .map(|(id, k)| Ending::Attempt(id, k)),
+        );
+        end_in_order(&mut self.sinks, &mut self.half_open, ending);
         let sinks = &mut self.sinks;
         self.parked.retain(|_, attempts| {
             attempts.retain_mut(|e| {
-                let keep = now.since(e.flow.last_ts) <= IDLE_FLOW_TIMEOUT;
+                let keep = now.since(e.seen) <= IDLE_FLOW_TIMEOUT;
                 if !keep {
                     sinks.end_flow(e);
                 }
@@ -444,16 +578,20 @@ impl Analyzer {
 
     /// Ends every flow and collects the findings. `file` names the capture in findings.
     pub fn finish(mut self, file: &str, format: &str) -> (CaptureSummary, Vec<Finding>) {
-        let mut open: Vec<Box<Entry>> = self
+        let open: Vec<Ending> = self
             .flows
             .drain()
             .map(|(_, e)| e)
             .chain(self.parked.drain().flat_map(|(_, p)| p).map(Box::new))
+            .map(Ending::Flow)
+            .chain(
+                self.half_open
+                    .all()
+                    .into_iter()
+                    .map(|(id, k)| Ending::Attempt(id, k)),
+            )
             .collect();
-        open.sort_by_key(|e| e.flow.id);
-        for mut entry in open {
-            self.sinks.end_flow(&mut entry);
-        }
+        end_in_order(&mut self.sinks, &mut self.half_open, open);
         let sinks = &mut self.sinks;
         for hop in hops::pair(&sinks.legs) {
             for g in sinks.groups.iter_mut() {
@@ -492,10 +630,7 @@ impl Analyzer {
         });
         let omitted = servers.len().saturating_sub(MAX_SERVERS_LISTED) as u64;
         servers.truncate(MAX_SERVERS_LISTED);
-        let duration = match self.first_ts {
-            Some(first) => self.last_ts.since(first),
-            None => Duration::ZERO,
-        };
+        let duration = self.clock.span();
         let (skipped, tunnels) = self.census.finish();
         let summary = CaptureSummary {
             file: file.to_string(),
@@ -508,6 +643,8 @@ impl Analyzer {
             flows: self.next_flow_id - 1,
             exchanges: self.sinks.exchanges,
             duration_ms: round3(crate::units::ms(duration)),
+            time_steps_back: self.clock.steps_back(),
+            half_open_untracked: self.half_open.dropped,
             servers,
             servers_omitted: omitted,
             audit: None,
@@ -517,3 +654,6 @@ impl Analyzer {
         (summary, findings)
     }
 }
+
+#[cfg(test)]
+mod tests;

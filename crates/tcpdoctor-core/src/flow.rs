@@ -433,7 +433,7 @@ impl Flow {
         let d = dir.index();
         let p = dir.reverse().index();
         self.packets += 1;
-        self.last_ts = pkt.ts;
+        self.last_ts = self.last_ts.max(pkt.ts);
         let flags = seg.flags;
         let seq = SeqNum(seg.seq);
         let ack = SeqNum(seg.ack);

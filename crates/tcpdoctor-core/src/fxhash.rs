@@ -107,4 +107,20 @@ mod tests {
         // word are the same); 4096 random keys would fill about 2600 of them.
         assert!(buckets.len() > 1024, "{} buckets", buckets.len());
     }
+
+    /// Keys that differ only in the client's address (one server, one client port) spread over
+    /// the low bits the table indexes with: 65,536 keys fill most of 2^16 buckets.
+    #[test]
+    fn spreads_client_addresses_over_the_low_bits() {
+        let mut buckets = std::collections::HashSet::new();
+        for i in 0..65_536u64 {
+            let ip = 0x0a00_0000u64 + i;
+            buckets.insert(h(&(ip << 32 | 0xc000_0201, 40_000u32 << 16 | 80)) & 0xffff);
+        }
+        assert!(
+            buckets.len() > 30_000,
+            "{} buckets of 65,536",
+            buckets.len()
+        );
+    }
 }

@@ -264,6 +264,8 @@ mod tests {
             flows: 0,
             exchanges: 0,
             duration_ms: 0.0,
+            time_steps_back: None,
+            half_open_untracked: 0,
             servers: Vec::new(),
             servers_omitted: 0,
             truncated: None,

@@ -328,7 +328,15 @@ pub struct CaptureSummary {
     pub tunnels: Vec<TunnelCount>,
     pub flows: u64,
     pub exchanges: u64,
+    /// From the earliest to the latest timestamp, in whatever order the file holds them.
     pub duration_ms: f64,
+    /// Set when timestamps went backwards (a clock step, files merged end to end).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_steps_back: Option<TimeStepsBack>,
+    /// Half-open connection attempts (a SYN, perhaps its SYN-ACK, nothing more) evicted
+    /// beyond the cap of [`crate::analysis::MAX_HALF_OPEN`] kept at once: not analysed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub half_open_untracked: u64,
     /// Busiest servers first; at most [`MAX_SERVERS_LISTED`].
     pub servers: Vec<ServerSummary>,
     /// Servers not listed in `servers`.
@@ -342,6 +350,21 @@ pub struct CaptureSummary {
     /// [`Report::withdrawn`], so they are serialized there and only there.
     #[serde(skip)]
     pub withdrawn: Vec<Withdrawn>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Timestamps that went backwards in a capture.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TimeStepsBack {
+    /// Frames whose timestamp is earlier than the frame's before them.
+    pub count: u64,
+    /// The largest such step.
+    pub largest_ms: f64,
+    /// The frame that largest step landed on.
+    pub largest_at_frame: u64,
 }
 
 /// What the evidence audit did with one capture's findings.

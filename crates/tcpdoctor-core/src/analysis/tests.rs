@@ -1,0 +1,178 @@
+//! The analysis under a SYN flood and under time that steps back.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use super::*;
+use crate::wire::{TcpFlags, TcpOptions};
+
+const SYN: u8 = TcpFlags::SYN;
+const ACK: u8 = TcpFlags::ACK;
+
+fn ep(a: u32, port: u16) -> Endpoint {
+    Endpoint {
+        ip: IpAddr::V4(Ipv4Addr::from(a)),
+        port,
+    }
+}
+
+const SERVER: u32 = 0xc000_0201;
+
+/// A segment between client `c` (10.x.y.z, port 40000) and the server, at `secs`.
+#[allow(clippy::too_many_arguments)]
+fn send(
+    an: &mut Analyzer,
+    frame: u64,
+    secs: f64,
+    c: u32,
+    to_server: bool,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+) {
+    let (client, server) = (ep(0x0a00_0000 + c, 40000), ep(SERVER, 80));
+    let (src, dst) = if to_server {
+        (client, server)
+    } else {
+        (server, client)
+    };
+    let seg = TcpSegment {
+        src,
+        dst,
+        seq,
+        ack,
+        flags: TcpFlags(flags),
+        window: 1000,
+        payload_len: 0,
+        options: TcpOptions::default(),
+    };
+    let ts = Timestamp::from_nanos((secs * 1e9) as u64);
+    an.on_segment(PacketRef { frame, ts }, &seg);
+}
+
+/// SYN, SYN-ACK and ACK of client `c` at `secs`.
+fn handshake(an: &mut Analyzer, frame: u64, secs: f64, c: u32) {
+    send(an, frame, secs, c, true, 100, 0, SYN);
+    send(an, frame + 1, secs, c, false, 500, 101, SYN | ACK);
+    send(an, frame + 2, secs, c, true, 101, 501, ACK);
+}
+
+fn open_clients(an: &Analyzer) -> Vec<u32> {
+    let mut v: Vec<u32> = an
+        .flows
+        .values()
+        .filter(|e| e.flow.state == FlowState::Open)
+        .map(|e| match e.flow.client.ip {
+            IpAddr::V4(a) => u32::from(a) - 0x0a00_0000,
+            IpAddr::V6(_) => unreachable!(),
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn a_syn_and_its_syn_ack_stay_compact_until_the_handshake_completes() {
+    let mut an = Analyzer::default();
+    send(&mut an, 1, 0.0, 1, true, 100, 0, SYN);
+    send(&mut an, 2, 0.001, 1, false, 500, 101, SYN | ACK);
+    assert_eq!((an.flows.len(), an.half_open.len()), (0, 1));
+    send(&mut an, 3, 0.002, 1, true, 101, 501, ACK);
+    assert_eq!((an.flows.len(), an.half_open.len()), (1, 0));
+    let e = an.flows.values().next().unwrap();
+    assert!(
+        e.flow.handshake.completed(),
+        "the kept SYN and SYN-ACK were replayed"
+    );
+    assert_eq!(e.flow.id, 1);
+    assert_eq!(e.flow.handshake_rtt(), Some(Duration::from_millis(2)));
+    let (summary, _) = an.finish("f", "pcap");
+    assert_eq!((summary.flows, summary.half_open_untracked), (1, 0));
+}
+
+#[test]
+fn attempts_beyond_the_cap_are_dropped_oldest_first_and_counted() {
+    let n = MAX_HALF_OPEN as u32;
+    for (extra, dropped) in [(0u32, 0u64), (10, 10)] {
+        let mut an = Analyzer::default();
+        for c in 0..n + extra {
+            send(
+                &mut an,
+                u64::from(c) + 1,
+                f64::from(c) * 1e-6,
+                c,
+                true,
+                100,
+                0,
+                SYN,
+            );
+        }
+        assert_eq!(an.half_open.len(), MAX_HALF_OPEN);
+        // The newest attempt completes as a connection with its handshake; the oldest, when
+        // evicted, comes back as a flow that never saw its SYN.
+        let f = u64::from(n + extra) + 1;
+        let last = n + extra - 1;
+        send(&mut an, f, 1.0, last, false, 500, 101, SYN | ACK);
+        send(&mut an, f + 1, 1.0, last, true, 101, 501, ACK);
+        send(&mut an, f + 2, 1.0, 0, true, 101, 501, ACK);
+        let completed = |an: &Analyzer, c: u32| {
+            an.flows
+                .values()
+                .find(|e| e.flow.client.ip == ep(0x0a00_0000 + c, 0).ip)
+                .map(|e| e.flow.handshake.first_syn.is_some())
+        };
+        assert_eq!(completed(&an, last), Some(true));
+        assert_eq!(completed(&an, 0), Some(extra == 0), "extra {extra}");
+        let (summary, _) = an.finish("f", "pcap");
+        assert_eq!(summary.half_open_untracked, dropped);
+    }
+}
+
+/// File A (an hour in) then file B (from 0), merged end to end: B's time ages A's flows, a
+/// step back neither expires B's flows (as ageing on the latest timestamp would) nor keeps A's
+/// forever (as raw timestamps would).
+#[test]
+fn a_step_back_ages_flows_on_elapsed_time() {
+    let mut an = Analyzer::default();
+    handshake(&mut an, 1, 3600.0, 1);
+    send(&mut an, 4, 0.0, 2, true, 100, 0, SYN);
+    send(&mut an, 5, 0.0, 2, false, 500, 101, SYN | ACK);
+    send(&mut an, 6, 300.0, 2, true, 101, 501, ACK);
+    an.sweep(an.clock.now());
+    assert_eq!(
+        open_clients(&an),
+        vec![1, 2],
+        "300 s elapsed: nothing idles out"
+    );
+    send(&mut an, 7, 700.0, 2, true, 101, 501, ACK);
+    an.sweep(an.clock.now());
+    assert_eq!(
+        open_clients(&an),
+        vec![2],
+        "700 s elapsed: A idled out, B did not"
+    );
+    let (summary, _) = an.finish("f", "pcap");
+    assert_eq!(summary.duration_ms, 3_600_000.0, "0 s to 3600 s");
+    let back = summary.time_steps_back.unwrap();
+    assert_eq!((back.count, back.largest_at_frame), (1, 4));
+}
+
+#[test]
+fn forward_time_reports_no_step_and_its_own_span() {
+    let mut an = Analyzer::default();
+    handshake(&mut an, 1, 10.0, 1);
+    handshake(&mut an, 4, 12.5, 2);
+    let (summary, _) = an.finish("f", "pcap");
+    assert_eq!(summary.duration_ms, 2500.0);
+    assert!(summary.time_steps_back.is_none());
+}
+
+/// A flow's own clock never goes back: its last timestamp is the latest it saw.
+#[test]
+fn a_flows_last_timestamp_is_its_latest() {
+    let mut an = Analyzer::default();
+    handshake(&mut an, 1, 100.0, 1);
+    send(&mut an, 4, 50.0, 1, true, 101, 501, ACK);
+    let e = an.flows.values().next().unwrap();
+    assert_eq!(e.flow.last_ts, Timestamp::from_nanos(100_000_000_000));
+}
