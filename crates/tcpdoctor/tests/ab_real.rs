@@ -189,9 +189,12 @@ fn redis_benchmark_pair_with_its_figure_parsed() {
 /// A ZeroMQ one-way throughput test (PUSH → PULL, 64-byte messages, as libzmq's
 /// local_thr/remote_thr measure it; testdata/servers/zmq_thr.py) over TCP (A) and over IPC, a
 /// Unix socket (B), its "mean throughput: N [msg/s]" line parsed as the figure. Which is
-/// faster is the machine's business; what must hold: every run completes on both sides with
-/// the figure read, each gets a ratio inside its interval, no hang, and the why has A's TCP
-/// traffic analysed while B, on a Unix socket, has no TCP segment.
+/// faster is the machine's business. Debian's libzmq 4.3.4 over IPC now and then stalls with
+/// the receiver still waiting after the sender has sent everything and exited (about 1 run in
+/// 40 here): `ab` must record that as a hang and go on, never as a result. What must hold:
+/// every run either completes with its figure read or is a hang; the hang counts are the
+/// hung runs; the figure is compared over exactly the rounds both sides completed; the why
+/// has A's TCP traffic analysed while B, on a Unix socket, has no TCP segment.
 #[test]
 fn zeromq_throughput_over_tcp_against_ipc_with_its_figure_parsed() {
     let test = "zeromq_throughput_over_tcp_against_ipc_with_its_figure_parsed";
@@ -224,53 +227,80 @@ fn zeromq_throughput_over_tcp_against_ipc_with_its_figure_parsed() {
             "--figure",
             r"msgs:higher=mean throughput: ([0-9.]+) \[msg/s\]",
             "--rounds",
-            "3",
+            "4",
             "--warmup",
             "0",
             "--hang-after",
-            "20s",
+            "5s",
             "--out",
             out.to_str().expect("utf-8"),
         ],
     );
     assert_eq!(code, 0, "{err}\n{r:#}");
     assert_eq!(r["result"], "not_gated");
-    assert_eq!(r["hangs"]["a"], 0);
-    assert_eq!(r["hangs"]["b"], 0);
     let runs = r["runs"].as_array().expect("runs");
-    assert_eq!(runs.len(), 6, "{r:#}");
+    assert_eq!(runs.len(), 8, "{r:#}");
+    let mut hung = [0u64; 2];
+    let mut complete = [[false; 2]; 5];
     for run in runs {
-        assert_eq!(run["outcome"]["state"], "ok", "{run:#}");
+        let side = usize::from(run["side"] == "b");
+        match run["outcome"]["state"].as_str().expect("state") {
+            "ok" => {
+                assert!(
+                    run["figures"]["msgs"].as_f64().is_some_and(|x| x > 100.0),
+                    "{run:#}"
+                );
+                complete[run["round"].as_u64().expect("round") as usize][side] = true;
+            }
+            "hang" => hung[side] += 1,
+            other => panic!("a run is complete or hung, not {other}: {run:#}"),
+        }
+    }
+    assert_eq!(r["hangs"]["a"], hung[0], "{r:#}");
+    assert_eq!(r["hangs"]["b"], hung[1], "{r:#}");
+    let pairs = complete.iter().filter(|c| c[0] && c[1]).count();
+    let msgs = figure(&r, "msgs");
+    assert_eq!(msgs["pairs"], pairs, "{msgs:#}");
+    if pairs >= 3 {
+        let ratio = msgs["ratio"].as_f64().expect("ratio");
+        let (lo, hi) = (
+            msgs["ci"][0].as_f64().expect("ci"),
+            msgs["ci"][1].as_f64().expect("ci"),
+        );
+        assert!(lo <= ratio && ratio <= hi, "{msgs:#}");
+        let verdict = msgs["verdict"].as_str().expect("verdict");
         assert!(
-            run["figures"]["msgs"].as_f64().is_some_and(|x| x > 100.0),
-            "{run:#}"
+            ["faster", "slower", "no_difference"].contains(&verdict),
+            "{msgs:#}"
+        );
+    } else {
+        assert_eq!(msgs["verdict"], "not_compared", "{msgs:#}");
+    }
+    // The why: A's ZMTP over TCP captured and analysed; B's IPC has no TCP segment, and the
+    // report says why B was not analysed (its run sent no TCP packet, or, stalled, hung).
+    let why = &r["why"][0];
+    let warned = r["warnings"].as_array().expect("warnings");
+    let warning = |side: &str, reason: &str| {
+        warned.iter().any(|w| {
+            w.as_str().is_some_and(|w| {
+                w.starts_with(&format!("{side}'s traffic was not analysed: {reason}"))
+            })
+        })
+    };
+    if why["a"]["runs_analysed"] == 1 {
+        assert!(
+            why["a"]["tcp_segments"].as_u64().is_some_and(|n| n > 0),
+            "{why:#}"
+        );
+    } else {
+        assert!(
+            warning("A", "the captured run hung"),
+            "{why:#}\n{warned:#?}"
         );
     }
-    let msgs = figure(&r, "msgs");
-    assert_eq!(msgs["pairs"], 3, "{msgs:#}");
-    let ratio = msgs["ratio"].as_f64().expect("ratio");
-    let (lo, hi) = (
-        msgs["ci"][0].as_f64().expect("ci"),
-        msgs["ci"][1].as_f64().expect("ci"),
-    );
-    assert!(lo <= ratio && ratio <= hi, "{msgs:#}");
-    assert!(
-        ["faster", "slower", "no_difference"].contains(&msgs["verdict"].as_str().expect("verdict")),
-        "{msgs:#}"
-    );
-    // The why: A's ZMTP over TCP captured and analysed; B's IPC has no TCP segment.
-    let why = &r["why"][0];
-    assert_eq!(why["a"]["runs_analysed"], 1, "{why:#}\n{err}");
-    assert!(
-        why["a"]["tcp_segments"].as_u64().is_some_and(|n| n > 0),
-        "{why:#}"
-    );
     assert_eq!(why["b"]["tcp_segments"].as_u64().unwrap_or(0), 0, "{why:#}");
-    let warned = r["warnings"].as_array().expect("warnings");
     assert!(
-        warned.iter().any(|w| w.as_str().is_some_and(
-            |w| w.starts_with("B's traffic was not analysed: its run sent no TCP packet")
-        )),
+        warning("B", "its run sent no TCP packet") || warning("B", "the captured run hung"),
         "{warned:#?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
