@@ -71,47 +71,23 @@ pub fn run_once(
     dir: &Path,
     hang_after: Duration,
 ) -> anyhow::Result<RunResult> {
-    let exe = std::env::current_exe().context("finding this tcpdoctor's own binary")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let err_path = dir.join("run.err");
-    let err = std::fs::File::create(&err_path)
-        .with_context(|| format!("creating {}", err_path.display()))?;
-    let started = Instant::now();
-    let mut child = {
-        use std::os::unix::process::CommandExt;
-        Command::new(&exe)
-            .arg("run")
-            .args([
-                "--format",
-                "json",
-                "--no-trace",
-                "--server",
-                server,
-                "--out",
-            ])
-            .arg(dir)
-            .args(run_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {} run", exe.display()))?
-    };
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let w = watch(
-        &mut child,
-        started,
-        hang_after,
-        None,
-        Stop::Interrupt(Duration::from_secs(10)),
-    )?;
-    let json = reader.join().unwrap_or_default();
+    let mut args: Vec<std::ffi::OsString> = [
+        "run",
+        "--format",
+        "json",
+        "--no-trace",
+        "--server",
+        server,
+        "--out",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    args.push(dir.into());
+    args.extend(run_args.iter().map(Into::into));
+    let (w, json) = run_self(&args, &err_path, hang_after)?;
     let wall_s = w.wall.as_secs_f64();
     if let Some(sockets) = w.hung {
         return Ok(RunResult {
@@ -197,6 +173,45 @@ pub fn run_once(
         why,
         leftovers,
     })
+}
+
+/// Runs this tcpdoctor binary with `args`, its stderr to `err_path`, watched for hangs like
+/// any measured run (stopped with SIGINT, as a tcpdoctor child cleans up after itself):
+/// what the watch saw, and its standard output.
+pub(super) fn run_self(
+    args: &[std::ffi::OsString],
+    err_path: &Path,
+    hang_after: Duration,
+) -> anyhow::Result<(super::watch::Watched, String)> {
+    let exe = std::env::current_exe().context("finding this tcpdoctor's own binary")?;
+    let err = std::fs::File::create(err_path)
+        .with_context(|| format!("creating {}", err_path.display()))?;
+    let started = Instant::now();
+    let mut child = {
+        use std::os::unix::process::CommandExt;
+        Command::new(&exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", exe.display()))?
+    };
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let w = watch(
+        &mut child,
+        started,
+        hang_after,
+        None,
+        Stop::Interrupt(Duration::from_secs(10)),
+    )?;
+    Ok((w, reader.join().unwrap_or_default()))
 }
 
 /// A finding of the run report as [`Brief`] reads it.

@@ -4,17 +4,14 @@
 //! rounds, one traced run per side gives the calls per message for the side-by-side why.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use std::time::Duration;
+
 use serde_json::Value;
 use tcpdoctor_core::ab::{Better, FigureSpec, Outcome, StreamSide};
 
-use super::server::last_line;
-use super::watch::{watch, Stop};
+use super::server::{last_line, run_self};
 use super::RunResult;
 
 /// The figures a stream run gives: (name, JSON path, direction, unit).
@@ -62,48 +59,24 @@ fn stream_once(
     hang_after: Duration,
     traced: bool,
 ) -> anyhow::Result<(RunResult, Option<Value>)> {
-    let exe = std::env::current_exe().context("finding this tcpdoctor's own binary")?;
     let err_path = json.with_extension("err");
-    let err = std::fs::File::create(&err_path)
-        .with_context(|| format!("creating {}", err_path.display()))?;
-    let started = Instant::now();
-    let mut child = {
-        use std::os::unix::process::CommandExt;
-        let mut c = Command::new(&exe);
-        c.args([
-            "stream",
-            "--format",
-            "json",
-            "--server",
-            server,
-            "--server-log",
-        ])
-        .arg(json.with_extension("server.log"));
-        if !traced {
-            c.arg("--no-trace");
-        }
-        c.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {} stream", exe.display()))?
-    };
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let w = watch(
-        &mut child,
-        started,
-        hang_after,
-        None,
-        Stop::Interrupt(Duration::from_secs(10)),
-    )?;
-    let text = reader.join().unwrap_or_default();
+    let mut argv: Vec<std::ffi::OsString> = [
+        "stream",
+        "--format",
+        "json",
+        "--server",
+        server,
+        "--server-log",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    argv.push(json.with_extension("server.log").into());
+    if !traced {
+        argv.push("--no-trace".into());
+    }
+    argv.extend(args.iter().map(Into::into));
+    let (w, text) = run_self(&argv, &err_path, hang_after)?;
     let _ = std::fs::write(json, &text);
     let wall_s = w.wall.as_secs_f64();
     let mut result = RunResult {
