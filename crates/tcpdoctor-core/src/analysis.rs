@@ -92,14 +92,28 @@ fn retire(
     }
 }
 
-/// A parked attempt from `client` whose SYN carried `isn`, taken out of the parking.
+/// A parked attempt from `client` whose SYN carried `isn`, taken out of the parking. Attempts
+/// parked here idle past the timeout are ended first, as the sweep would have ended them.
 fn take_parked(
     parked: &mut FxHashMap<FlowKey, Vec<Entry>>,
+    sinks: &mut Sinks,
+    now: Timestamp,
     key: FlowKey,
     client: Endpoint,
     isn: SeqNum,
 ) -> Option<Box<Entry>> {
     let attempts = parked.get_mut(&key)?;
+    attempts.retain_mut(|e| {
+        let keep = now.since(e.seen) <= IDLE_FLOW_TIMEOUT;
+        if !keep {
+            sinks.end_flow(e);
+        }
+        keep
+    });
+    if attempts.is_empty() {
+        parked.remove(&key);
+        return None;
+    }
     let i = attempts
         .iter()
         .position(|e| e.flow.client == client && e.flow.client_isn() == Some(isn))?;
@@ -114,6 +128,20 @@ fn take_parked(
 /// as if the refused one had ended and been forgotten.
 fn stale_refusal(entry: &Entry, now: Timestamp) -> bool {
     entry.flow.is_refused_attempt() && now.since(entry.seen) > ENDED_FLOW_LINGER
+}
+
+/// Whether the sweep, had it run at `now`, would have ended and forgotten this flow: ended
+/// longer ago than the linger time, a refused attempt left alone as long, or open but idle
+/// past the timeout. A segment that finds its flow so is treated as the sweep would have left
+/// it — its endpoints without a flow — so that what the analysis says never depends on when
+/// the sweep happened to run (it runs on a packet count that depends on the table's size).
+fn expired(entry: &Entry, now: Timestamp) -> bool {
+    let idle = now.since(entry.seen);
+    match entry.flow.state {
+        FlowState::Ended => idle > ENDED_FLOW_LINGER,
+        FlowState::Open if entry.flow.is_refused_attempt() => idle > ENDED_FLOW_LINGER,
+        FlowState::Open => idle > IDLE_FLOW_TIMEOUT,
+    }
 }
 
 /// Starts tracking a flow first seen in `seg`.
@@ -438,7 +466,7 @@ impl Analyzer {
         }
         let key = FlowKey::of(seg);
         let entry = match self.flows.entry(key) {
-            MapEntry::Occupied(o) => {
+            MapEntry::Occupied(o) if !expired(o.get(), now) => {
                 let e = o.into_mut();
                 Self::displace_in(
                     &mut self.parked,
@@ -453,44 +481,21 @@ impl Analyzer {
                 );
                 e
             }
-            MapEntry::Vacant(v) => {
-                if let Some(a) = self.half_open.get_mut(&key) {
-                    if a.absorb(&key, seg, pkt, now) {
-                        return;
-                    }
-                    let a = self.half_open.remove(&key).expect("just found");
-                    let e = v.insert(promote(&mut self.sinks, key, a));
-                    Self::displace_in(
-                        &mut self.parked,
-                        &mut self.sinks,
-                        &mut self.next_flow_id,
-                        &mut self.group_of,
-                        e,
-                        key,
-                        seg,
-                        pkt,
-                        now,
-                    );
-                    e
-                } else if Attempt::may_start(seg) {
-                    // As `Flow::new` decides roles: a SYN's receiver, a SYN-ACK's sender.
-                    let server = if seg.flags.ack() { seg.src } else { seg.dst };
-                    let group = group_for(&mut self.group_of, &mut self.sinks, server);
-                    let id = self.next_flow_id;
-                    self.next_flow_id += 1;
-                    let attempt = Attempt::new(id, group, &key, seg, pkt, now);
-                    self.half_open.insert(key, attempt);
+            MapEntry::Occupied(o) => {
+                // What a sweep just before this segment would have done: end the flow and
+                // forget it, so that the segment starts a flow of its own.
+                let mut old = o.remove();
+                self.sinks.end_flow(&mut old);
+                if !self.start_flow(key, seg, pkt, now) {
                     return;
-                } else {
-                    v.insert(new_entry(
-                        &mut self.next_flow_id,
-                        &mut self.group_of,
-                        &mut self.sinks,
-                        seg,
-                        pkt,
-                        now,
-                    ))
                 }
+                self.flows.get_mut(&key).expect("just started")
+            }
+            MapEntry::Vacant(_) => {
+                if !self.start_flow(key, seg, pkt, now) {
+                    return;
+                }
+                self.flows.get_mut(&key).expect("just started")
             }
         };
         entry.seen = now;
@@ -501,6 +506,71 @@ impl Analyzer {
         self.sinks.on_segment(entry, seg, pkt);
         if entry.flow.is_closed() {
             self.sinks.end_flow(entry);
+        }
+    }
+
+    /// The flow a segment on endpoints without a tracked flow begins (or continues, from the
+    /// compact attempts), left in the table; false when a compact attempt absorbed the
+    /// segment.
+    fn start_flow(
+        &mut self,
+        key: FlowKey,
+        seg: &TcpSegment,
+        pkt: PacketRef,
+        now: Timestamp,
+    ) -> bool {
+        let MapEntry::Vacant(v) = self.flows.entry(key) else {
+            unreachable!("start_flow is called for endpoints without a flow");
+        };
+        if self
+            .half_open
+            .get_mut(&key)
+            .is_some_and(|a| now.since(a.seen) > IDLE_FLOW_TIMEOUT)
+        {
+            // Idle past the timeout: the sweep would have ended it by now.
+            end_in_order(
+                &mut self.sinks,
+                &mut self.half_open,
+                vec![Ending::Attempt(0, key)],
+            );
+        }
+        if let Some(a) = self.half_open.get_mut(&key) {
+            if a.absorb(&key, seg, pkt, now) {
+                return false;
+            }
+            let a = self.half_open.remove(&key).expect("just found");
+            let e = v.insert(promote(&mut self.sinks, key, a));
+            Self::displace_in(
+                &mut self.parked,
+                &mut self.sinks,
+                &mut self.next_flow_id,
+                &mut self.group_of,
+                e,
+                key,
+                seg,
+                pkt,
+                now,
+            );
+            true
+        } else if Attempt::may_start(seg) {
+            // As `Flow::new` decides roles: a SYN's receiver, a SYN-ACK's sender.
+            let server = if seg.flags.ack() { seg.src } else { seg.dst };
+            let group = group_for(&mut self.group_of, &mut self.sinks, server);
+            let id = self.next_flow_id;
+            self.next_flow_id += 1;
+            let attempt = Attempt::new(id, group, &key, seg, pkt, now);
+            self.half_open.insert(key, attempt);
+            false
+        } else {
+            v.insert(new_entry(
+                &mut self.next_flow_id,
+                &mut self.group_of,
+                &mut self.sinks,
+                seg,
+                pkt,
+                now,
+            ));
+            true
         }
     }
 
@@ -520,7 +590,7 @@ impl Analyzer {
     ) {
         let pure_syn = seg.flags.syn() && !seg.flags.ack();
         if pure_syn && (e.flow.is_new_connection(seg) || stale_refusal(e, now)) {
-            let next = match take_parked(parked, key, seg.src, SeqNum(seg.seq)) {
+            let next = match take_parked(parked, sinks, now, key, seg.src, SeqNum(seg.seq)) {
                 Some(p) => p,
                 None => new_entry(next_flow_id, group_of, sinks, seg, pkt, now),
             };
@@ -530,7 +600,7 @@ impl Analyzer {
             // A SYN-ACK answering an attempt that a later SYN displaced.
             let answered = SeqNum(seg.ack.wrapping_sub(1));
             if e.flow.client_isn() != Some(answered) {
-                if let Some(p) = take_parked(parked, key, seg.dst, answered) {
+                if let Some(p) = take_parked(parked, sinks, now, key, seg.dst, answered) {
                     let old = std::mem::replace(e, p);
                     retire(parked, sinks, key, old);
                 }

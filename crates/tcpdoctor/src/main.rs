@@ -13,6 +13,7 @@ mod limits;
 mod output;
 mod procfs;
 mod proxy;
+mod read_ahead;
 mod run;
 mod sandbox;
 mod scratch;

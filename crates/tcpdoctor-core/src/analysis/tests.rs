@@ -176,3 +176,28 @@ fn a_flows_last_timestamp_is_its_latest() {
     let e = an.flows.values().next().unwrap();
     assert_eq!(e.flow.last_ts, Timestamp::from_nanos(100_000_000_000));
 }
+
+/// A flow idle past the timeout has ended when its next segment comes, whether or not the
+/// table was swept in between (the sweep runs on a packet count that depends on the table's
+/// size): the segment starts a flow of its own either way.
+#[test]
+fn an_idle_flow_has_ended_whether_or_not_a_sweep_ran_meanwhile() {
+    let run = |filler: u64| {
+        let mut an = Analyzer::default();
+        handshake(&mut an, 1, 0.0, 1);
+        // Client 2 keeps its own flow busy for 700 s while client 1 says nothing.
+        handshake(&mut an, 4, 0.5, 2);
+        for i in 0..filler {
+            let secs = 1.0 + 699.0 * i as f64 / filler as f64;
+            send(&mut an, 7 + i, secs, 2, true, 101, 501, ACK);
+        }
+        send(&mut an, 1 << 40, 700.5, 1, true, 101, 501, ACK);
+        an.finish("t", "pcap").0.flows
+    };
+    assert_eq!(
+        run(10),
+        3,
+        "client 1's segment after 700 s of silence is a new flow"
+    );
+    assert_eq!(run(SWEEP_EVERY + 10), 3, "and the same after a sweep");
+}

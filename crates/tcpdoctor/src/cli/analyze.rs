@@ -13,6 +13,7 @@ use tcpdoctor_core::report::{render_text, FindingKind, Report, Truncation};
 use tcpdoctor_core::wire::{decode_tcp, CaptureError, CaptureReader};
 
 use crate::capture_file::Input;
+use crate::read_ahead::Source;
 use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 
 /// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
@@ -62,6 +63,29 @@ pub struct AnalyzeArgs {
     /// ports and initial sequence number, so addresses may differ (NAT). See docs/wan.md.
     #[arg(long)]
     pub ends: bool,
+
+    /// Threads to use (default: the cores available). With more than one, several FILEs are
+    /// analysed at once (up to N at a time), and a single FILE is read and decompressed on a
+    /// thread of its own, ahead of the analysis. The analysis of one file's flows runs on one
+    /// thread. The report is the same whatever N is.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+}
+
+/// The cores this process may run on (1 when that cannot be told).
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Threads a capture's analysis may use: `analyze --threads`, or every core (the other
+/// commands that analyse a capture use the default).
+static THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn threads() -> usize {
+    match THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => cores(),
+        n => n,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -113,16 +137,16 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     }
+    if let Some(n) = args.threads {
+        THREADS.store(usize::from(n), std::sync::atomic::Ordering::Relaxed);
+    }
     let mut captures = Vec::new();
     let mut findings = Vec::new();
     let mut unreadable = 0;
     // With --ends, each file's TCP packets are kept for the comparison in the same pass.
     let mut ends: Vec<EndCapture> = Vec::new();
-    for path in &args.files {
-        let mut end = args
-            .ends
-            .then(|| EndCapture::new(&path.display().to_string()));
-        match analyze_file(path, end.as_mut()) {
+    for (result, end) in analyze_files(&args.files, args.ends) {
+        match result {
             Ok((summary, found)) => {
                 captures.push(summary);
                 findings.extend(found);
@@ -147,6 +171,63 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     }
     let code = emit(&report, args.format, &args.fail_on)?;
     Ok(if unreadable > 0 { EXIT_ERROR } else { code })
+}
+
+type Analysed = (
+    anyhow::Result<(
+        tcpdoctor_core::report::CaptureSummary,
+        Vec<tcpdoctor_core::report::Finding>,
+    )>,
+    Option<EndCapture>,
+);
+
+/// Analyses `files`, up to [`threads`] at a time, each on its own; the results in the order
+/// of `files` (so the report does not depend on which finished first).
+fn analyze_files(files: &[PathBuf], ends: bool) -> Vec<Analysed> {
+    let one = |path: &PathBuf| {
+        let mut end = ends.then(|| EndCapture::new(&path.display().to_string()));
+        (analyze_file(path, end.as_mut()), end)
+    };
+    let workers = threads().min(files.len());
+    if workers <= 1 {
+        return files.iter().map(one).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Analysed)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = files.get(i) else {
+                            return mine;
+                        };
+                        // One thread per file here: the files are the parallel work.
+                        mine.push((i, with_threads(1, || one(path))));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, a)| a).collect()
+}
+
+thread_local! {
+    /// Set while a worker of [`analyze_files`] runs: the threads its one file may use.
+    static FILE_THREADS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+fn with_threads<T>(n: usize, f: impl FnOnce() -> T) -> T {
+    FILE_THREADS.with(|t| t.set(Some(n)));
+    let out = f();
+    FILE_THREADS.with(|t| t.set(None));
+    out
 }
 
 /// Prints `report` in `format` and returns the exit code `fail_on` asks for.
@@ -197,6 +278,10 @@ pub(crate) fn analyze_file_as(
     let input = Input::new(file)
         .map_err(|cause| CaptureError::Io { offset: 0, cause })
         .with_context(|| format!("reading {name}"))?;
+    let threads = FILE_THREADS.with(|t| t.get()).unwrap_or_else(threads);
+    let input = Source::new(input, threads)
+        .map_err(|cause| CaptureError::Io { offset: 0, cause })
+        .with_context(|| format!("reading {name}"))?;
     let gzip = input.is_gzip();
     let reading = || match gzip {
         true => format!("reading {name} (gzip-compressed: byte offsets count decompressed bytes)"),
@@ -210,6 +295,8 @@ pub(crate) fn analyze_file_as(
         (client, ends) => Analyzer::with_driver(client, ends),
     };
     let mut progress = Progress::new(&name, size);
+    // Several files at once would draw over each other's progress line.
+    progress.enabled &= FILE_THREADS.with(|t| t.get()).is_none();
     let truncated = loop {
         let frame = match reader.next_frame() {
             Ok(Some(frame)) => frame,

@@ -1,0 +1,104 @@
+//! `analyze --threads N`: the report does not depend on N. Several files are analysed at
+//! once (up to N), a single file is read and decompressed on a thread of its own; either way
+//! stdout, the exit status and the errors are those of one thread.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{repo, tcpdoctor, Scratch};
+
+/// Every pcap of the repository's capture corpus, in a fixed order.
+fn corpus() -> Vec<PathBuf> {
+    let dir = repo().join("testdata/captures");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("testdata/captures")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "the corpus has its captures");
+    files
+}
+
+fn analyze(threads: &str, files: &[PathBuf]) -> (Vec<u8>, Option<i32>, String) {
+    let mut args = vec!["analyze", "--format", "json", "--threads", threads];
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    args.extend(names.iter().map(String::as_str));
+    let out = tcpdoctor(&args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.stdout, out.status.code(), err)
+}
+
+#[test]
+fn many_files_at_once_give_the_report_of_one_thread() {
+    let files = corpus();
+    let one = analyze("1", &files);
+    assert_eq!(one.1, Some(0), "{}", one.2);
+    let report: serde_json::Value = serde_json::from_slice(&one.0).expect("json");
+    assert_eq!(
+        report["captures"].as_array().map(Vec::len),
+        Some(files.len()),
+        "every file is in the report"
+    );
+    assert!(!report["findings"].as_array().expect("findings").is_empty());
+    for n in ["2", "3", "8"] {
+        let many = analyze(n, &files);
+        assert!(many.0 == one.0, "--threads {n} changed the report");
+        assert_eq!(many.1, one.1);
+    }
+}
+
+#[test]
+fn a_bad_file_among_many_is_reported_in_its_place_whatever_the_threads() {
+    let scratch = Scratch::new("analyze-threads-bad");
+    let bad = scratch.join("not-a-capture.pcap");
+    std::fs::write(&bad, b"this is not a capture file at all").expect("write");
+    let mut files = corpus();
+    files.truncate(6);
+    files.insert(3, bad.clone());
+    let one = analyze("1", &files);
+    let two = analyze("2", &files);
+    assert_eq!(one.1, Some(2), "an unreadable file exits 2: {}", one.2);
+    assert!(one.2.contains("not-a-capture.pcap"), "{}", one.2);
+    assert_eq!((two.0, two.1, two.2), (one.0, one.1, one.2));
+}
+
+#[test]
+fn a_gzipped_file_read_ahead_gives_the_same_report_and_the_same_cut() {
+    let scratch = Scratch::new("analyze-threads-gz");
+    let src = repo().join("testdata/captures/bulk_fast_reader.pcap");
+    let bytes = std::fs::read(&src).expect("read");
+    let gz = scratch.join("bulk.pcap.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut enc, &bytes).expect("compress");
+    let packed = enc.finish().expect("finish");
+    std::fs::write(&gz, &packed).expect("write");
+    let cut = scratch.join("cut.pcap.gz");
+    std::fs::write(&cut, &packed[..packed.len() * 2 / 3]).expect("write");
+    for file in [gz, cut] {
+        let one = analyze("1", std::slice::from_ref(&file));
+        let two = analyze("2", std::slice::from_ref(&file));
+        assert_eq!(one.1, Some(0), "{}", one.2);
+        assert!(
+            two.0 == one.0,
+            "{}: --threads 2 changed the report",
+            file.display()
+        );
+        assert_eq!((two.1, &two.2), (one.1, &one.2));
+    }
+    let (_, _, warned) = analyze("2", std::slice::from_ref(&scratch.join("cut.pcap.gz")));
+    assert!(
+        warned.contains("cut short") || warned.contains("ends"),
+        "{warned}"
+    );
+}
+
+#[test]
+fn zero_threads_is_refused_naming_the_flag() {
+    let file = corpus().remove(0);
+    let (out, code, err) = analyze("0", &[file]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty());
+    assert!(err.contains("--threads"), "{err}");
+}
