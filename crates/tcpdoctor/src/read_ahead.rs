@@ -38,9 +38,11 @@ struct Status {
 pub struct ReadAhead {
     gzip: bool,
     status: Arc<Status>,
-    full: Receiver<io::Result<Vec<u8>>>,
+    full: Receiver<io::Result<(Vec<u8>, usize)>>,
     empty: SyncSender<Vec<u8>>,
+    /// The chunk being read, its first `len` bytes filled, `at` of them handed out.
     chunk: Vec<u8>,
+    len: usize,
     at: usize,
     done: bool,
 }
@@ -62,6 +64,7 @@ impl ReadAhead {
             full,
             empty,
             chunk: Vec::new(),
+            len: 0,
             at: 0,
             done: false,
         })
@@ -88,14 +91,12 @@ impl ReadAhead {
 fn fill<R: Read>(
     mut input: Input<R>,
     status: &Status,
-    full: &SyncSender<io::Result<Vec<u8>>>,
+    full: &SyncSender<io::Result<(Vec<u8>, usize)>>,
     empty: &Receiver<Vec<u8>>,
 ) {
     loop {
-        let mut chunk = empty
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
-        chunk.resize(CHUNK, 0);
+        // A returned chunk keeps its length: only a new one is zeroed.
+        let mut chunk = empty.try_recv().unwrap_or_else(|_| vec![0; CHUNK]);
         let mut len = 0;
         let result = loop {
             if len == CHUNK {
@@ -108,7 +109,6 @@ fn fill<R: Read>(
                 Err(e) => break Err(e),
             }
         };
-        chunk.truncate(len);
         if let Some(n) = input.compressed_read() {
             status.compressed.store(n, Ordering::Relaxed);
         }
@@ -116,7 +116,7 @@ fn fill<R: Read>(
             .cut_short
             .store(input.gzip_cut_short(), Ordering::Release);
         let last = len < CHUNK || result.is_err();
-        if len > 0 && full.send(Ok(chunk)).is_err() {
+        if len > 0 && full.send(Ok((chunk, len))).is_err() {
             return;
         }
         if let Err(e) = result {
@@ -176,16 +176,19 @@ impl<R: Read> Read for Source<R> {
 
 impl Read for ReadAhead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.at == self.chunk.len() {
+        while self.at == self.len {
             if self.done {
                 return Ok(0);
             }
             match self.full.recv() {
-                Ok(Ok(next)) => {
+                Ok(Ok((next, len))) => {
                     let used = std::mem::replace(&mut self.chunk, next);
-                    self.at = 0;
-                    // The reader thread may have stopped: then the buffer is simply dropped.
-                    let _ = self.empty.try_send(used);
+                    (self.len, self.at) = (len, 0);
+                    // Only a filled chunk goes back (not the empty one a new reader starts
+                    // with); the reader thread may have stopped: then it is simply dropped.
+                    if used.len() == CHUNK {
+                        let _ = self.empty.try_send(used);
+                    }
                 }
                 Ok(Err(e)) => {
                     self.done = true;
@@ -197,7 +200,7 @@ impl Read for ReadAhead {
                 }
             }
         }
-        let n = buf.len().min(self.chunk.len() - self.at);
+        let n = buf.len().min(self.len - self.at);
         buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
         self.at += n;
         Ok(n)
