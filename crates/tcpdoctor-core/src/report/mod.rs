@@ -16,7 +16,7 @@ use crate::flow::Direction;
 use crate::wire::CaptureError;
 
 pub use bench_text::render_bench_text;
-pub use census::{Census, Skipped, TunnelCount};
+pub use census::{AmsduSplit, Census, Skipped, TunnelCount};
 pub use claims::{Claim, NagleHold, ReleasedBy, SequentialExchange, WindowWait};
 pub use text::render_text;
 
@@ -326,6 +326,9 @@ pub struct CaptureSummary {
     /// The tunnels TCP was found in (or that held none), in a fixed order; empty for a
     /// capture without any.
     pub tunnels: Vec<TunnelCount>,
+    /// The 802.11 A-MSDUs split into their subframes; absent when the capture has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amsdu: Option<AmsduSplit>,
     pub flows: u64,
     pub exchanges: u64,
     /// From the earliest to the latest timestamp, in whatever order the file holds them.

@@ -145,6 +145,9 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     if let Some(line) = c.decapsulated() {
         let _ = writeln!(out, "  {line}");
     }
+    if let Some(line) = c.amsdu_line() {
+        let _ = writeln!(out, "  {line}");
+    }
     if let Some(a) = &c.audit {
         let _ = write!(
             out,
