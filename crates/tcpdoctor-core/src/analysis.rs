@@ -169,7 +169,7 @@ fn entry_of(sinks: &mut Sinks, flow: Flow, group: GroupId, now: Timestamp) -> Bo
 }
 
 /// The full flow of a compact attempt: the same id and group, its kept segments replayed
-/// ([`half_open`] rule 2).
+/// ([`half_open`] rule 3).
 fn promote(sinks: &mut Sinks, key: FlowKey, attempt: Attempt) -> Box<Entry> {
     let mut kept = attempt.segments(&key);
     let (seg, pkt) = kept.next().expect("an attempt keeps its first segment");
