@@ -8,7 +8,10 @@
 # distinct sources, one SYN each, 2 µs apart, to one server; 41 MB and 82 MB at 500,000):
 #   syn      — SYNs only (a flood the server drops or the capture sees one way);
 #   answered — each SYN answered by a SYN-ACK that is never ACKed (a server answering with
-#              SYN cookies).
+#              SYN cookies);
+#   syn-retried, answered-retried — the same, each SYN sent three times with its ISN at the
+#              kernel's retry spacing (0, 1, 3 s), and answered each time (`--retries`):
+#              a client's retries keep its attempt half-open, not a full flow.
 # It prints bytes of peak RSS per attempt and the `half_open_untracked` count the report gives
 # (attempts beyond the cap of 65,536 kept at once). With BASE=/path/to/older/tcpdoctor the same
 # runs are made with that binary too, side by side. Exits 0 whatever the figures.
@@ -27,6 +30,8 @@ BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release/tcpdoctor}
 
 python3 scripts/gen-syn-flood.py "$WORK/syn.pcap" "$COUNT"
 python3 scripts/gen-syn-flood.py "$WORK/answered.pcap" "$COUNT" --answered
+python3 scripts/gen-syn-flood.py "$WORK/syn-retried.pcap" "$COUNT" --retries
+python3 scripts/gen-syn-flood.py "$WORK/answered-retried.pcap" "$COUNT" --answered --retries
 
 run() { # label binary capture
     local out="$WORK/out.json" t
@@ -34,12 +39,12 @@ run() { # label binary capture
     local secs=${t% *} kb=${t#* }
     local untracked
     untracked=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["captures"][0]; print(c.get("half_open_untracked", 0))' "$out")
-    printf '%-8s %-9s %9s attempts  %6.2f s  peak RSS %7.1f MB  %6.0f B/attempt  untracked %s\n' \
+    printf '%-8s %-16s %9s attempts  %6.2f s  peak RSS %7.1f MB  %6.0f B/attempt  untracked %s\n' \
         "$1" "$(basename "$3" .pcap)" "$COUNT" "$secs" "$(echo "$kb / 1024" | bc -l)" \
         "$(echo "$kb * 1024 / $COUNT" | bc -l)" "$untracked"
 }
 
-for f in "$WORK/syn.pcap" "$WORK/answered.pcap"; do
+for f in "$WORK"/{syn,answered,syn-retried,answered-retried}.pcap; do
     cat "$f" > /dev/null
     if [ -n "${BASE:-}" ]; then run base "$BASE" "$f"; fi
     run this "$BIN" "$f"

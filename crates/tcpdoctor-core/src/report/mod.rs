@@ -6,6 +6,7 @@
 mod bench_text;
 mod census;
 pub mod claims;
+mod notes;
 pub(crate) mod text;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use crate::wire::CaptureError;
 pub use bench_text::render_bench_text;
 pub use census::{AmsduSplit, Census, Skipped, TunnelCount};
 pub use claims::{Claim, NagleHold, ReleasedBy, SequentialExchange, WindowWait};
+pub use notes::Note;
 pub use text::render_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
