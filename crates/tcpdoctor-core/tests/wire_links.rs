@@ -152,7 +152,7 @@ fn every_link_type_decodes_as_tshark_does() {
     // lists, two in the A-MSDU's; the rest
     // not TCP) and `-e wlan.fc.type_subtype -e wlan.fc.protected -e wlan.qos.amsdupresent`.
     type Case = (&'static str, &'static str, [u64; 6]);
-    let cases: [Case; 27] = [
+    let cases: [Case; 28] = [
         (
             "aruba_gre_zero_window.pcap",
             "Ethernet",
@@ -171,6 +171,11 @@ fn every_link_type_decodes_as_tshark_does() {
             [100, 100, 0, 0, 0, 0],
         ),
         ("ppi_from_aruba.pcap", "PPI", [100, 100, 0, 0, 0, 0]),
+        (
+            "radiotap_amsdu_from_aruba.pcap",
+            "802.11 radiotap",
+            [50, 100, 0, 0, 0, 50],
+        ),
         (
             "prism_from_aruba.pcap",
             "802.11 with Prism header",

@@ -38,6 +38,13 @@ fn tcp_on_every_link_type_is_found_with_its_finding() {
         ("radiotap_from_aruba.pcap", "802.11 radiotap", 100, 1, true),
         ("ppi_from_aruba.pcap", "PPI", 100, 1, true),
         (
+            "radiotap_amsdu_from_aruba.pcap",
+            "802.11 radiotap",
+            100,
+            1,
+            true,
+        ),
+        (
             "prism_from_aruba.pcap",
             "802.11 with Prism header",
             100,
