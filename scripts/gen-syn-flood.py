@@ -2,12 +2,16 @@
 """Writes a SYN-flood capture (pcap, Ethernet): COUNT connection attempts from distinct
 sources (10.0.0.0/8, one SYN each, random ports and ISNs) to one server, 2 us apart.
 
-  gen-syn-flood.py OUT.pcap COUNT [--answered]
+  gen-syn-flood.py OUT.pcap COUNT [--answered] [--retries]
 
 --answered: the server answers each SYN with a SYN-ACK that is never ACKed (a flood the
-server meets with SYN cookies). Used by scripts/bench-syn-flood.sh; kept out of the
-repository's captures because it is tens of megabytes.
+server meets with SYN cookies). --retries: each SYN is sent three times, with the same ISN,
+at the kernel's retry spacing (0, 1 and 3 s after the first), and with --answered each is
+answered by the same SYN-ACK again; records are written in time order. Used by
+scripts/bench-syn-flood.sh; kept out of the repository's captures because it is tens of
+megabytes.
 """
+import heapq
 import random
 import struct
 import sys
@@ -36,26 +40,38 @@ def frame(src, dst, sport, dport, seq, ack, flags):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     answered = "--answered" in sys.argv
+    retries = "--retries" in sys.argv
     if len(args) != 2:
         sys.exit(__doc__)
     out, count = args[0], int(args[1])
     rnd = random.Random(29)
     server = bytes([192, 0, 2, 1])
-    t = 1_700_000_000 * 1_000_000
+    start = 1_700_000_000 * 1_000_000
+    # Per attempt: source port, ISN and (answered) the server's ISN, drawn as before.
+    attempts = []
+    for i in range(count):
+        sport = 1024 + rnd.randrange(64000)
+        isn = rnd.getrandbits(32)
+        server_isn = rnd.getrandbits(32) if answered else 0
+        attempts.append((sport, isn, server_isn))
+    step = 4 if answered else 2  # µs between attempts, as the records were 2 µs apart
+
+    def sends(offset_us):
+        """The records of one round (the first SYNs, or a retry), in time order."""
+        for i, (sport, isn, server_isn) in enumerate(attempts):
+            src = bytes([10, (i >> 16) & 0xFF, (i >> 8) & 0xFF, i & 0xFF])
+            t = start + offset_us + i * step
+            yield t, frame(src, server, sport, 80, isn, 0, 0x02)
+            if answered:
+                yield t + 2, frame(server, src, 80, sport, server_isn,
+                                   (isn + 1) & 0xFFFFFFFF, 0x12)
+
+    rounds = [0, 1_000_000, 3_000_000] if retries else [0]
     with open(out, "wb") as f:
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        def write(data):
-            nonlocal t
+        for t, data in heapq.merge(*(sends(o) for o in rounds), key=lambda r: r[0]):
             f.write(struct.pack("<IIII", t // 1_000_000, t % 1_000_000, len(data), len(data)))
             f.write(data)
-            t += 2
-        for i in range(count):
-            src = bytes([10, (i >> 16) & 0xFF, (i >> 8) & 0xFF, i & 0xFF])
-            sport = 1024 + rnd.randrange(64000)
-            isn = rnd.getrandbits(32)
-            write(frame(src, server, sport, 80, isn, 0, 0x02))
-            if answered:
-                write(frame(server, src, 80, sport, rnd.getrandbits(32), (isn + 1) & 0xFFFFFFFF, 0x12))
 
 
 main()

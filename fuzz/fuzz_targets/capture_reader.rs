@@ -12,7 +12,7 @@
 use std::io::Read;
 
 use libfuzzer_sys::fuzz_target;
-use tcpdoctor_core::wire::{decode_tcp, CaptureError, CaptureReader, Decoded};
+use tcpdoctor_core::wire::{decode_frame, decode_tcp, CaptureError, CaptureReader, Decoded};
 
 /// A reader that returns at most `chunk` bytes per call.
 struct Chunked<'a> {
@@ -44,6 +44,12 @@ fn run<R: Read>(reader: Result<CaptureReader<R>, CaptureError>, len: usize) -> (
                 let d = decode_tcp(f.link, f.data, f.orig_len);
                 if let Some(t) = d.tcp() {
                     assert!(t.payload_len <= f.orig_len.max(f.data.len() as u32));
+                }
+                // Every packet of the frame (an A-MSDU's subframes): as bounded.
+                for p in decode_frame(f.link, f.data, f.orig_len) {
+                    if let Some(t) = p.tcp() {
+                        assert!(t.payload_len <= f.orig_len.max(f.data.len() as u32));
+                    }
                 }
                 seen.push((
                     f.number,

@@ -30,7 +30,7 @@ use crate::seq::SeqNum;
 use crate::stats::{round3, Histogram};
 use crate::time::Timestamp;
 use crate::turns::{Ended, TurnTracker};
-use crate::wire::{decode_tcp, Decoded, Endpoint, LinkType, TcpSegment};
+use crate::wire::{decode_frame, Decoded, Endpoint, LinkType, Packets, TcpSegment, WlanSkip};
 
 pub mod clock;
 pub mod half_open;
@@ -197,7 +197,7 @@ fn entry_of(sinks: &mut Sinks, flow: Flow, group: GroupId, now: Timestamp) -> Bo
 }
 
 /// The full flow of a compact attempt: the same id and group, its kept segments replayed
-/// ([`half_open`] rule 2).
+/// ([`half_open`] rule 3).
 fn promote(sinks: &mut Sinks, key: FlowKey, attempt: Attempt) -> Box<Entry> {
     let mut kept = attempt.segments(&key);
     let (seg, pkt) = kept.next().expect("an attempt keeps its first segment");
@@ -440,14 +440,37 @@ impl Analyzer {
         if !self.link_types.contains(&link) {
             self.link_types.push(link);
         }
-        match decode_tcp(link, data, orig) {
-            Decoded::Tcp(seg, None) => self.on_segment(PacketRef { frame, ts }, &seg),
+        let packets = decode_frame(link, data, orig);
+        if packets.is_amsdu() {
+            return self.on_amsdu(PacketRef { frame, ts }, packets);
+        }
+        for decoded in packets {
+            self.on_decoded(PacketRef { frame, ts }, decoded);
+        }
+    }
+
+    /// One packet of a frame.
+    #[inline(always)]
+    fn on_decoded(&mut self, pkt: PacketRef, decoded: Decoded) {
+        match decoded {
+            Decoded::Tcp(seg, None) => self.on_segment(pkt, &seg),
             Decoded::Tcp(seg, via) => {
                 self.census.tunnelled(via);
-                self.on_segment(PacketRef { frame, ts }, &seg);
+                self.on_segment(pkt, &seg);
             }
             other => self.census.not_analysed(&other),
         }
+    }
+
+    /// An 802.11 A-MSDU: each subframe's packet, all citing the frame.
+    #[inline(never)]
+    fn on_amsdu(&mut self, pkt: PacketRef, packets: Packets<'_>) {
+        let mut whole = 0;
+        for decoded in packets {
+            whole += u64::from(decoded != Decoded::Wlan(WlanSkip::BadSubframe));
+            self.on_decoded(pkt, decoded);
+        }
+        self.census.amsdu(whole);
     }
 
     /// Number of TCP segments analysed so far.
@@ -701,7 +724,7 @@ impl Analyzer {
         let omitted = servers.len().saturating_sub(MAX_SERVERS_LISTED) as u64;
         servers.truncate(MAX_SERVERS_LISTED);
         let duration = self.clock.span();
-        let (skipped, tunnels) = self.census.finish();
+        let (skipped, tunnels, amsdu) = self.census.finish();
         let summary = CaptureSummary {
             file: file.to_string(),
             format: format.to_string(),
@@ -710,6 +733,7 @@ impl Analyzer {
             tcp_segments: self.tcp_segments,
             skipped,
             tunnels,
+            amsdu,
             flows: self.next_flow_id - 1,
             exchanges: self.sinks.exchanges,
             duration_ms: round3(crate::units::ms(duration)),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use tcpdoctor_core::wire::{decode_tcp, CaptureReader, Decoded, LinkType, WlanSkip};
+use tcpdoctor_core::wire::{decode_frame, decode_tcp, CaptureReader, Decoded, LinkType, WlanSkip};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/wire/links")
@@ -15,8 +15,9 @@ fn dir() -> PathBuf {
 /// One frame as tshark saw it.
 struct Row {
     protocols: String,
-    /// Ports, raw sequence number, payload length (only when one TCP segment).
-    tcp: Option<(u16, u16, u32, u32)>,
+    /// Ports, raw sequence number, payload length of each TCP segment (several in an
+    /// A-MSDU, whose subframes tshark lists comma-separated).
+    tcp: Vec<(u16, u16, u32, u32)>,
     /// 802.11 type/subtype, Protected bit, A-MSDU bit.
     wlan: Option<(u16, bool, bool)>,
 }
@@ -32,14 +33,18 @@ fn tshark_rows(name: &str) -> BTreeMap<u64, Row> {
             s.parse::<u64>()
                 .unwrap_or_else(|_| panic!("{s:?} in {line}"))
         };
-        let tcp = (!c[2].is_empty() && !c[2].contains(',')).then(|| {
-            (
-                num(c[2]) as u16,
-                num(c[3]) as u16,
-                num(c[4]) as u32,
-                num(c[5]) as u32,
-            )
-        });
+        let field =
+            |i: usize| -> Vec<u64> { c[i].split(',').filter(|v| !v.is_empty()).map(num).collect() };
+        let (sp, dp, seq, len) = (field(2), field(3), field(4), field(5));
+        assert!(
+            [dp.len(), seq.len(), len.len()]
+                .iter()
+                .all(|&n| n == sp.len()),
+            "{name}: {line}"
+        );
+        let tcp = (0..sp.len())
+            .map(|i| (sp[i] as u16, dp[i] as u16, seq[i] as u32, len[i] as u32))
+            .collect();
         let wlan = (!c[6].is_empty()).then(|| {
             let kind = u16::from_str_radix(c[6].trim_start_matches("0x"), 16).expect("subtype");
             (kind, c[7] == "1", c[8] == "1")
@@ -58,15 +63,13 @@ fn tshark_rows(name: &str) -> BTreeMap<u64, Row> {
 
 /// What tcpdoctor must make of an 802.11 frame, from tshark's fields: only data frames with
 /// a payload (type 2, subtype without the no-data bit) hold a packet; of those, protected
-/// ones are encrypted and A-MSDUs aggregated.
-fn wlan_expected(kind: u16, protected: bool, amsdu: bool) -> Option<WlanSkip> {
+/// ones are encrypted. A-MSDUs are split (`decode_frame`), and aggregated to `decode_tcp`.
+fn wlan_expected(kind: u16, protected: bool) -> Option<WlanSkip> {
     let data_with_payload = (0x20..0x30).contains(&kind) && kind & 0x4 == 0;
     if !data_with_payload {
         Some(WlanSkip::NoData)
     } else if protected {
         Some(WlanSkip::Encrypted)
-    } else if amsdu {
-        Some(WlanSkip::Aggregated)
     } else {
         None
     }
@@ -80,7 +83,8 @@ struct Totals {
     not_tcp: u64,
     encrypted: u64,
     no_data: u64,
-    aggregated: u64,
+    /// A-MSDU frames (split into their subframes).
+    amsdu: u64,
 }
 
 /// Decodes every frame of `name`, checking each against tshark's view.
@@ -96,27 +100,46 @@ fn check(name: &str) -> Totals {
             .unwrap_or_else(|| panic!("{at}: no row"));
         t.frames += 1;
         t.link = f.link.to_string();
-        let skip = row.wlan.and_then(|(k, p, a)| wlan_expected(k, p, a));
-        match (decode_tcp(f.link, f.data, f.orig_len), skip, row.tcp) {
-            (Decoded::Wlan(got), Some(want), _) => {
-                assert_eq!(got, want, "{at} ({})", row.protocols);
-                match got {
-                    WlanSkip::Encrypted => t.encrypted += 1,
-                    WlanSkip::NoData => t.no_data += 1,
-                    WlanSkip::Aggregated => t.aggregated += 1,
-                }
-            }
-            (Decoded::Tcp(seg, _), None, Some(want)) => {
-                t.tcp += 1;
-                let got = (seg.src.port, seg.dst.port, seg.seq, seg.payload_len);
-                assert_eq!(got, want, "{at}: ports, seq, payload ({})", row.protocols);
-            }
-            (Decoded::NotTcp(_), None, None) => t.not_tcp += 1,
-            (other, skip, _) => panic!(
-                "{at}: decoded {other:?}, tshark saw {} (802.11 {skip:?})",
-                row.protocols
-            ),
+        let skip = row.wlan.and_then(|(k, p, _)| wlan_expected(k, p));
+        let amsdu = row.wlan.is_some_and(|(_, _, a)| a) && skip.is_none();
+        let packets = decode_frame(f.link, f.data, f.orig_len);
+        assert_eq!(packets.is_amsdu(), amsdu, "{at} ({})", row.protocols);
+        let packets: Vec<Decoded> = packets.collect();
+        if amsdu {
+            t.amsdu += 1;
+            let one = decode_tcp(f.link, f.data, f.orig_len);
+            assert_eq!(one, Decoded::Wlan(WlanSkip::Aggregated), "{at}");
+        } else {
+            assert_eq!(packets.len(), 1, "{at}: one packet");
+            assert_eq!(packets[0], decode_tcp(f.link, f.data, f.orig_len), "{at}");
         }
+        let mut segments = Vec::new();
+        for decoded in packets {
+            match (decoded, skip) {
+                (Decoded::Wlan(got), Some(want)) => {
+                    assert_eq!(got, want, "{at} ({})", row.protocols);
+                    match got {
+                        WlanSkip::Encrypted => t.encrypted += 1,
+                        WlanSkip::NoData => t.no_data += 1,
+                        other => panic!("{at}: {other:?}"),
+                    }
+                }
+                (Decoded::Tcp(seg, _), None) => {
+                    t.tcp += 1;
+                    segments.push((seg.src.port, seg.dst.port, seg.seq, seg.payload_len));
+                }
+                (Decoded::NotTcp(_), None) => t.not_tcp += 1,
+                (other, skip) => panic!(
+                    "{at}: decoded {other:?}, tshark saw {} (802.11 {skip:?})",
+                    row.protocols
+                ),
+            }
+        }
+        assert_eq!(
+            segments, row.tcp,
+            "{at}: ports, seq, payload ({})",
+            row.protocols
+        );
     }
     assert_eq!(t.frames as usize, rows.len(), "{name}: every frame read");
     t
@@ -125,16 +148,17 @@ fn check(name: &str) -> Totals {
 #[test]
 fn every_link_type_decodes_as_tshark_does() {
     // (capture, link type, frames, TCP segments, not TCP, 802.11 encrypted, without data,
-    // aggregated). From tshark: `-T fields -e frame.protocols` (frames with `tcp`; the rest
+    // A-MSDU frames). From tshark: `-T fields -e frame.protocols` (the TCP segments each frame
+    // lists, two in the A-MSDU's; the rest
     // not TCP) and `-e wlan.fc.type_subtype -e wlan.fc.protected -e wlan.qos.amsdupresent`.
     type Case = (&'static str, &'static str, [u64; 6]);
-    let cases: [Case; 27] = [
+    let cases: [Case; 28] = [
         (
             "aruba_gre_zero_window.pcap",
             "Ethernet",
             [288, 288, 0, 0, 0, 0],
         ),
-        ("aruba_gre_amsdu.pcap", "Ethernet", [1, 0, 0, 0, 0, 1]),
+        ("aruba_gre_amsdu.pcap", "Ethernet", [1, 2, 0, 0, 0, 1]),
         ("aruba_gre_ccmp.pcap", "Ethernet", [2, 0, 0, 2, 0, 0]),
         (
             "wlan_from_aruba.pcap",
@@ -147,6 +171,11 @@ fn every_link_type_decodes_as_tshark_does() {
             [100, 100, 0, 0, 0, 0],
         ),
         ("ppi_from_aruba.pcap", "PPI", [100, 100, 0, 0, 0, 0]),
+        (
+            "radiotap_amsdu_from_aruba.pcap",
+            "802.11 radiotap",
+            [50, 100, 0, 0, 0, 50],
+        ),
         (
             "prism_from_aruba.pcap",
             "802.11 with Prism header",
@@ -210,7 +239,7 @@ fn every_link_type_decodes_as_tshark_does() {
         files, listed,
         "every capture in the folder has its line here"
     );
-    for (name, link, [frames, tcp, not_tcp, encrypted, no_data, aggregated]) in cases {
+    for (name, link, [frames, tcp, not_tcp, encrypted, no_data, amsdu]) in cases {
         let size = std::fs::metadata(dir().join(name)).expect("size").len();
         assert!(size < 100_000, "{name} is {size} bytes");
         let want = Totals {
@@ -220,7 +249,7 @@ fn every_link_type_decodes_as_tshark_does() {
             not_tcp,
             encrypted,
             no_data,
-            aggregated,
+            amsdu,
         };
         assert_eq!(check(name), want, "{name}");
     }
@@ -274,9 +303,14 @@ fn cut_and_mutated_real_frames_never_panic() {
             let (link, orig) = (f.link, f.orig_len);
             let mut check = |data: &[u8]| {
                 decoded += 1;
+                let room = (orig as usize).max(data.len()) as u32;
                 if let Decoded::Tcp(seg, _) = decode_tcp(link, data, orig) {
-                    let room = (orig as usize).max(data.len()) as u32;
                     assert!(seg.payload_len <= room, "{path:?} frame {n}");
+                }
+                for d in decode_frame(link, data, orig) {
+                    if let Decoded::Tcp(seg, _) = d {
+                        assert!(seg.payload_len <= room, "{path:?} frame {n}");
+                    }
                 }
             };
             for cut in 0..=f.data.len() {

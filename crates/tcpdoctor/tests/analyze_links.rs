@@ -33,9 +33,17 @@ fn tcp_on_every_link_type_is_found_with_its_finding() {
     // (file, link type, TCP segments, flows, zero window expected)
     let cases = [
         ("aruba_gre_zero_window.pcap", "Ethernet", 288, 1, true),
+        ("aruba_gre_amsdu.pcap", "Ethernet", 2, 1, false),
         ("wlan_from_aruba.pcap", "IEEE 802.11", 100, 1, true),
         ("radiotap_from_aruba.pcap", "802.11 radiotap", 100, 1, true),
         ("ppi_from_aruba.pcap", "PPI", 100, 1, true),
+        (
+            "radiotap_amsdu_from_aruba.pcap",
+            "802.11 radiotap",
+            100,
+            1,
+            true,
+        ),
         (
             "prism_from_aruba.pcap",
             "802.11 with Prism header",
@@ -67,6 +75,7 @@ fn tcp_on_every_link_type_is_found_with_its_finding() {
             "wlan_encrypted",
             "wlan_no_data",
             "wlan_aggregated",
+            "wlan_bad_subframes",
             "unsupported_link",
         ] {
             assert_eq!(s[field], 0, "{file}: {field}");
@@ -131,8 +140,7 @@ fn the_report_says_what_it_skipped_and_why() {
     assert!(!text.contains("encrypted"), "{text}");
 }
 
-/// Captures without TCP: the error counts the encrypted, management and aggregated 802.11
-/// frames, and the non-IP frames, as tshark sees them.
+/// Captures without TCP: the error counts the encrypted and management 802.11 frames, and the non-IP frames, as tshark sees them.
 #[test]
 fn no_tcp_says_what_the_802_11_capture_held() {
     let cases = [
@@ -144,10 +152,6 @@ fn no_tcp_says_what_the_802_11_capture_held() {
         (
             "aruba_gre_ccmp.pcap",
             "2 frames — 2 encrypted (802.11 protected, not decoded); link type Ethernet",
-        ),
-        (
-            "aruba_gre_amsdu.pcap",
-            "1 frame — 1 802.11 A-MSDU (aggregated, not decoded); link type Ethernet",
         ),
         (
             "wlan_arp.pcap",
@@ -170,6 +174,66 @@ fn no_tcp_says_what_the_802_11_capture_held() {
             )
         );
     }
+}
+
+/// An 802.11 A-MSDU is split as Wireshark splits it (tshark: two TLS segments, 229 and 23
+/// bytes, in one frame): both segments analysed, the split said in text and JSON; a capture
+/// without A-MSDUs says nothing of them; a subframe whose length runs past the frame leaves
+/// the whole one before it analysed and the rest counted as not analysed, with why.
+#[test]
+fn an_amsdu_is_split_and_said() {
+    let file = "testdata/wire/links/aruba_gre_amsdu.pcap";
+    let out = common::tcpdoctor(&["analyze", file]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "\n  802.11 A-MSDU: 1 frame split into 2 subframes, each analysed as a packet of its \
+             frame\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("not analysed"), "{text}");
+    let (v, _) = common::analyze_json(&dir().join("aruba_gre_amsdu.pcap"));
+    let c = &v["captures"][0];
+    assert_eq!(
+        c["amsdu"],
+        serde_json::json!({"frames": 1, "subframes": 2}),
+        "{c}"
+    );
+    assert_eq!(c["tcp_segments"], 2, "{c}");
+    assert_eq!(c["tunnels"][0]["tcp_segments"], 2, "{c}");
+
+    let (v, _) = common::analyze_json(&dir().join("aruba_gre_zero_window.pcap"));
+    assert!(v["captures"][0].get("amsdu").is_none(), "{v}");
+    let out = common::tcpdoctor(&["analyze", "testdata/wire/links/aruba_gre_zero_window.pcap"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("A-MSDU"));
+
+    // The second subframe's length (83, at byte 424 of the file) made 256: past the frame.
+    let mut pcap = std::fs::read(dir().join("aruba_gre_amsdu.pcap")).expect("capture");
+    assert_eq!(pcap[424..426], [0x00, 0x53]);
+    pcap[424..426].copy_from_slice(&256u16.to_be_bytes());
+    let bad = common::scratch_file("analyze-links-amsdu", "bad_amsdu.pcap", &pcap);
+    let out = common::tcpdoctor(&["analyze", bad.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "\n  not analysed: 1 frame (1 802.11 A-MSDU with a subframe length past the frame's \
+             end (the rest not decoded))\n"
+        ),
+        "{text}"
+    );
+    let (v, _) = common::analyze_json(&bad);
+    let c = &v["captures"][0];
+    assert_eq!(
+        c["amsdu"],
+        serde_json::json!({"frames": 1, "subframes": 1}),
+        "{c}"
+    );
+    assert_eq!(c["tcp_segments"], 1, "{c}");
+    assert_eq!(c["skipped"]["wlan_bad_subframes"], 1, "{c}");
+    assert_eq!(c["skipped"]["not_tcp"], 0, "{c}");
 }
 
 /// A link type still not decoded is named in the error, with its code.

@@ -3,7 +3,13 @@
 frames an Aruba access point tunnelled to its controller), taken out of their Ethernet, VLAN,
 IPv4 and GRE headers and written under the monitor-mode link types, with the radio header
 each puts before the frame. The 802.11 frames and their timestamps are unchanged; only the
-radio headers are written here. Takes the first 100 frames. Run from this folder."""
+radio headers are written here. Takes the first 100 frames. Run from this folder.
+
+radiotap_amsdu_from_aruba.pcap packs the same 100 frames' packets into A-MSDUs, 3, 2, 1, 3,
+2, 1, ... packets each: the first frame's 802.11 header with the QoS A-MSDU bit set, then
+one subframe per packet (the frame's destination and source addresses, the length, its
+LLC/SNAP and packet unchanged), padded to 4 bytes but the last, at the first frame's
+timestamp."""
 import struct
 
 SRC = "aruba_gre_zero_window.pcap"
@@ -71,6 +77,45 @@ def write(path, linktype, header):
             out.write(w)
 
 
+def addresses(frame):
+    """Destination and source of an 802.11 data frame, by its To DS / From DS bits."""
+    a1, a2, a3 = frame[4:10], frame[10:16], frame[16:22]
+    ds = frame[1] & 3
+    assert ds in (1, 2), "to or from the distribution system"
+    return (a3, a2) if ds == 1 else (a1, a3)
+
+
+def write_amsdu(path):
+    frames = []
+    for i, (sec, usec, frame, orig) in enumerate(records(SRC)):
+        if i == FRAMES:
+            break
+        w = wlan_of(frame)
+        assert orig == len(frame), "whole frames only"
+        assert w[0] >> 4 == 8 and w[1] & 3 != 3 and w[1] & 0x80 == 0, "QoS data, 3 addresses"
+        frames.append((sec, usec, w))
+    with open(path, "wb") as out:
+        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 127))
+        i, n = 0, 0
+        while i < len(frames):
+            group = frames[i : i + [3, 2, 1][n % 3]]
+            i, n = i + len(group), n + 1
+            sec, usec, first = group[0]
+            head = bytearray(first[:26])
+            head[24] |= 0x80  # QoS control: A-MSDU present
+            body = b""
+            for k, (_, _, w) in enumerate(group):
+                da, sa = addresses(w)
+                packet = w[26:]
+                sub = da + sa + struct.pack(">H", len(packet)) + packet
+                if k + 1 < len(group):
+                    sub += b"\x00" * (-len(sub) % 4)
+                body += sub
+            rec = radiotap(n - 1) + bytes(head) + body
+            out.write(struct.pack("<IIII", sec, usec, len(rec), len(rec)))
+            out.write(rec)
+
+
 def nothing(_):
     return b""
 
@@ -80,3 +125,4 @@ write("radiotap_from_aruba.pcap", 127, radiotap)
 write("ppi_from_aruba.pcap", 192, ppi)
 write("prism_from_aruba.pcap", 119, prism)
 write("avs_from_aruba.pcap", 163, avs)
+write_amsdu("radiotap_amsdu_from_aruba.pcap")

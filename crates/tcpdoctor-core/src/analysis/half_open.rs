@@ -6,12 +6,19 @@
 //!    endpoints not in the flow table starts here, as an [`Attempt`]: its flow id, its
 //!    server's group and the segments themselves, at most two (a SYN and the SYN-ACK that
 //!    answers it: ACK = ISN + 1), about a tenth of an open flow's memory.
-//! 2. Any other segment on its endpoints (the handshake's ACK, data, an RST, a retry of the
-//!    SYN or of the SYN-ACK) *promotes* it: the analysis builds the full flow with the same id
-//!    and replays the kept segments into it before the new one, so the flow, its turns and the
-//!    detectors see exactly the segments they would have seen. An attempt still here when it
-//!    idles out or the capture ends is promoted and ended the same way.
-//! 3. At most [`MAX_HALF_OPEN`] attempts are kept; a new one beyond that evicts the oldest
+//! 2. A retry of a kept segment — the same direction, sequence and acknowledgment numbers,
+//!    flags and options but for the timestamp (the kernel sends its SYN again after 1, 3, 7 s
+//!    …, its SYN-ACK again after 1, 3, 7 s …) — is kept too, compactly: its frame, time,
+//!    window and timestamp option (32 bytes), at most [`MAX_RETRIES`] of them. A flood whose
+//!    SYNs are retried stays compact.
+//! 3. Any other segment on its endpoints (the handshake's ACK, data, an RST, a SYN with
+//!    another ISN, a retry beyond [`MAX_RETRIES`]) *promotes* it: the analysis builds the full
+//!    flow with the same id and replays the kept segments into it, in the order they came,
+//!    before the new one, so the flow, its turns and the detectors see exactly the segments
+//!    they would have seen (a SYN retry's timestamps included: `retransmission_stall` times
+//!    SYN timeouts from them). An attempt still here when it idles out or the capture ends is
+//!    promoted and ended the same way.
+//! 4. At most [`MAX_HALF_OPEN`] attempts are kept; a new one beyond that evicts the oldest
 //!    (first in, first out, O(1): no scan), which is counted as *not tracked* and reported.
 //!    A later segment of an evicted attempt starts a flow of its own.
 
@@ -35,6 +42,10 @@ use crate::wire::{TcpFlags, TcpOptions, TcpSegment};
 /// buckets per attempt before it rehashes in place) the whole analysis of a flood peaks at
 /// about 40 MB, measured with 1M and 2M SYNs alike.
 pub const MAX_HALF_OPEN: usize = 65_536;
+
+/// Retries kept per attempt (rule 2): Linux sends a SYN at most 1 + `tcp_syn_retries` (6)
+/// times and a SYN-ACK 1 + `tcp_synack_retries` (5) times; a retry beyond this promotes.
+pub const MAX_RETRIES: usize = 16;
 
 /// One kept segment: the flow key holds the endpoints, `from_first` says which sent it.
 #[derive(Clone, Copy, Debug)]
@@ -80,6 +91,59 @@ impl Kept {
     }
 }
 
+/// A retry of a kept segment (rule 2): what differs from it.
+#[derive(Clone, Copy, Debug)]
+struct Retry {
+    pkt: PacketRef,
+    timestamp: Option<(u32, u32)>,
+    window: u16,
+    /// A retry of the answer (the SYN-ACK), not of the first segment.
+    of_answer: bool,
+}
+
+impl Retry {
+    /// `seg` as a retry of `k`, if it is one: the same but for its timestamp and window.
+    fn of(k: &Kept, key: &FlowKey, seg: &TcpSegment, pkt: PacketRef) -> Option<Retry> {
+        let same_options = TcpOptions {
+            timestamp: k.options.timestamp,
+            ..seg.options
+        } == k.options;
+        let same = (seg.src == key.0 && seg.dst == key.1) == k.from_first
+            && seg.seq == k.seq
+            && seg.ack == k.ack
+            && seg.flags == k.flags
+            && seg.payload_len == 0
+            && same_options
+            && k.options.timestamp.is_some() == seg.options.timestamp.is_some();
+        same.then_some(Retry {
+            pkt,
+            timestamp: seg.options.timestamp,
+            window: seg.window,
+            of_answer: false,
+        })
+    }
+
+    /// The retried segment as it came, from the kept one.
+    fn kept(&self, k: &Kept) -> Kept {
+        Kept {
+            pkt: self.pkt,
+            window: self.window,
+            options: TcpOptions {
+                timestamp: self.timestamp,
+                ..k.options
+            },
+            ..*k
+        }
+    }
+}
+
+/// An attempt's retries, in arrival order, and how many came before the answer.
+#[derive(Clone, Debug, Default)]
+struct Retries {
+    kept: Vec<Retry>,
+    before_answer: usize,
+}
+
 /// A connection attempt kept compact (rule 1).
 #[derive(Clone, Debug)]
 pub struct Attempt {
@@ -89,6 +153,8 @@ pub struct Attempt {
     pub seen: Timestamp,
     first: Kept,
     answer: Option<Kept>,
+    /// None until the first retry: an attempt never retried pays one pointer.
+    retries: Option<Box<Retries>>,
 }
 
 impl Attempt {
@@ -111,11 +177,12 @@ impl Attempt {
             seen: now,
             first: Kept::of(key, seg, pkt),
             answer: None,
+            retries: None,
         }
     }
 
-    /// Keeps `seg` when it is the SYN-ACK answering the kept SYN; false when it must promote
-    /// the attempt (rule 2).
+    /// Keeps `seg` when it is the SYN-ACK answering the kept SYN, or a retry of a kept segment
+    /// (rule 2); false when it must promote the attempt (rule 3).
     pub fn absorb(
         &mut self,
         key: &FlowKey,
@@ -136,21 +203,52 @@ impl Attempt {
         if answers {
             self.answer = Some(Kept::of(key, seg, pkt));
             self.seen = now;
+            return true;
         }
-        answers
+        let retry = Retry::of(&self.first, key, seg, pkt).or_else(|| {
+            let answer = self.answer.as_ref()?;
+            let r = Retry::of(answer, key, seg, pkt)?;
+            Some(Retry {
+                of_answer: true,
+                ..r
+            })
+        });
+        let Some(retry) = retry else {
+            return false;
+        };
+        let answered = self.answer.is_some();
+        let retries = self.retries.get_or_insert_with(Box::default);
+        if retries.kept.len() == MAX_RETRIES {
+            return false;
+        }
+        retries.kept.push(retry);
+        if !answered {
+            retries.before_answer = retries.kept.len();
+        }
+        self.seen = now;
+        true
     }
 
-    /// The kept segments, in capture order, to replay into the full flow (rule 2).
-    pub fn segments(&self, key: &FlowKey) -> impl Iterator<Item = (TcpSegment, PacketRef)> {
+    /// The kept segments, in the order they came, to replay into the full flow (rule 3).
+    pub fn segments(&self, key: &FlowKey) -> impl Iterator<Item = (TcpSegment, PacketRef)> + '_ {
         let key = *key;
-        [Some(self.first), self.answer]
-            .into_iter()
-            .flatten()
+        let (before, after) = match &self.retries {
+            Some(r) => r.kept.split_at(r.before_answer),
+            None => (&[][..], &[][..]),
+        };
+        let retried = move |r: &Retry| match (r.of_answer, &self.answer) {
+            (true, Some(answer)) => r.kept(answer),
+            _ => r.kept(&self.first),
+        };
+        std::iter::once(self.first)
+            .chain(before.iter().map(retried))
+            .chain(self.answer)
+            .chain(after.iter().map(retried))
             .map(move |k| (k.segment(&key), k.pkt))
     }
 }
 
-/// The attempts, by endpoints, and their arrival order for eviction (rule 3).
+/// The attempts, by endpoints, and their arrival order for eviction (rule 4).
 #[derive(Default)]
 pub struct HalfOpen {
     /// Boxed: the table grows to four buckets per attempt before it rehashes in place
@@ -281,19 +379,95 @@ mod tests {
             "wrong ACK"
         );
         assert!(
-            !a.absorb(&key, &s, pkt(2), pkt(2).ts),
-            "a SYN retry promotes"
+            !a.absorb(&key, &syn(40000, 2000), pkt(2), pkt(2).ts),
+            "a SYN with another ISN promotes"
         );
         assert!(a.absorb(&key, &syn_ack(&s, 5, 1001), pkt(2), pkt(2).ts));
         assert!(
-            !a.absorb(&key, &syn_ack(&s, 5, 1001), pkt(3), pkt(3).ts),
-            "a SYN-ACK retry promotes"
+            !a.absorb(&key, &syn_ack(&s, 6, 1001), pkt(3), pkt(3).ts),
+            "another SYN-ACK promotes"
         );
+        let ack = TcpSegment {
+            flags: TcpFlags(TcpFlags::ACK),
+            seq: 1001,
+            ack: 6,
+            ..s
+        };
+        assert!(!a.absorb(&key, &ack, pkt(3), pkt(3).ts), "the ACK promotes");
         let replay: Vec<_> = a.segments(&key).collect();
         assert_eq!(replay.len(), 2);
         assert_eq!(replay[0].0, s, "the SYN comes back as it was");
         assert_eq!(replay[1].0, syn_ack(&s, 5, 1001));
         assert_eq!(replay[1].1, pkt(2));
+    }
+
+    fn with_ts(seg: &TcpSegment, tsval: u32, window: u16) -> TcpSegment {
+        TcpSegment {
+            window,
+            options: TcpOptions {
+                mss: Some(1460),
+                window_scale: Some(7),
+                sack_permitted: true,
+                timestamp: Some((tsval, 0)),
+                ..TcpOptions::default()
+            },
+            ..*seg
+        }
+    }
+
+    /// The kernel's retries (a SYN at 0, 1 and 3 s, its SYN-ACK answered at 3 s and sent
+    /// again at 4 s, the SYN once more at 5 s) are kept, and replayed in the order they came
+    /// with their own frames, times, windows and timestamps.
+    #[test]
+    fn retries_are_kept_and_replayed_in_order() {
+        let at = |frame: u64, ms: u64| PacketRef {
+            frame,
+            ts: Timestamp::from_nanos(ms * 1_000_000),
+        };
+        let s = syn(40000, 1000);
+        let sent = [
+            (with_ts(&s, 100, 64240), at(1, 0)),
+            (with_ts(&s, 1100, 64240), at(4, 1000)),
+            (with_ts(&s, 3100, 64000), at(9, 3000)),
+            (with_ts(&syn_ack(&s, 5, 1001), 7, 65160), at(10, 3001)),
+            (with_ts(&syn_ack(&s, 5, 1001), 1007, 65160), at(12, 4001)),
+            (with_ts(&s, 5100, 64240), at(15, 5000)),
+        ];
+        let key = FlowKey::of(&s);
+        let mut a = Attempt::new(1, 0, &key, &sent[0].0, sent[0].1, sent[0].1.ts);
+        for (seg, p) in &sent[1..] {
+            assert!(a.absorb(&key, seg, *p, p.ts), "{p:?}");
+        }
+        assert_eq!(a.seen, at(15, 5000).ts);
+        let replay: Vec<_> = a.segments(&key).collect();
+        assert_eq!(replay, sent);
+        // A retry that differs in more than its timestamp and window is no retry.
+        let no_wscale = TcpSegment {
+            options: TcpOptions {
+                window_scale: None,
+                ..sent[1].0.options
+            },
+            ..sent[1].0
+        };
+        assert!(!a.absorb(&key, &no_wscale, at(16, 6000), at(16, 6000).ts));
+        let with_data = TcpSegment {
+            payload_len: 1,
+            ..sent[1].0
+        };
+        assert!(!a.absorb(&key, &with_data, at(16, 6000), at(16, 6000).ts));
+    }
+
+    #[test]
+    fn retries_beyond_the_cap_promote() {
+        let s = syn(40000, 1000);
+        let (key, mut a) = attempt(1, &s);
+        for i in 0..MAX_RETRIES as u64 {
+            assert!(a.absorb(&key, &s, pkt(2 + i), pkt(2 + i).ts), "retry {i}");
+        }
+        let next = pkt(100);
+        assert!(!a.absorb(&key, &s, next, next.ts), "one more promotes");
+        assert_eq!(a.segments(&key).count(), 1 + MAX_RETRIES);
+        assert!(a.segments(&key).all(|(seg, _)| seg == s));
     }
 
     #[test]

@@ -128,6 +128,60 @@ fn attempts_beyond_the_cap_are_dropped_oldest_first_and_counted() {
     }
 }
 
+/// A SYN sent again with the same ISN (the kernel's retries at 1 and 3 s) keeps its attempt
+/// compact, and the flow it becomes when the handshake completes saw every retry; a SYN with
+/// another ISN does not count as a retry.
+#[test]
+fn syn_retries_stay_compact_and_are_replayed() {
+    let mut an = Analyzer::default();
+    for (frame, secs) in [(1, 0.0), (2, 1.0), (3, 3.0)] {
+        send(&mut an, frame, secs, 1, true, 100, 0, SYN);
+    }
+    send(&mut an, 4, 3.001, 1, false, 500, 101, SYN | ACK);
+    send(&mut an, 5, 4.001, 1, false, 500, 101, SYN | ACK);
+    assert_eq!((an.flows.len(), an.half_open.len()), (0, 1));
+    send(&mut an, 6, 4.002, 1, true, 101, 501, ACK);
+    assert_eq!((an.flows.len(), an.half_open.len()), (1, 0));
+    let e = an.flows.values().next().unwrap();
+    assert_eq!(e.flow.handshake.syn_retries, 2);
+    assert!(e.flow.handshake.completed());
+    assert_eq!(
+        e.flow
+            .handshake
+            .unanswered_syn_retry()
+            .map(|(a, b)| (a.frame, b.frame)),
+        Some((1, 3))
+    );
+    // Another ISN is another connection: the attempt becomes a flow.
+    let mut an = Analyzer::default();
+    send(&mut an, 1, 0.0, 1, true, 100, 0, SYN);
+    send(&mut an, 2, 1.0, 1, true, 7000, 0, SYN);
+    assert_eq!(an.half_open.len(), 0);
+}
+
+/// A flood whose SYNs are each sent three times stays in the capped table of attempts: beyond
+/// the cap the oldest are evicted and counted, as for SYNs sent once.
+#[test]
+fn a_retried_flood_is_capped_like_a_flood() {
+    let n = MAX_HALF_OPEN as u32 + 10;
+    let mut an = Analyzer::default();
+    let mut frame = 0;
+    for round in 0..3 {
+        for c in 0..n {
+            frame += 1;
+            let secs = [0.0, 1.0, 3.0][round] + f64::from(c) * 1e-7;
+            send(&mut an, frame, secs, c, true, 100, 0, SYN);
+        }
+    }
+    assert_eq!((an.flows.len(), an.half_open.len()), (0, MAX_HALF_OPEN));
+    let (summary, _) = an.finish("f", "pcap");
+    assert!(
+        summary.half_open_untracked >= 10,
+        "{}",
+        summary.half_open_untracked
+    );
+}
+
 /// File A (an hour in) then file B (from 0), merged end to end: B's time ages A's flows, a
 /// step back neither expires B's flows (as ageing on the latest timestamp would) nor keeps A's
 /// forever (as raw timestamps would).

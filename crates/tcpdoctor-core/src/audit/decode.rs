@@ -71,9 +71,29 @@ pub enum NotSegment {
 }
 
 /// Finds the TCP segment between `a` and `b` in `frame` (captured bytes, any link layer).
+///
+/// A frame that holds two segments of the flow (an 802.11 A-MSDU packs several packets in one
+/// frame, and the frame number cites them all) does not say which one is meant: `Bad`.
 pub fn decode(frame: &[u8], a: SocketAddr, b: SocketAddr) -> Result<Segment, NotSegment> {
+    let (found, after) = scan(frame, 0, a, b)?;
+    match scan(frame, after, a, b) {
+        Ok(_) => Err(NotSegment::Bad(
+            "it holds more than one segment of the flow (802.11 A-MSDU subframes)",
+        )),
+        Err(_) => Ok(found),
+    }
+}
+
+/// The first segment between `a` and `b` at or after byte `from`, and where to look for the
+/// next: past its IP packet (so nothing is scanned twice in a frame of one packet).
+fn scan(
+    frame: &[u8],
+    from: usize,
+    a: SocketAddr,
+    b: SocketAddr,
+) -> Result<(Segment, usize), NotSegment> {
     let mut first_bad = None;
-    for off in 0..frame.len() {
+    for off in from..frame.len() {
         let found = match frame[off] >> 4 {
             4 => v4(&frame[off..], a, b),
             6 => v6(&frame[off..], a, b),
@@ -83,7 +103,13 @@ pub fn decode(frame: &[u8], a: SocketAddr, b: SocketAddr) -> Result<Segment, Not
             continue; // The header an ICMP error quotes: not a segment of the flow.
         }
         match found {
-            Some(Ok(s)) => return Ok(s),
+            Some(Ok(s)) => {
+                let len = match frame[off] >> 4 {
+                    4 => be16(frame, off + 2).map(usize::from),
+                    _ => be16(frame, off + 4).map(|l| usize::from(l) + 40),
+                };
+                return Ok((s, off + len.unwrap_or(0).max(20)));
+            }
             Some(Err(why)) => {
                 first_bad.get_or_insert(why);
             }
@@ -332,6 +358,27 @@ mod tests {
         assert_eq!(s.end(), 1008);
         let s = decode(&f, b, a).unwrap();
         assert!(!s.from_a);
+    }
+
+    /// Two packets in one frame, as an 802.11 A-MSDU's subframes hold them: two segments of
+    /// the flow make the frame ambiguous; one of the flow beside another flow's is the flow's.
+    #[test]
+    fn a_frame_with_two_segments_of_the_flow_is_ambiguous() {
+        let (a, b) = v4_ends();
+        let one = ipv4_pkt(6, 0, None, &[], &seg(vec![], 0x18, 30));
+        let two = [&one[..], &[0xd1; 14], &one].concat();
+        assert_eq!(
+            decode(&two, a, b),
+            Err(NotSegment::Bad(
+                "it holds more than one segment of the flow (802.11 A-MSDU subframes)"
+            ))
+        );
+        let mut other = one.clone();
+        other[19] = 9; // 10.0.0.9: another flow's segment
+        let mixed = [&one[..], &[0xd1; 14], &other].concat();
+        assert_eq!(decode(&mixed, a, b).map(|s| s.payload), Ok(30));
+        let mixed = [&other[..], &[0xd1; 14], &one].concat();
+        assert_eq!(decode(&mixed, a, b).map(|s| s.payload), Ok(30));
     }
 
     #[test]

@@ -30,8 +30,9 @@
 //! # What the audit cannot read
 //! A frame of the flow (cited, or inside a range a claim scans) that the audit's decoder cannot
 //! read — cut short, an IP length of 0 as segmentation offload (TSO/GSO, BIG TCP) captures
-//! show, too many IPv6 extension headers — or an IP first fragment, whose payload length is
-//! that fragment's only, withdraws nothing: the claims resting on it are *unverifiable*. The
+//! show, too many IPv6 extension headers, two segments of the flow in one frame (an 802.11
+//! A-MSDU's subframes: the frame number does not say which is meant) — or an IP first
+//! fragment, whose payload length is that fragment's only, withdraws nothing: the claims resting on it are *unverifiable*. The
 //! finding stands, the claim is not counted in `claims_passed`, and [`Verdict::notes`] says
 //! why. The audit never passes a claim it could not check in full.
 

@@ -41,8 +41,11 @@ pub struct Skipped {
     pub wlan_encrypted: u64,
     /// 802.11 management, control and extension frames, and data frames without payload.
     pub wlan_no_data: u64,
-    /// 802.11 A-MSDU frames (several packets aggregated in one), not split.
+    /// 802.11 A-MSDUs not split: one found inside another's subframe (through a tunnel).
     pub wlan_aggregated: u64,
+    /// 802.11 A-MSDUs with a subframe whose length runs past the frame: that subframe and
+    /// those after it not decoded (the whole ones before it were).
+    pub wlan_bad_subframes: u64,
 }
 
 impl Skipped {
@@ -54,7 +57,18 @@ impl Skipped {
             + self.wlan_encrypted
             + self.wlan_no_data
             + self.wlan_aggregated
+            + self.wlan_bad_subframes
     }
+}
+
+/// The 802.11 A-MSDUs of a capture, split into their subframes: each subframe's packet is
+/// decoded (and counted: TCP segments, or in `skipped`) like a frame's, citing the frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AmsduSplit {
+    /// Frames that were an A-MSDU.
+    pub frames: u64,
+    /// The subframes decoded from them (a subframe cut short is not one of them).
+    pub subframes: u64,
 }
 
 /// One kind of tunnel in a capture.
@@ -75,6 +89,7 @@ pub struct Census {
     skipped: Skipped,
     /// Per [`Tunnel::ALL`]: TCP segments, other packets.
     tunnels: [[u64; 2]; Tunnel::ALL.len()],
+    amsdu: AmsduSplit,
 }
 
 impl Census {
@@ -95,6 +110,13 @@ impl Census {
         }
     }
 
+    /// Counts an 802.11 A-MSDU frame and its `whole` subframes (each of their packets is
+    /// counted as a frame's would be).
+    pub fn amsdu(&mut self, whole: u64) {
+        self.amsdu.frames += 1;
+        self.amsdu.subframes += whole;
+    }
+
     /// Counts a frame without a TCP segment (nothing for a TCP segment).
     pub fn not_analysed(&mut self, decoded: &Decoded) {
         let s = &mut self.skipped;
@@ -105,6 +127,7 @@ impl Census {
             Decoded::Wlan(WlanSkip::Encrypted) => return s.wlan_encrypted += 1,
             Decoded::Wlan(WlanSkip::NoData) => return s.wlan_no_data += 1,
             Decoded::Wlan(WlanSkip::Aggregated) => return s.wlan_aggregated += 1,
+            Decoded::Wlan(WlanSkip::BadSubframe) => return s.wlan_bad_subframes += 1,
             Decoded::NotTcp(what) => what,
         };
         s.not_tcp += 1;
@@ -122,8 +145,8 @@ impl Census {
         }
     }
 
-    /// The skipped frames and the tunnels seen.
-    pub fn finish(&self) -> (Skipped, Vec<TunnelCount>) {
+    /// The skipped frames, the tunnels seen and the A-MSDUs split (`None` without any).
+    pub fn finish(&self) -> (Skipped, Vec<TunnelCount>, Option<AmsduSplit>) {
         let tunnels = Tunnel::ALL
             .iter()
             .zip(self.tunnels)
@@ -134,7 +157,8 @@ impl Census {
                 not_tcp: other,
             })
             .collect();
-        (self.skipped, tunnels)
+        let amsdu = (self.amsdu.frames > 0).then_some(self.amsdu);
+        (self.skipped, tunnels, amsdu)
     }
 }
 
@@ -192,8 +216,15 @@ impl CaptureSummary {
         }
         if s.wlan_aggregated > 0 {
             parts.push(format!(
-                "{} 802.11 A-MSDU (aggregated, not decoded)",
+                "{} 802.11 A-MSDU inside another (not split)",
                 fmt_count(s.wlan_aggregated)
+            ));
+        }
+        if s.wlan_bad_subframes > 0 {
+            parts.push(format!(
+                "{} 802.11 A-MSDU with a subframe length past the frame's end (the rest not \
+                 decoded)",
+                fmt_count(s.wlan_bad_subframes)
             ));
         }
         if s.wlan_no_data > 0 {
@@ -203,6 +234,17 @@ impl CaptureSummary {
             ));
         }
         parts.join(", ")
+    }
+
+    /// `802.11 A-MSDU: 3 frames split into 7 subframes, each analysed as a packet of its
+    /// frame`, or `None` without A-MSDUs.
+    pub fn amsdu_line(&self) -> Option<String> {
+        let a = self.amsdu?;
+        Some(format!(
+            "802.11 A-MSDU: {} split into {}, each analysed as a packet of its frame",
+            plural(a.frames, "frame", "frames"),
+            plural(a.subframes, "subframe", "subframes")
+        ))
     }
 
     /// `312 TCP segments decapsulated from VXLAN, 20 from GRE` (most first), or `None`
@@ -252,7 +294,7 @@ mod tests {
     use crate::wire::{LinkType, Tunnel};
 
     fn summary(census: &Census, frames: u64, links: &[LinkType]) -> CaptureSummary {
-        let (skipped, tunnels) = census.finish();
+        let (skipped, tunnels, amsdu) = census.finish();
         CaptureSummary {
             file: "f.pcap".into(),
             format: "pcap".into(),
@@ -261,6 +303,7 @@ mod tests {
             tcp_segments: 0,
             skipped,
             tunnels,
+            amsdu,
             flows: 0,
             exchanges: 0,
             duration_ms: 0.0,
@@ -296,27 +339,35 @@ mod tests {
         add(Decoded::UnsupportedLink, 7);
         add(Decoded::Wlan(WlanSkip::Encrypted), 9);
         add(Decoded::Wlan(WlanSkip::Aggregated), 1);
+        add(Decoded::Wlan(WlanSkip::BadSubframe), 2);
         add(Decoded::Wlan(WlanSkip::NoData), 30);
         let s = summary(&c, n, &[LinkType::Radiotap, LinkType::Other(201)]);
         assert_eq!(s.skipped.not_tcp, 1180 + 20 + 4 + 1 + 2 + 1 + 4);
         assert_eq!((s.skipped.in_tunnels, s.skipped.truncated), (4, 5));
         let w = &s.skipped;
         assert_eq!(
-            (w.wlan_encrypted, w.wlan_aggregated, w.wlan_no_data),
-            (9, 1, 30)
+            (
+                w.wlan_encrypted,
+                w.wlan_aggregated,
+                w.wlan_bad_subframes,
+                w.wlan_no_data
+            ),
+            (9, 1, 2, 30)
         );
         assert_eq!(w.total(), n);
         assert_eq!(
             s.no_tcp_message(),
-            "no TCP packets in this capture: 1,264 frames — 1,180 UDP, 20 ICMP, 4 other IP, \
+            "no TCP packets in this capture: 1,266 frames — 1,180 UDP, 20 ICMP, 4 other IP, \
              1 IP fragment, 2 not IP, 1 with contradictory headers, 1 GRE packet without TCP \
              inside, 3 VXLAN packets without TCP inside, 5 too short for the headers (snap \
              length), 7 on link types not decoded, 9 encrypted (802.11 protected, not decoded), \
-             1 802.11 A-MSDU (aggregated, not decoded), 30 802.11 management, control or null; \
+             1 802.11 A-MSDU inside another (not split), 2 802.11 A-MSDU with a subframe length \
+             past the frame's end (the rest not decoded), 30 802.11 management, control or null; \
              link types 802.11 radiotap, Bluetooth HCI H4 (201, not decoded); capture with a \
              filter such as 'tcp port 8080'"
         );
         assert_eq!(s.decapsulated(), None);
+        assert_eq!(s.amsdu_line(), None);
         let empty = summary(&Census::default(), 0, &[]);
         assert_eq!(
             empty.no_tcp_message(),
@@ -363,5 +414,30 @@ mod tests {
             .collect();
         assert_eq!(names, [("GRE", 1, 0), ("VXLAN", 312, 1)]);
         assert_eq!(s.skipped.not_tcp, 1);
+    }
+
+    #[test]
+    fn amsdus_split_are_counted_and_said() {
+        let mut c = Census::default();
+        c.amsdu(2);
+        c.amsdu(1);
+        let s = summary(&c, 2, &[LinkType::Radiotap]);
+        assert_eq!(
+            s.amsdu,
+            Some(AmsduSplit {
+                frames: 2,
+                subframes: 3
+            })
+        );
+        assert_eq!(
+            s.amsdu_line().as_deref(),
+            Some("802.11 A-MSDU: 2 frames split into 3 subframes, each analysed as a packet of its frame")
+        );
+        let mut one = Census::default();
+        one.amsdu(1);
+        assert_eq!(
+            summary(&one, 1, &[]).amsdu_line().as_deref(),
+            Some("802.11 A-MSDU: 1 frame split into 1 subframe, each analysed as a packet of its frame")
+        );
     }
 }

@@ -6,6 +6,7 @@
 mod bench_text;
 mod census;
 pub mod claims;
+mod notes;
 pub(crate) mod text;
 
 use std::collections::BTreeMap;
@@ -16,8 +17,9 @@ use crate::flow::Direction;
 use crate::wire::CaptureError;
 
 pub use bench_text::render_bench_text;
-pub use census::{Census, Skipped, TunnelCount};
+pub use census::{AmsduSplit, Census, Skipped, TunnelCount};
 pub use claims::{Claim, NagleHold, ReleasedBy, SequentialExchange, WindowWait};
+pub use notes::Note;
 pub use text::render_text;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
@@ -326,6 +328,9 @@ pub struct CaptureSummary {
     /// The tunnels TCP was found in (or that held none), in a fixed order; empty for a
     /// capture without any.
     pub tunnels: Vec<TunnelCount>,
+    /// The 802.11 A-MSDUs split into their subframes; absent when the capture has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amsdu: Option<AmsduSplit>,
     pub flows: u64,
     pub exchanges: u64,
     /// From the earliest to the latest timestamp, in whatever order the file holds them.

@@ -116,33 +116,16 @@ fn capture(out: &mut String, c: &CaptureSummary) {
     if let Some(t) = &c.truncated {
         let _ = writeln!(out, "  warning: {}", t.message);
     }
-    if let Some(b) = &c.time_steps_back {
-        let _ = writeln!(
-            out,
-            "  timestamps went backwards {} time{}, the largest step {} at frame {} \
-             (the duration spans the earliest to the latest timestamp)",
-            crate::units::fmt_count(b.count),
-            if b.count == 1 { "" } else { "s" },
-            crate::units::fmt_duration(std::time::Duration::from_secs_f64(b.largest_ms / 1e3)),
-            b.largest_at_frame
-        );
+    if let Some(line) = c.time_steps_back_line() {
+        let _ = writeln!(out, "  {line}");
     }
-    if c.half_open_untracked > 0 {
-        let _ = writeln!(
-            out,
-            "  warning: {} half-open connection attempt{} beyond the cap of {} {} not tracked \
-             (a SYN flood? the oldest attempts were dropped first)",
-            crate::units::fmt_count(c.half_open_untracked),
-            if c.half_open_untracked == 1 { "" } else { "s" },
-            crate::units::fmt_count(crate::analysis::MAX_HALF_OPEN as u64),
-            if c.half_open_untracked == 1 {
-                "was"
-            } else {
-                "were"
-            },
-        );
+    if let Some(line) = c.half_open_line() {
+        let _ = writeln!(out, "  warning: {line}");
     }
     if let Some(line) = c.decapsulated() {
+        let _ = writeln!(out, "  {line}");
+    }
+    if let Some(line) = c.amsdu_line() {
         let _ = writeln!(out, "  {line}");
     }
     if let Some(a) = &c.audit {
@@ -163,15 +146,8 @@ fn capture(out: &mut String, c: &CaptureSummary) {
         }
         let _ = writeln!(out, ", {} withdrawn", a.withdrawn);
     }
-    let skipped = c.skipped.total();
-    if skipped > 0 {
-        let _ = writeln!(
-            out,
-            "  not analysed: {} frame{} ({})",
-            crate::units::fmt_count(skipped),
-            if skipped == 1 { "" } else { "s" },
-            c.skipped_kinds()
-        );
+    if let Some(line) = c.not_analysed_line() {
+        let _ = writeln!(out, "  {line}");
     }
     for s in &c.servers {
         let mut line = format!(

@@ -211,8 +211,10 @@ pub(super) enum NoIp {
     InTunnel(Tunnel),
     /// A link type tcpdoctor does not decode.
     Unsupported,
-    /// An 802.11 frame without a readable packet: encrypted, no data, aggregated.
+    /// An 802.11 frame without a readable packet: encrypted, no data, a bad A-MSDU subframe.
     Wlan(WlanSkip),
+    /// An 802.11 A-MSDU whose first subframe starts at this offset (`wlan.rs`).
+    Amsdu(usize),
 }
 
 pub(super) fn be16(b: &[u8], at: usize) -> Option<u16> {

@@ -3,7 +3,8 @@
 //! [`CaptureReader`] streams records out of a pcap or pcapng file in one pass, with a fixed
 //! buffer: memory does not grow with the file. [`decode_tcp`] turns one captured frame into a
 //! [`TcpSegment`], reading the payload length from the IP header so that captures truncated by
-//! a snap length (`tcpdump -s 96`) are analysed as well as full ones.
+//! a snap length (`tcpdump -s 96`) are analysed as well as full ones; [`decode_frame`] gives
+//! every packet of a frame that holds several (an 802.11 A-MSDU).
 //!
 //! Nothing here panics on untrusted bytes: every error names the byte offset where the file
 //! stopped making sense.
@@ -32,7 +33,7 @@ use crate::time::Timestamp;
 
 pub use link::LinkType;
 pub use reader::CaptureReader;
-pub use tcp::{decode_tcp, Decoded, NotTcp};
+pub use tcp::{decode_frame, decode_tcp, Decoded, NotTcp, Packets};
 pub use tunnel::{Tunnel, MAX_DEPTH};
 pub use wlan::WlanSkip;
 

@@ -11,9 +11,9 @@
 //! below 5 words or beyond the IP segment length means the header is garbage: not TCP.
 
 use super::ip::{self, IpInfo, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
-use super::link::{locate_ip, NoIp};
+use super::link::{locate_ip, IpAt, NoIp};
 use super::tunnel::{self, Tunnel};
-use super::wlan::WlanSkip;
+use super::wlan::{self, WlanSkip};
 use super::{Endpoint, LinkType, TcpFlags, TcpOptions, TcpSegment};
 
 /// What one frame turned out to be.
@@ -89,6 +89,7 @@ impl From<NoIp> for Decoded {
             NoIp::InTunnel(t) => Decoded::NotTcp(NotTcp::InTunnel(t)),
             NoIp::Unsupported => Decoded::UnsupportedLink,
             NoIp::Wlan(w) => Decoded::Wlan(w),
+            NoIp::Amsdu(_) => Decoded::Wlan(WlanSkip::Aggregated),
         }
     }
 }
@@ -97,19 +98,128 @@ impl From<NoIp> for Decoded {
 ///
 /// `orig_len` is the frame's length on the wire (used when an IP length field is zero, as in
 /// TSO captures, and to clamp IP lengths the frame cannot hold).
+///
+/// One answer per frame: an 802.11 A-MSDU, which holds several packets, is
+/// `Decoded::Wlan(WlanSkip::Aggregated)` here. [`decode_frame`] gives each of its packets.
 pub fn decode_tcp(link: LinkType, data: &[u8], orig_len: u32) -> Decoded {
+    peel(link, data, orig_len).unwrap_or(Decoded::Wlan(WlanSkip::Aggregated))
+}
+
+/// Every packet one frame holds, decoded: one for nearly every frame, one per subframe for
+/// an 802.11 A-MSDU (see `wlan.rs`), all of them the frame's (Wireshark cites the frame).
+/// Never panics, and allocates nothing.
+#[inline]
+pub fn decode_frame(link: LinkType, data: &[u8], orig_len: u32) -> Packets<'_> {
+    Packets {
+        data,
+        next: match peel(link, data, orig_len) {
+            Ok(one) => Next::One(one),
+            Err(amsdu) => Next::Subframe(amsdu, true),
+        },
+    }
+}
+
+/// The packets of one frame ([`decode_frame`]).
+#[derive(Debug, Clone)]
+pub struct Packets<'a> {
+    data: &'a [u8],
+    next: Next,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Next {
+    One(Decoded),
+    /// The A-MSDU subframe to decode next; `true` for the first.
+    Subframe(Amsdu, bool),
+    Done,
+}
+
+impl Iterator for Packets<'_> {
+    type Item = Decoded;
+
+    #[inline]
+    fn next(&mut self) -> Option<Decoded> {
+        match std::mem::replace(&mut self.next, Next::Done) {
+            Next::One(one) => Some(one),
+            Next::Done => None,
+            Next::Subframe(amsdu, first) => self.subframe(amsdu, first),
+        }
+    }
+}
+
+impl Packets<'_> {
+    /// Whether the frame is an 802.11 A-MSDU (before its first subframe is taken).
+    #[inline]
+    pub fn is_amsdu(&self) -> bool {
+        matches!(self.next, Next::Subframe(_, true))
+    }
+
+    /// Decodes the subframe `a` points at and moves to the next.
+    #[inline(never)]
+    fn subframe(&mut self, a: Amsdu, first: bool) -> Option<Decoded> {
+        let data = self.data;
+        let (body, stop) = match wlan::subframe(data, a.off, a.end) {
+            Ok(Some(sub)) => sub,
+            // An A-MSDU without a single subframe still counts, as malformed.
+            Ok(None) if first => return Some(Decoded::Wlan(WlanSkip::BadSubframe)),
+            Ok(None) => return None,
+            Err(no) => return Some(Decoded::from(no).inside(a.via)),
+        };
+        let next = wlan::next_subframe(a.off, stop);
+        self.next = Next::Subframe(Amsdu { off: next, ..a }, false);
+        let at = match wlan::llc(data, body) {
+            Ok(at) => at,
+            Err(no) => return Some(Decoded::from(no).inside(a.via)),
+        };
+        let via = a.via.or(at.via);
+        let decoded = match from_ip(data, IpAt { via, ..at }, stop.min(at.end)) {
+            Ok(d) => d,
+            // An A-MSDU in a tunnel inside a subframe is not split again.
+            Err(_) => Decoded::Wlan(WlanSkip::Aggregated),
+        };
+        Some(decoded)
+    }
+}
+
+/// An 802.11 A-MSDU found in a frame, not split yet: where its first subframe starts, where
+/// the frame (or the packet around it, for a tunnelled one) ends, the outermost tunnel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Amsdu {
+    off: usize,
+    end: usize,
+    via: Option<Tunnel>,
+}
+
+impl Amsdu {
+    pub(super) fn new(off: usize, end: usize, via: Option<Tunnel>) -> Amsdu {
+        Amsdu { off, end, via }
+    }
+}
+
+/// One frame's outcome, an A-MSDU left whole (`Err`).
+pub(super) type Peeled = Result<Decoded, Amsdu>;
+
+#[inline(always)]
+fn peel(link: LinkType, data: &[u8], orig_len: u32) -> Peeled {
+    let wire_end = (orig_len as usize).max(data.len());
     let at = match locate_ip(link, data) {
         Ok(at) => at,
-        Err(no) => return no.into(),
+        Err(NoIp::Amsdu(off)) => return Err(Amsdu::new(off, wire_end, None)),
+        Err(no) => return Ok(no.into()),
     };
-    let end = (orig_len as usize).max(data.len()).min(at.end);
+    from_ip(data, at, wire_end.min(at.end))
+}
+
+/// The IP packet at `at`, ending by `end`: its TCP segment, or what it is instead.
+#[inline(always)]
+fn from_ip(data: &[u8], at: IpAt, end: usize) -> Peeled {
     match ip::at(data, at.off, at.l3, end) {
-        Ok(ip) if ip.proto == PROTO_TCP => tcp(data, &ip, at.via),
+        Ok(ip) if ip.proto == PROTO_TCP => Ok(tcp(data, &ip, at.via)),
         Ok(ip) => match tunnel::decapsulate(data, &ip, at.via) {
-            Some(decoded) => decoded,
-            None => Decoded::NotTcp(NotTcp::of_protocol(ip.proto)).inside(at.via),
+            Some(peeled) => peeled,
+            None => Ok(Decoded::NotTcp(NotTcp::of_protocol(ip.proto)).inside(at.via)),
         },
-        Err(d) => d.inside(at.via),
+        Err(d) => Ok(d.inside(at.via)),
     }
 }
 

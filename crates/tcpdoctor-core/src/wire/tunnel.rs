@@ -34,7 +34,7 @@ use super::ip::{
     self, IpInfo, PROTO_GRE, PROTO_IPIP, PROTO_IPV6, PROTO_MPLS, PROTO_TCP, PROTO_UDP,
 };
 use super::link::{be16, by_ethertype, ethernet, mpls, ppp, IpAt, NoIp, L3};
-use super::tcp::{tcp, Decoded, NotTcp};
+use super::tcp::{tcp, Amsdu, Decoded, NotTcp, Peeled};
 use super::wlan::wlan;
 
 /// How many tunnels deep tcpdoctor looks for TCP.
@@ -100,25 +100,30 @@ enum Step {
 
 /// Looks inside `outer`, an IP packet that is not TCP, found inside `via` (MPLS, PPPoE) if
 /// anything. `None` when it is no tunnel at all: the caller counts it by its protocol.
+/// An 802.11 A-MSDU inside (an Aruba access point's GRE) comes back unsplit: `Err`.
 #[inline(never)]
-pub(super) fn decapsulate(data: &[u8], outer: &IpInfo, mut via: Option<Tunnel>) -> Option<Decoded> {
-    let in_tunnel = |t| Decoded::NotTcp(NotTcp::InTunnel(t));
+pub(super) fn decapsulate(data: &[u8], outer: &IpInfo, mut via: Option<Tunnel>) -> Option<Peeled> {
+    let in_tunnel = |t| Ok(Decoded::NotTcp(NotTcp::InTunnel(t)));
     let mut ip = *outer;
     for _ in 0..MAX_DEPTH {
         let (tunnel, at) = match step(data, &ip) {
             Step::Inner(t, at) => (t, at),
             Step::NotATunnel => return via.map(in_tunnel),
-            Step::NoIp(_, NoIp::Truncated) => return Some(Decoded::Truncated),
-            Step::NoIp(_, NoIp::Wlan(w)) => return Some(Decoded::Wlan(w)),
+            Step::NoIp(_, NoIp::Truncated) => return Some(Ok(Decoded::Truncated)),
+            Step::NoIp(_, NoIp::Wlan(w)) => return Some(Ok(Decoded::Wlan(w))),
+            Step::NoIp(t, NoIp::Amsdu(off)) => {
+                let via = Some(via.unwrap_or(t));
+                return Some(Err(Amsdu::new(off, ip.end(), via)));
+            }
             Step::NoIp(t, _) => return Some(in_tunnel(via.unwrap_or(t))),
         };
         let via = *via.get_or_insert(tunnel);
         ip = match ip::at(data, at.off, at.l3, ip.end().min(at.end)) {
             Ok(inner) => inner,
-            Err(d) => return Some(d.inside(Some(via))),
+            Err(d) => return Some(Ok(d.inside(Some(via)))),
         };
         if ip.proto == PROTO_TCP {
-            return Some(tcp(data, &ip, Some(via)));
+            return Some(Ok(tcp(data, &ip, Some(via))));
         }
     }
     via.map(in_tunnel)

@@ -17,9 +17,17 @@
 //!    encrypted and not decoded.
 //! 4. The data header is 24 bytes, 30 when both To DS and From DS are set (the fourth
 //!    address of a wireless bridge); QoS data frames add 2 bytes of QoS control, and 4 more of
-//!    HT control when their Order bit is set. A QoS frame whose A-MSDU bit is set holds
-//!    several packets in subframes: counted as aggregated and not decoded.
-//! 5. The payload is LLC/SNAP: `aa aa 03` and an OUI of 00-00-00 (RFC 1042) or 00-00-f8
+//!    HT control when their Order bit is set.
+//! 5. A QoS frame whose A-MSDU bit is set holds several packets in subframes, each a
+//!    destination and a source address (6 bytes each), a big-endian length, then LLC/SNAP
+//!    and the packet, `length` bytes in all, padded to a multiple of 4 bytes except the last.
+//!    As in Wireshark, every subframe is decoded (each its own packet, all citing the frame's
+//!    number) while at least a subframe header's 14 bytes are left before the frame ends (the
+//!    end of the packet around it for a tunnelled frame; fewer is padding or a frame check
+//!    sequence). A subframe whose length runs past the frame ends the walk: it and the rest
+//!    are counted as a malformed A-MSDU ([`WlanSkip::BadSubframe`]), after the whole ones were
+//!    decoded. An A-MSDU inside a subframe is not split again ([`WlanSkip::Aggregated`]).
+//! 6. The payload (of the frame, or of each subframe) is LLC/SNAP: `aa aa 03` and an OUI of 00-00-00 (RFC 1042) or 00-00-f8
 //!    (802.1H), then an ethertype, followed like Ethernet's (VLAN, MPLS, PPPoE). Any other
 //!    LLC (spanning tree, NetBIOS) is not IP.
 //!
@@ -36,8 +44,13 @@ pub enum WlanSkip {
     Encrypted,
     /// A management, control or extension frame, or a data frame without payload.
     NoData,
-    /// An A-MSDU: several packets aggregated in one frame, not split here.
+    /// An A-MSDU: several packets aggregated in one frame. [`decode_tcp`](super::decode_tcp)
+    /// says this of the whole frame; [`decode_frame`](super::decode_frame) splits it and says
+    /// it only of an A-MSDU found inside a subframe, which is not split again.
     Aggregated,
+    /// An A-MSDU subframe whose length runs past the end of the frame: it and the subframes
+    /// after it are not decoded (those before it were).
+    BadSubframe,
 }
 
 fn le16(b: &[u8], at: usize) -> Option<u16> {
@@ -165,22 +178,52 @@ pub(super) fn wlan(data: &[u8], off: usize, padded: bool) -> Result<IpAt, NoIp> 
     let mut len = if four_addresses { 30 } else { 24 };
     if subtype & SUBTYPE_QOS != 0 {
         let qos = *data.get(off + len).ok_or(NoIp::Truncated)?;
-        if qos & QOS_AMSDU != 0 {
-            return Err(NoIp::Wlan(WlanSkip::Aggregated));
-        }
         len += 2;
         if flags & FLAG_ORDER != 0 {
             len += 4;
         }
-    }
-    if padded {
+        if padded {
+            len = len.next_multiple_of(4);
+        }
+        if qos & QOS_AMSDU != 0 {
+            return Err(NoIp::Amsdu(off + len));
+        }
+    } else if padded {
         len = len.next_multiple_of(4);
     }
     llc(data, off + len)
 }
 
+/// An A-MSDU subframe header's length: destination, source, length.
+pub(super) const SUBFRAME_HEADER: usize = 14;
+
+/// The A-MSDU subframe at `off` in a frame that ends at `end`: where its LLC header starts
+/// and where its packet ends, or why it cannot be read. `Ok(None)` when fewer bytes than a
+/// subframe header are left (padding, a frame check sequence): no subframe.
+pub(super) fn subframe(
+    data: &[u8],
+    off: usize,
+    end: usize,
+) -> Result<Option<(usize, usize)>, NoIp> {
+    if end.saturating_sub(off) < SUBFRAME_HEADER {
+        return Ok(None);
+    }
+    let len = usize::from(be16(data, off + 12).ok_or(NoIp::Truncated)?);
+    let body = off + SUBFRAME_HEADER;
+    if body + len > end {
+        return Err(NoIp::Wlan(WlanSkip::BadSubframe));
+    }
+    Ok(Some((body, body + len)))
+}
+
+/// Where the subframe after the one at `off` whose packet ends at `stop` starts: subframes
+/// are padded to a multiple of 4 bytes.
+pub(super) fn next_subframe(off: usize, stop: usize) -> usize {
+    off + (stop - off).next_multiple_of(4)
+}
+
 /// LLC/SNAP at `off`: `aa aa 03`, an encapsulation OUI, the ethertype.
-fn llc(data: &[u8], off: usize) -> Result<IpAt, NoIp> {
+pub(super) fn llc(data: &[u8], off: usize) -> Result<IpAt, NoIp> {
     let head = data.get(off..off + 6).ok_or(NoIp::Truncated)?;
     match head {
         [0xaa, 0xaa, 0x03, 0, 0, 0 | 0xf8] => {

@@ -1,8 +1,9 @@
 //! 802.11, its radio headers, PPP/HDLC, NFLOG and IPNET: header lengths, what is skipped,
 //! and every cut of every frame decoding without a panic.
 
+use super::super::testutil::eth;
 use super::super::testutil::{ipv4_pkt, tcp_hdr, Tcp};
-use super::super::{decode_tcp, Decoded, LinkType, NotTcp, WlanSkip};
+use super::super::{decode_frame, decode_tcp, Decoded, LinkType, NotTcp, Tunnel, WlanSkip};
 
 fn v4_tcp() -> Vec<u8> {
     let mut seg = tcp_hdr(&Tcp::default());
@@ -101,6 +102,7 @@ fn what_is_not_a_readable_data_frame_is_said() {
         ("null function", &null, Decoded::Wlan(WlanSkip::NoData)),
         ("QoS null", &qos_null, Decoded::Wlan(WlanSkip::NoData)),
         ("CCMP", &protected, Decoded::Wlan(WlanSkip::Encrypted)),
+        // One answer per frame from decode_tcp: an A-MSDU's is that it holds several.
         ("A-MSDU", &amsdu, Decoded::Wlan(WlanSkip::Aggregated)),
         ("EAPOL", &eapol, Decoded::NotTcp(NotTcp::NotIp)),
         ("spanning tree LLC", &stp, Decoded::NotTcp(NotTcp::NotIp)),
@@ -289,5 +291,168 @@ fn cut_and_hostile_headers_never_panic() {
             Decoded::Truncated,
             "802.11 cut at {cut}"
         );
+    }
+}
+
+/// An IPv4 TCP packet with sequence number `seq` and `payload` bytes.
+fn v4_tcp_seq(seq: u32, payload: usize) -> Vec<u8> {
+    let mut seg = tcp_hdr(&Tcp {
+        seq,
+        ..Tcp::default()
+    });
+    seg.resize(seg.len() + payload, 0x5a);
+    ipv4_pkt(6, 0, None, &[], &seg)
+}
+
+/// A-MSDU subframes: destination, source, big-endian length, LLC/SNAP and the packet; each
+/// but the last padded to a multiple of 4 bytes.
+fn subframes(packets: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, p) in packets.iter().enumerate() {
+        let body = [&SNAP_IPV4[..], p].concat();
+        out.extend([0xd1; 6]);
+        out.extend([0x51; 6]);
+        out.extend((body.len() as u16).to_be_bytes());
+        out.extend(&body);
+        if i + 1 < packets.len() {
+            out.resize(out.len().next_multiple_of(4), 0);
+        }
+    }
+    out
+}
+
+/// Each packet of a frame: the TCP sequence number and payload length, or what it is.
+fn split(link: LinkType, data: &[u8]) -> Vec<Result<(u32, u32), Decoded>> {
+    decode_frame(link, data, data.len() as u32)
+        .map(|d| match d {
+            Decoded::Tcp(seg, _) => Ok((seg.seq, seg.payload_len)),
+            other => Err(other),
+        })
+        .collect()
+}
+
+#[test]
+fn an_amsdu_is_split_into_its_subframes() {
+    // Payloads of 100, 3 and 41 bytes: the first two subframes need padding (154 and 57
+    // bytes long), the third does not.
+    let packets = [v4_tcp_seq(1, 100), v4_tcp_seq(101, 3), v4_tcp_seq(104, 41)];
+    let want = vec![Ok((1, 100)), Ok((101, 3)), Ok((104, 41))];
+    let body = subframes(&packets);
+    let frame = wlan(8, 0x01, Some(0x80), &body);
+    assert_eq!(split(LinkType::Ieee80211, &frame), want);
+    assert!(decode_frame(LinkType::Ieee80211, &frame, frame.len() as u32).is_amsdu());
+    // Four addresses, HT control and a radiotap header that pads the 802.11 header (36 bytes
+    // with HT control: no pad) or not: the subframes start where the header ends.
+    let bridged = wlan(8, 0x83, Some(0x80), &body);
+    assert_eq!(split(LinkType::Ieee80211, &bridged), want);
+    let padded = [&wlan(8, 0x01, Some(0x80), &[])[..], &[0, 0], &body].concat();
+    assert_eq!(
+        split(LinkType::Radiotap, &radiotap(Some(0x20), &padded)),
+        want
+    );
+    // A frame check sequence after the last subframe (4 bytes, fewer than a subframe header)
+    // is not a subframe.
+    let fcs = [&frame[..], &[0xfc; 4]].concat();
+    assert_eq!(split(LinkType::Ieee80211, &fcs), want);
+    // In an Aruba access point's GRE, every segment is the tunnel's.
+    let gre = [&[0u8, 0, 0x82, 0x00][..], &frame].concat();
+    let outer = eth(0x0800, &[], &ipv4_pkt(47, 0, None, &[], &gre));
+    let vias: Vec<Option<Tunnel>> = decode_frame(LinkType::Ethernet, &outer, outer.len() as u32)
+        .map(|d| match d {
+            Decoded::Tcp(_, via) => via,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(vias, [Some(Tunnel::Gre); 3]);
+    // One subframe holding ARP (not IP) between two TCP ones.
+    let mut arp_body = subframes(&[packets[0].clone(), vec![0; 28], packets[2].clone()]);
+    let second = (14 + SNAP_IPV4.len() + packets[0].len()).next_multiple_of(4);
+    assert_eq!(arp_body[second + 14 + 6..second + 14 + 8], [0x08, 0x00]);
+    arp_body[second + 14 + 6..second + 14 + 8].copy_from_slice(&[0x08, 0x06]);
+    let arp = wlan(8, 0x01, Some(0x80), &arp_body);
+    assert_eq!(
+        split(LinkType::Ieee80211, &arp),
+        [
+            Ok((1, 100)),
+            Err(Decoded::NotTcp(NotTcp::NotIp)),
+            Ok((104, 41))
+        ]
+    );
+}
+
+#[test]
+fn without_the_amsdu_bit_a_frame_is_one_packet() {
+    // The same QoS data frame with the A-MSDU bit clear: one packet, its LLC right after the
+    // header. Subframe bytes there are no LLC: not IP, and nothing split.
+    let one = wlan(
+        8,
+        0x01,
+        Some(0x00),
+        &[&SNAP_IPV4[..], &v4_tcp_seq(7, 64)].concat(),
+    );
+    assert_eq!(split(LinkType::Ieee80211, &one), [Ok((7, 64))]);
+    assert!(!decode_frame(LinkType::Ieee80211, &one, one.len() as u32).is_amsdu());
+    let body = subframes(&[v4_tcp_seq(1, 10), v4_tcp_seq(11, 10)]);
+    let not_amsdu = wlan(8, 0x01, Some(0x00), &body);
+    assert_eq!(
+        split(LinkType::Ieee80211, &not_amsdu),
+        [Err(Decoded::NotTcp(NotTcp::NotIp))]
+    );
+    // Plain (non-QoS) data has no A-MSDU bit at all.
+    let plain = wlan(0, 0x02, None, &[&SNAP_IPV4[..], &v4_tcp_seq(9, 5)].concat());
+    assert_eq!(split(LinkType::Ieee80211, &plain), [Ok((9, 5))]);
+}
+
+#[test]
+fn a_subframe_longer_than_the_frame_ends_the_split() {
+    let packets = [v4_tcp_seq(1, 100), v4_tcp_seq(101, 20), v4_tcp_seq(121, 30)];
+    let body = subframes(&packets);
+    let second = (14 + SNAP_IPV4.len() + packets[0].len()).next_multiple_of(4);
+    let bad = Err(Decoded::Wlan(WlanSkip::BadSubframe));
+    // The second subframe claims 1,000 bytes: the first is decoded, the rest counted once.
+    let mut long = body.clone();
+    long[second + 12..second + 14].copy_from_slice(&1000u16.to_be_bytes());
+    let frame = wlan(8, 0x01, Some(0x80), &long);
+    assert_eq!(split(LinkType::Ieee80211, &frame), [Ok((1, 100)), bad]);
+    // The first does: nothing is decoded.
+    let mut first = body.clone();
+    first[12..14].copy_from_slice(&0xffffu16.to_be_bytes());
+    let frame = wlan(8, 0x01, Some(0x80), &first);
+    assert_eq!(split(LinkType::Ieee80211, &frame), [bad]);
+    // An A-MSDU without a single subframe is malformed too, and counted.
+    let empty = wlan(8, 0x01, Some(0x80), &[0; 6]);
+    assert_eq!(split(LinkType::Ieee80211, &empty), [bad]);
+    // A length shorter than the packet bounds it: its IP header then claims more than the
+    // subframe holds (malformed), and the next subframe is looked for where that length
+    // says, inside the first packet (its TCP window, 512, is read as a length: too long).
+    let mut short = body;
+    short[12..14].copy_from_slice(&30u16.to_be_bytes());
+    let frame = wlan(8, 0x01, Some(0x80), &short);
+    assert_eq!(
+        split(LinkType::Ieee80211, &frame),
+        [Err(Decoded::NotTcp(NotTcp::Malformed)), bad]
+    );
+}
+
+#[test]
+fn an_amsdu_cut_by_the_snap_length_decodes_what_was_captured() {
+    let packets = [v4_tcp_seq(1, 100), v4_tcp_seq(101, 20)];
+    let frame = wlan(8, 0x01, Some(0x80), &subframes(&packets));
+    // Captured up to the first segment's TCP header: its payload length comes from the IP
+    // header as for any frame; the second subframe's header was not captured.
+    let cut = 26 + 14 + 8 + 20 + 20;
+    let got: Vec<Decoded> =
+        decode_frame(LinkType::Ieee80211, &frame[..cut], frame.len() as u32).collect();
+    assert!(
+        matches!(got[0], Decoded::Tcp(s, _) if s.payload_len == 100),
+        "{got:?}"
+    );
+    assert_eq!(got[1..], [Decoded::Truncated]);
+    for cut in 0..=frame.len() {
+        for d in decode_frame(LinkType::Ieee80211, &frame[..cut], frame.len() as u32) {
+            if let Decoded::Tcp(seg, _) = d {
+                assert!(seg.payload_len <= frame.len() as u32, "cut {cut}");
+            }
+        }
     }
 }

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use tcpdoctor_core::analysis::{Analyzer, ScriptedClient};
 use tcpdoctor_core::ends::{compare, EndCapture};
 use tcpdoctor_core::report::{render_text, FindingKind, Report, Truncation};
-use tcpdoctor_core::wire::{decode_tcp, CaptureError, CaptureReader};
+use tcpdoctor_core::wire::{decode_frame, CaptureError, CaptureReader};
 
 use crate::capture_file::Input;
 use crate::read_ahead::Source;
@@ -308,8 +308,10 @@ pub(crate) fn analyze_file_as(
             Err(e) => return Err(e).with_context(reading),
         };
         if let Some(end) = end.as_deref_mut() {
-            if let Some(seg) = decode_tcp(frame.link, frame.data, frame.orig_len).tcp() {
-                end.on_segment(frame.number, frame.ts, seg);
+            for decoded in decode_frame(frame.link, frame.data, frame.orig_len) {
+                if let Some(seg) = decoded.tcp() {
+                    end.on_segment(frame.number, frame.ts, seg);
+                }
             }
         }
         analyzer.on_frame(

@@ -235,9 +235,10 @@ pub fn scenario_table(scenarios: &[ScenarioResult]) -> String {
             .iter()
             .map(|s| match (&s.capture, &s.capture_note) {
                 (Some(c), _) => format!(
-                    "<td class=\"path\"><code>{}</code><br><span class=\"muted small\">{}</span></td>",
+                    "<td class=\"path\"><code>{}</code><br><span class=\"muted small\">{}</span>{}</td>",
                     path(&c.file),
-                    esc(&c.source)
+                    esc(&c.source),
+                    capture_notes(&c.summary)
                 ),
                 (None, Some(n)) => format!("<td class=\"path muted\">{}</td>", esc(n)),
                 (None, None) => "<td class=\"num\">–</td>".into(),
@@ -402,4 +403,20 @@ pub fn checks(checks: &[CheckResult]) -> String {
     }
     out.push_str("</tbody></table></div>\n");
     out
+}
+
+/// How the capture was read (`report::Note`): each line as the text report words it, a
+/// warning marked as one.
+fn capture_notes(summary: &crate::report::CaptureSummary) -> String {
+    summary
+        .notes()
+        .iter()
+        .map(|n| match n.warning {
+            true => format!(
+                "<br><span class=\"no small\">warning: {}</span>",
+                esc(&n.text)
+            ),
+            false => format!("<br><span class=\"muted small\">{}</span>", esc(&n.text)),
+        })
+        .collect()
 }

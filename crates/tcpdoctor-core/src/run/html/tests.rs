@@ -211,3 +211,57 @@ fn a_report_without_captures_or_findings_still_renders() {
         "no histogram without exchanges"
     );
 }
+
+/// How a capture was read shows under its name, worded as the text report words it: time
+/// stepping back, half-open attempts not tracked (a warning), A-MSDUs split and 802.11 frames
+/// not analysed. A capture read without any of that shows none of these lines.
+#[test]
+fn the_capture_cell_says_how_the_capture_was_read() {
+    let plain = render_html(&sample());
+    for words in [
+        "timestamps went backwards",
+        "half-open",
+        "A-MSDU",
+        "not analysed",
+    ] {
+        assert!(!plain.contains(words), "{words}");
+    }
+    let mut r = sample();
+    let summary = &mut r.scenarios[0].capture.as_mut().expect("capture").summary;
+    summary.time_steps_back = Some(crate::report::TimeStepsBack {
+        count: 2,
+        largest_ms: 1500.0,
+        largest_at_frame: 31,
+    });
+    summary.half_open_untracked = 12;
+    summary.amsdu = Some(crate::report::AmsduSplit {
+        frames: 1,
+        subframes: 2,
+    });
+    summary.skipped.wlan_bad_subframes = 1;
+    summary.skipped.wlan_encrypted = 3;
+    let text = crate::report::render_text(&crate::report::Report::new(
+        vec![summary.clone()],
+        Vec::new(),
+    ));
+    let lines = [
+        summary.time_steps_back_line().expect("steps back"),
+        summary.half_open_line().expect("half-open"),
+        summary.amsdu_line().expect("A-MSDU"),
+        summary.not_analysed_line().expect("skipped"),
+    ];
+    assert!(lines[3].contains("3 encrypted") && lines[3].contains("A-MSDU with a subframe"));
+    let page = render_html(&r);
+    for line in &lines {
+        assert!(text.contains(line.as_str()), "text: {line}\n{text}");
+        assert!(page.contains(&esc(line)), "html: {line}");
+    }
+    assert!(page.contains(&format!(
+        "<span class=\"no small\">warning: {}</span>",
+        esc(&lines[1])
+    )));
+    assert!(
+        text.contains(&format!("  warning: {}\n", lines[1])),
+        "{text}"
+    );
+}

@@ -10,7 +10,7 @@ use crate::seq::SeqNum;
 use crate::syscalls::Trace;
 use crate::time::Timestamp;
 use crate::units::fmt_count;
-use crate::wire::{decode_tcp, CaptureError, CaptureReader, Endpoint, LinkType, TcpSegment};
+use crate::wire::{decode_frame, CaptureError, CaptureReader, Endpoint, LinkType, TcpSegment};
 
 /// The connection a socket is joined to, as the pass finds it.
 struct Conn {
@@ -205,8 +205,10 @@ impl Joiner {
 
     /// One captured frame (Wireshark's 1-based `frame.number`).
     pub fn on_frame(&mut self, frame: u64, ts: Timestamp, link: LinkType, data: &[u8], orig: u32) {
-        if let Some(seg) = decode_tcp(link, data, orig).tcp() {
-            self.on_segment(frame, ts, seg);
+        for decoded in decode_frame(link, data, orig) {
+            if let Some(seg) = decoded.tcp() {
+                self.on_segment(frame, ts, seg);
+            }
         }
     }
 
