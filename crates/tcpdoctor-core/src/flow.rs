@@ -34,7 +34,6 @@
 //! 8. A retransmission remembers when the bytes were first sent and how many duplicate ACKs
 //!    preceded it, so detectors can tell fast retransmit, tail-loss probes and timeouts apart.
 
-use std::collections::VecDeque;
 use std::hash::Hash;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -44,7 +43,9 @@ use crate::time::Timestamp;
 use crate::wire::{Endpoint, TcpSegment};
 
 mod handshake;
+mod sent;
 pub use handshake::Handshake;
+use sent::{SentLog, SentSegment};
 
 /// Which way data moves, relative to the connection's roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -184,7 +185,7 @@ pub struct HalfFlow {
     /// Gaps in this side's stream: [start, end) not yet seen.
     holes: Vec<(SeqNum, SeqNum)>,
     /// Recently sent, not yet acknowledged segments: (start, end, first sent, retransmitted).
-    unacked: VecDeque<SentSegment>,
+    unacked: SentLog,
     /// This side's first new data (not a retransmission).
     pub first_data: Option<PacketRef>,
     pub data_bytes: u64,
@@ -197,14 +198,6 @@ pub struct HalfFlow {
     pub min_ack_rtt: Option<Duration>,
     /// The data and ACK frames of that fastest sample.
     pub min_ack_rtt_frames: Option<[u64; 2]>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct SentSegment {
-    start: SeqNum,
-    end: SeqNum,
-    first: PacketRef,
-    retransmitted: bool,
 }
 
 /// At most this many unacknowledged segments are remembered per direction (bounded memory).
@@ -339,14 +332,14 @@ impl Flow {
     fn handshake_rtt_towards(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let hs = &self.handshake;
         match dir {
-            Direction::ClientToServer => match (hs.syn, hs.syn_ack) {
-                (Some(s), Some(sa)) if hs.syn_retries == 0 => {
+            Direction::ClientToServer => match (hs.syn(), hs.syn_ack()) {
+                (Some(s), Some(sa)) if hs.syn_retries() == 0 => {
                     Some((sa.ts.since(s.ts), [s.frame, sa.frame]))
                 }
                 _ => None,
             },
-            Direction::ServerToClient => match (hs.last_syn_ack, hs.ack) {
-                (Some(sa), Some(a)) if hs.syn_acks == 1 && hs.syn_after_syn_ack.is_none() => {
+            Direction::ServerToClient => match (hs.last_syn_ack(), hs.ack()) {
+                (Some(sa), Some(a)) if hs.syn_acks() == 1 && hs.syn_after_syn_ack().is_none() => {
                     Some((a.ts.since(sa.ts), [sa.frame, a.frame]))
                 }
                 _ => None,
@@ -357,7 +350,7 @@ impl Flow {
     /// The frames of the SYN and SYN-ACK that announced the MSS values, when captured.
     pub fn syn_frames(&self) -> Vec<u64> {
         let hs = &self.handshake;
-        [hs.syn, hs.syn_ack]
+        [hs.syn(), hs.syn_ack()]
             .into_iter()
             .flatten()
             .map(|p| p.frame)
@@ -464,11 +457,11 @@ impl Flow {
             }
         } else if dir == Direction::ClientToServer
             && flags.ack()
-            && self.handshake.ack.is_none()
-            && self.handshake.syn_ack.is_some()
+            && self.handshake.ack().is_none()
+            && self.handshake.syn_ack().is_some()
             && self.half[p].isn.is_some_and(|isn| ack >= isn.plus(1))
         {
-            self.handshake.ack = Some(pkt);
+            self.handshake.on_ack(pkt);
             rtt_changed = true;
         }
 
@@ -703,8 +696,8 @@ impl Flow {
     /// A connection attempt still under way: a client SYN seen, the handshake not completed,
     /// no data, not reset (it may have been refused: the client may send its SYN again).
     pub fn is_attempt(&self) -> bool {
-        self.handshake.first_syn.is_some()
-            && self.handshake.ack.is_none()
+        self.handshake.first_syn().is_some()
+            && self.handshake.ack().is_none()
             && !self.reset
             && self
                 .half
@@ -714,7 +707,7 @@ impl Flow {
 
     /// An attempt the server refused (RST) and that nothing followed since.
     pub fn is_refused_attempt(&self) -> bool {
-        self.handshake.refused.is_some() && self.is_attempt()
+        self.handshake.refused().is_some() && self.is_attempt()
     }
 
     /// The client's ISN, when its SYN was seen.
@@ -725,7 +718,7 @@ impl Flow {
     /// Drops per-segment memory once the flow has ended (it lingers only to absorb late ACKs).
     pub fn forget_history(&mut self) {
         for h in &mut self.half {
-            h.unacked = VecDeque::new();
+            h.unacked = SentLog::Empty;
             h.holes = Vec::new();
         }
     }
@@ -1039,7 +1032,7 @@ mod tests {
         f.on_segment(&syn, at(2, 1_000_000));
         f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(3, 1_000_300));
         f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(4, 1_000_400));
-        let hs = f.handshake;
+        let hs = &f.handshake;
         assert!(hs.completed());
         let (first, retry) = hs.unanswered_syn_retry().unwrap();
         assert_eq!((first.frame, retry.frame), (1, 2));
@@ -1053,7 +1046,7 @@ mod tests {
         f.on_segment(&syn, at(3, 1_000_000));
         f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(4, 1_000_300));
         f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(5, 1_000_400));
-        let hs = f.handshake;
+        let hs = &f.handshake;
         assert!(hs.unanswered_syn_retry().is_none());
         let (answered, syn_ack, retry) = hs.lost_syn_ack().unwrap();
         assert_eq!((answered.frame, syn_ack.frame, retry.frame), (1, 2, 3));
@@ -1079,7 +1072,7 @@ mod tests {
         let mut f = Flow::new(1, &syn, at(1, 0));
         f.on_segment(&syn, at(1, 0));
         f.on_segment(&seg(80, 40000, 5000, 77, S | A, 0), at(2, 300));
-        assert!(f.handshake.syn_ack.is_none());
+        assert!(f.handshake.syn_ack().is_none());
         f.on_segment(&syn, at(3, 1_000_000));
         assert!(f.handshake.unanswered_syn_retry().is_some());
     }

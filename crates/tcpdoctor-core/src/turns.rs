@@ -290,7 +290,10 @@ pub struct TurnTracker {
     /// turns in alternation (a new request must not overwrite the one whose exchange the caller
     /// is about to read), slot 2 takes server→client turns.
     active: Option<usize>,
-    slot: [Option<Turn>; 3],
+    /// Boxed: a turn is over 200 bytes and a flow has at most two alive at once (a request
+    /// waiting for its response, and that response), so an open flow carries two allocations
+    /// rather than three turns inline, and an ended one none.
+    slot: [Option<Box<Turn>>; 3],
     /// The slot of the latest client→server turn.
     req: usize,
     /// The slot of the request of the last completed exchange.
@@ -340,7 +343,7 @@ impl TurnTracker {
             SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
         );
         if !carries_new_data {
-            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
+            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_deref_mut()) {
                 if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
                     turn.retransmissions += 1;
                     self.pending_retransmit |= self
@@ -367,10 +370,10 @@ impl TurnTracker {
 
         let active_dir = self
             .active
-            .and_then(|i| self.slot[i].as_ref())
+            .and_then(|i| self.slot[i].as_deref())
             .map(|t| t.dir);
         if active_dir.is_some_and(|d| d != ev.dir) {
-            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
+            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_deref_mut()) {
                 turn.ended_by_ack = ev.has_ack.then_some(ev.ack);
             }
             out = self.finish();
@@ -387,14 +390,16 @@ impl TurnTracker {
                 };
                 match &mut self.slot[i] {
                     Some(turn) => turn.restart(ev.dir, self.turns, ev, self.previous),
-                    empty => *empty = Some(Turn::start(ev.dir, self.turns, ev, self.previous)),
+                    empty => {
+                        *empty = Some(Box::new(Turn::start(ev.dir, self.turns, ev, self.previous)))
+                    }
                 }
                 self.turns += 1;
                 self.active = Some(i);
                 i
             }
         };
-        let Some(turn) = self.slot[i].as_mut() else {
+        let Some(turn) = self.slot[i].as_deref_mut() else {
             return out;
         };
         let this = DataRef {
@@ -467,7 +472,7 @@ impl TurnTracker {
 
     /// Ends the current turn (the other side spoke, or the flow ended).
     pub fn finish(&mut self) -> Ended {
-        let Some(turn) = self.active.take().and_then(|i| self.slot[i].as_ref()) else {
+        let Some(turn) = self.active.take().and_then(|i| self.slot[i].as_deref()) else {
             self.last = Last::Nothing;
             return Ended::default();
         };
@@ -494,7 +499,7 @@ impl TurnTracker {
                 let paired = std::mem::take(&mut self.request_pending);
                 if paired {
                     self.exchange_req = self.req;
-                    let request = self.slot[self.req].as_ref();
+                    let request = self.slot[self.req].as_deref();
                     self.exchange_idle = match (request, self.last_response_end) {
                         (Some(r), Some(end)) => Some(r.first.ts.since(end)),
                         _ => None,
@@ -519,14 +524,18 @@ impl TurnTracker {
     pub fn ended_turn(&self) -> Option<&Turn> {
         match self.last {
             Last::Nothing => None,
-            Last::Request => self.slot[self.req].as_ref(),
-            Last::Unsolicited | Last::Exchange => self.slot[2].as_ref(),
+            Last::Request => self.slot[self.req].as_deref(),
+            Last::Unsolicited | Last::Exchange => self.slot[2].as_deref(),
         }
     }
 
     /// The exchange that the last call completed, if it completed one.
     pub fn ended_exchange(&self) -> Option<Exchange<'_>> {
-        match (self.last, &self.slot[self.exchange_req], &self.slot[2]) {
+        match (
+            self.last,
+            self.slot[self.exchange_req].as_deref(),
+            self.slot[2].as_deref(),
+        ) {
             (Last::Exchange, Some(request), Some(response)) => Some(Exchange {
                 index: self.exchanges - 1,
                 request,

@@ -119,7 +119,7 @@ fn attempts_beyond_the_cap_are_dropped_oldest_first_and_counted() {
             an.flows
                 .values()
                 .find(|e| e.flow.client.ip == ep(0x0a00_0000 + c, 0).ip)
-                .map(|e| e.flow.handshake.first_syn.is_some())
+                .map(|e| e.flow.handshake.first_syn().is_some())
         };
         assert_eq!(completed(&an, last), Some(true));
         assert_eq!(completed(&an, 0), Some(extra == 0), "extra {extra}");
@@ -175,4 +175,22 @@ fn a_flows_last_timestamp_is_its_latest() {
     send(&mut an, 4, 50.0, 1, true, 101, 501, ACK);
     let e = an.flows.values().next().unwrap();
     assert_eq!(e.flow.last_ts, Timestamp::from_nanos(100_000_000_000));
+}
+
+/// What every open flow carries inline (issue 29: peak memory per open connection).
+#[test]
+fn per_flow_sizes() {
+    use std::mem::size_of;
+    eprintln!(
+        "SIZES Entry={} Flow={} HalfFlow={} Handshake={} TurnTracker={} Turn={} LegRecord={} FlowKey={} PacketRef={}",
+        size_of::<Entry>(),
+        size_of::<Flow>(),
+        size_of::<crate::flow::HalfFlow>(),
+        size_of::<crate::flow::Handshake>(),
+        size_of::<TurnTracker>(),
+        size_of::<crate::turns::Turn>(),
+        size_of::<LegRecord>(),
+        size_of::<FlowKey>(),
+        size_of::<PacketRef>(),
+    );
 }
