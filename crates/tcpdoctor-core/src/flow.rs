@@ -182,8 +182,9 @@ pub struct HalfFlow {
     /// Last ACK number and window this side sent, for duplicate-ACK recognition.
     last_ack_sent: Option<(SeqNum, u16)>,
     dup_acks: u32,
-    /// Gaps in this side's stream: [start, end) not yet seen.
-    holes: Vec<(SeqNum, SeqNum)>,
+    /// Gaps in this side's stream: [start, end) not yet seen (allocated at the first gap:
+    /// most directions never have one).
+    holes: Option<Box<Vec<(SeqNum, SeqNum)>>>,
     /// Recently sent, not yet acknowledged segments: (start, end, first sent, retransmitted).
     unacked: SentLog,
     /// This side's first new data (not a retransmission).
@@ -580,10 +581,11 @@ impl Flow {
                     SegmentKind::NewData
                 }
                 Some(n) if start > n => {
-                    if h.holes.len() == MAX_HOLES {
-                        h.holes.remove(0);
+                    let holes = h.holes.get_or_insert_with(Box::default);
+                    if holes.len() == MAX_HOLES {
+                        holes.remove(0);
                     }
-                    h.holes.push((n, start));
+                    holes.push((n, start));
                     h.next_seq = Some(end);
                     h.data_bytes += u64::from(len);
                     h.data_segments += 1;
@@ -591,14 +593,18 @@ impl Flow {
                     SegmentKind::DataAfterGap
                 }
                 Some(n) => {
-                    if let Some(i) = h.holes.iter().position(|&(a, b)| start >= a && start < b) {
-                        let (a, b) = h.holes.remove(i);
+                    let filled = h.holes.as_deref_mut().and_then(|holes| {
+                        let i = holes.iter().position(|&(a, b)| start >= a && start < b)?;
+                        let (a, b) = holes.remove(i);
                         if start > a {
-                            h.holes.push((a, start));
+                            holes.push((a, start));
                         }
                         if end < b {
-                            h.holes.push((end, b));
+                            holes.push((end, b));
                         }
+                        Some(())
+                    });
+                    if filled.is_some() {
                         h.data_bytes += u64::from(len);
                         h.data_segments += 1;
                         SegmentKind::OutOfOrder
@@ -719,7 +725,7 @@ impl Flow {
     pub fn forget_history(&mut self) {
         for h in &mut self.half {
             h.unacked = SentLog::Empty;
-            h.holes = Vec::new();
+            h.holes = None;
         }
     }
 

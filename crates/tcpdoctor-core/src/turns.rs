@@ -192,21 +192,53 @@ impl Turn {
     }
 }
 
-/// The first payload sizes of a turn, kept inline (no allocation per turn). Only the first
-/// `len` are meaningful (a restarted turn leaves older ones behind): equality compares those.
-#[derive(Clone, Copy, Debug, Default)]
+/// Payload sizes a turn keeps inline before it allocates room for all [`SIZES_KEPT`].
+const SIZES_INLINE: usize = 4;
+
+/// The first payload sizes of a turn: up to [`SIZES_INLINE`] inline (most turns of
+/// request/response traffic are a segment or a few, and every open flow holds one or two
+/// turns), then all [`SIZES_KEPT`] in one allocation, kept when the turn is restarted. Only
+/// the first `len` are meaningful (a restarted turn leaves older ones behind): equality
+/// compares those.
+#[derive(Clone, Debug)]
 pub struct Sizes {
-    buf: [u32; SIZES_KEPT],
+    buf: SizeBuf,
     len: u8,
+}
+
+#[derive(Clone, Debug)]
+enum SizeBuf {
+    Inline([u32; SIZES_INLINE]),
+    Heap(Box<[u32; SIZES_KEPT]>),
+}
+
+impl Default for Sizes {
+    fn default() -> Sizes {
+        Sizes {
+            buf: SizeBuf::Inline([0; SIZES_INLINE]),
+            len: 0,
+        }
+    }
 }
 
 impl Sizes {
     /// Keeps `size` if fewer than [`SIZES_KEPT`] are kept already.
     pub fn push(&mut self, size: u32) {
-        if usize::from(self.len) < SIZES_KEPT {
-            self.buf[usize::from(self.len)] = size;
-            self.len += 1;
+        let i = usize::from(self.len);
+        if i >= SIZES_KEPT {
+            return;
         }
+        match &mut self.buf {
+            SizeBuf::Inline(a) if i < SIZES_INLINE => a[i] = size,
+            SizeBuf::Inline(a) => {
+                let mut all = Box::new([0; SIZES_KEPT]);
+                all[..SIZES_INLINE].copy_from_slice(a);
+                all[i] = size;
+                self.buf = SizeBuf::Heap(all);
+            }
+            SizeBuf::Heap(all) => all[i] = size,
+        }
+        self.len += 1;
     }
 }
 
@@ -222,7 +254,11 @@ impl std::ops::Deref for Sizes {
     type Target = [u32];
 
     fn deref(&self) -> &[u32] {
-        &self.buf[..usize::from(self.len)]
+        let len = usize::from(self.len);
+        match &self.buf {
+            SizeBuf::Inline(a) => &a[..len],
+            SizeBuf::Heap(all) => &all[..len],
+        }
     }
 }
 
@@ -289,15 +325,15 @@ pub struct TurnTracker {
     /// slot once finished, so no turn is ever moved or copied: slots 0 and 1 take client→server
     /// turns in alternation (a new request must not overwrite the one whose exchange the caller
     /// is about to read), slot 2 takes server→client turns.
-    active: Option<usize>,
+    active: Option<u8>,
     /// Boxed: a turn is over 200 bytes and a flow has at most two alive at once (a request
     /// waiting for its response, and that response), so an open flow carries two allocations
     /// rather than three turns inline, and an ended one none.
     slot: [Option<Box<Turn>>; 3],
     /// The slot of the latest client→server turn.
-    req: usize,
+    req: u8,
     /// The slot of the request of the last completed exchange.
-    exchange_req: usize,
+    exchange_req: u8,
     last_data: Option<DataRef>,
     /// The first segment from the side that is not talking, since the talker's last data,
     /// that acknowledged everything the talker had sent.
@@ -343,7 +379,10 @@ impl TurnTracker {
             SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
         );
         if !carries_new_data {
-            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_deref_mut()) {
+            if let Some(turn) = self
+                .active
+                .and_then(|i| self.slot[usize::from(i)].as_deref_mut())
+            {
                 if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
                     turn.retransmissions += 1;
                     self.pending_retransmit |= self
@@ -370,24 +409,28 @@ impl TurnTracker {
 
         let active_dir = self
             .active
-            .and_then(|i| self.slot[i].as_deref())
+            .and_then(|i| self.slot[usize::from(i)].as_deref())
             .map(|t| t.dir);
         if active_dir.is_some_and(|d| d != ev.dir) {
-            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_deref_mut()) {
+            if let Some(turn) = self
+                .active
+                .and_then(|i| self.slot[usize::from(i)].as_deref_mut())
+            {
                 turn.ended_by_ack = ev.has_ack.then_some(ev.ack);
             }
             out = self.finish();
         }
         let i = match self.active {
-            Some(i) => i,
+            Some(i) => usize::from(i),
             None => {
-                let i = match ev.dir {
+                let slot = match ev.dir {
                     Direction::ClientToServer => {
                         self.req = 1 - self.req;
                         self.req
                     }
                     Direction::ServerToClient => 2,
                 };
+                let i = usize::from(slot);
                 match &mut self.slot[i] {
                     Some(turn) => turn.restart(ev.dir, self.turns, ev, self.previous),
                     empty => {
@@ -395,7 +438,7 @@ impl TurnTracker {
                     }
                 }
                 self.turns += 1;
-                self.active = Some(i);
+                self.active = Some(slot);
                 i
             }
         };
@@ -472,7 +515,11 @@ impl TurnTracker {
 
     /// Ends the current turn (the other side spoke, or the flow ended).
     pub fn finish(&mut self) -> Ended {
-        let Some(turn) = self.active.take().and_then(|i| self.slot[i].as_deref()) else {
+        let Some(turn) = self
+            .active
+            .take()
+            .and_then(|i| self.slot[usize::from(i)].as_deref())
+        else {
             self.last = Last::Nothing;
             return Ended::default();
         };
@@ -499,7 +546,7 @@ impl TurnTracker {
                 let paired = std::mem::take(&mut self.request_pending);
                 if paired {
                     self.exchange_req = self.req;
-                    let request = self.slot[self.req].as_deref();
+                    let request = self.slot[usize::from(self.req)].as_deref();
                     self.exchange_idle = match (request, self.last_response_end) {
                         (Some(r), Some(end)) => Some(r.first.ts.since(end)),
                         _ => None,
@@ -524,7 +571,7 @@ impl TurnTracker {
     pub fn ended_turn(&self) -> Option<&Turn> {
         match self.last {
             Last::Nothing => None,
-            Last::Request => self.slot[self.req].as_deref(),
+            Last::Request => self.slot[usize::from(self.req)].as_deref(),
             Last::Unsolicited | Last::Exchange => self.slot[2].as_deref(),
         }
     }
@@ -533,7 +580,7 @@ impl TurnTracker {
     pub fn ended_exchange(&self) -> Option<Exchange<'_>> {
         match (
             self.last,
-            self.slot[self.exchange_req].as_deref(),
+            self.slot[usize::from(self.exchange_req)].as_deref(),
             self.slot[2].as_deref(),
         ) {
             (Last::Exchange, Some(request), Some(response)) => Some(Exchange {
@@ -558,6 +605,28 @@ impl TurnTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sizes read back the same whether they sit inline or moved to the heap, stop at
+    /// SIZES_KEPT, and compare by their kept prefix only.
+    #[test]
+    fn sizes_inline_then_allocated() {
+        let mut s = Sizes::default();
+        let mut expect = Vec::new();
+        for n in 1..=20u32 {
+            s.push(n * 10);
+            if expect.len() < SIZES_KEPT {
+                expect.push(n * 10);
+            }
+            assert_eq!(&*s, &expect[..], "after {n} pushes");
+        }
+        let mut restarted = s.clone();
+        restarted.len = 0;
+        restarted.push(10);
+        let mut small = Sizes::default();
+        small.push(10);
+        assert_eq!(restarted, small);
+        assert_ne!(s, small);
+    }
 
     const C2S: Direction = Direction::ClientToServer;
     const S2C: Direction = Direction::ServerToClient;
