@@ -196,10 +196,9 @@ pub struct HalfFlow {
     pub max_payload: u32,
     /// This side's data segments carry the timestamp option (12 bytes on every segment).
     pub timestamps: bool,
-    /// Fastest data → ACK time seen at the capture point for this side's data.
-    pub min_ack_rtt: Option<Duration>,
-    /// The data and ACK frames of that fastest sample.
-    pub min_ack_rtt_frames: Option<[u64; 2]>,
+    /// Fastest data → ACK time seen at the capture point for this side's data, and the data
+    /// and ACK frames of that sample.
+    pub min_ack_rtt: Option<(Duration, [u64; 2])>,
 }
 
 /// At most this many unacknowledged segments are remembered per direction (bounded memory).
@@ -314,7 +313,7 @@ impl Flow {
     fn measure_rtt_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let from_hs = self.handshake_rtt_towards(dir);
         let h = self.half(dir);
-        let from_data = h.min_ack_rtt.zip(h.min_ack_rtt_frames);
+        let from_data = h.min_ack_rtt;
         match (from_hs, from_data) {
             (Some(h), Some(d)) => Some(if d.0 < h.0 { d } else { h }),
             (h, d) => h.or(d),
@@ -510,9 +509,8 @@ impl Flow {
                     }
                 }
                 if let Some((s, sent)) = sample {
-                    if peer.min_ack_rtt.is_none_or(|m| s < m) {
-                        peer.min_ack_rtt = Some(s);
-                        peer.min_ack_rtt_frames = Some([sent, pkt.frame]);
+                    if peer.min_ack_rtt.is_none_or(|(m, _)| s < m) {
+                        peer.min_ack_rtt = Some((s, [sent, pkt.frame]));
                         rtt_changed = true;
                     }
                 }
@@ -999,7 +997,9 @@ mod tests {
         assert_eq!(e.newly_acked, 10);
         assert!(e.acks_all_peer_data);
         assert_eq!(
-            f.half(Direction::ClientToServer).min_ack_rtt,
+            f.half(Direction::ClientToServer)
+                .min_ack_rtt
+                .map(|(rtt, _)| rtt),
             Some(Duration::from_micros(50))
         );
         let e = f.on_segment(

@@ -106,7 +106,7 @@ pub struct Turn {
     /// Payload sizes of the first [`SIZES_KEPT`] segments.
     pub sizes: Sizes,
     pub max_segment: u32,
-    pub pauses: Vec<Pause>,
+    pub pauses: Pauses,
     /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
     pub pauses_dropped: u32,
     /// The flow's turn just before this one (the other side's), in brief.
@@ -139,7 +139,7 @@ impl Turn {
             retransmissions: 0,
             sizes: Sizes::default(),
             max_segment: 0,
-            pauses: Vec::new(),
+            pauses: Pauses::default(),
             pauses_dropped: 0,
             previous,
             seq_first: ev.seq,
@@ -191,6 +191,41 @@ impl Turn {
         }
     }
 }
+
+/// A turn's pauses (at most [`PAUSES_KEPT`]), read as a slice. Most turns of request/response
+/// traffic have none, and every open flow holds one or two turns: none costs 8 bytes, not a
+/// `Vec`'s 24.
+#[derive(Clone, Debug, Default)]
+pub struct Pauses(#[allow(clippy::box_collection)] Option<Box<Vec<Pause>>>);
+
+impl Pauses {
+    fn push(&mut self, p: Pause) {
+        self.0.get_or_insert_with(Box::default).push(p);
+    }
+
+    /// Empties it, keeping its allocation for the turn restarted in its place.
+    fn clear(&mut self) {
+        if let Some(v) = &mut self.0 {
+            v.clear();
+        }
+    }
+}
+
+impl std::ops::Deref for Pauses {
+    type Target = [Pause];
+
+    fn deref(&self) -> &[Pause] {
+        self.0.as_deref().map_or(&[], |v| v)
+    }
+}
+
+impl PartialEq for Pauses {
+    fn eq(&self, other: &Pauses) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Pauses {}
 
 /// Payload sizes a turn keeps inline before it allocates room for all [`SIZES_KEPT`].
 const SIZES_INLINE: usize = 4;
@@ -361,8 +396,9 @@ pub struct TurnTracker {
     turns: u32,
     exchanges: u32,
     last_response_end: Option<Timestamp>,
-    /// Brief of the last turn that ended, for the next turn's `previous`.
-    previous: Option<TurnBrief>,
+    /// The slot of the last turn that ended: its brief is the next turn's `previous` (it stays
+    /// in its slot, unchanged, until a later turn starts, which reads the brief first).
+    last_ended: Option<u8>,
 }
 
 impl TurnTracker {
@@ -431,11 +467,10 @@ impl TurnTracker {
                     Direction::ServerToClient => 2,
                 };
                 let i = usize::from(slot);
+                let previous = self.previous();
                 match &mut self.slot[i] {
-                    Some(turn) => turn.restart(ev.dir, self.turns, ev, self.previous),
-                    empty => {
-                        *empty = Some(Box::new(Turn::start(ev.dir, self.turns, ev, self.previous)))
-                    }
+                    Some(turn) => turn.restart(ev.dir, self.turns, ev, previous),
+                    empty => *empty = Some(Box::new(Turn::start(ev.dir, self.turns, ev, previous))),
                 }
                 self.turns += 1;
                 self.active = Some(slot);
@@ -515,16 +550,16 @@ impl TurnTracker {
 
     /// Ends the current turn (the other side spoke, or the flow ended).
     pub fn finish(&mut self) -> Ended {
-        let Some(turn) = self
+        let Some((i, turn)) = self
             .active
             .take()
-            .and_then(|i| self.slot[usize::from(i)].as_deref())
+            .and_then(|i| Some((i, self.slot[usize::from(i)].as_deref()?)))
         else {
             self.last = Last::Nothing;
             return Ended::default();
         };
         let dir = turn.dir;
-        self.previous = Some(turn.brief());
+        self.last_ended = Some(i);
         let turn_last = turn.last.ts;
         self.pending_ack = None;
         self.pending_zero_window = false;
@@ -565,6 +600,12 @@ impl TurnTracker {
                 }
             }
         }
+    }
+
+    /// Brief of the last turn that ended, for the next turn's `previous`.
+    fn previous(&self) -> Option<TurnBrief> {
+        let i = usize::from(self.last_ended?);
+        self.slot[i].as_deref().map(Turn::brief)
     }
 
     /// The turn that the last call ended, if it ended one.
