@@ -34,7 +34,6 @@
 //! 8. A retransmission remembers when the bytes were first sent and how many duplicate ACKs
 //!    preceded it, so detectors can tell fast retransmit, tail-loss probes and timeouts apart.
 
-use std::collections::VecDeque;
 use std::hash::Hash;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -44,7 +43,9 @@ use crate::time::Timestamp;
 use crate::wire::{Endpoint, TcpSegment};
 
 mod handshake;
+mod sent;
 pub use handshake::Handshake;
+use sent::{SentLog, SentSegment};
 
 /// Which way data moves, relative to the connection's roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -181,10 +182,12 @@ pub struct HalfFlow {
     /// Last ACK number and window this side sent, for duplicate-ACK recognition.
     last_ack_sent: Option<(SeqNum, u16)>,
     dup_acks: u32,
-    /// Gaps in this side's stream: [start, end) not yet seen.
-    holes: Vec<(SeqNum, SeqNum)>,
+    /// Gaps in this side's stream: [start, end) not yet seen (allocated at the first gap:
+    /// most directions never have one). Boxed so that none costs 8 bytes, not a `Vec`'s 24.
+    #[allow(clippy::box_collection)]
+    holes: Option<Box<Vec<(SeqNum, SeqNum)>>>,
     /// Recently sent, not yet acknowledged segments: (start, end, first sent, retransmitted).
-    unacked: VecDeque<SentSegment>,
+    unacked: SentLog,
     /// This side's first new data (not a retransmission).
     pub first_data: Option<PacketRef>,
     pub data_bytes: u64,
@@ -193,18 +196,9 @@ pub struct HalfFlow {
     pub max_payload: u32,
     /// This side's data segments carry the timestamp option (12 bytes on every segment).
     pub timestamps: bool,
-    /// Fastest data → ACK time seen at the capture point for this side's data.
-    pub min_ack_rtt: Option<Duration>,
-    /// The data and ACK frames of that fastest sample.
-    pub min_ack_rtt_frames: Option<[u64; 2]>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct SentSegment {
-    start: SeqNum,
-    end: SeqNum,
-    first: PacketRef,
-    retransmitted: bool,
+    /// Fastest data → ACK time seen at the capture point for this side's data, and the data
+    /// and ACK frames of that sample.
+    pub min_ack_rtt: Option<(Duration, [u64; 2])>,
 }
 
 /// At most this many unacknowledged segments are remembered per direction (bounded memory).
@@ -319,7 +313,7 @@ impl Flow {
     fn measure_rtt_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let from_hs = self.handshake_rtt_towards(dir);
         let h = self.half(dir);
-        let from_data = h.min_ack_rtt.zip(h.min_ack_rtt_frames);
+        let from_data = h.min_ack_rtt;
         match (from_hs, from_data) {
             (Some(h), Some(d)) => Some(if d.0 < h.0 { d } else { h }),
             (h, d) => h.or(d),
@@ -339,14 +333,14 @@ impl Flow {
     fn handshake_rtt_towards(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let hs = &self.handshake;
         match dir {
-            Direction::ClientToServer => match (hs.syn, hs.syn_ack) {
-                (Some(s), Some(sa)) if hs.syn_retries == 0 => {
+            Direction::ClientToServer => match (hs.syn(), hs.syn_ack()) {
+                (Some(s), Some(sa)) if hs.syn_retries() == 0 => {
                     Some((sa.ts.since(s.ts), [s.frame, sa.frame]))
                 }
                 _ => None,
             },
-            Direction::ServerToClient => match (hs.last_syn_ack, hs.ack) {
-                (Some(sa), Some(a)) if hs.syn_acks == 1 && hs.syn_after_syn_ack.is_none() => {
+            Direction::ServerToClient => match (hs.last_syn_ack(), hs.ack()) {
+                (Some(sa), Some(a)) if hs.syn_acks() == 1 && hs.syn_after_syn_ack().is_none() => {
                     Some((a.ts.since(sa.ts), [sa.frame, a.frame]))
                 }
                 _ => None,
@@ -357,7 +351,7 @@ impl Flow {
     /// The frames of the SYN and SYN-ACK that announced the MSS values, when captured.
     pub fn syn_frames(&self) -> Vec<u64> {
         let hs = &self.handshake;
-        [hs.syn, hs.syn_ack]
+        [hs.syn(), hs.syn_ack()]
             .into_iter()
             .flatten()
             .map(|p| p.frame)
@@ -464,11 +458,11 @@ impl Flow {
             }
         } else if dir == Direction::ClientToServer
             && flags.ack()
-            && self.handshake.ack.is_none()
-            && self.handshake.syn_ack.is_some()
+            && self.handshake.ack().is_none()
+            && self.handshake.syn_ack().is_some()
             && self.half[p].isn.is_some_and(|isn| ack >= isn.plus(1))
         {
-            self.handshake.ack = Some(pkt);
+            self.handshake.on_ack(pkt);
             rtt_changed = true;
         }
 
@@ -515,9 +509,8 @@ impl Flow {
                     }
                 }
                 if let Some((s, sent)) = sample {
-                    if peer.min_ack_rtt.is_none_or(|m| s < m) {
-                        peer.min_ack_rtt = Some(s);
-                        peer.min_ack_rtt_frames = Some([sent, pkt.frame]);
+                    if peer.min_ack_rtt.is_none_or(|(m, _)| s < m) {
+                        peer.min_ack_rtt = Some((s, [sent, pkt.frame]));
                         rtt_changed = true;
                     }
                 }
@@ -587,10 +580,11 @@ impl Flow {
                     SegmentKind::NewData
                 }
                 Some(n) if start > n => {
-                    if h.holes.len() == MAX_HOLES {
-                        h.holes.remove(0);
+                    let holes = h.holes.get_or_insert_with(Box::default);
+                    if holes.len() == MAX_HOLES {
+                        holes.remove(0);
                     }
-                    h.holes.push((n, start));
+                    holes.push((n, start));
                     h.next_seq = Some(end);
                     h.data_bytes += u64::from(len);
                     h.data_segments += 1;
@@ -598,14 +592,18 @@ impl Flow {
                     SegmentKind::DataAfterGap
                 }
                 Some(n) => {
-                    if let Some(i) = h.holes.iter().position(|&(a, b)| start >= a && start < b) {
-                        let (a, b) = h.holes.remove(i);
+                    let filled = h.holes.as_deref_mut().and_then(|holes| {
+                        let i = holes.iter().position(|&(a, b)| start >= a && start < b)?;
+                        let (a, b) = holes.remove(i);
                         if start > a {
-                            h.holes.push((a, start));
+                            holes.push((a, start));
                         }
                         if end < b {
-                            h.holes.push((end, b));
+                            holes.push((end, b));
                         }
+                        Some(())
+                    });
+                    if filled.is_some() {
                         h.data_bytes += u64::from(len);
                         h.data_segments += 1;
                         SegmentKind::OutOfOrder
@@ -703,8 +701,8 @@ impl Flow {
     /// A connection attempt still under way: a client SYN seen, the handshake not completed,
     /// no data, not reset (it may have been refused: the client may send its SYN again).
     pub fn is_attempt(&self) -> bool {
-        self.handshake.first_syn.is_some()
-            && self.handshake.ack.is_none()
+        self.handshake.first_syn().is_some()
+            && self.handshake.ack().is_none()
             && !self.reset
             && self
                 .half
@@ -714,7 +712,7 @@ impl Flow {
 
     /// An attempt the server refused (RST) and that nothing followed since.
     pub fn is_refused_attempt(&self) -> bool {
-        self.handshake.refused.is_some() && self.is_attempt()
+        self.handshake.refused().is_some() && self.is_attempt()
     }
 
     /// The client's ISN, when its SYN was seen.
@@ -725,8 +723,8 @@ impl Flow {
     /// Drops per-segment memory once the flow has ended (it lingers only to absorb late ACKs).
     pub fn forget_history(&mut self) {
         for h in &mut self.half {
-            h.unacked = VecDeque::new();
-            h.holes = Vec::new();
+            h.unacked = SentLog::Empty;
+            h.holes = None;
         }
     }
 
@@ -999,7 +997,9 @@ mod tests {
         assert_eq!(e.newly_acked, 10);
         assert!(e.acks_all_peer_data);
         assert_eq!(
-            f.half(Direction::ClientToServer).min_ack_rtt,
+            f.half(Direction::ClientToServer)
+                .min_ack_rtt
+                .map(|(rtt, _)| rtt),
             Some(Duration::from_micros(50))
         );
         let e = f.on_segment(
@@ -1039,7 +1039,7 @@ mod tests {
         f.on_segment(&syn, at(2, 1_000_000));
         f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(3, 1_000_300));
         f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(4, 1_000_400));
-        let hs = f.handshake;
+        let hs = &f.handshake;
         assert!(hs.completed());
         let (first, retry) = hs.unanswered_syn_retry().unwrap();
         assert_eq!((first.frame, retry.frame), (1, 2));
@@ -1053,7 +1053,7 @@ mod tests {
         f.on_segment(&syn, at(3, 1_000_000));
         f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(4, 1_000_300));
         f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(5, 1_000_400));
-        let hs = f.handshake;
+        let hs = &f.handshake;
         assert!(hs.unanswered_syn_retry().is_none());
         let (answered, syn_ack, retry) = hs.lost_syn_ack().unwrap();
         assert_eq!((answered.frame, syn_ack.frame, retry.frame), (1, 2, 3));
@@ -1079,7 +1079,7 @@ mod tests {
         let mut f = Flow::new(1, &syn, at(1, 0));
         f.on_segment(&syn, at(1, 0));
         f.on_segment(&seg(80, 40000, 5000, 77, S | A, 0), at(2, 300));
-        assert!(f.handshake.syn_ack.is_none());
+        assert!(f.handshake.syn_ack().is_none());
         f.on_segment(&syn, at(3, 1_000_000));
         assert!(f.handshake.unanswered_syn_retry().is_some());
     }

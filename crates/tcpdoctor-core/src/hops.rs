@@ -115,11 +115,14 @@ impl LegRecord {
     pub fn on_turn(&mut self, flow: &Flow, turn: &Turn) {
         self.count += 1;
         if self.turns.len() < KEPT_TURNS {
-            self.turns.push(TurnSig {
-                dir: turn.dir,
-                bytes: turn.bytes,
-                first: turn.first.ts,
-            });
+            crate::compact::push(
+                &mut self.turns,
+                TurnSig {
+                    dir: turn.dir,
+                    bytes: turn.bytes,
+                    first: turn.first.ts,
+                },
+            );
         }
         if turn.dir == Direction::ServerToClient {
             self.keep_response(ResponseTimes {
@@ -157,7 +160,7 @@ impl LegRecord {
                 return;
             }
         }
-        self.responses.push(r);
+        crate::compact::push(&mut self.responses, r);
     }
 
     /// The kept response of index `k`, if `k` is in the sample.

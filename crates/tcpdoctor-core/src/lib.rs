@@ -36,6 +36,7 @@ pub mod ab;
 pub mod analysis;
 pub mod audit;
 pub mod bench;
+pub(crate) mod compact;
 pub mod detect;
 pub mod ends;
 pub mod flow;

@@ -106,7 +106,7 @@ pub struct Turn {
     /// Payload sizes of the first [`SIZES_KEPT`] segments.
     pub sizes: Sizes,
     pub max_segment: u32,
-    pub pauses: Vec<Pause>,
+    pub pauses: Pauses,
     /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
     pub pauses_dropped: u32,
     /// The flow's turn just before this one (the other side's), in brief.
@@ -139,7 +139,7 @@ impl Turn {
             retransmissions: 0,
             sizes: Sizes::default(),
             max_segment: 0,
-            pauses: Vec::new(),
+            pauses: Pauses::default(),
             pauses_dropped: 0,
             previous,
             seq_first: ev.seq,
@@ -192,21 +192,88 @@ impl Turn {
     }
 }
 
-/// The first payload sizes of a turn, kept inline (no allocation per turn). Only the first
-/// `len` are meaningful (a restarted turn leaves older ones behind): equality compares those.
-#[derive(Clone, Copy, Debug, Default)]
+/// A turn's pauses (at most [`PAUSES_KEPT`]), read as a slice. Most turns of request/response
+/// traffic have none, and every open flow holds one or two turns: none costs 8 bytes, not a
+/// `Vec`'s 24.
+#[derive(Clone, Debug, Default)]
+pub struct Pauses(#[allow(clippy::box_collection)] Option<Box<Vec<Pause>>>);
+
+impl Pauses {
+    fn push(&mut self, p: Pause) {
+        self.0.get_or_insert_with(Box::default).push(p);
+    }
+
+    /// Empties it, keeping its allocation for the turn restarted in its place.
+    fn clear(&mut self) {
+        if let Some(v) = &mut self.0 {
+            v.clear();
+        }
+    }
+}
+
+impl std::ops::Deref for Pauses {
+    type Target = [Pause];
+
+    fn deref(&self) -> &[Pause] {
+        self.0.as_deref().map_or(&[], |v| v)
+    }
+}
+
+impl PartialEq for Pauses {
+    fn eq(&self, other: &Pauses) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Pauses {}
+
+/// Payload sizes a turn keeps inline before it allocates room for all [`SIZES_KEPT`].
+const SIZES_INLINE: usize = 4;
+
+/// The first payload sizes of a turn: up to [`SIZES_INLINE`] inline (most turns of
+/// request/response traffic are a segment or a few, and every open flow holds one or two
+/// turns), then all [`SIZES_KEPT`] in one allocation, kept when the turn is restarted. Only
+/// the first `len` are meaningful (a restarted turn leaves older ones behind): equality
+/// compares those.
+#[derive(Clone, Debug)]
 pub struct Sizes {
-    buf: [u32; SIZES_KEPT],
+    buf: SizeBuf,
     len: u8,
+}
+
+#[derive(Clone, Debug)]
+enum SizeBuf {
+    Inline([u32; SIZES_INLINE]),
+    Heap(Box<[u32; SIZES_KEPT]>),
+}
+
+impl Default for Sizes {
+    fn default() -> Sizes {
+        Sizes {
+            buf: SizeBuf::Inline([0; SIZES_INLINE]),
+            len: 0,
+        }
+    }
 }
 
 impl Sizes {
     /// Keeps `size` if fewer than [`SIZES_KEPT`] are kept already.
     pub fn push(&mut self, size: u32) {
-        if usize::from(self.len) < SIZES_KEPT {
-            self.buf[usize::from(self.len)] = size;
-            self.len += 1;
+        let i = usize::from(self.len);
+        if i >= SIZES_KEPT {
+            return;
         }
+        match &mut self.buf {
+            SizeBuf::Inline(a) if i < SIZES_INLINE => a[i] = size,
+            SizeBuf::Inline(a) => {
+                let mut all = Box::new([0; SIZES_KEPT]);
+                all[..SIZES_INLINE].copy_from_slice(a);
+                all[i] = size;
+                self.buf = SizeBuf::Heap(all);
+            }
+            SizeBuf::Heap(all) => all[i] = size,
+        }
+        self.len += 1;
     }
 }
 
@@ -222,7 +289,11 @@ impl std::ops::Deref for Sizes {
     type Target = [u32];
 
     fn deref(&self) -> &[u32] {
-        &self.buf[..usize::from(self.len)]
+        let len = usize::from(self.len);
+        match &self.buf {
+            SizeBuf::Inline(a) => &a[..len],
+            SizeBuf::Heap(all) => &all[..len],
+        }
     }
 }
 
@@ -289,12 +360,15 @@ pub struct TurnTracker {
     /// slot once finished, so no turn is ever moved or copied: slots 0 and 1 take client→server
     /// turns in alternation (a new request must not overwrite the one whose exchange the caller
     /// is about to read), slot 2 takes server→client turns.
-    active: Option<usize>,
-    slot: [Option<Turn>; 3],
+    active: Option<u8>,
+    /// Boxed: a turn is over 200 bytes and a flow has at most two alive at once (a request
+    /// waiting for its response, and that response), so an open flow carries two allocations
+    /// rather than three turns inline, and an ended one none.
+    slot: [Option<Box<Turn>>; 3],
     /// The slot of the latest client→server turn.
-    req: usize,
+    req: u8,
     /// The slot of the request of the last completed exchange.
-    exchange_req: usize,
+    exchange_req: u8,
     last_data: Option<DataRef>,
     /// The first segment from the side that is not talking, since the talker's last data,
     /// that acknowledged everything the talker had sent.
@@ -322,8 +396,9 @@ pub struct TurnTracker {
     turns: u32,
     exchanges: u32,
     last_response_end: Option<Timestamp>,
-    /// Brief of the last turn that ended, for the next turn's `previous`.
-    previous: Option<TurnBrief>,
+    /// The slot of the last turn that ended: its brief is the next turn's `previous` (it stays
+    /// in its slot, unchanged, until a later turn starts, which reads the brief first).
+    last_ended: Option<u8>,
 }
 
 impl TurnTracker {
@@ -340,7 +415,10 @@ impl TurnTracker {
             SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
         );
         if !carries_new_data {
-            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
+            if let Some(turn) = self
+                .active
+                .and_then(|i| self.slot[usize::from(i)].as_deref_mut())
+            {
                 if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
                     turn.retransmissions += 1;
                     self.pending_retransmit |= self
@@ -367,34 +445,39 @@ impl TurnTracker {
 
         let active_dir = self
             .active
-            .and_then(|i| self.slot[i].as_ref())
+            .and_then(|i| self.slot[usize::from(i)].as_deref())
             .map(|t| t.dir);
         if active_dir.is_some_and(|d| d != ev.dir) {
-            if let Some(turn) = self.active.and_then(|i| self.slot[i].as_mut()) {
+            if let Some(turn) = self
+                .active
+                .and_then(|i| self.slot[usize::from(i)].as_deref_mut())
+            {
                 turn.ended_by_ack = ev.has_ack.then_some(ev.ack);
             }
             out = self.finish();
         }
         let i = match self.active {
-            Some(i) => i,
+            Some(i) => usize::from(i),
             None => {
-                let i = match ev.dir {
+                let slot = match ev.dir {
                     Direction::ClientToServer => {
                         self.req = 1 - self.req;
                         self.req
                     }
                     Direction::ServerToClient => 2,
                 };
+                let i = usize::from(slot);
+                let previous = self.previous();
                 match &mut self.slot[i] {
-                    Some(turn) => turn.restart(ev.dir, self.turns, ev, self.previous),
-                    empty => *empty = Some(Turn::start(ev.dir, self.turns, ev, self.previous)),
+                    Some(turn) => turn.restart(ev.dir, self.turns, ev, previous),
+                    empty => *empty = Some(Box::new(Turn::start(ev.dir, self.turns, ev, previous))),
                 }
                 self.turns += 1;
-                self.active = Some(i);
+                self.active = Some(slot);
                 i
             }
         };
-        let Some(turn) = self.slot[i].as_mut() else {
+        let Some(turn) = self.slot[i].as_deref_mut() else {
             return out;
         };
         let this = DataRef {
@@ -467,12 +550,16 @@ impl TurnTracker {
 
     /// Ends the current turn (the other side spoke, or the flow ended).
     pub fn finish(&mut self) -> Ended {
-        let Some(turn) = self.active.take().and_then(|i| self.slot[i].as_ref()) else {
+        let Some((i, turn)) = self
+            .active
+            .take()
+            .and_then(|i| Some((i, self.slot[usize::from(i)].as_deref()?)))
+        else {
             self.last = Last::Nothing;
             return Ended::default();
         };
         let dir = turn.dir;
-        self.previous = Some(turn.brief());
+        self.last_ended = Some(i);
         let turn_last = turn.last.ts;
         self.pending_ack = None;
         self.pending_zero_window = false;
@@ -494,7 +581,7 @@ impl TurnTracker {
                 let paired = std::mem::take(&mut self.request_pending);
                 if paired {
                     self.exchange_req = self.req;
-                    let request = self.slot[self.req].as_ref();
+                    let request = self.slot[usize::from(self.req)].as_deref();
                     self.exchange_idle = match (request, self.last_response_end) {
                         (Some(r), Some(end)) => Some(r.first.ts.since(end)),
                         _ => None,
@@ -515,18 +602,28 @@ impl TurnTracker {
         }
     }
 
+    /// Brief of the last turn that ended, for the next turn's `previous`.
+    fn previous(&self) -> Option<TurnBrief> {
+        let i = usize::from(self.last_ended?);
+        self.slot[i].as_deref().map(Turn::brief)
+    }
+
     /// The turn that the last call ended, if it ended one.
     pub fn ended_turn(&self) -> Option<&Turn> {
         match self.last {
             Last::Nothing => None,
-            Last::Request => self.slot[self.req].as_ref(),
-            Last::Unsolicited | Last::Exchange => self.slot[2].as_ref(),
+            Last::Request => self.slot[usize::from(self.req)].as_deref(),
+            Last::Unsolicited | Last::Exchange => self.slot[2].as_deref(),
         }
     }
 
     /// The exchange that the last call completed, if it completed one.
     pub fn ended_exchange(&self) -> Option<Exchange<'_>> {
-        match (self.last, &self.slot[self.exchange_req], &self.slot[2]) {
+        match (
+            self.last,
+            self.slot[usize::from(self.exchange_req)].as_deref(),
+            self.slot[2].as_deref(),
+        ) {
             (Last::Exchange, Some(request), Some(response)) => Some(Exchange {
                 index: self.exchanges - 1,
                 request,
@@ -549,6 +646,28 @@ impl TurnTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sizes read back the same whether they sit inline or moved to the heap, stop at
+    /// SIZES_KEPT, and compare by their kept prefix only.
+    #[test]
+    fn sizes_inline_then_allocated() {
+        let mut s = Sizes::default();
+        let mut expect = Vec::new();
+        for n in 1..=20u32 {
+            s.push(n * 10);
+            if expect.len() < SIZES_KEPT {
+                expect.push(n * 10);
+            }
+            assert_eq!(&*s, &expect[..], "after {n} pushes");
+        }
+        let mut restarted = s.clone();
+        restarted.len = 0;
+        restarted.push(10);
+        let mut small = Sizes::default();
+        small.push(10);
+        assert_eq!(restarted, small);
+        assert_ne!(s, small);
+    }
 
     const C2S: Direction = Direction::ClientToServer;
     const S2C: Direction = Direction::ServerToClient;

@@ -119,7 +119,7 @@ fn attempts_beyond_the_cap_are_dropped_oldest_first_and_counted() {
             an.flows
                 .values()
                 .find(|e| e.flow.client.ip == ep(0x0a00_0000 + c, 0).ip)
-                .map(|e| e.flow.handshake.first_syn.is_some())
+                .map(|e| e.flow.handshake.first_syn().is_some())
         };
         assert_eq!(completed(&an, last), Some(true));
         assert_eq!(completed(&an, 0), Some(extra == 0), "extra {extra}");
@@ -254,4 +254,26 @@ fn an_idle_flow_has_ended_whether_or_not_a_sweep_ran_meanwhile() {
         "client 1's segment after 700 s of silence is a new flow"
     );
     assert_eq!(run(SWEEP_EVERY + 10), 3, "and the same after a sweep");
+}
+
+/// What every open flow carries inline (issue 29: peak memory per open connection). Printed
+/// for the record (`-- --nocapture`), and held under the sizes reached on 64-bit targets, so
+/// that a field added to the per-flow state is a decision, not an accident.
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn per_flow_state_stays_small() {
+    use std::mem::size_of;
+    let sizes = [
+        ("Entry", size_of::<Entry>(), 1072),
+        ("Flow", size_of::<Flow>(), 608),
+        ("HalfFlow", size_of::<crate::flow::HalfFlow>(), 184),
+        ("Handshake", size_of::<crate::flow::Handshake>(), 80),
+        ("TurnTracker", size_of::<TurnTracker>(), 304),
+        ("Turn", size_of::<crate::turns::Turn>(), 176),
+        ("LegRecord", size_of::<LegRecord>(), 120),
+    ];
+    for (name, size, most) in sizes {
+        eprintln!("size_of::<{name}>() = {size}");
+        assert!(size <= most, "{name} is {size} bytes, more than {most}");
+    }
 }

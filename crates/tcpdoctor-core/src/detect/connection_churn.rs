@@ -47,8 +47,8 @@ pub struct ConnectionChurn {
 
 impl Detector for ConnectionChurn {
     fn on_flow_end(&mut self, flow: &FlowView) {
-        let hs = flow.flow.handshake;
-        let (Some(syn), true) = (hs.first_syn, hs.completed()) else {
+        let hs = &flow.flow.handshake;
+        let (Some(syn), true) = (hs.first_syn(), hs.completed()) else {
             return;
         };
         let Some(request) = flow.flow.half(Direction::ClientToServer).first_data else {

@@ -162,7 +162,7 @@ impl Detector for RetransmissionStall {
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
-        let hs = flow.flow.handshake;
+        let hs = &flow.flow.handshake;
         if let Some((first, retry)) = hs.unanswered_syn_retry() {
             if retry.ts.since(first.ts) >= MIN_SYN_STALL {
                 let stall = Stall {

@@ -201,16 +201,19 @@ impl Detector for UnbatchedMessages {
             return;
         }
         let segs = self.stretch.get_or_default(flow);
-        segs.push(Seg {
-            frame: ev.pkt.frame,
-            ts: ev.pkt.ts,
-            len: ev.len,
-            dir: ev.dir,
-            seq: ev.seq,
-            ack: ev.has_ack.then_some(ev.ack),
-            tsval: ev.tsval,
-            cut: Cut::Unknown,
-        });
+        crate::compact::push(
+            segs,
+            Seg {
+                frame: ev.pkt.frame,
+                ts: ev.pkt.ts,
+                len: ev.len,
+                dir: ev.dir,
+                seq: ev.seq,
+                ack: ev.has_ack.then_some(ev.ack),
+                tsval: ev.tsval,
+                cut: Cut::Unknown,
+            },
+        );
         if segs.len() >= STRETCH_MAX {
             let segs = std::mem::take(segs);
             self.judge(flow, &segs);

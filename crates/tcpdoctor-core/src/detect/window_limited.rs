@@ -122,14 +122,36 @@ impl RoundTrip {
 #[derive(Debug)]
 struct Transfer {
     rtt: Duration,
-    done: Vec<RoundTrip>,
-    /// Rule 3b: the same data cut into flights at silences (at most [`MAX_ROUND_TRIPS`]).
-    flights: Vec<RoundTrip>,
+    /// The round trips and flights completed so far, allocated with the first of them: most
+    /// transfers (a request, a response) end within their first round trip, and every open
+    /// flow carries one.
+    past: Option<Box<Past>>,
     flight: RoundTrip,
     current: RoundTrip,
     retransmissions: u64,
     /// Both SYNs were seen, so advertised windows are scaled correctly.
     window_exact: bool,
+}
+
+#[derive(Debug, Default)]
+struct Past {
+    done: Vec<RoundTrip>,
+    /// Rule 3b: the same data cut into flights at silences (at most [`MAX_ROUND_TRIPS`]).
+    flights: Vec<RoundTrip>,
+}
+
+impl Transfer {
+    fn done(&self) -> &[RoundTrip] {
+        self.past.as_ref().map_or(&[], |p| &p.done)
+    }
+
+    fn flights(&self) -> &[RoundTrip] {
+        self.past.as_ref().map_or(&[], |p| &p.flights)
+    }
+
+    fn past_mut(&mut self) -> &mut Past {
+        self.past.get_or_insert_with(Box::default)
+    }
 }
 
 #[derive(Default)]
@@ -226,9 +248,11 @@ impl Detector for WindowLimited {
                 t.flight.max_window = t.flight.max_window.max(ev.window);
                 t.current.on_ack(ev.ack, ev.pkt.ts);
                 t.flight.on_ack(ev.ack, ev.pkt.ts);
-                let done = t.done.iter_mut().rev().take(ACK_LOOKBACK);
-                for r in done.chain(t.flights.iter_mut().rev().take(ACK_LOOKBACK)) {
-                    r.on_ack(ev.ack, ev.pkt.ts);
+                if let Some(p) = t.past.as_deref_mut() {
+                    let done = p.done.iter_mut().rev().take(ACK_LOOKBACK);
+                    for r in done.chain(p.flights.iter_mut().rev().take(ACK_LOOKBACK)) {
+                        r.on_ack(ev.ack, ev.pkt.ts);
+                    }
                 }
                 // A transfer that starts right after the handshake (an upload: the SYN-ACK,
                 // skipped above, is the only segment before it) learns here that both SYNs
@@ -267,8 +291,7 @@ impl Detector for WindowLimited {
         }
         let fresh = |rtt| Transfer {
             rtt,
-            done: Vec::new(),
-            flights: Vec::new(),
+            past: None,
             flight: RoundTrip::starting(ev, window),
             current: RoundTrip::starting(ev, window),
             retransmissions: 0,
@@ -280,12 +303,13 @@ impl Detector for WindowLimited {
                 // A pause of END_GAP_RTTS ends the transfer; a long one is judged in parts.
                 let paused = ev.pkt.ts.since(t.current.last.ts) > t.rtt * END_GAP_RTTS;
                 let next_rtt = ev.pkt.ts.since(t.current.start.ts) >= t.rtt;
-                if paused || (next_rtt && t.done.len() == MAX_ROUND_TRIPS) {
+                if paused || (next_rtt && t.done().len() == MAX_ROUND_TRIPS) {
                     let rtt = t.rtt;
                     ended = d.transfer.replace(Box::new(fresh(rtt)));
                 } else if next_rtt {
                     let next = RoundTrip::starting(ev, window);
-                    t.done.push(std::mem::replace(&mut t.current, next));
+                    let current = std::mem::replace(&mut t.current, next);
+                    t.past_mut().done.push(current);
                 }
             }
             None => match flow.flow.rtt() {
@@ -302,9 +326,10 @@ impl Detector for WindowLimited {
             let gap = ev.pkt.ts.since(t.flight.last.ts);
             let silence = gap.as_secs_f64() >= MIN_FLIGHT_SILENCE_RTT * t.rtt.as_secs_f64()
                 && gap.as_secs_f64() >= MIN_IDLE_GAP_RATIO * t.flight.max_gap.as_secs_f64();
-            if silence && t.flights.len() < MAX_ROUND_TRIPS {
+            if silence && t.flights().len() < MAX_ROUND_TRIPS {
                 let next = RoundTrip::starting(ev, window);
-                t.flights.push(std::mem::replace(&mut t.flight, next));
+                let flight = std::mem::replace(&mut t.flight, next);
+                t.past_mut().flights.push(flight);
             } else if !silence {
                 t.flight.max_gap = t.flight.max_gap.max(gap);
             }
@@ -346,15 +371,15 @@ impl Detector for WindowLimited {
 
 /// Whether a transfer was held at a ceiling (rules 2-4).
 fn judge(t: &Transfer) -> Option<Capped> {
-    let bytes = t.done.iter().map(|r| r.bytes).sum::<u64>() + t.current.bytes;
-    if bytes < MIN_BYTES || t.done.len() < MIN_RTTS || t.retransmissions > 0 {
+    let bytes = t.done().iter().map(|r| r.bytes).sum::<u64>() + t.current.bytes;
+    if bytes < MIN_BYTES || t.done().len() < MIN_RTTS || t.retransmissions > 0 {
         return None;
     }
-    if let Some(c) = judge_units(t, &t.done, bytes, false) {
+    if let Some(c) = judge_units(t, t.done(), bytes, false) {
         return Some(c);
     }
     // Rule 3b: the same, counted per flight.
-    judge_units(t, &t.flights, bytes, true)
+    judge_units(t, t.flights(), bytes, true)
 }
 
 /// Rules 3 and 4 over `units`: round trips, or flights (then only a paced sender's own limit,

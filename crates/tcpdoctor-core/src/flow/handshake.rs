@@ -4,34 +4,121 @@
 use super::PacketRef;
 
 /// Handshake instants: RTT at the capture point, and which SYNs went unanswered.
-#[derive(Clone, Copy, Debug, Default)]
+///
+/// Compact for the usual handshake (one SYN, one SYN-ACK answering it, the ACK): only those
+/// three instants are kept inline, and what they imply (the SYN is the latest SYN and the one
+/// answered, the SYN-ACK the only one) is derived. Anything else (a SYN sent again, a SYN-ACK
+/// before or after another, a refusal) moves the rest into [`Rare`], allocated then.
+#[derive(Clone, Debug, Default)]
 pub struct Handshake {
     /// The client's first SYN.
-    pub first_syn: Option<PacketRef>,
-    /// The client's latest SYN.
-    pub syn: Option<PacketRef>,
-    /// SYNs sent after the first one (same ISN: a retry, or a copy of the same packet).
-    pub syn_retries: u32,
-    /// The latest SYN sent before the first SYN-ACK answering it: the SYN that was answered.
-    pub answered_syn: Option<PacketRef>,
+    first_syn: Option<PacketRef>,
     /// The first SYN-ACK acknowledging the client's SYN.
-    pub syn_ack: Option<PacketRef>,
+    syn_ack: Option<PacketRef>,
+    /// The client's first ACK after a SYN-ACK: the handshake completed.
+    ack: Option<PacketRef>,
+    rare: Option<Box<Rare>>,
+}
+
+/// The instants of a handshake that was not one SYN, one SYN-ACK and the ACK.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rare {
+    /// The client's latest SYN.
+    syn: Option<PacketRef>,
+    /// SYNs sent after the first one (same ISN: a retry, or a copy of the same packet).
+    syn_retries: u32,
+    /// The latest SYN sent before the first SYN-ACK answering it: the SYN that was answered.
+    answered_syn: Option<PacketRef>,
     /// SYN-ACKs seen before the handshake completed.
-    pub syn_acks: u32,
+    syn_acks: u32,
     /// The latest SYN-ACK before the handshake completed: the one the client took.
-    pub last_syn_ack: Option<PacketRef>,
+    last_syn_ack: Option<PacketRef>,
     /// The latest SYN sent again *after* a SYN-ACK answering it had passed the capture point.
-    pub syn_after_syn_ack: Option<PacketRef>,
+    syn_after_syn_ack: Option<PacketRef>,
     /// The server's RST refusing the client's SYN (acknowledging its ISN + 1), before any
     /// SYN-ACK: the connection was refused, and the client may send the same SYN again.
-    pub refused: Option<PacketRef>,
+    refused: Option<PacketRef>,
     /// The latest SYN sent before that RST.
-    pub refused_syn: Option<PacketRef>,
-    /// The client's first ACK after a SYN-ACK: the handshake completed.
-    pub ack: Option<PacketRef>,
+    refused_syn: Option<PacketRef>,
 }
 
 impl Handshake {
+    /// The client's first SYN.
+    pub fn first_syn(&self) -> Option<PacketRef> {
+        self.first_syn
+    }
+
+    /// The first SYN-ACK acknowledging the client's SYN.
+    pub fn syn_ack(&self) -> Option<PacketRef> {
+        self.syn_ack
+    }
+
+    /// The client's first ACK after a SYN-ACK: the handshake completed.
+    pub fn ack(&self) -> Option<PacketRef> {
+        self.ack
+    }
+
+    /// The rare instants, as stored or as the usual handshake implies them.
+    fn rare(&self) -> Rare {
+        match &self.rare {
+            Some(r) => **r,
+            // Only one SYN, and at most one SYN-ACK, which answered it (see `on_syn_ack`).
+            None => Rare {
+                syn: self.first_syn,
+                syn_retries: 0,
+                answered_syn: self.syn_ack.and(self.first_syn),
+                syn_acks: u32::from(self.syn_ack.is_some()),
+                last_syn_ack: self.syn_ack,
+                syn_after_syn_ack: None,
+                refused: None,
+                refused_syn: None,
+            },
+        }
+    }
+
+    /// The rare instants, stored from now on.
+    fn rare_mut(&mut self) -> &mut Rare {
+        if self.rare.is_none() {
+            self.rare = Some(Box::new(self.rare()));
+        }
+        self.rare.as_deref_mut().expect("just stored")
+    }
+
+    /// The client's latest SYN.
+    pub fn syn(&self) -> Option<PacketRef> {
+        self.rare().syn
+    }
+
+    /// SYNs sent after the first one (same ISN: a retry, or a copy of the same packet).
+    pub fn syn_retries(&self) -> u32 {
+        self.rare().syn_retries
+    }
+
+    /// SYN-ACKs seen before the handshake completed.
+    pub fn syn_acks(&self) -> u32 {
+        self.rare().syn_acks
+    }
+
+    /// The latest SYN-ACK before the handshake completed: the one the client took.
+    pub fn last_syn_ack(&self) -> Option<PacketRef> {
+        self.rare().last_syn_ack
+    }
+
+    /// The latest SYN sent again *after* a SYN-ACK answering it had passed the capture point.
+    pub fn syn_after_syn_ack(&self) -> Option<PacketRef> {
+        self.rare().syn_after_syn_ack
+    }
+
+    /// The server's RST refusing the client's SYN, before any SYN-ACK.
+    pub fn refused(&self) -> Option<PacketRef> {
+        self.rare().refused
+    }
+
+    /// The client's first ACK of a SYN-ACK (the caller checks that it is one).
+    pub(super) fn on_ack(&mut self, pkt: PacketRef) {
+        self.ack = Some(pkt);
+    }
+
     /// SYN, SYN-ACK answering it and the client's ACK of that SYN-ACK were all seen.
     pub fn completed(&self) -> bool {
         self.first_syn.is_some() && self.syn_ack.is_some() && self.ack.is_some()
@@ -41,7 +128,8 @@ impl Handshake {
     /// refusing it): the client's SYN went unanswered (at the capture point) until that retry.
     pub fn unanswered_syn_retry(&self) -> Option<(PacketRef, PacketRef)> {
         let first = self.first_syn?;
-        let last = match (self.refused_syn, self.answered_syn) {
+        let r = self.rare();
+        let last = match (r.refused_syn, r.answered_syn) {
             (Some(r), Some(a)) => {
                 if r.frame < a.frame {
                     r
@@ -51,8 +139,8 @@ impl Handshake {
             }
             (Some(r), None) => r,
             (None, Some(a)) => a,
-            (None, None) if self.syn_ack.is_some() || self.refused.is_some() => return None,
-            (None, None) => self.syn?,
+            (None, None) if self.syn_ack.is_some() || r.refused.is_some() => return None,
+            (None, None) => r.syn?,
         };
         (last.frame != first.frame).then_some((first, last))
     }
@@ -62,32 +150,41 @@ impl Handshake {
     /// or never completed the handshake. Returns (the answered SYN, its SYN-ACK, the retry).
     /// A client that ACKs an earlier SYN-ACK right after its retry got it late, not never.
     pub fn lost_syn_ack(&self) -> Option<(PacketRef, PacketRef, PacketRef)> {
-        let retry = self.syn_after_syn_ack?;
-        let taken_later = match (self.ack, self.last_syn_ack) {
+        let r = self.rare.as_deref()?;
+        let retry = r.syn_after_syn_ack?;
+        let taken_later = match (self.ack, r.last_syn_ack) {
             (None, _) => true,
             (Some(_), Some(taken)) => taken.frame > retry.frame,
             (Some(_), None) => false,
         };
-        Some((self.answered_syn?, self.syn_ack?, retry)).filter(|_| taken_later)
+        Some((r.answered_syn?, self.syn_ack?, retry)).filter(|_| taken_later)
     }
 
     pub(super) fn on_syn(&mut self, pkt: PacketRef) {
-        if self.first_syn.is_some() {
-            self.syn_retries += 1;
-        } else {
+        if self.first_syn.is_none() && self.syn_ack.is_none() && self.rare.is_none() {
+            // The usual first SYN: it is also the latest.
             self.first_syn = Some(pkt);
+            return;
         }
-        if self.syn_ack.is_some() && self.ack.is_none() {
-            self.syn_after_syn_ack = Some(pkt);
+        let (first_syn, after_syn_ack) =
+            (self.first_syn, self.syn_ack.is_some() && self.ack.is_none());
+        let r = self.rare_mut();
+        if first_syn.is_some() {
+            r.syn_retries += 1;
         }
-        self.syn = Some(pkt);
+        if after_syn_ack {
+            r.syn_after_syn_ack = Some(pkt);
+        }
+        r.syn = Some(pkt);
+        self.first_syn.get_or_insert(pkt);
     }
 
     /// An RST acknowledging the client's SYN, before any SYN-ACK.
     pub(super) fn on_refusal(&mut self, pkt: PacketRef) {
-        if self.refused.is_none() && self.syn_ack.is_none() {
-            self.refused = Some(pkt);
-            self.refused_syn = self.syn;
+        if self.rare().refused.is_none() && self.syn_ack.is_none() {
+            let r = self.rare_mut();
+            r.refused = Some(pkt);
+            r.refused_syn = r.syn;
         }
     }
 
@@ -96,11 +193,18 @@ impl Handshake {
         if !answers || self.ack.is_some() {
             return;
         }
-        if self.syn_ack.is_none() {
+        if self.syn_ack.is_none() && self.first_syn.is_some() && self.rare.is_none() {
+            // The usual SYN-ACK: the only one, answering the only SYN.
             self.syn_ack = Some(pkt);
-            self.answered_syn = self.syn;
+            return;
         }
-        self.syn_acks += 1;
-        self.last_syn_ack = Some(pkt);
+        let first = self.syn_ack.is_none();
+        let r = self.rare_mut();
+        if first {
+            r.answered_syn = r.syn;
+        }
+        r.syn_acks += 1;
+        r.last_syn_ack = Some(pkt);
+        self.syn_ack.get_or_insert(pkt);
     }
 }
