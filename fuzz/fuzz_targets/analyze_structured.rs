@@ -86,17 +86,41 @@ struct Event {
 enum What {
     Syn,
     SynAck,
-    Ack { behind: u16, sack: Option<(u16, u16)> },
-    Data { len: u16, push: bool },
+    Ack {
+        behind: u16,
+        sack: Option<(u16, u16)>,
+    },
+    Data {
+        len: u16,
+        push: bool,
+    },
     /// A burst of full-sized segments.
-    Burst { segments: u8 },
-    Retransmit { back: u16, len: u16 },
-    Ahead { skip: u16, len: u16 },
-    Window { window: u16 },
-    Keepalive { one_byte: bool },
+    Burst {
+        segments: u8,
+    },
+    Retransmit {
+        back: u16,
+        len: u16,
+    },
+    Ahead {
+        skip: u16,
+        len: u16,
+    },
+    Window {
+        window: u16,
+    },
+    Keepalive {
+        one_byte: bool,
+    },
     Fin,
     Rst,
-    Wild { seq: i32, ack: i32, flags: u8, len: u16, window: u16 },
+    Wild {
+        seq: i32,
+        ack: i32,
+        flags: u8,
+        len: u16,
+        window: u16,
+    },
 }
 
 struct Conn {
@@ -125,7 +149,16 @@ const ACK: u8 = 0x10;
 fn addr(v6: bool, host: u8) -> IpAddr {
     match v6 {
         false => IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + host % 4)),
-        true => IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1 + u16::from(host % 4))),
+        true => IpAddr::V6(Ipv6Addr::new(
+            0xfd00,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            1 + u16::from(host % 4),
+        )),
     }
 }
 
@@ -360,7 +393,11 @@ fn build(input: &Input) -> (Vec<u8>, Vec<Conn>) {
                     let s = Seg {
                         seq: c.next[side],
                         len: mss,
-                        flags: if k + 1 == segments % 32 { ACK | PSH } else { ACK },
+                        flags: if k + 1 == segments % 32 {
+                            ACK | PSH
+                        } else {
+                            ACK
+                        },
                         ..seg
                     };
                     w.packet(c, &s);
@@ -393,7 +430,13 @@ fn build(input: &Input) -> (Vec<u8>, Vec<Conn>) {
                 c.next[side] = c.next[side].wrapping_add(1);
             }
             What::Rst => seg.flags = RST | ACK,
-            What::Wild { seq, ack, flags, len, window } => {
+            What::Wild {
+                seq,
+                ack,
+                flags,
+                len,
+                window,
+            } => {
                 seg.seq = c.next[side].wrapping_add(seq as u32);
                 seg.ack = ack_or(ack, c.next[other]);
                 seg.flags = flags;

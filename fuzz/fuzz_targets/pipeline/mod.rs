@@ -118,6 +118,9 @@ pub fn run(data: &[u8], driver: Driver, drop: u8) {
         .iter_errors(&value)
         .map(|e| format!("{e} at {}", e.instance_path()))
         .collect();
-    assert!(errors.is_empty(), "report violates the schema: {errors:#?}\n{json}");
+    assert!(
+        errors.is_empty(),
+        "report violates the schema: {errors:#?}\n{json}"
+    );
     let _ = render_text(&report);
 }
