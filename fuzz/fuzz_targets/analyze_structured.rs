@@ -114,6 +114,17 @@ enum What {
     },
     Fin,
     Rst,
+    /// Request/response turns: the client writes `request` bytes, the server answers
+    /// `response` bytes `serve` gaps later, the client acknowledges, thinks `think` gaps, and
+    /// again (`repeat` more times), each write cut at the MSS.
+    Exchange {
+        request: u16,
+        response: u16,
+        serve: u8,
+        think: u8,
+        repeat: u8,
+        ack_first: bool,
+    },
     Wild {
         seq: i32,
         ack: i32,
@@ -189,6 +200,7 @@ impl Conn {
 }
 
 /// One segment to write: sender side, seq, ack, flags, window, payload length, options.
+#[derive(Clone, Copy)]
 struct Seg {
     side: usize,
     seq: u32,
@@ -407,6 +419,43 @@ fn build(input: &Input) -> (Vec<u8>, Vec<Conn>) {
                 c.messages[side].push(mss * usize::from(segments % 32));
                 continue;
             }
+            What::Exchange {
+                request,
+                response,
+                serve,
+                think,
+                repeat,
+                ack_first,
+            } => {
+                let unit = gap.max(1);
+                for _ in 0..=repeat % 64 {
+                    write(&mut w, c, seg, 0, usize::from(request));
+                    w.now = w.now.saturating_add(unit * u64::from(serve));
+                    if ack_first {
+                        let a = Seg {
+                            side: 1,
+                            seq: c.next[1],
+                            ack: c.next[0],
+                            window: c.window[1],
+                            ..seg
+                        };
+                        w.packet(c, &a);
+                        w.now = w.now.saturating_add(unit);
+                    }
+                    write(&mut w, c, seg, 1, usize::from(response));
+                    w.now = w.now.saturating_add(unit / 4);
+                    let a = Seg {
+                        side: 0,
+                        seq: c.next[0],
+                        ack: c.next[1],
+                        window: c.window[0],
+                        ..seg
+                    };
+                    w.packet(c, &a);
+                    w.now = w.now.saturating_add(unit * u64::from(think));
+                }
+                continue;
+            }
             What::Retransmit { back, len } => {
                 let sent = c.next[side].wrapping_sub(c.isn[side]).wrapping_sub(1);
                 seg.seq = c.next[side].wrapping_sub(u32::from(back).min(sent));
@@ -448,6 +497,29 @@ fn build(input: &Input) -> (Vec<u8>, Vec<Conn>) {
         w.packet(c, &seg);
     }
     (w.out.into_inner(), conns)
+}
+
+/// One write of `len` bytes from `side`, cut at the MSS, PSH on its last segment.
+fn write(w: &mut Writer, c: &mut Conn, like: Seg, side: usize, len: usize) {
+    let mss = usize::from(c.mss.max(1)).min(MAX_LEN);
+    let mut left = len.min(MAX_LEN * 4);
+    c.messages[side].push(left);
+    while left > 0 {
+        let n = left.min(mss);
+        left -= n;
+        let s = Seg {
+            side,
+            seq: c.next[side],
+            ack: c.next[1 - side],
+            flags: if left == 0 { ACK | PSH } else { ACK },
+            window: c.window[side],
+            len: n,
+            ..like
+        };
+        w.packet(c, &s);
+        c.next[side] = c.next[side].wrapping_add(n as u32);
+        w.now = w.now.saturating_add(1_000);
+    }
 }
 
 fn ack_or(delta: i32, next: u32) -> u32 {

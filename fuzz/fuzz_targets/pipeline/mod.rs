@@ -122,5 +122,9 @@ pub fn run(data: &[u8], driver: Driver, drop: u8) {
         errors.is_empty(),
         "report violates the schema: {errors:#?}\n{json}"
     );
-    let _ = render_text(&report);
+    let text = render_text(&report);
+    // To see what an input does: run the target's binary on the file with this set.
+    if std::env::var_os("TCPDOCTOR_FUZZ_SHOW").is_some() {
+        eprintln!("{text}\n{json}");
+    }
 }
