@@ -3,15 +3,15 @@
 //! report, its JSON (validated against `schema/analyze-report.schema.json`) and its text, and
 //! the `--ends` comparison (see `pipeline/mod.rs`). Nothing may panic.
 //!
-//! The input is a capture as `analyze` reads it, so the repository's captures are seeds. When
-//! its last five bytes begin with `0xD5` they are a trailer instead, and the capture before it
-//! is analysed as `tcpdoctor run` has it analysed: told its client is the scripted driver (the
-//! four bytes pick `--pipeline`, `--connections`, the requests and `--rate`), so the
+//! The input is a capture as `analyze` reads it, so the repository's captures are seeds. One
+//! of the last eight bytes picks the run: half the inputs are also analysed as `tcpdoctor run`
+//! has its captures analysed, told the client is the scripted driver (four bytes from the
+//! middle of the input pick `--pipeline`, `--connections`, the requests and `--rate`), so the
 //! driver-only rules run too. Seed and run:
 //!
 //! ```text
 //! fuzz/seed-corpus.sh
-//! cd fuzz && cargo +nightly fuzz run analyze_pipeline -- -jobs=1 -max_total_time=900 -rss_limit_mb=2048 -timeout=10
+//! cd fuzz && cargo +nightly fuzz run analyze_pipeline -- -jobs=1 -max_total_time=900 -rss_limit_mb=2048 -timeout=10 -max_len=131072
 //! ```
 
 #![no_main]
@@ -22,15 +22,19 @@ use libfuzzer_sys::fuzz_target;
 use pipeline::{client_from, Driver};
 
 fuzz_target!(|data: &[u8]| {
-    let (capture, driver, drop) = match data {
-        [rest @ .., 0xD5, a, b, c, d] => {
-            let driver = Driver {
-                client: Some(client_from([*a, *b, *c, *d])),
-                ends: None,
-            };
-            (rest, driver, *a ^ *d)
-        }
-        _ => (data, Driver::default(), data.len() as u8),
-    };
-    pipeline::run(capture, driver, drop);
+    let pick = data.get(data.len().saturating_sub(8)).copied().unwrap_or(0);
+    let drop = data.len() as u8 ^ pick;
+    pipeline::run(data, Driver::default(), drop);
+    if pick & 1 == 1 {
+        let mid = data.len() / 2;
+        let flags = match data.get(mid..mid + 4) {
+            Some(b) => [b[0], b[1], b[2], b[3]],
+            None => [pick; 4],
+        };
+        let driver = Driver {
+            client: Some(client_from(flags)),
+            ends: None,
+        };
+        pipeline::run(data, driver, drop);
+    }
 });

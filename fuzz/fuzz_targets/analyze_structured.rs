@@ -11,7 +11,7 @@
 //!
 //! ```text
 //! fuzz/seed-corpus.sh   # (this target starts from nothing; the seeds are for analyze_pipeline)
-//! cd fuzz && cargo +nightly fuzz run analyze_structured -- -jobs=1 -max_total_time=900 -rss_limit_mb=2048 -timeout=10
+//! cd fuzz && cargo +nightly fuzz run analyze_structured -- -jobs=1 -max_total_time=900 -rss_limit_mb=2048 -timeout=10 -max_len=16384 -len_control=20
 //! ```
 
 #![no_main]
