@@ -4,8 +4,7 @@
 //! default 1 MiB buffer does for small files, without allocating 1 MiB per run), once through a
 //! reader that hands out a few bytes per call into a tiny buffer (so every refill, compaction
 //! and growth path runs). Both must see the same frames and the same error, and nothing may
-//! panic. Seed with testdata/: `cp testdata/wire/*.pcap* testdata/wire/tunnels/*.pcap
-//! testdata/wire/links/*.pcap testdata/malformed/* fuzz/corpus/capture_reader/`.
+//! panic. Seed with the repository's captures: `fuzz/seed-corpus.sh`.
 
 #![no_main]
 

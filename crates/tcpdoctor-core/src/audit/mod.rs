@@ -47,12 +47,14 @@ mod tests;
 mod window;
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::flow::Direction;
 use crate::report::{AuditSummary, CaptureSummary, Claim, Finding, FindingKind, Withdrawn};
 use crate::time::Timestamp;
+use crate::wire::{CaptureError, CaptureReader};
 
 use decode::{NotSegment, Segment};
 
@@ -179,6 +181,36 @@ impl Auditor {
                 job.seen.insert(number, Seen { ts, seg });
             }
         }
+    }
+
+    /// Reads the capture the findings came from (a second pass over it) and hands over the
+    /// frames wanted, stopping after the last one. Returns how many frames were handed over.
+    /// A file cut short mid-record ends the pass without error: the analysis pass already
+    /// warned, and the frames before the cut were read.
+    pub fn read_capture<R: Read>(
+        &mut self,
+        reader: &mut CaptureReader<R>,
+    ) -> Result<u64, CaptureError> {
+        let Some(last) = self.last_wanted() else {
+            return Ok(0);
+        };
+        let mut frames_read = 0;
+        loop {
+            let frame = match reader.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) if e.is_cut_short() => break,
+                Err(e) => return Err(e),
+            };
+            if frame.number > last {
+                break;
+            }
+            if self.wants(frame.number) {
+                frames_read += 1;
+                self.on_frame(frame.number, frame.ts, frame.data);
+            }
+        }
+        Ok(frames_read)
     }
 
     /// One verdict per finding, in the order given to [`Auditor::new`].

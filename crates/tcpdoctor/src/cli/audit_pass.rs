@@ -22,7 +22,7 @@ pub(crate) fn audit_findings(
     let duration = Duration::from_secs_f64(summary.duration_ms.max(0.0) / 1e3);
     let mut auditor = Auditor::new(&findings, duration);
     let mut frames_read = 0;
-    if let Some(last) = auditor.last_wanted() {
+    if auditor.last_wanted().is_some() {
         // A pipe or a process substitution cannot be read twice: say so and keep the findings
         // unaudited (the report then has no `audit` line) rather than fail the capture.
         if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
@@ -37,22 +37,9 @@ pub(crate) fn audit_findings(
         let input = Input::new(file).with_context(|| format!("auditing {name}"))?;
         let mut reader = CaptureReader::with_buffer_size(input, 4 << 20)
             .with_context(|| format!("auditing {name}"))?;
-        loop {
-            let frame = match reader.next_frame() {
-                Ok(Some(frame)) => frame,
-                // The analysis pass already warned; the frames before the cut were read.
-                Ok(None) => break,
-                Err(e) if e.is_cut_short() => break,
-                Err(e) => return Err(e).with_context(|| format!("auditing {name}")),
-            };
-            if frame.number > last {
-                break;
-            }
-            if auditor.wants(frame.number) {
-                frames_read += 1;
-                auditor.on_frame(frame.number, frame.ts, frame.data);
-            }
-        }
+        frames_read = auditor
+            .read_capture(&mut reader)
+            .with_context(|| format!("auditing {name}"))?;
     }
     let verdicts = auditor.finish();
     Ok(settle(summary, findings, verdicts, frames_read))
