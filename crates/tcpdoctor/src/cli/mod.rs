@@ -7,6 +7,7 @@ pub mod bench;
 pub mod capture;
 pub mod demo;
 pub mod inspect;
+mod watch;
 mod inspect_trace;
 pub mod proxy;
 pub mod run;
@@ -55,6 +56,7 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     Stream(Box<stream::StreamArgs>),
     Trace(trace::TraceArgs),
+    Watch(watch::WatchArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -76,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Inspect(args) => inspect::run(args),
         Command::Stream(args) => stream::run(*args),
         Command::Trace(args) => trace::run(args),
+        Command::Watch(args) => watch::run(args),
     }
 }
 
