@@ -164,11 +164,7 @@ fn labels(key: &SeriesKey) -> String {
         Port::Listen(p) => p.to_string(),
         Port::Client => "client".to_owned(),
     };
-    format!(
-        "{{process=\"{}\",port=\"{}\"}}",
-        escape(&key.process),
-        port
-    )
+    format!("{{process=\"{}\",port=\"{}\"}}", escape(&key.process), port)
 }
 
 /// A label value as the format wants it: `\`, `"` and newlines escaped.

@@ -131,7 +131,10 @@ fn a_process_that_went_away_leaves_no_series_behind() {
     l.observe(0, &[conn(1, "gone", 1, sample(1, 0, 0, 0))]);
     l.observe(S, &[conn(2, "stays", 1, sample(1, 0, 0, 0))]);
     assert_eq!(l.series().count(), 2, "kept while recent");
-    l.observe(SERIES_IDLE_NS + S, &[conn(2, "stays", 1, sample(1, 0, 0, 0))]);
+    l.observe(
+        SERIES_IDLE_NS + S,
+        &[conn(2, "stays", 1, sample(1, 0, 0, 0))],
+    );
     let names: Vec<&str> = l.series().map(|(k, _)| k.process.as_str()).collect();
     assert_eq!(names, ["stays"]);
     assert_eq!(l.health.series_expired, 1);

@@ -7,7 +7,6 @@ pub mod bench;
 pub mod capture;
 pub mod demo;
 pub mod inspect;
-mod watch;
 mod inspect_trace;
 pub mod proxy;
 pub mod run;
@@ -17,6 +16,7 @@ pub mod specimen;
 pub mod stream;
 pub mod trace;
 mod trace_report;
+mod watch;
 
 use clap::{Parser, Subcommand};
 

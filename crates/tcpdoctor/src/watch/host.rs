@@ -43,7 +43,11 @@ impl Owners {
         if unknown(self) {
             let known: Vec<u32> = self.names.keys().copied().collect();
             self.rescan(known);
-            if unknown(self) && self.last_full.is_none_or(|t| t.elapsed() >= FULL_SCAN_EVERY) {
+            if unknown(self)
+                && self
+                    .last_full
+                    .is_none_or(|t| t.elapsed() >= FULL_SCAN_EVERY)
+            {
                 self.full_scan();
             }
         }
