@@ -56,6 +56,7 @@ pub mod syscalls;
 pub mod time;
 pub mod turns;
 pub mod units;
+pub mod watch;
 pub mod wire;
 
 pub use time::Timestamp;

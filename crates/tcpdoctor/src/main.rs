@@ -22,6 +22,7 @@ mod spin;
 mod stream;
 mod trace;
 mod wan;
+mod watch;
 
 use std::process::ExitCode;
 

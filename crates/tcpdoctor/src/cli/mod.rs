@@ -16,6 +16,7 @@ pub mod specimen;
 pub mod stream;
 pub mod trace;
 mod trace_report;
+mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -55,6 +56,7 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     Stream(Box<stream::StreamArgs>),
     Trace(trace::TraceArgs),
+    Watch(watch::WatchArgs),
 }
 
 /// Runs the chosen subcommand and returns the process exit code.
@@ -76,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Inspect(args) => inspect::run(args),
         Command::Stream(args) => stream::run(*args),
         Command::Trace(args) => trace::run(args),
+        Command::Watch(args) => watch::run(args),
     }
 }
 

@@ -1,0 +1,126 @@
+//! `tcpdoctor watch`: the host's TCP sockets as Prometheus metrics, sampled every
+//! `--interval` and served over HTTP at `/metrics` (the core's [`Ledger`] turns samples into
+//! series; see `tcpdoctor_core::watch`).
+//!
+//! Two threads: the sampler (one socket-diagnostics dump, the owners placed, the ledger fed,
+//! the exposition rendered once per sample so a scrape costs a copy), and the HTTP server
+//! (one short-lived thread per connection, each request answered and the connection closed).
+//! SIGINT and SIGTERM stop both: the listener is closed and the process exits 0.
+
+mod host;
+mod http;
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tcpdoctor_core::watch::{render, Ledger};
+
+use crate::capture::stop;
+use crate::inspect::diag::Diag;
+use crate::inspect::proc;
+
+pub struct Config {
+    pub listen: SocketAddr,
+    pub interval: Duration,
+    pub max_series: usize,
+}
+
+/// What the HTTP side serves: the last exposition and how fresh it is.
+#[derive(Default)]
+pub struct Shared {
+    pub metrics: String,
+    /// When the last sample succeeded, and the error of the last one that failed.
+    pub last_ok: Option<Instant>,
+    pub last_error: Option<String>,
+}
+
+/// Serves until SIGINT or SIGTERM.
+pub fn serve(cfg: &Config) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(cfg.listen)
+        .with_context(|| format!("--listen {}: cannot listen there", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    let mut diag = Diag::open().context("socket diagnostics (netlink) could not be opened")?;
+    stop::install();
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let server = {
+        let shared = Arc::clone(&shared);
+        let stale_after = cfg.interval * 3;
+        std::thread::Builder::new()
+            .name("http".into())
+            .spawn(move || http::run(listener, &shared, stale_after))?
+    };
+    let mut ledger = Ledger::new(cfg.max_series);
+    let mut owners = host::Owners::default();
+    let mut announced = false;
+    while !stop::requested() {
+        let tick = Instant::now();
+        let cpu = cpu_seconds();
+        let at_ns = proc::monotonic_ns();
+        match diag.dump(at_ns) {
+            Ok(dump) => {
+                let seen = owners.place(dump);
+                ledger.observe(at_ns, &seen);
+                ledger.health.sample_seconds = tick.elapsed().as_secs_f64();
+                ledger.health.sample_cpu_seconds = (cpu_seconds() - cpu).max(0.0);
+                let text = render(&ledger, env!("CARGO_PKG_VERSION"));
+                let mut s = lock(&shared);
+                s.metrics = text;
+                s.last_ok = Some(Instant::now());
+                s.last_error = None;
+            }
+            Err(e) => {
+                ledger.failed();
+                let msg = format!("socket diagnostics failed: {e}");
+                crate::inspect::say(&format!("tcpdoctor watch: {msg}"));
+                let mut s = lock(&shared);
+                s.metrics = render(&ledger, env!("CARGO_PKG_VERSION"));
+                s.last_error = Some(msg);
+            }
+        }
+        if !announced {
+            announced = true;
+            crate::inspect::say(&format!(
+                "tcpdoctor watch: serving http://{addr}/metrics (every {} s; {} sockets in the \
+                 first sample{})",
+                cfg.interval.as_secs_f64(),
+                ledger.health.sockets,
+                match owners.refused {
+                    0 => String::new(),
+                    n => format!(
+                        "; {n} processes' descriptors refused: their sockets are unattributed \
+                         (run as root or with CAP_SYS_PTRACE to place them)"
+                    ),
+                }
+            ));
+        }
+        let next = tick + cfg.interval;
+        while !stop::requested() {
+            let now = Instant::now();
+            if next <= now {
+                break;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(100)));
+        }
+    }
+    http::shut(addr);
+    let _ = server.join();
+    crate::inspect::say("tcpdoctor watch: stopped");
+    Ok(())
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// This process's CPU time (user and system), seconds.
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}

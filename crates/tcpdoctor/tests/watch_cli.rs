@@ -1,0 +1,406 @@
+//! `tcpdoctor watch` (issue 31): a real exporter process sampling this host's real sockets.
+//! A python3 server accepts a connection from this test and reads what it is sent; its
+//! series (process "python3", its listening port) counts the connection and at least every
+//! byte sent after the exporter's first sample; the exposition passes `promtool check
+//! metrics`; SIGTERM stops it with exit 0; bad flags exit 2 naming the flag.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `tcpdoctor watch` and the address it serves.
+struct Exporter {
+    child: Child,
+    addr: String,
+    _stderr: BufReader<ChildStderr>,
+}
+
+impl Exporter {
+    fn start(extra: &[&str]) -> Exporter {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+            .args(["watch", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tcpdoctor watch");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        stderr.read_line(&mut line).expect("its first line");
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_owned();
+        Exporter {
+            child,
+            addr,
+            _stderr: stderr,
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.addr).expect("connect to the exporter");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("response");
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
+        (status, body.to_owned())
+    }
+
+    /// The value of the sample line `name{labels}` (exactly), if present.
+    fn value(metrics: &str, series: &str) -> Option<f64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    /// Scrapes until `ok` holds (a sample at a time), for at most 30 s.
+    fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let (_, m) = self.get("/metrics");
+            if ok(&m) {
+                return m;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{what}; last scrape:\n{m}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A python3 server on a free port that reads everything each connection sends.
+fn sink() -> (Child, u16) {
+    let code = "import socket,sys\n\
+                l=socket.create_server(('127.0.0.1',0))\n\
+                print(l.getsockname()[1],flush=True)\n\
+                c,_=l.accept()\n\
+                while c.recv(1<<16): pass\n\
+                sys.stdin.read()\n";
+    let mut child = Command::new("python3")
+        .args(["-c", code])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("port");
+    (child, line.trim().parse().expect("a port"))
+}
+
+#[test]
+fn a_server_s_series_counts_its_connection_and_the_bytes_it_received() {
+    if !common::has_python3("watch_cli::a_server_s_series") {
+        return;
+    }
+    let (mut server, port) = sink();
+    let w = Exporter::start(&[]);
+    let series = |name: &str| format!("{name}{{process=\"python3\",port=\"{port}\"}}");
+    let mut client = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    w.until("the connection is counted", |m| {
+        Exporter::value(m, &series("tcpdoctor_tcp_connections")) == Some(1.0)
+    });
+    // Every byte sent from here on was received after a sample that saw the socket.
+    let sent = 4 << 20;
+    client.write_all(&vec![7u8; sent]).expect("send");
+    let m = w.until("the bytes are counted", |m| {
+        Exporter::value(m, &series("tcpdoctor_tcp_received_bytes_total"))
+            .is_some_and(|b| b >= sent as f64)
+    });
+    let got = Exporter::value(&m, &series("tcpdoctor_tcp_received_bytes_total"));
+    assert!(
+        got.is_some_and(|b| b < (sent + (1 << 20)) as f64),
+        "{got:?}: not far more"
+    );
+    // The test's own end of the connection is its process's client series, not python3's.
+    assert!(!m.contains("process=\"python3\",port=\"client\""), "{m}");
+    let (code, body) = w.get("/healthz");
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
+    assert_eq!(w.get("/nothing").0, 404);
+    drop(client);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn the_exposition_passes_promtool() {
+    let Some(promtool) = common::installed("promtool") else {
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            "watch_cli::the_exposition_passes_promtool",
+            "promtool (Debian's prometheus) is not installed",
+        );
+        return;
+    };
+    let w = Exporter::start(&[]);
+    let m = w.until("a sample", |m| m.contains("tcpdoctor_watch_samples_total"));
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    check
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(m.as_bytes())
+        .expect("feed promtool");
+    let out = check.wait_with_output().expect("promtool ran");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn sigterm_stops_it_cleanly() {
+    let mut w = Exporter::start(&[]);
+    w.until("a sample", |m| m.contains("tcpdoctor_watch_samples_total"));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(w.child.id() as i32, libc::SIGTERM) };
+    let status = w.child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let mut rest = String::new();
+    w._stderr.read_to_string(&mut rest).expect("stderr");
+    assert!(rest.contains("stopped"), "{rest}");
+}
+
+#[test]
+fn bad_flags_and_a_taken_address_exit_2_naming_them() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let out = common::tcpdoctor(&["watch", "--listen", &addr]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--listen") && err.contains(&addr), "{err}");
+    for (flag, value) in [
+        ("--interval", "0s"),
+        ("--interval", "soon"),
+        ("--max-series", "0"),
+        ("--listen", "nowhere"),
+    ] {
+        let out = common::tcpdoctor(&["watch", flag, value]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}
+
+/// A real Prometheus server (Debian's), scraping the exporter every 500 ms from a temp config
+/// and data directory; stopped when dropped.
+struct Prometheus {
+    child: Child,
+    addr: String,
+    _dir: common::Scratch,
+}
+
+impl Prometheus {
+    fn start(binary: &std::path::Path, target: &str) -> Prometheus {
+        let dir = common::Scratch::new("watch-prometheus");
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 500ms\n  evaluation_interval: 500ms\n\
+                 scrape_configs:\n  - job_name: tcpdoctor\n    static_configs:\n      \
+                 - targets: ['{target}']\n"
+            ),
+        )
+        .expect("config");
+        let addr = format!("127.0.0.1:{}", common::run::free_port());
+        let child = Command::new(binary)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
+            .spawn()
+            .expect("start prometheus");
+        let p = Prometheus {
+            child,
+            addr,
+            _dir: dir,
+        };
+        let start = Instant::now();
+        while !p.http("/-/ready").starts_with("HTTP/1.1 200") {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "prometheus never got ready"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p
+    }
+
+    fn http(&self, path: &str) -> String {
+        let Ok(mut s) = TcpStream::connect(&self.addr) else {
+            return String::new();
+        };
+        let _ = write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        text
+    }
+
+    /// The values of an instant query's series (none when it returns nothing).
+    fn query(&self, promql: &str) -> Vec<f64> {
+        self.answer(promql)["data"]["result"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|s| s["value"][1].as_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Prometheus's JSON answer to an instant query.
+    fn answer(&self, promql: &str) -> serde_json::Value {
+        let q: String = promql
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let text = self.http(&format!("/api/v1/query?query={q}"));
+        let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
+        // A chunked body: the JSON is the one line that starts with `{`.
+        let json = body.lines().find(|l| l.starts_with('{')).unwrap_or("{}");
+        serde_json::from_str(json).unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn prometheus_scrapes_it_and_rate_shows_which_server_is_receiving() {
+    let test = "watch_cli::prometheus_scrapes_it";
+    let Some(binary) = common::installed("prometheus") else {
+        common::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            test,
+            "prometheus (Debian's prometheus) is not installed",
+        );
+        return;
+    };
+    if !common::has_python3(test) {
+        return;
+    }
+    // Two sinks: one is sent to for the whole test, the other holds an idle connection.
+    let (mut busy, busy_port) = sink();
+    let (mut idle, idle_port) = sink();
+    let _idle_client = TcpStream::connect(("127.0.0.1", idle_port)).expect("connect");
+    let w = Exporter::start(&[]);
+    let prom = Prometheus::start(&binary, &w.addr);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let done = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut c = TcpStream::connect(("127.0.0.1", busy_port)).expect("connect");
+            let chunk = vec![1u8; 1 << 16];
+            let start = Instant::now();
+            // Bounded: until the test has its answer, and never past 90 s.
+            while !done.load(std::sync::atomic::Ordering::Relaxed)
+                && start.elapsed() < Duration::from_secs(90)
+            {
+                if c.write_all(&chunk).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let rate = |port: u16| {
+        prom.query(&format!(
+            "rate(tcpdoctor_tcp_received_bytes_total{{process=\"python3\",port=\"{port}\"}}[3s])"
+        ))
+    };
+    let start = Instant::now();
+    let (busy_rate, idle_rate) = loop {
+        let (b, i) = (rate(busy_port), rate(idle_port));
+        if b.first().is_some_and(|r| *r > 0.0) && !i.is_empty() {
+            break (b, i);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no rate through Prometheus: busy {b:?}, idle {i:?}; up: {:?}",
+            prom.query("up")
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = sender.join();
+    assert!(
+        busy_rate[0] > 1e5,
+        "the busy server receives: {busy_rate:?} B/s"
+    );
+    assert_eq!(idle_rate, [0.0], "the idle one does not");
+    assert_eq!(prom.query("up{job=\"tcpdoctor\"}"), [1.0]);
+    // Every query of the Grafana dashboard runs against the real series.
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::repo().join("deploy/grafana/tcpdoctor-watch.json"))
+            .expect("the dashboard"),
+    )
+    .expect("dashboard JSON");
+    let panels = dash["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 6);
+    for panel in panels {
+        let expr = panel["targets"][0]["expr"].as_str().expect("expr");
+        let expr = expr
+            .replace("$__rate_interval", "3s")
+            .replace("$instance", ".*");
+        let a = prom.answer(&expr);
+        assert_eq!(a["status"], "success", "{}: {expr}: {a}", panel["title"]);
+    }
+    let busy_panel = panels[0]["targets"][0]["expr"]
+        .as_str()
+        .expect("expr")
+        .replace("send_buffer_limited_seconds", "received_bytes")
+        .replace("$__rate_interval", "3s")
+        .replace("$instance", ".*");
+    assert!(
+        !prom.query(&busy_panel).is_empty(),
+        "the dashboard's per-service query shape finds the servers: {busy_panel}"
+    );
+    for c in [&mut busy, &mut idle] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
