@@ -143,7 +143,7 @@ fn syn_retries_stay_compact_and_are_replayed() {
     send(&mut an, 6, 4.002, 1, true, 101, 501, ACK);
     assert_eq!((an.flows.len(), an.half_open.len()), (1, 0));
     let e = an.flows.values().next().unwrap();
-    assert_eq!(e.flow.handshake.syn_retries, 2);
+    assert_eq!(e.flow.handshake.syn_retries(), 2);
     assert!(e.flow.handshake.completed());
     assert_eq!(
         e.flow
