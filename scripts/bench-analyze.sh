@@ -240,8 +240,8 @@ done
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 TD_WALL=$(printf '%s\n' "${TD_WALLS[@]}" | median)
 TD_CPU=$(printf '%s\n' "${TD_CPUS[@]}" | median)
-# The same with every core (--threads N: the file is read ahead on a thread of its own; the
-# report must be the same byte for byte).
+# The same with every core (--threads N; a single plain file is analysed on one thread, a
+# gzipped one inflated on a second: the report must be the same byte for byte).
 CORES=$(nproc)
 TDN_WALL=
 if [ "$CORES" -gt 1 ]; then

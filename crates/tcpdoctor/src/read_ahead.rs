@@ -1,7 +1,7 @@
-//! Reading (and decompressing) a capture on a thread of its own, ahead of the analysis.
+//! Decompressing a capture on a thread of its own, ahead of the analysis.
 //!
-//! With two cores, the file's bytes are read — and, for a `.pcap.gz`, inflated — while the
-//! analysis works on the bytes before them:
+//! With two cores, a `.pcap.gz` is inflated while the analysis works on the bytes before them
+//! (a plain file gains nothing: see [`Source::new`]):
 //! 1. A reader thread fills chunks of [`CHUNK`] bytes from the [`Input`] and hands them over
 //!    through a queue of at most [`AHEAD`] chunks, so memory stays bounded whatever the file's
 //!    size. Emptied chunks come back to be filled again: nothing is allocated per chunk once
@@ -135,11 +135,15 @@ pub enum Source<R = std::fs::File> {
 }
 
 impl<R: Read + Send + 'static> Source<R> {
-    /// `input`, read ahead on its own thread when `threads` allows more than one.
+    /// `input`, inflated ahead on its own thread when it is gzip-compressed and `threads`
+    /// allows more than one. A plain file is read here: its read is a copy out of the page
+    /// cache, which a thread ahead would only replace with a copy out of its chunk (measured
+    /// on a 105 MB capture: 0.38 s either way, against 0.88 → 0.75 s for its gzip copy).
     pub fn new(input: Input<R>, threads: usize) -> io::Result<Source<R>> {
-        Ok(match threads {
-            0 | 1 => Source::Here(input),
-            _ => Source::Ahead(ReadAhead::spawn(input)?),
+        Ok(if threads > 1 && input.is_gzip() {
+            Source::Ahead(ReadAhead::spawn(input)?)
+        } else {
+            Source::Here(input)
         })
     }
 

@@ -65,9 +65,9 @@ pub struct AnalyzeArgs {
     pub ends: bool,
 
     /// Threads to use (default: the cores available). With more than one, several FILEs are
-    /// analysed at once (up to N at a time), and a single FILE is read and decompressed on a
-    /// thread of its own, ahead of the analysis. The analysis of one file's flows runs on one
-    /// thread. The report is the same whatever N is.
+    /// analysed at once (up to N at a time), and a single gzip-compressed FILE is inflated on
+    /// a thread of its own, ahead of the analysis. The analysis of one file's flows runs on
+    /// one thread. The report is the same whatever N is.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
