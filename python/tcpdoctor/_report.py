@@ -258,6 +258,12 @@ class Scenario:
         return self.findings + self.server_end_findings
 
 
+def _ms(v: float) -> str:
+    """A latency in ms as the messages print it: one decimal (three below 1 ms), no ".0"."""
+    text = f"{v:.1f}" if v >= 1 else f"{v:.3f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
 def _findings_text(findings: Sequence[Finding]) -> str:
     return "\n".join(str(f) for f in findings)
 
@@ -349,7 +355,7 @@ class RunReport:
             limit = (n + 1) * rtt
             fig = s.figures
             over = [
-                f"{name} {value:g} ms"
+                f"{name} {_ms(value)} ms"
                 for name, value in (("p50", fig.p50_ms), ("p99", fig.p99_ms))
                 if value >= limit
             ]
@@ -358,8 +364,8 @@ class RunReport:
             if over:
                 text = (
                     f"scenario {s.name}: more than {n} round trip{'s' if n != 1 else ''} per "
-                    f"exchange: {', '.join(over)} ≥ {n + 1} × RTT = {limit:g} ms (RTT {rtt:g} ms, "
-                    f"{source}); p50 {fig.p50_ms:g} ms, p99 {fig.p99_ms:g} ms over "
+                    f"exchange: {', '.join(over)} ≥ {n + 1} × RTT = {_ms(limit)} ms (RTT {_ms(rtt)} ms, "
+                    f"{source}); p50 {_ms(fig.p50_ms)} ms, p99 {_ms(fig.p99_ms)} ms over "
                     f"{fig.exchanges} exchanges"
                 )
                 if s.all_findings():
