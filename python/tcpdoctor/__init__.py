@@ -196,15 +196,16 @@ def run(
         args += ["--param", f"{key}={value}"]
     if scenarios:
         args += ["--scenarios", ",".join(scenarios)]
-    for flag, value in (
+    numbers: "tuple[tuple[str, Union[int, str, None]], ...]" = (
         ("--requests", requests),
         ("--connections", connections),
         ("--pipeline", pipeline),
         ("--repeat", repeat),
         ("--ready-timeout", ready_timeout),
-    ):
-        if value is not None:
-            args += [flag, str(value)]
+    )
+    for flag, number in numbers:
+        if number is not None:
+            args += [flag, str(number)]
     for c in checks:
         args += ["--check", c]
     if fail_on:

@@ -26,7 +26,7 @@ import itertools
 import os
 import socket
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import pytest
 
@@ -113,7 +113,7 @@ def tcpdoctor_run(request: pytest.FixtureRequest, tmp_path: Path) -> RunFn:
         target: Optional[str] = None,
         preset: Optional[str] = None,
         script: Optional[Union[str, "os.PathLike[str]"]] = None,
-        params: Optional[dict] = None,
+        params: Optional[Dict[str, str]] = None,
         scenarios: Sequence[str] = ("direct",),
         requests: int = 20,
         checks: Sequence[str] = (),
