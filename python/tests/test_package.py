@@ -175,3 +175,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_output_that_is_not_a_report_raises(monkeypatch, tmp_path):
+    # A binary that exits 0 printing no report (or one that dies) is an error, never an empty
+    # report.
+    fake = tmp_path / "tcpdoctor"
+    fake.write_text("#!/bin/sh\necho 'half a line' ; echo 'something odd' >&2\nexit ${FAKE_CODE:-0}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TCPDOCTOR_BIN", str(fake))
+    with pytest.raises(TcpdoctorError, match="without a JSON report.*something odd"):
+        tcpdoctor.analyze(tmp_path / "x.pcap")
+    monkeypatch.setenv("FAKE_CODE", "101")
+    with pytest.raises(TcpdoctorError, match="something odd") as e:
+        tcpdoctor.analyze(tmp_path / "x.pcap")
+    assert e.value.returncode == 101

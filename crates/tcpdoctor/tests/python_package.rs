@@ -135,7 +135,14 @@ fn the_wheel_installs_into_a_fresh_venv_and_its_pytest_suite_passes() {
     let started = Instant::now();
     let wheels = work.join("wheels");
     let built = Command::new(tools.join("bin/maturin"))
-        .args(["build", "--profile", "dev", "--compression-method", "stored", "--out"])
+        .args([
+            "build",
+            "--profile",
+            "dev",
+            "--compression-method",
+            "stored",
+            "--out",
+        ])
         .arg(&wheels)
         .current_dir(&repo)
         .env("CARGO_TARGET_DIR", target_dir())
@@ -151,7 +158,10 @@ fn the_wheel_installs_into_a_fresh_venv_and_its_pytest_suite_passes() {
         .unwrap_or_else(|| panic!("no wheel in {}:\n{}", wheels.display(), text(&built)));
     let name = wheel.file_name().unwrap_or_default().to_string_lossy();
     assert!(
-        name.starts_with(&format!("tcpdoctor-{}-py3-none-", env!("CARGO_PKG_VERSION"))),
+        name.starts_with(&format!(
+            "tcpdoctor-{}-py3-none-",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{name}"
     );
 
@@ -173,7 +183,11 @@ fn the_wheel_installs_into_a_fresh_venv_and_its_pytest_suite_passes() {
         .arg(&wheel)
         .output()
         .expect("pip runs");
-    assert!(installed.status.success(), "pip install:\n{}", text(&installed));
+    assert!(
+        installed.status.success(),
+        "pip install:\n{}",
+        text(&installed)
+    );
     let install_s = started.elapsed().as_secs_f64();
     assert!(
         venv.join("bin/tcpdoctor").is_file(),
