@@ -105,7 +105,9 @@ RunFn = Callable[..., RunReport]
 def tcpdoctor_run(request: pytest.FixtureRequest, tmp_path: Path) -> RunFn:
     """Runs a server under ``tcpdoctor run`` and returns the report (see the module doc)."""
     counter = itertools.count(1)
-    test_dir = Path(str(request.node.fspath)).parent
+    # request.path: pytest 7 and later; fspath before.
+    test_file = getattr(request, "path", None) or Path(str(request.node.fspath))
+    test_dir = Path(test_file).parent
 
     def run(
         server: str,

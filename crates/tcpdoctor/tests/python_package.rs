@@ -4,12 +4,14 @@
 //! pytest against real servers. The test fails with pytest's output.
 //!
 //! The wheel is built in the dev profile into this test run's own target directory, stored
-//! uncompressed (3 s to write, where deflating the 111 MB debug binary took 7): cargo reuses
+//! uncompressed (the binary is stripped, 19.7 MB; deflating it only costs time): cargo reuses
 //! every dependency `cargo test` built with the same features. Those a dev-dependency widened
 //! (serde_json, regex, toml, tcpdoctor-core…: `cargo test` unifies dev-dependency features,
 //! a plain build of the binary does not) are compiled once more — measured 37 s of CPU
 //! (1 min 40 s on a machine loaded 7–8), against several minutes for a release build with
-//! fat LTO; a second run compiles nothing. The build venv (maturin, pytest's wheels) is kept
+//! fat LTO; a second run compiles nothing. That build of the binary lands on the path the other
+//! tests run (`target/debug/tcpdoctor`), so the tests' own is held aside and put back
+//! ([`KeepBinary`]). The build venv (maturin, pytest's wheels) is kept
 //! under the target directory for the next run; only the first run downloads.
 //!
 //! Skips with the reason where python3, venv or PyPI is missing, unless
@@ -108,6 +110,48 @@ fn build_venv() -> Option<PathBuf> {
     Some(dir)
 }
 
+/// Keeps the binary the other tests run (`target/debug/tcpdoctor`) while maturin builds: cargo
+/// copies its own build of the binary — other features (no dev-dependency widened them), and
+/// stripped — to that same path, and the test binaries that run after this one in the same
+/// `cargo test` would run that one. A hard link holds the tests' binary (the same file system,
+/// under the target directory); dropping this renames it back over the path.
+struct KeepBinary {
+    saved: PathBuf,
+}
+
+impl KeepBinary {
+    fn new() -> KeepBinary {
+        let bin = Path::new(env!("CARGO_BIN_EXE_tcpdoctor"));
+        let saved = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("tcpdoctor-kept-{}", std::process::id()));
+        let _ = std::fs::remove_file(&saved);
+        std::fs::hard_link(bin, &saved)
+            .unwrap_or_else(|e| panic!("hard link {} aside: {e}", bin.display()));
+        KeepBinary { saved }
+    }
+}
+
+impl Drop for KeepBinary {
+    fn drop(&mut self) {
+        let bin = Path::new(env!("CARGO_BIN_EXE_tcpdoctor"));
+        if let Err(e) = std::fs::rename(&self.saved, bin) {
+            let msg = format!("put {} back: {e}", bin.display());
+            if std::thread::panicking() {
+                eprintln!("{msg}");
+            } else {
+                panic!("{msg}");
+            }
+        }
+    }
+}
+
+fn inode(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .ino()
+}
+
 /// PATH with cargo's directory first (maturin runs `cargo`).
 fn path_with_cargo() -> std::ffi::OsString {
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -134,22 +178,31 @@ fn the_wheel_installs_into_a_fresh_venv_and_its_pytest_suite_passes() {
     // The wheel, from the checkout, in the dev profile and this run's target directory.
     let started = Instant::now();
     let wheels = work.join("wheels");
-    let built = Command::new(tools.join("bin/maturin"))
-        .args([
-            "build",
-            "--profile",
-            "dev",
-            "--compression-method",
-            "stored",
-            "--out",
-        ])
-        .arg(&wheels)
-        .current_dir(&repo)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .env("PATH", path_with_cargo())
-        .output()
-        .expect("maturin runs");
+    let tests_binary = inode(Path::new(env!("CARGO_BIN_EXE_tcpdoctor")));
+    let built = {
+        let _keep = KeepBinary::new();
+        Command::new(tools.join("bin/maturin"))
+            .args([
+                "build",
+                "--profile",
+                "dev",
+                "--compression-method",
+                "stored",
+                "--out",
+            ])
+            .arg(&wheels)
+            .current_dir(&repo)
+            .env("CARGO_TARGET_DIR", target_dir())
+            .env("PATH", path_with_cargo())
+            .output()
+            .expect("maturin runs")
+    };
     assert!(built.status.success(), "maturin build:\n{}", text(&built));
+    assert_eq!(
+        inode(Path::new(env!("CARGO_BIN_EXE_tcpdoctor"))),
+        tests_binary,
+        "the other tests' binary is back in place"
+    );
     let build_s = started.elapsed().as_secs_f64();
     let wheel = std::fs::read_dir(&wheels)
         .expect("wheels dir")
