@@ -368,6 +368,11 @@ class RunReport:
                     f"{source}); p50 {_ms(fig.p50_ms)} ms, p99 {_ms(fig.p99_ms)} ms over "
                     f"{fig.exchanges} exchanges"
                 )
+                if fig.stalls is not None:
+                    text += (
+                        f"; the capture attributes {fig.stalls} of them to a TCP timer "
+                        "(a delayed ACK, a retransmission timeout)"
+                    )
                 if s.all_findings():
                     text += "\n" + _findings_text(s.all_findings())
                 problems.append(text)

