@@ -214,7 +214,7 @@ fn link_of(fd: &OwnedFd, name: &str) -> anyhow::Result<Link> {
         *d = s as libc::c_char;
     }
     // SAFETY: SIOCGIFHWADDR fills `ifr` for the named interface.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) } != 0 {
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR as _, &mut ifr) } != 0 {
         return Err(last_error(&format!("--interface {name}")));
     }
     // SAFETY: SIOCGIFHWADDR sets the hwaddr member of the union.

@@ -52,7 +52,7 @@ pub fn unsent_bytes(fd: RawFd) -> io::Result<usize> {
     let mut n: libc::c_int = 0;
     // SAFETY: `fd` is an open socket owned by the caller for the duration of the call, and
     // SIOCOUTQNSD writes one c_int through the pointer, which points at a live local.
-    let r = unsafe { libc::ioctl(fd, SIOCOUTQNSD, &mut n as *mut libc::c_int) };
+    let r = unsafe { libc::ioctl(fd, SIOCOUTQNSD as _, &mut n as *mut libc::c_int) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -186,7 +186,7 @@ impl Timer {
                 tv_nsec: 0,
             },
             it_value: libc::timespec {
-                tv_sec: left.as_secs() as libc::time_t,
+                tv_sec: left.as_secs() as _,
                 tv_nsec: libc::c_long::from(left.subsec_nanos() as i32),
             },
         };

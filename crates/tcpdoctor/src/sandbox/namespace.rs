@@ -117,11 +117,11 @@ pub fn loopback_up() -> anyhow::Result<()> {
     ifr.ifr_name[1] = b'o' as libc::c_char;
     // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the flags member of `ifr`.
     unsafe {
-        if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) != 0 {
+        if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) != 0 {
             return Err(io::Error::last_os_error()).context("reading lo's flags");
         }
         ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) != 0 {
+        if libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS as _, &ifr) != 0 {
             return Err(io::Error::last_os_error()).context("bringing up lo");
         }
     }

@@ -280,18 +280,53 @@ fn listen(p: Pid) {
 
 /// Rule 2: an entry or an exit stop, told apart by the kernel.
 fn syscall_stop(rec: &mut Recorder, p: Pid) {
-    let Ok(info) = ptrace::syscall_info(p) else {
+    let Some(info) = syscall_info(p) else {
         return;
     };
-    if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
-        // SAFETY: `op` says the entry member of the union is the one filled in.
-        let nr = unsafe { info.u.entry.nr } as i64;
-        if super::filter::kind_of(nr) != tcpdoctor_core::syscalls::CallKind::Other {
+    if info.op == SYSCALL_INFO_ENTRY {
+        if super::filter::kind_of(info.nr as i64) != tcpdoctor_core::syscalls::CallKind::Other {
             let _ = rec.entry(p);
         }
-    } else if info.op == libc::PTRACE_SYSCALL_INFO_EXIT && rec.in_call(p.as_raw() as u32) {
+    } else if info.op == SYSCALL_INFO_EXIT && rec.in_call(p.as_raw() as u32) {
         let _ = rec.exit(p);
     }
+}
+
+/// `PTRACE_GET_SYSCALL_INFO` (Linux 5.3), and its `op` values: declared here because the C
+/// libraries' bindings differ (glibc's has them, musl's does not), and the layout is the
+/// kernel's (`struct ptrace_syscall_info`, include/uapi/linux/ptrace.h).
+const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
+const SYSCALL_INFO_ENTRY: u8 = 1;
+const SYSCALL_INFO_EXIT: u8 = 2;
+
+/// The head of `struct ptrace_syscall_info`: `op`, then at offset 24 the union whose first
+/// member is the entry's `nr` (or the exit's `rval`), and room for the rest of the union.
+#[repr(C)]
+#[derive(Default)]
+struct SyscallInfo {
+    op: u8,
+    _pad: [u8; 3],
+    _arch: u32,
+    _instruction_pointer: u64,
+    _stack_pointer: u64,
+    nr: u64,
+    _rest: [u64; 7],
+}
+
+/// The kind of stop `p` is in, and at an entry the call's number.
+fn syscall_info(p: Pid) -> Option<SyscallInfo> {
+    let mut info = SyscallInfo::default();
+    // SAFETY: the kernel writes at most `size_of::<SyscallInfo>()` bytes into `info`, which
+    // lives across the call; `p` is a task we seized and is in a syscall stop.
+    let r = unsafe {
+        libc::ptrace(
+            PTRACE_GET_SYSCALL_INFO as _,
+            p.as_raw(),
+            std::mem::size_of::<SyscallInfo>(),
+            &mut info as *mut SyscallInfo,
+        )
+    };
+    (r > 0).then_some(info)
 }
 
 #[cfg(test)]

@@ -398,7 +398,7 @@ fn run(
             },
         ];
         let ts = libc::timespec {
-            tv_sec: (wait_ns / 1_000_000_000) as libc::time_t,
+            tv_sec: (wait_ns / 1_000_000_000) as _,
             tv_nsec: (wait_ns % 1_000_000_000) as libc::c_long,
         };
         // SAFETY: ppoll over two pollfds we own, with a relative timeout.

@@ -108,7 +108,7 @@ impl Tun {
         };
         let set = |req: libc::c_ulong, ifr: &libc::ifreq| {
             // SAFETY: a SIOCSIF* request reading `ifr`.
-            if unsafe { libc::ioctl(sock.as_raw_fd(), req, ifr) } != 0 {
+            if unsafe { libc::ioctl(sock.as_raw_fd(), req as _, ifr) } != 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -132,7 +132,7 @@ impl Tun {
         set(SIOCSIFMTU, &ifr)?;
         let mut ifr = ifreq(&self.name);
         // SAFETY: SIOCGIFFLAGS writes the flags member of `ifr`.
-        if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) } != 0 {
+        if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) } != 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: the flags member was just written by the kernel.
