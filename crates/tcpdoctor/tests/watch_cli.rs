@@ -404,3 +404,80 @@ fn prometheus_scrapes_it_and_rate_shows_which_server_is_receiving() {
         let _ = c.wait();
     }
 }
+
+/// 20 python3 processes named svc00…svc19, each listening on its own port with 25
+/// connections to itself: 1,000 connections.
+fn fleet() -> Vec<Child> {
+    let code = "import socket,sys\n\
+                open('/proc/self/comm','w').write(sys.argv[1])\n\
+                l=socket.create_server(('127.0.0.1',0))\n\
+                keep=[]\n\
+                for i in range(25):\n    \
+                    c=socket.create_connection(l.getsockname()); s,_=l.accept(); keep+=[c,s]\n\
+                print('ready',flush=True)\n\
+                sys.stdin.read()\n";
+    (0..20)
+        .map(|i| {
+            let mut child = Command::new("python3")
+                .args(["-c", code, &format!("svc{i:02}")])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3");
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().expect("stdout"))
+                .read_line(&mut line)
+                .expect("ready");
+            assert_eq!(line.trim(), "ready");
+            child
+        })
+        .collect()
+}
+
+#[test]
+fn a_thousand_connections_in_twenty_processes_make_forty_series_and_the_cap_holds() {
+    if !common::has_python3("watch_cli::a_thousand_connections") {
+        return;
+    }
+    let mut procs = fleet();
+    let series = |m: &str, name: &str| -> Vec<String> {
+        m.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{process=\"svc")))
+            .map(str::to_owned)
+            .collect()
+    };
+    let w = Exporter::start(&[]);
+    let m = w.until("every process's connections", |m| {
+        let conns = series(m, "tcpdoctor_tcp_connections");
+        let total: f64 = conns
+            .iter()
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        total == 1000.0
+    });
+    // Each process: its listening port (25 accepted) and "client" (its 25 own connections).
+    let conns = series(&m, "tcpdoctor_tcp_connections");
+    assert_eq!(conns.len(), 40, "{conns:#?}");
+    assert_eq!(
+        conns
+            .iter()
+            .filter(|l| l.contains("port=\"client\""))
+            .count(),
+        20
+    );
+    assert!(conns.iter().all(|l| l.ends_with(" 25")), "{conns:#?}");
+    // Capped at 10: ten series, the rest counted as dropped.
+    let capped = Exporter::start(&["--max-series", "10"]);
+    let m = capped.until("the capped exporter's first samples", |m| {
+        Exporter::value(m, "tcpdoctor_watch_samples_total").is_some_and(|n| n >= 2.0)
+    });
+    assert_eq!(Exporter::value(&m, "tcpdoctor_watch_series"), Some(10.0));
+    assert!(
+        Exporter::value(&m, "tcpdoctor_watch_series_dropped_total").is_some_and(|n| n >= 500.0),
+        "{m}"
+    );
+    for p in &mut procs {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+}
