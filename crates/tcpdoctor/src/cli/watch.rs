@@ -8,9 +8,11 @@ use clap::Args;
 use crate::watch::{serve, Config};
 use crate::EXIT_CLEAN;
 
-/// Export the host's TCP sockets to Prometheus: per process and listening port, how long its
-/// connections were limited by the send buffer or the peer's receive window, busy, and how
-/// much they retransmitted — counters to `rate()`, served at http://LISTEN/metrics.
+/// Export the host's TCP sockets to Prometheus, per process and listening port.
+///
+/// How long each service's connections were limited by the send buffer or the peer's
+/// receive window, busy, and how much they retransmitted: counters to `rate()`, served at
+/// http://LISTEN/metrics.
 ///
 /// Every --interval, one socket-diagnostics dump reads every TCP socket of this network
 /// namespace (tcp_info: no privilege needed) and /proc tells which process holds each. A
