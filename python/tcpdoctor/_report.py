@@ -339,11 +339,14 @@ class RunReport:
         ``wan:`` path's configured delay × 2 (the message says which).
 
         Why the p99 needs the capture's word: a cost the protocol or TCP adds to every
-        exchange moves the median; one that hits a few exchanges is a TCP timer, which the
-        capture counts. A p99 past the limit with no such stall is the machine's scheduling
-        (seen: 63.8 ms against 2 × 30.3 ms on a 2-core machine at load 8–10, p50 32.8 ms),
-        not a round trip, and does not fail the assertion; the message of a failure says
-        how many exchanges the capture attributes to a timer.
+        exchange moves the median; a TCP timer that holds a few exchanges is counted by the
+        capture. A p99 past the limit with no such stall is taken for the machine's
+        scheduling (seen: 63.8 ms against 2 × 30.3 ms on a 2-core machine at load 8–10, p50
+        32.8 ms) and does not fail the assertion. So a tail that is neither (a few exchanges
+        paying, say, a new handshake or slow start after idle) passes this assertion: gate
+        the p99 yourself (``checks=["p99<…"]``) where that matters. Any stall in the scenario
+        turns the p99 check on; the message says how many requests and responses the capture
+        says a timer held.
 
         Without ``scenario``, every ``wan:`` scenario of the run (a loopback scenario has no
         path to count round trips of); the failure lists the scenario's findings too."""
@@ -382,8 +385,8 @@ class RunReport:
                 )
                 if fig.stalls is not None:
                     text += (
-                        f"; the capture attributes {fig.stalls} of them to a TCP timer "
-                        "(a delayed ACK, a retransmission timeout)"
+                        f"; the capture says a TCP timer (a delayed ACK, a retransmission "
+                        f"timeout) held {fig.stalls} of the requests and responses"
                     )
                 if s.all_findings():
                     text += "\n" + _findings_text(s.all_findings())

@@ -133,8 +133,10 @@ fn stale_refusal(entry: &Entry, now: Timestamp) -> bool {
 /// Whether the sweep, had it run at `now`, would have ended and forgotten this flow: ended
 /// longer ago than the linger time, a refused attempt left alone as long, or open but idle
 /// past the timeout. A segment that finds its flow so is treated as the sweep would have left
-/// it — its endpoints without a flow — so that what the analysis says never depends on when
-/// the sweep happened to run (it runs on a packet count that depends on the table's size).
+/// it — its endpoints without a flow — so that whether the segment continues a flow, starts
+/// one or is absorbed never depends on when the sweep happened to run (it runs on a packet
+/// count that depends on the table's size). The order in which expired flows end (the sweep
+/// ends its batch in the order flows began; a touched one ends at its segment) still may.
 fn expired(entry: &Entry, now: Timestamp) -> bool {
     let idle = now.since(entry.seen);
     match entry.flow.state {

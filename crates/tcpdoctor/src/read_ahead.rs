@@ -32,6 +32,8 @@ const AHEAD: usize = 4;
 struct Status {
     compressed: AtomicU64,
     cut_short: AtomicBool,
+    /// Set by the reader thread as it returns.
+    ended: AtomicBool,
 }
 
 /// An [`Input`] read on its own thread; a [`Read`] of the same bytes.
@@ -57,7 +59,10 @@ impl ReadAhead {
         let shared = Arc::clone(&status);
         thread::Builder::new()
             .name("capture-reader".into())
-            .spawn(move || fill(input, &shared, &full_tx, &empty_rx))?;
+            .spawn(move || {
+                fill(input, &shared, &full_tx, &empty_rx);
+                shared.ended.store(true, Ordering::Release);
+            })?;
         Ok(ReadAhead {
             gzip,
             status,
@@ -75,7 +80,8 @@ impl ReadAhead {
         self.gzip
     }
 
-    /// Whether the gzip stream stopped before its end, as far as the bytes handed over go.
+    /// Whether the gzip stream stopped before its end: meaningful once the stream has ended
+    /// (the reader thread sets it as it reads, up to [`AHEAD`] chunks ahead).
     pub fn gzip_cut_short(&self) -> bool {
         self.status.cut_short.load(Ordering::Acquire)
     }
@@ -290,6 +296,19 @@ mod tests {
         let mut r = spawn(sample(20 * CHUNK));
         let mut buf = [0u8; 10];
         assert_eq!(r.read(&mut buf).expect("read"), 10);
+        let status = Arc::clone(&r.status);
+        assert!(
+            !status.ended.load(Ordering::Acquire),
+            "20 chunks cannot all be queued"
+        );
         drop(r); // the reader thread's next hand-over fails and it returns
+        let start = std::time::Instant::now();
+        while !status.ended.load(Ordering::Acquire) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "it never stopped"
+            );
+            thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }

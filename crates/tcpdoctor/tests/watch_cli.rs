@@ -45,9 +45,11 @@ impl Exporter {
 
     fn get(&self, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(&self.addr).expect("connect to the exporter");
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+        // A refused connection (503 while busy, closed at once) reads as an empty answer.
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
         let mut text = String::new();
-        s.read_to_string(&mut text).expect("response");
+        let _ = s.read_to_string(&mut text);
         let status = text
             .split(' ')
             .nth(1)
@@ -480,4 +482,57 @@ fn a_thousand_connections_in_twenty_processes_make_forty_series_and_the_cap_hold
         let _ = p.kill();
         let _ = p.wait();
     }
+}
+
+#[test]
+fn slow_clients_neither_hold_the_scrapes_nor_the_shutdown() {
+    let mut w = Exporter::start(&[]);
+    w.until("a sample", |m| m.contains("tcpdoctor_watch_samples_total"));
+    // More clients than the exporter serves at once, each trickling a request a byte a second
+    // (each byte within any per-read timeout): only a deadline on the whole request frees them.
+    let mut slow: Vec<TcpStream> = (0..24)
+        .map(|_| TcpStream::connect(&w.addr).expect("connect"))
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = {
+        let stop = std::sync::Arc::clone(&stop);
+        let mut conns: Vec<TcpStream> =
+            slow.iter().map(|s| s.try_clone().expect("clone")).collect();
+        std::thread::spawn(move || {
+            for _ in 0..60 {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                for c in &mut conns {
+                    let _ = c.write_all(b"G");
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    // A scrape does not hang: it is refused at once (503, busy; or reset, when the refusal
+    // closed before its request arrived), or answered once the silent ones ran out of time.
+    let mut s = TcpStream::connect(&w.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("request");
+    let mut text = String::new();
+    match s.read_to_string(&mut text) {
+        Ok(_) => assert!(
+            text.starts_with("HTTP/1.1 503") && text.contains("busy")
+                || text.starts_with("HTTP/1.1 200") && text.contains("tcpdoctor_"),
+            "{text}"
+        ),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+    w.until("a scrape answered 200 while they trickle on", |m| {
+        m.contains("tcpdoctor_watch_samples_total")
+    });
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(w.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(w.child.wait().expect("wait").code(), Some(0));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = trickle.join();
+    slow.clear();
 }

@@ -177,7 +177,7 @@ impl Ledger {
         let mut next = FxHashMap::default();
         next.reserve(seen.len());
         for s in seen {
-            let (Some(process), Some(sample)) = (&s.process, &s.sample) else {
+            let Some(sample) = &s.sample else {
                 continue;
             };
             if s.state == TCP_LISTEN {
@@ -185,7 +185,12 @@ impl Ledger {
             }
             let now = Last::of(sample);
             let before = self.sockets.get(&s.inode).copied();
+            // Remembered whether or not its process is known yet: one placed later is counted
+            // from here, not from zero.
             next.insert(s.inode, now);
+            let Some(process) = &s.process else {
+                continue;
+            };
             let port = match listens.get(process.as_str()) {
                 Some(ports) if ports.contains(&s.local_port) => Port::Listen(s.local_port),
                 _ => Port::Client,

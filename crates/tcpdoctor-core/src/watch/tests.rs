@@ -115,6 +115,25 @@ fn connections_on_a_listening_port_are_that_port_others_are_client() {
 }
 
 #[test]
+fn a_socket_placed_late_is_counted_from_its_first_sample_not_from_zero() {
+    let mut l = Ledger::new(MAX_SERIES);
+    l.observe(0, &[conn(5, "srv", 9, sample(0, 0, 0, 0))]);
+    let mut unplaced = conn(6, "srv", 9, sample(1_000, 0, 0, 5_000));
+    unplaced.process = None;
+    l.observe(S, &[conn(5, "srv", 9, sample(0, 0, 0, 0)), unplaced]);
+    // Its process is told at the next sample: only what it added since is counted.
+    l.observe(
+        2 * S,
+        &[
+            conn(5, "srv", 9, sample(0, 0, 0, 0)),
+            conn(6, "srv", 9, sample(1_500, 0, 0, 7_000)),
+        ],
+    );
+    let t = totals(&l, "srv", Port::Client);
+    assert_eq!((t.busy_us, t.bytes_sent, t.opened), (500, 2_000, 0));
+}
+
+#[test]
 fn series_are_capped_and_what_was_left_out_is_counted() {
     let mut l = Ledger::new(2);
     let seen: Vec<SocketSeen> = (0..5)

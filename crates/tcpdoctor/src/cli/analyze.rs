@@ -67,7 +67,8 @@ pub struct AnalyzeArgs {
     /// Threads to use (default: the cores available). With more than one, several FILEs are
     /// analysed at once (up to N at a time), and a single gzip-compressed FILE is inflated on
     /// a thread of its own, ahead of the analysis. The analysis of one file's flows runs on
-    /// one thread. The report is the same whatever N is.
+    /// one thread. The report (stdout, and the exit status) is the same whatever N is; warnings
+    /// on stderr come as each file is read. N files at once hold N analyses in memory.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }

@@ -19,8 +19,9 @@ use crate::EXIT_CLEAN;
 /// series is (process name, listening port), or port="client" for connections the process
 /// opened; never a client address or a socket, so the series count is the services a host
 /// runs (at most --max-series; what did not fit is counted in
-/// tcpdoctor_watch_series_dropped_total). Another user's process can be placed only with
-/// root or CAP_SYS_PTRACE: its sockets are counted as unattributed, not guessed. The
+/// tcpdoctor_watch_series_dropped_total). Another user's process can be placed only by root,
+/// or with both CAP_DAC_READ_SEARCH (to list its /proc/PID/fd) and CAP_SYS_PTRACE (to read
+/// the links): otherwise its sockets are counted as unattributed, not guessed. The
 /// kernel's counters are cumulative per socket: a socket's last interval before it closes
 /// is not seen, so a shorter --interval loses less.
 ///

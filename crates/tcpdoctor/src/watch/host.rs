@@ -58,11 +58,7 @@ impl Owners {
         if full_due {
             self.unplaced.clear();
         }
-        let unknown = |o: &Owners| {
-            dump.iter().any(|s| {
-                s.inode != 0 && !o.by_inode.contains_key(&s.inode) && !o.unplaced.contains(&s.inode)
-            })
-        };
+        let unknown = |o: &Owners| dump.iter().any(|s| o.wanted(s.inode));
         if unknown(self) {
             let known: Vec<u32> = self.holders.keys().copied().collect();
             for pid in known {
@@ -72,7 +68,7 @@ impl Owners {
                 self.full_scan(&live);
             }
             for s in &dump {
-                if s.inode != 0 && !self.by_inode.contains_key(&s.inode) {
+                if self.wanted(s.inode) {
                     self.unplaced.insert(s.inode);
                 }
             }
@@ -97,6 +93,17 @@ impl Owners {
             .collect()
     }
 
+    /// Whether a socket is still to be placed: it has an inode, no known holder (none, or one
+    /// that has gone), and was not already looked for in vain since the last walk.
+    fn wanted(&self, inode: u64) -> bool {
+        inode != 0
+            && !self.unplaced.contains(&inode)
+            && self
+                .by_inode
+                .get(&inode)
+                .is_none_or(|p| !self.holders.contains_key(p))
+    }
+
     fn full_scan(&mut self, live: &HashSet<u64>) {
         self.last_full = Some(Instant::now());
         self.refused = 0;
@@ -118,7 +125,9 @@ impl Owners {
                 if e.kind() == std::io::ErrorKind::PermissionDenied {
                     self.refused += 1;
                 }
+                // Gone (or refused): its sockets are nobody's until another holder is found.
                 self.holders.remove(&pid);
+                self.by_inode.retain(|_, p| *p != pid);
                 return;
             }
         };

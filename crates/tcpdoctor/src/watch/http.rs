@@ -3,19 +3,22 @@
 //! line saying where the metrics are); anything else 404, a method other than GET or HEAD 405.
 //!
 //! Hand-written rather than a server crate: a scrape is one small GET answered from a string
-//! already rendered, with the connection closed after it; a request line and headers under
-//! 8 KiB, read with a 5 s timeout, so a slow or silent client holds only its own thread.
+//! already rendered, with the connection closed after it. A request line and headers under
+//! 8 KiB must arrive, and the answer be taken, within [`DEADLINE`] of the accept, whatever the
+//! client's pace; at most [`MAX_CLIENTS`] are served at once and one more is answered 503 at
+//! once and closed, so slow or silent clients can neither hold the scrapes nor the shutdown.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::capture::stop;
 
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The whole exchange with one client: its request read and the answer written.
+const DEADLINE: Duration = Duration::from_secs(5);
 const MAX_HEAD: usize = 8192;
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CLIENTS: usize = 16;
@@ -28,9 +31,21 @@ pub fn run(listener: TcpListener, shared: &Arc<Mutex<Shared>>, stale_after: Dura
         if stop::requested() {
             return;
         }
-        let Ok(conn) = conn else { continue };
-        while CLIENTS.load(Ordering::Acquire) >= MAX_CLIENTS {
-            std::thread::sleep(Duration::from_millis(5));
+        let Ok(mut conn) = conn else { continue };
+        if CLIENTS.load(Ordering::Acquire) >= MAX_CLIENTS {
+            let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+            let body = "busy: too many clients at once\n";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            // Take what the client already sent, so that closing does not reset the answer.
+            let _ = conn.shutdown(std::net::Shutdown::Write);
+            let _ = conn.set_nonblocking(true);
+            let _ = conn.read(&mut [0u8; 4096]);
+            continue;
         }
         CLIENTS.fetch_add(1, Ordering::AcqRel);
         let shared = Arc::clone(shared);
@@ -51,23 +66,35 @@ pub fn shut(addr: SocketAddr) {
     let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(200));
 }
 
-fn answer(conn: TcpStream, shared: &Mutex<Shared>, stale_after: Duration) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(READ_TIMEOUT))?;
-    conn.set_write_timeout(Some(READ_TIMEOUT))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut line = String::new();
-    reader.by_ref().take(MAX_HEAD as u64).read_line(&mut line)?;
-    // The headers are read and ignored (up to the blank line), so the client's request has
-    // been taken whole before the connection closes.
-    let mut head = line.len();
-    loop {
-        let mut h = String::new();
-        let n = reader.by_ref().take(MAX_HEAD as u64).read_line(&mut h)?;
-        head += n;
-        if n == 0 || h == "\r\n" || h == "\n" || head > MAX_HEAD {
+/// The time left before `deadline`, or a timed-out error.
+fn left(deadline: Instant) -> std::io::Result<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::TimedOut, "client too slow"))
+}
+
+/// Reads the request line and headers (up to the blank line, at most [`MAX_HEAD`] bytes)
+/// before `deadline`; the request line.
+fn read_head(conn: &TcpStream, deadline: Instant) -> std::io::Result<String> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    let mut reader = conn;
+    while !head.ends_with(b"\r\n\r\n") && !head.ends_with(b"\n\n") && head.len() < MAX_HEAD {
+        conn.set_read_timeout(Some(left(deadline)?))?;
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
             break;
         }
+        head.extend_from_slice(&buf[..n]);
     }
+    let text = String::from_utf8_lossy(&head);
+    Ok(text.lines().next().unwrap_or("").to_owned())
+}
+
+fn answer(conn: TcpStream, shared: &Mutex<Shared>, stale_after: Duration) -> std::io::Result<()> {
+    let deadline = Instant::now() + DEADLINE;
+    let line = read_head(&conn, deadline)?;
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
@@ -122,14 +149,21 @@ fn answer(conn: TcpStream, shared: &Mutex<Shared>, stale_after: Duration) -> std
             "only GET and HEAD\n".to_owned(),
         ),
     };
-    let mut out = conn;
-    write!(
-        out,
+    let mut out = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )?;
+    )
+    .into_bytes();
     if method != "HEAD" {
-        out.write_all(body.as_bytes())?;
+        out.extend_from_slice(body.as_bytes());
     }
-    out.flush()
+    // Written in pieces, each within what is left of the deadline.
+    let mut conn = conn;
+    let mut at = 0;
+    while at < out.len() {
+        conn.set_write_timeout(Some(left(deadline)?))?;
+        let end = (at + (64 << 10)).min(out.len());
+        at += conn.write(&out[at..end])?;
+    }
+    conn.flush()
 }

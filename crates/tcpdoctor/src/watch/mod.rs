@@ -90,7 +90,7 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
                     0 => String::new(),
                     n => format!(
                         "; {n} processes' descriptors refused: their sockets are unattributed \
-                         (run as root or with CAP_SYS_PTRACE to place them)"
+                         (run as root, or with CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE, to place them)"
                     ),
                 }
             ));
