@@ -264,6 +264,13 @@ def _ms(v: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
+def _assert_none_of(kind: str, findings: Sequence[Finding]) -> None:
+    """Fails with the findings' own text when any of ``findings`` is of ``kind``."""
+    found = [f for f in findings if f.kind == kind]
+    if found:
+        raise AssertionError(f"tcpdoctor found {kind}:\n{_findings_text(found)}")
+
+
 def _findings_text(findings: Sequence[Finding]) -> str:
     return "\n".join(str(f) for f in findings)
 
@@ -416,9 +423,7 @@ class AnalyzeReport:
         )
 
     def assert_no_finding(self, kind: str) -> None:
-        found = [f for f in self.findings if f.kind == kind]
-        if found:
-            raise AssertionError(f"tcpdoctor found {kind}:\n{_findings_text(found)}")
+        _assert_none_of(kind, self.findings)
 
 
 @dataclass(frozen=True)
@@ -442,6 +447,4 @@ class InspectReport:
         )
 
     def assert_no_finding(self, kind: str) -> None:
-        found = [f for f in self.findings if f.kind == kind]
-        if found:
-            raise AssertionError(f"tcpdoctor found {kind}:\n{_findings_text(found)}")
+        _assert_none_of(kind, self.findings)

@@ -8,18 +8,34 @@ use std::os::unix::fs::MetadataExt;
 
 use tcpdoctor_core::inspect::ProcessCounters;
 
+/// The entries of a /proc directory whose names are numbers (processes in /proc, descriptors
+/// in /proc/PID/fd), with the number.
+fn numbered<N: std::str::FromStr>(
+    dir: &str,
+) -> io::Result<impl Iterator<Item = (N, std::fs::DirEntry)>> {
+    Ok(std::fs::read_dir(dir)?.flatten().filter_map(|entry| {
+        let n = entry.file_name().to_str()?.parse::<N>().ok()?;
+        Some((n, entry))
+    }))
+}
+
+/// Every process /proc shows (none when /proc cannot be read).
+pub fn pids() -> impl Iterator<Item = u32> {
+    numbered::<u32>("/proc")
+        .into_iter()
+        .flatten()
+        .map(|(pid, _)| pid)
+}
+
+/// A process's descriptors: each number and its /proc entry (whose link says what it is).
+pub fn fd_entries(pid: u32) -> io::Result<impl Iterator<Item = (i32, std::fs::DirEntry)>> {
+    numbered(&format!("/proc/{pid}/fd"))
+}
+
 /// The process's sockets: inode → the lowest descriptor pointing to it.
 pub fn socket_fds(pid: u32) -> io::Result<BTreeMap<u64, i32>> {
     let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
-        let Ok(entry) = entry else { continue };
-        let Some(fd) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    for (fd, entry) in fd_entries(pid)? {
         // A descriptor closed between the listing and the readlink is simply not there.
         let Ok(target) = std::fs::read_link(entry.path()) else {
             continue;
@@ -139,17 +155,7 @@ pub fn counters(pid: u32, at_ns: u64) -> Option<(ProcessCounters, BTreeSet<u32>)
 pub fn holders(inodes: &std::collections::BTreeSet<u64>) -> (Vec<u32>, usize) {
     let mut found = Vec::new();
     let mut refused = 0;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return (found, refused);
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for pid in pids() {
         match socket_fds(pid) {
             Ok(fds) => {
                 if fds.keys().any(|i| inodes.contains(i)) {

@@ -107,19 +107,14 @@ impl Owners {
     fn full_scan(&mut self, live: &HashSet<u64>) {
         self.last_full = Some(Instant::now());
         self.refused = 0;
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        for entry in dir.flatten() {
-            if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
-                self.read(pid, live);
-            }
+        for pid in proc::pids() {
+            self.read(pid, live);
         }
     }
 
     /// Rereads one process's socket descriptors (rule 1).
     fn read(&mut self, pid: u32, live: &HashSet<u64>) {
-        let dir = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        let fds_now = match proc::fd_entries(pid) {
             Ok(d) => d,
             Err(e) => {
                 if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -133,14 +128,7 @@ impl Owners {
         };
         let before = self.holders.remove(&pid).map(|h| h.fds).unwrap_or_default();
         let mut fds = HashMap::new();
-        for entry in dir.flatten() {
-            let Some(fd) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
+        for (fd, entry) in fds_now {
             let inode = match before.get(&fd) {
                 Some(&i) if live.contains(&i) => Some(i),
                 // New, or its socket is gone (the number may be another file now).
