@@ -21,7 +21,7 @@
 use std::collections::hash_map::Entry as MapEntry;
 use std::time::Duration;
 
-use crate::detect::{self, Detector, FlowView, GroupId, GroupInfo};
+use crate::detect::{self, At, Detector, FlowView, GroupId, GroupInfo};
 use crate::flow::{Direction, Flow, FlowKey, FlowState, PacketRef, SegmentKind};
 use crate::fxhash::FxHashMap;
 use crate::hops::{self, Leg, LegRecord};
@@ -34,6 +34,9 @@ use crate::wire::{decode_frame, Decoded, Endpoint, LinkType, Packets, TcpSegment
 
 pub mod clock;
 pub mod half_open;
+pub mod shard;
+#[cfg(test)]
+mod shard_tests;
 use clock::CaptureClock;
 pub use half_open::MAX_HALF_OPEN;
 use half_open::{Attempt, HalfOpen};
@@ -57,6 +60,8 @@ struct Entry {
     slot: usize,
     /// The capture's elapsed-time clock at the flow's last segment ([`clock`]): what ages it.
     seen: Timestamp,
+    /// Where its last segment was: the events told at its end are placed just after.
+    last_at: At,
 }
 
 /// Per-server totals for the capture summary.
@@ -65,6 +70,16 @@ struct GroupTotals {
     bytes: [u64; 2],
     latency_us: Histogram,
     rtt_us: Histogram,
+}
+
+impl GroupTotals {
+    /// Adds another shard's totals for the same server.
+    fn absorb(&mut self, other: GroupTotals) {
+        self.bytes[0] += other.bytes[0];
+        self.bytes[1] += other.bytes[1];
+        self.latency_us.merge(&other.latency_us);
+        self.rtt_us.merge(&other.rtt_us);
+    }
 }
 
 /// Displaced connection attempts kept per pair of endpoints; the oldest beyond this ends.
@@ -157,6 +172,7 @@ fn new_entry(
 ) -> Box<Entry> {
     let flow = Flow::new(*next_id, seg, pkt);
     *next_id += 1;
+    sinks.created(flow.id);
     let group = group_for(group_of, sinks, flow.server);
     entry_of(sinks, flow, group, now)
 }
@@ -168,6 +184,9 @@ fn group_for(
     server: Endpoint,
 ) -> GroupId {
     let group = *group_of.entry(server).or_insert_with(|| {
+        if let Some(shard) = &mut sinks.shard {
+            shard.group_created(sinks.at);
+        }
         sinks.groups.push(GroupInfo {
             server,
             flows: 0,
@@ -195,6 +214,7 @@ fn entry_of(sinks: &mut Sinks, flow: Flow, group: GroupId, now: Timestamp) -> Bo
         leg: LegRecord::default(),
         slot,
         seen: now,
+        last_at: sinks.at,
     })
 }
 
@@ -205,10 +225,15 @@ fn promote(sinks: &mut Sinks, key: FlowKey, attempt: Attempt) -> Box<Entry> {
     let (seg, pkt) = kept.next().expect("an attempt keeps its first segment");
     let flow = Flow::new(attempt.id, &seg, pkt);
     let mut entry = entry_of(sinks, flow, attempt.group, attempt.seen);
+    // Each kept segment is told where it came (not where the attempt was promoted).
+    let now_at = sinks.at;
+    sinks.at = At::new(pkt.frame, 0);
     sinks.on_segment(&mut entry, &seg, pkt);
     for (seg, pkt) in kept {
+        sinks.at = At::new(pkt.frame, 0);
         sinks.on_segment(&mut entry, &seg, pkt);
     }
+    sinks.at = now_at;
     entry
 }
 
@@ -259,20 +284,33 @@ struct Sinks {
     /// Detector slots handed out so far, and those free again (their flows ended).
     slots: usize,
     free_slots: Vec<usize>,
+    /// Where the segment being analysed is ([`At`]).
+    at: At,
+    /// Set when this analysis is one shard of a capture divided among threads.
+    shard: Option<shard::ShardLog>,
 }
 
 impl Sinks {
-    fn view(entry: &Entry) -> FlowView<'_> {
+    fn view(entry: &Entry, at: At) -> FlowView<'_> {
         FlowView {
             flow: &entry.flow,
             group: entry.group,
             slot: entry.slot,
             exchanges: entry.turns.exchanges(),
             first_data: entry.first_data,
+            at,
+        }
+    }
+
+    /// A flow (or a compact attempt) was given id `id` at the current position.
+    fn created(&mut self, id: u64) {
+        if let Some(shard) = &mut self.shard {
+            shard.flow_created(id, self.at);
         }
     }
 
     fn on_segment(&mut self, entry: &mut Entry, seg: &TcpSegment, pkt: PacketRef) {
+        entry.last_at = self.at;
         let ev = entry.flow.on_segment(seg, pkt);
         if matches!(
             ev.kind,
@@ -283,7 +321,7 @@ impl Sinks {
         }
         let ended = entry.turns.on_segment(&ev);
         Self::record_leg(entry, ended.turn);
-        let view = Self::view(entry);
+        let view = Self::view(entry, self.at);
         for &i in &self.per_segment {
             self.detectors[i].on_segment(&view, &ev);
         }
@@ -328,7 +366,7 @@ impl Sinks {
                 self.legs.push(leg);
             }
         }
-        let view = Self::view(entry);
+        let view = Self::view(entry, entry.last_at.at_end());
         self.dispatch(&view, &entry.turns, ended);
         self.groups[entry.group].exchanges += u64::from(entry.turns.exchanges());
         if let (Some(rtt), Some(_)) = (entry.flow.rtt(), entry.first_data) {
@@ -426,6 +464,8 @@ impl Analyzer {
                 legs: Vec::new(),
                 slots: 0,
                 free_slots: Vec::new(),
+                at: At::default(),
+                shard: None,
             },
             frames: 0,
             tcp_segments: 0,
@@ -443,6 +483,7 @@ impl Analyzer {
             self.link_types.push(link);
         }
         let packets = decode_frame(link, data, orig);
+        self.sinks.at = At::new(frame, 0);
         if packets.is_amsdu() {
             return self.on_amsdu(PacketRef { frame, ts }, packets);
         }
@@ -455,10 +496,10 @@ impl Analyzer {
     #[inline(always)]
     fn on_decoded(&mut self, pkt: PacketRef, decoded: Decoded) {
         match decoded {
-            Decoded::Tcp(seg, None) => self.on_segment(pkt, &seg),
+            Decoded::Tcp(seg, None) => self.on_tcp(pkt, &seg),
             Decoded::Tcp(seg, via) => {
                 self.census.tunnelled(via);
-                self.on_segment(pkt, &seg);
+                self.on_tcp(pkt, &seg);
             }
             other => self.census.not_analysed(&other),
         }
@@ -468,8 +509,9 @@ impl Analyzer {
     #[inline(never)]
     fn on_amsdu(&mut self, pkt: PacketRef, packets: Packets<'_>) {
         let mut whole = 0;
-        for decoded in packets {
+        for (i, decoded) in packets.enumerate() {
             whole += u64::from(decoded != Decoded::Wlan(WlanSkip::BadSubframe));
+            self.sinks.at = At::new(pkt.frame, i as u32);
             self.on_decoded(pkt, decoded);
         }
         self.census.amsdu(whole);
@@ -480,16 +522,27 @@ impl Analyzer {
         self.tcp_segments
     }
 
-    /// Analyses one decoded TCP segment.
+    /// Analyses one decoded TCP segment, the only packet of its frame.
     pub fn on_segment(&mut self, pkt: PacketRef, seg: &TcpSegment) {
+        self.sinks.at = At::new(pkt.frame, 0);
+        self.on_tcp(pkt, seg);
+    }
+
+    /// One TCP segment, at the position [`Sinks::at`] says.
+    fn on_tcp(&mut self, pkt: PacketRef, seg: &TcpSegment) {
         self.tcp_segments += 1;
         let now = self.clock.observe(pkt);
+        let key = FlowKey::of(seg);
+        if let Some(shard) = &self.sinks.shard {
+            if !shard.owns(&key) {
+                return;
+            }
+        }
         if self.tcp_segments == self.next_sweep {
             self.sweep(now);
             let table = (self.flows.len() + self.parked.len() + self.half_open.len()) as u64;
             self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);
         }
-        let key = FlowKey::of(seg);
         let entry = match self.flows.entry(key) {
             MapEntry::Occupied(o) if !expired(o.get(), now) => {
                 let e = o.into_mut();
@@ -583,6 +636,7 @@ impl Analyzer {
             let group = group_for(&mut self.group_of, &mut self.sinks, server);
             let id = self.next_flow_id;
             self.next_flow_id += 1;
+            self.sinks.created(id);
             let attempt = Attempt::new(id, group, &key, seg, pkt, now);
             self.half_open.insert(key, attempt);
             false
@@ -671,8 +725,93 @@ impl Analyzer {
         });
     }
 
+    /// One of `count` analyses of a capture, each reading all of it and analysing the flows
+    /// that hash to it (`index`, from 0); [`Analyzer::merge`] makes one report of them.
+    pub fn sharded(detectors: Vec<Box<dyn Detector>>, index: usize, count: usize) -> Analyzer {
+        let mut a = Analyzer::new(detectors);
+        a.sinks.shard = Some(shard::ShardLog::new(index, count));
+        a
+    }
+
+    /// Whether every detector can merge its state with another shard's ([`shard`]).
+    pub fn can_shard(&self) -> bool {
+        self.sinks.detectors.iter().all(|d| d.mergeable())
+    }
+
     /// Ends every flow and collects the findings. `file` names the capture in findings.
     pub fn finish(mut self, file: &str, format: &str) -> (CaptureSummary, Vec<Finding>) {
+        self.end_all();
+        self.report(file, format)
+    }
+
+    /// The report of the shards of one capture ([`Analyzer::sharded`], every shard given in
+    /// order), as one analyzer would have written it. Panics unless [`Analyzer::can_shard`].
+    pub fn merge(
+        mut shards: Vec<Analyzer>,
+        file: &str,
+        format: &str,
+    ) -> (CaptureSummary, Vec<Finding>) {
+        assert!(!shards.is_empty(), "no shard to merge");
+        for s in shards.iter_mut() {
+            s.end_all();
+        }
+        let servers: Vec<Vec<Endpoint>> = shards
+            .iter()
+            .map(|s| s.sinks.groups.iter().map(|g| g.server).collect())
+            .collect();
+        let (maps, flows, order) = {
+            let logs: Vec<&shard::ShardLog> = shards
+                .iter()
+                .map(|s| s.sinks.shard.as_ref().expect("a sharded analyzer"))
+                .collect();
+            shard::maps(&logs, &servers)
+        };
+        let mut groups: Vec<GroupInfo> = order
+            .iter()
+            .map(|&server| GroupInfo {
+                server,
+                flows: 0,
+                exchanges: 0,
+                hops: Vec::new(),
+            })
+            .collect();
+        let mut totals: Vec<GroupTotals> = order.iter().map(|_| GroupTotals::default()).collect();
+        let mut legs = Vec::new();
+        let (mut exchanges, mut dropped) = (0, 0);
+        let mut states: Vec<Vec<Box<dyn std::any::Any + Send>>> = Vec::new();
+        for (s, map) in shards.iter_mut().zip(&maps) {
+            let sinks = &mut s.sinks;
+            for (g, (info, t)) in sinks.groups.iter().zip(sinks.totals.drain(..)).enumerate() {
+                let into = map.group(g);
+                groups[into].flows += info.flows;
+                groups[into].exchanges += info.exchanges;
+                totals[into].absorb(t);
+            }
+            legs.extend(sinks.legs.drain(..).map(|mut leg| {
+                leg.flow = map.flow(leg.flow);
+                leg
+            }));
+            exchanges += sinks.exchanges;
+            dropped += s.half_open.dropped;
+            states.push(sinks.detectors.iter_mut().map(|d| d.take_state()).collect());
+        }
+        let mut merged = shards.swap_remove(0);
+        for (shard_states, map) in states.into_iter().zip(&maps) {
+            for (d, state) in merged.sinks.detectors.iter_mut().zip(shard_states) {
+                d.absorb(state, map);
+            }
+        }
+        merged.sinks.groups = groups;
+        merged.sinks.totals = totals;
+        merged.sinks.legs = legs;
+        merged.sinks.exchanges = exchanges;
+        merged.half_open.dropped = dropped;
+        merged.next_flow_id = flows + 1;
+        merged.report(file, format)
+    }
+
+    /// Ends every flow still open, in the order flows began.
+    fn end_all(&mut self) {
         let open: Vec<Ending> = self
             .flows
             .drain()
@@ -687,7 +826,14 @@ impl Analyzer {
             )
             .collect();
         end_in_order(&mut self.sinks, &mut self.half_open, open);
+    }
+
+    /// The report, once every flow has ended.
+    fn report(mut self, file: &str, format: &str) -> (CaptureSummary, Vec<Finding>) {
         let sinks = &mut self.sinks;
+        // In the order flows began, whichever order they ended in (one thread or several).
+        sinks.legs.sort_by_key(|l| l.flow);
+        sinks.legs.truncate(hops::MAX_LEGS);
         for hop in hops::pair(&sinks.legs) {
             for g in sinks.groups.iter_mut() {
                 if g.server == hop.listen || g.server == hop.upstream {

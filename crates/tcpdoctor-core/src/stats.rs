@@ -13,6 +13,10 @@ const SUB: usize = 1 << SUB_BITS;
 /// Scaled values below 2·SUB get a bucket each; above, log-linear buckets up to 2^63.
 const BUCKETS: usize = 2 * SUB + (63 - SUB_BITS as usize) * SUB;
 
+/// The sum's fixed point: each value is added as a whole number of 2^-20 of the unit, so that
+/// the sum is exact, and the same whatever order values (or merged histograms) come in.
+const SUM_ONE: f64 = (1u64 << 20) as f64;
+
 /// A histogram of non-negative values with ±1.6% precision, exact count, min, max and sum.
 /// Log-linear buckets (no logarithm is computed). Memory is allocated on the first value and
 /// never grows after.
@@ -22,7 +26,8 @@ pub struct Histogram {
     count: u64,
     min: f64,
     max: f64,
-    sum: f64,
+    /// In units of 2^-20 ([`SUM_ONE`]).
+    sum: i128,
 }
 
 impl Histogram {
@@ -42,7 +47,7 @@ impl Histogram {
         self.count += 1;
         self.min = self.min.min(value);
         self.max = self.max.max(value);
-        self.sum += value;
+        self.sum += (value * SUM_ONE).round() as i128;
     }
 
     /// Records a duration in microseconds (so the ±2% holds from 1 µs to hours).
@@ -108,7 +113,7 @@ impl Histogram {
     /// The summary, each value multiplied by `scale` (e.g. 1e-3 to turn µs into ms).
     pub fn distribution(&self, scale: f64) -> Distribution {
         let mean = if self.count > 0 {
-            self.sum / self.count as f64
+            self.sum as f64 / SUM_ONE / self.count as f64
         } else {
             0.0
         };
@@ -273,7 +278,7 @@ mod tests {
             let mut b = Histogram::default();
             a.record_duration(d);
             b.record(d.as_nanos() as f64 / 1e3);
-            assert_eq!(a.sum.to_bits(), b.sum.to_bits(), "{d:?}");
+            assert_eq!(a.sum, b.sum, "{d:?}");
         }
     }
 

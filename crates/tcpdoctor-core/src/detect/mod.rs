@@ -16,7 +16,10 @@ mod window_limited;
 mod zero_window;
 
 use crate::fxhash::FxHashSet as HashSet;
+use std::any::Any;
 use std::time::Duration;
+
+pub use crate::analysis::shard::ShardMap;
 
 use crate::analysis::ScriptedClient;
 use crate::flow::{Direction, Flow, SegmentEvent};
@@ -31,6 +34,36 @@ pub use release::{classify_timer, delayed_ack_stalls, round_trip_hold, NagleRele
 /// Index of a server endpoint in [`Groups`].
 pub type GroupId = usize;
 
+/// Where in the capture an event was told to the detectors: the frame and the packet within
+/// it (an 802.11 A-MSDU holds several) of the segment that caused it, and whether it came at
+/// the flow's end. An event told when a flow ends (its last turn, its last exchange, the end
+/// itself) is placed just after the flow's last segment, whenever the flow was ended (a FIN,
+/// an idle timeout noticed later, the capture's end): so a position depends only on the
+/// flow's own packets, never on when the analysis got round to ending it, and "the first
+/// example" is the same however the capture's flows were divided among threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct At {
+    pub frame: u64,
+    pub packet: u32,
+    /// 0: while the segment was analysed; 1: when the flow ended.
+    pub end: u8,
+}
+
+impl At {
+    pub const fn new(frame: u64, packet: u32) -> At {
+        At {
+            frame,
+            packet,
+            end: 0,
+        }
+    }
+
+    /// The position of the events told when a flow whose last segment was here ends.
+    pub const fn at_end(self) -> At {
+        At { end: 1, ..self }
+    }
+}
+
 /// What a detector may know about the flow an event belongs to.
 #[derive(Clone, Copy)]
 pub struct FlowView<'a> {
@@ -42,6 +75,8 @@ pub struct FlowView<'a> {
     pub exchanges: u32,
     /// When the first data byte of the flow was seen.
     pub first_data: Option<Timestamp>,
+    /// Where the event being told happened ([`At`]).
+    pub at: At,
 }
 
 impl FlowView<'_> {
@@ -80,7 +115,7 @@ impl GroupInfo {
 pub type Groups = [GroupInfo];
 
 /// One finding kind's rule.
-pub trait Detector {
+pub trait Detector: Send {
     /// Whether [`Detector::on_segment`] does anything (it is skipped otherwise: it runs for
     /// every packet).
     fn wants_segments(&self) -> bool {
@@ -100,6 +135,21 @@ pub trait Detector {
     fn on_flow_end(&mut self, _flow: &FlowView) {}
     /// The findings, once every flow has ended.
     fn finish(&mut self, groups: &Groups) -> Vec<Finding>;
+
+    /// Whether this detector's state can be merged with another shard's, so that a capture's
+    /// flows may be divided among threads ([`crate::analysis::shard`]).
+    fn mergeable(&self) -> bool {
+        false
+    }
+    /// Takes out the state the findings come from, every flow having ended: for another
+    /// shard's detector of the same kind to [`Detector::absorb`]. Only when mergeable.
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(())
+    }
+    /// Folds a state [`Detector::take_state`] gave, from a shard whose flow ids and groups
+    /// `map` translates, into this one (emptied by its own `take_state`): the result must be
+    /// what one detector fed every flow would hold, whatever the order shards come in.
+    fn absorb(&mut self, _state: Box<dyn Any + Send>, _map: &ShardMap) {}
 }
 
 /// Every detector `analyze` runs.

@@ -510,7 +510,7 @@ fn overlapping_timeout_stalls_cost_the_time_they_span() {
 /// of the earlier one, even if a detector forgot to take it out.
 #[test]
 fn a_reused_slot_starts_empty() {
-    use super::{FlowView, Slots};
+    use super::{At, FlowView, Slots};
     use crate::flow::Flow;
     let syn = TcpSegment {
         src: ep(40000),
@@ -533,6 +533,7 @@ fn a_reused_slot_starts_empty() {
         slot: 3,
         exchanges: 0,
         first_data: None,
+        at: At::default(),
     };
     let mut slots: Slots<u32> = Slots::default();
     assert_eq!(slots.get(&view(&f1)), None);

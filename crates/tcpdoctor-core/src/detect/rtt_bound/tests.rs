@@ -4,6 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::{Detector, FlowView, RttBound};
+use crate::detect::At;
 use crate::flow::{Flow, PacketRef};
 use crate::time::Timestamp;
 use crate::wire::{Endpoint, TcpFlags, TcpOptions, TcpSegment};
@@ -40,6 +41,7 @@ fn view(flow: &Flow, slot: usize) -> FlowView<'_> {
         slot,
         exchanges: 1,
         first_data: None,
+        at: At::default(),
     }
 }
 
