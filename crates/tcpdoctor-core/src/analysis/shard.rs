@@ -113,7 +113,10 @@ impl ShardMap {
 /// The maps of every shard, from the positions they logged and their servers' endpoints
 /// (`servers[s][g]`: the endpoint of shard `s`'s group `g`). Returns the maps, the number of
 /// flows, and the global groups' endpoints in order.
-pub(crate) fn maps(logs: &[&ShardLog], servers: &[Vec<Endpoint>]) -> (Vec<ShardMap>, u64, Vec<Endpoint>) {
+pub(crate) fn maps(
+    logs: &[&ShardLog],
+    servers: &[Vec<Endpoint>],
+) -> (Vec<ShardMap>, u64, Vec<Endpoint>) {
     let mut began: Vec<(At, usize, usize)> = Vec::new();
     for (s, log) in logs.iter().enumerate() {
         began.extend(log.flows.iter().enumerate().map(|(i, at)| (*at, s, i)));
@@ -148,5 +151,9 @@ pub(crate) fn maps(logs: &[&ShardLog], servers: &[Vec<Endpoint>]) -> (Vec<ShardM
     for (map, eps) in out.iter_mut().zip(servers) {
         map.groups = eps.iter().map(|ep| global[ep]).collect();
     }
-    (out, began.len() as u64, order.into_iter().map(|(_, ep)| ep).collect())
+    (
+        out,
+        began.len() as u64,
+        order.into_iter().map(|(_, ep)| ep).collect(),
+    )
 }

@@ -42,7 +42,9 @@ fn feed(bytes: &[u8], a: &mut Analyzer) -> bool {
 }
 
 /// The JSON of the report of `bytes` analysed by `shards` shards (0: one plain analyzer).
-fn report(bytes: &[u8], shards: usize, make: fn() -> Vec<Box<dyn Detector>>) -> Option<String> {
+type Make<'a> = &'a dyn Fn() -> Vec<Box<dyn Detector>>;
+
+fn report(bytes: &[u8], shards: usize, make: Make) -> Option<String> {
     let (summary, findings) = if shards == 0 {
         let mut a = Analyzer::new(make());
         if !feed(bytes, &mut a) {
@@ -65,7 +67,7 @@ fn report(bytes: &[u8], shards: usize, make: fn() -> Vec<Box<dyn Detector>>) -> 
 
 /// Asserts the identity over the corpus for the detectors `make` gives; returns how many
 /// captures had findings (so that a test can tell it compared something that matters).
-pub(crate) fn same_over_corpus(make: fn() -> Vec<Box<dyn Detector>>) -> usize {
+pub(crate) fn same_over_corpus(make: Make) -> usize {
     let files = corpus();
     assert!(files.len() > 100, "the corpus is {} files", files.len());
     let mut with_findings = 0;
@@ -98,7 +100,26 @@ pub(crate) fn same_over_corpus(make: fn() -> Vec<Box<dyn Detector>>) -> usize {
 #[test]
 fn flows_servers_and_totals_merge_as_one_analyzer_counts_them() {
     // No detector: the summary alone (flows, servers, bytes, latency, RTT, hops' legs).
-    same_over_corpus(Vec::new);
+    same_over_corpus(&Vec::new);
+}
+
+#[test]
+fn each_mergeable_detector_alone_merges_as_one_analyzer() {
+    let mut merged = Vec::new();
+    for i in 0..detect::all().len() {
+        let one = move || vec![detect::all().swap_remove(i)];
+        if !one()[0].mergeable() {
+            continue;
+        }
+        // Each detector has captures that trigger it: the identity is over real findings.
+        assert!(
+            same_over_corpus(&one) > 0,
+            "detector {i}: no capture with a finding"
+        );
+        merged.push(i);
+    }
+    eprintln!("detectors merged: {merged:?}");
+    assert!(!merged.is_empty());
 }
 
 #[test]
@@ -106,5 +127,5 @@ fn every_detector_merges_when_all_can() {
     if !Analyzer::default().can_shard() {
         return;
     }
-    assert!(same_over_corpus(detect::all) > 20);
+    assert!(same_over_corpus(&detect::all) > 20);
 }

@@ -220,6 +220,19 @@ impl<T: Default> PerGroup<T> {
         self.slots[group][dir.index()].get_or_insert_with(T::default)
     }
 
+    /// Folds another shard's states in ([`Detector::absorb`]): each is merged, by `merge`, into
+    /// this one's state for the same server (as `map` translates it) and direction.
+    pub fn absorb(
+        &mut self,
+        mut other: PerGroup<T>,
+        map: &ShardMap,
+        mut merge: impl FnMut(&mut T, T),
+    ) {
+        for (g, dir, st) in other.drain() {
+            merge(self.get(map.group(g), dir), st);
+        }
+    }
+
     /// All states, with their group and direction.
     pub fn drain(&mut self) -> impl Iterator<Item = (GroupId, Direction, T)> + '_ {
         self.slots.drain(..).enumerate().flat_map(|(g, [a, b])| {
@@ -228,6 +241,21 @@ impl<T: Default> PerGroup<T> {
                 .chain(b.map(|s| (g, Direction::ServerToClient, s)))
         })
     }
+}
+
+/// Keeps, of two examples, the one at the smaller position: the one a single analyzer meets
+/// first (see [`At`]). For [`Detector::absorb`].
+pub(crate) fn earlier<E>(mine: &mut Option<E>, theirs: Option<E>, at: impl Fn(&E) -> At) {
+    if let Some(t) = theirs {
+        if mine.as_ref().is_none_or(|m| at(&t) < at(m)) {
+            *mine = Some(t);
+        }
+    }
+}
+
+/// Whether an example at `at` comes before the one kept (or none is kept yet).
+pub(crate) fn first_at<E>(kept: &Option<E>, at: At, kept_at: impl Fn(&E) -> At) -> bool {
+    kept.as_ref().is_none_or(|k| at < kept_at(k))
 }
 
 /// Per-open-flow state, indexed by [`FlowView::slot`]: a vector index rather than a hash

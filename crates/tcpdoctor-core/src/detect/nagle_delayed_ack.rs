@@ -26,11 +26,12 @@
 //!    once the peer's ACK came (it waited for its send queue to drain), and
 //!    [`nodelay_reading`] says so.
 
+use std::any::Any;
 use std::time::Duration;
 
 use super::{
-    delayed_ack_stalls, of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, Held,
-    HopBlame, NagleRelease, Passed, PerGroup, Timer,
+    delayed_ack_stalls, of, rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, Held,
+    HopBlame, NagleRelease, Passed, PerGroup, ShardMap, Timer,
 };
 use crate::flow::Direction;
 use crate::report::{
@@ -59,6 +60,8 @@ struct State {
 
 #[derive(Clone)]
 struct Example {
+    /// Where it was told ([`At`]): the example kept is the first in the capture.
+    at: At,
     flow: FlowRef,
     turn: Turn,
     release: NagleRelease,
@@ -89,8 +92,9 @@ impl Detector for NagleDelayedAck {
             st.held_us.record_duration(r.ack_held);
             st.lost += r.stall();
             st.timers[r.timer as usize] += 1;
-            if st.example.is_none() {
+            if super::first_at(&st.example, flow.at, |e| e.at) {
                 st.example = Some(Example {
+                    at: flow.at,
                     flow: flow.flow_ref(),
                     turn: turn.clone(),
                     release: r,
@@ -109,6 +113,37 @@ impl Detector for NagleDelayedAck {
 
     fn on_flow_end(&mut self, flow: &FlowView) {
         self.marks.forget(flow.flow.id);
+    }
+
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("a nagle_delayed_ack state");
+        self.state.absorb(other, map, |st, o| {
+            st.turns += o.turns;
+            st.stalled_turns += o.stalled_turns;
+            st.stalls += o.stalls;
+            st.stall_us.merge(&o.stall_us);
+            st.held_us.merge(&o.held_us);
+            st.lost += o.lost;
+            for (t, n) in st.timers.iter_mut().zip(o.timers) {
+                *t += n;
+            }
+            st.flows += o.flows;
+            let theirs = o.example.map(|e| Example {
+                flow: map.flow_ref(e.flow),
+                ..e
+            });
+            super::earlier(&mut st.example, theirs, |e| e.at);
+        });
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -139,6 +174,7 @@ fn finding(
         release,
         before,
         claim,
+        at: _,
     } = example;
     let ex = &release;
     let share = st.stalled_turns as f64 / st.turns.max(1) as f64;
