@@ -13,9 +13,10 @@
 //!    request byte: the handshake a reused connection would not pay. Warning from
 //!    [`WARN_LOST`], else info.
 
+use std::any::Any;
 use std::time::Duration;
 
-use super::{Detector, FindingHead, FlowView, Groups, PerGroup};
+use super::{At, Detector, FindingHead, FlowView, Groups, PerGroup, ShardMap};
 use crate::flow::Direction;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity};
 use crate::stats::{round3, Histogram, SizeCounter};
@@ -37,7 +38,8 @@ struct State {
     handshake_us: Histogram,
     lost: Duration,
     exchanges: SizeCounter,
-    example: Option<(FlowRef, u64)>,
+    /// The first short connection to end in the capture (by [`At`]), and its SYN's frame.
+    example: Option<(FlowRef, u64, At)>,
 }
 
 #[derive(Default)]
@@ -66,8 +68,37 @@ impl Detector for ConnectionChurn {
         let wait = request.ts.since(syn.ts);
         st.lost += wait;
         st.handshake_us.record_duration(wait);
-        st.example
-            .get_or_insert_with(|| (flow.flow_ref(), syn.frame));
+        if super::first_at(&st.example, flow.at, |e| e.2) {
+            st.example = Some((flow.flow_ref(), syn.frame, flow.at));
+        }
+    }
+
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("a connection_churn state");
+        self.state.absorb(other, map, |st, o| {
+            st.connections += o.connections;
+            st.short += o.short;
+            st.first_syn = match (st.first_syn, o.first_syn) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            st.last_syn = st.last_syn.max(o.last_syn);
+            st.handshake_us.merge(&o.handshake_us);
+            st.lost += o.lost;
+            st.exchanges.merge(&o.exchanges);
+            let theirs = o.example.map(|(f, syn, at)| (map.flow_ref(f), syn, at));
+            super::earlier(&mut st.example, theirs, |e| e.2);
+        });
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -82,7 +113,7 @@ impl Detector for ConnectionChurn {
             if st.short < MIN_CONNECTIONS || share < MIN_SHARE || rate < MIN_RATE {
                 continue;
             }
-            let Some((example_flow, syn_frame)) = st.example.clone() else {
+            let Some((example_flow, syn_frame, _)) = st.example.clone() else {
                 continue;
             };
             out.push(finding(

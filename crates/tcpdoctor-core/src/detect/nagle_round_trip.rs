@@ -27,11 +27,12 @@
 //! end the shape is ambiguous with a sender that wrote the tail one round trip later, which is
 //! why one hold is not enough.
 
+use std::any::Any;
 use std::time::Duration;
 
 use super::{
-    of, rel_ms, round_trip_hold, Detector, FindingHead, FlowMarks, FlowView, Groups, Held,
-    HopBlame, NagleRelease, Passed, PerGroup,
+    of, rel_ms, round_trip_hold, At, Detector, FindingHead, FlowMarks, FlowView, Groups, Held,
+    HopBlame, NagleRelease, Passed, PerGroup, ShardMap,
 };
 use crate::flow::Direction;
 use crate::report::{
@@ -55,7 +56,8 @@ struct State {
     rtt_us: Histogram,
     lost: Duration,
     flows: u64,
-    example: Option<(FlowRef, Turn, NagleRelease, Claim)>,
+    /// The first hold in the capture ([`At`]: the smallest position).
+    example: Option<(FlowRef, Turn, NagleRelease, Claim, At)>,
 }
 
 #[derive(Default)]
@@ -86,15 +88,42 @@ impl Detector for NagleRoundTrip {
         st.hold_us.record_duration(r.stall());
         st.rtt_us.record_duration(rtt);
         st.lost += r.stall();
-        if st.example.is_none() {
+        if super::first_at(&st.example, flow.at, |e| e.4) {
             let claim = r.claim(flow.flow, turn.dir, ReleasedBy::ImmediateAck);
-            st.example = Some((flow.flow_ref(), turn.clone(), r, claim));
+            st.example = Some((flow.flow_ref(), turn.clone(), r, claim, flow.at));
         }
         self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
         self.marks.forget(flow.flow.id);
+    }
+
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("a nagle_round_trip state");
+        self.state.absorb(other, map, |st, o| {
+            st.turns += o.turns;
+            st.held_turns += o.held_turns;
+            st.holds += o.holds;
+            st.hold_us.merge(&o.hold_us);
+            st.rtt_us.merge(&o.rtt_us);
+            st.lost += o.lost;
+            st.flows += o.flows;
+            let theirs = o
+                .example
+                .map(|(f, t, r, c, at)| (map.flow_ref(f), t, r, c, at));
+            super::earlier(&mut st.example, theirs, |e| e.4);
+        });
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -106,7 +135,8 @@ impl Detector for NagleRoundTrip {
             let Some(example) = st.example.take() else {
                 continue;
             };
-            out.push(finding(group, dir, &st, example, groups));
+            let (f, t, r, c, _) = example;
+            out.push(finding(group, dir, &st, (f, t, r, c), groups));
         }
         super::settle(out)
     }

@@ -26,9 +26,10 @@
 //!    [`CRITICAL_LOST`] in total.
 
 use crate::fxhash::FxHashMap as HashMap;
+use std::any::Any;
 use std::time::Duration;
 
-use super::{rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup};
+use super::{rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, ShardMap};
 use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::Histogram;
@@ -73,7 +74,8 @@ struct State {
     lost: Duration,
     wait_us: Histogram,
     flows: u64,
-    example: Option<(FlowRef, Stall)>,
+    /// The first stall in the capture ([`At`]).
+    example: Option<(FlowRef, Stall, At)>,
 }
 
 impl State {
@@ -119,8 +121,8 @@ impl RetransmissionStall {
             st.syn_stalls += u64::from(stall.lost == Lost::Syn);
             st.syn_ack_stalls += u64::from(stall.lost == Lost::SynAck);
             st.wait_us.record_duration(wait);
-            if st.example.is_none() {
-                st.example = Some((flow.flow_ref(), stall));
+            if super::first_at(&st.example, flow.at, |e| e.2) {
+                st.example = Some((flow.flow_ref(), stall, flow.at));
             }
         }
         self.marks.count(flow.flow.id, dir, &mut st.flows);
@@ -191,16 +193,42 @@ impl Detector for RetransmissionStall {
         self.marks.forget(flow.flow.id);
     }
 
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("a retransmission_stall state");
+        self.state.absorb(other, map, |st, o| {
+            st.stalls += o.stalls;
+            st.syn_stalls += o.syn_stalls;
+            st.syn_ack_stalls += o.syn_ack_stalls;
+            st.fast_retransmits += o.fast_retransmits;
+            st.quick_retransmits += o.quick_retransmits;
+            st.lost += o.lost;
+            st.wait_us.merge(&o.wait_us);
+            st.flows += o.flows;
+            let theirs = o.example.map(|(f, s, at)| (map.flow_ref(f), s, at));
+            super::earlier(&mut st.example, theirs, |e| e.2);
+        });
+    }
+
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
         let mut out = Vec::new();
         for (group, dir, st) in self.state.drain() {
             if st.stalls == 0 {
                 continue;
             }
-            let Some(example) = st.example.clone() else {
+            let Some((flow, stall, _)) = st.example.clone() else {
                 continue;
             };
-            out.push(finding(group, dir, &st, example, groups));
+            out.push(finding(group, dir, &st, (flow, stall), groups));
         }
         out
     }

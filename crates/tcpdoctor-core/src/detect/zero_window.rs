@@ -8,9 +8,12 @@
 //! 3. Report when the episodes of at least [`MIN_EPISODE`] add up to [`MIN_TOTAL`] or more.
 //!    Critical from [`CRITICAL_TOTAL`].
 
+use std::any::Any;
 use std::time::Duration;
 
-use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
+use super::{
+    of, rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, ShardMap, Slots,
+};
 use crate::flow::{Direction, PacketRef, SegmentEvent};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::Histogram;
@@ -33,7 +36,16 @@ struct State {
     stalled: Duration,
     episode_us: Histogram,
     flows: u64,
-    example: Option<(FlowRef, PacketRef, PacketRef)>,
+    /// The longest episode; of equally long ones, the first in the capture ([`At`]).
+    example: Option<Example>,
+}
+
+type Example = (FlowRef, PacketRef, PacketRef, At);
+
+/// Whether episode `a` is the example rather than `b`: longer, or as long and earlier.
+fn rather(a: &Example, b: &Example) -> bool {
+    let len = |e: &Example| e.2.ts.since(e.1.ts);
+    (len(a), std::cmp::Reverse(a.3)) > (len(b), std::cmp::Reverse(b.3))
 }
 
 #[derive(Default)]
@@ -55,12 +67,9 @@ impl ZeroWindow {
         st.episodes += 1;
         st.stalled += d;
         st.episode_us.record_duration(d);
-        let longer = st
-            .example
-            .as_ref()
-            .is_none_or(|(_, s, e)| e.ts.since(s.ts) < d);
-        if longer {
-            st.example = Some((flow.flow_ref(), start, end));
+        let this = (flow.flow_ref(), start, end, flow.at);
+        if st.example.as_ref().is_none_or(|e| rather(&this, e)) {
+            st.example = Some(this);
         }
         self.marks.count(flow.flow.id, stalled_dir, &mut st.flows);
     }
@@ -101,6 +110,33 @@ impl Detector for ZeroWindow {
         self.marks.forget(flow.flow.id);
     }
 
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("a zero_window state");
+        self.state.absorb(other, map, |st, o| {
+            st.episodes += o.episodes;
+            st.brief += o.brief;
+            st.stalled += o.stalled;
+            st.episode_us.merge(&o.episode_us);
+            st.flows += o.flows;
+            if let Some((f, s, e, at)) = o.example {
+                let theirs = (map.flow_ref(f), s, e, at);
+                if st.example.as_ref().is_none_or(|e| rather(&theirs, e)) {
+                    st.example = Some(theirs);
+                }
+            }
+        });
+    }
+
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
         let mut out = Vec::new();
         for (group, dir, st) in self.state.drain() {
@@ -120,7 +156,7 @@ fn finding(
     group: usize,
     dir: Direction,
     st: &State,
-    (example_flow, start, end): (FlowRef, PacketRef, PacketRef),
+    (example_flow, start, end, _): Example,
     groups: &Groups,
 ) -> Finding {
     let reader = dir.receiver();
