@@ -17,6 +17,7 @@ mod read_ahead;
 mod run;
 mod sandbox;
 mod scratch;
+mod shards;
 mod specimen;
 mod spin;
 mod stream;

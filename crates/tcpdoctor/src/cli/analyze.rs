@@ -14,6 +14,7 @@ use tcpdoctor_core::wire::{decode_frame, CaptureError, CaptureReader};
 
 use crate::capture_file::Input;
 use crate::read_ahead::Source;
+use crate::shards;
 use crate::{output, EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND};
 
 /// Diagnose packet captures: name each TCP pathology, its cost, its evidence and its fix.
@@ -266,7 +267,7 @@ pub(crate) fn analyze_file(
 /// (`run`): findings about the client's conversation then say it is the script's.
 pub(crate) fn analyze_file_as(
     path: &PathBuf,
-    mut end: Option<&mut EndCapture>,
+    end: Option<&mut EndCapture>,
     client: Option<ScriptedClient>,
     ends: Option<std::sync::Arc<tcpdoctor_core::message_ends::MessageEnds>>,
 ) -> anyhow::Result<(
@@ -275,11 +276,98 @@ pub(crate) fn analyze_file_as(
 )> {
     let name = path.display().to_string();
     let file = File::open(path).with_context(|| format!("reading {name}"))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let meta = file.metadata().ok();
+    let size = meta.as_ref().map_or(0, |m| m.len());
     let input = Input::new(file)
         .map_err(|cause| CaptureError::Io { offset: 0, cause })
         .with_context(|| format!("reading {name}"))?;
     let threads = FILE_THREADS.with(|t| t.get()).unwrap_or_else(threads);
+    let make = |i: usize, n: usize| {
+        let detectors = tcpdoctor_core::detect::with_driver(client, ends.clone());
+        match n {
+            1 => Analyzer::new(detectors),
+            n => Analyzer::sharded(detectors, i, n),
+        }
+    };
+    let mut progress = Progress::new(&name, size);
+    // Several files at once would draw over each other's progress line.
+    progress.enabled &= FILE_THREADS.with(|t| t.get()).is_none();
+    let shards = shards::how_many(
+        threads,
+        THREADS.load(std::sync::atomic::Ordering::Relaxed) != 0,
+        meta.as_ref().is_some_and(|m| m.is_file()) && !input.is_gzip() && end.is_none(),
+        size,
+        &make(0, 1),
+    );
+    let (mut summary, findings, truncated) = if shards > 1 {
+        let read = |i: usize, input: Option<Input>, progress: Option<&mut Progress>| {
+            let input = match input {
+                Some(input) => input,
+                None => File::open(path)
+                    .and_then(Input::new)
+                    .map_err(|cause| CaptureError::Io { offset: 0, cause })
+                    .with_context(|| format!("reading {name}"))?,
+            };
+            read_capture(&name, input, 1, make(i, shards), None, progress)
+        };
+        let read = &read;
+        let mut read_here = Some((input, progress));
+        let results = std::thread::scope(|scope| {
+            let others: Vec<_> = (1..shards)
+                .map(|i| scope.spawn(move || read(i, None, None)))
+                .collect();
+            let (input, mut progress) = read_here.take().expect("shard 0");
+            let first = read(0, Some(input), Some(&mut progress));
+            progress.done();
+            let mut all = vec![first];
+            all.extend(
+                others
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
+            );
+            all
+        });
+        let mut analyzers = Vec::with_capacity(shards);
+        let mut truncated = None;
+        let mut format = "";
+        for (i, r) in results.into_iter().enumerate() {
+            let (a, t, f) = r?;
+            if i == 0 {
+                (truncated, format) = (t, f);
+            }
+            analyzers.push(a);
+        }
+        let (summary, findings) = Analyzer::merge(analyzers, &name, format);
+        (summary, findings, truncated)
+    } else {
+        let (analyzer, truncated, format) =
+            read_capture(&name, input, threads, make(0, 1), end, Some(&mut progress))?;
+        progress.done();
+        let (summary, findings) = analyzer.finish(&name, format);
+        (summary, findings, truncated)
+    };
+    if let Some(t) = &truncated {
+        eprintln!("tcpdoctor: warning: {name}: {}", t.message);
+    }
+    if summary.tcp_segments == 0 {
+        bail!("{name}: {}", summary.no_tcp_message());
+    }
+    summary.truncated = truncated;
+    let findings = super::audit_pass::audit_findings(path, &mut summary, findings)?;
+    Ok((summary, findings))
+}
+
+/// Streams the capture `input` (named `name`) through `analyzer`, and each TCP packet through
+/// `end` when given; returns the analyzer, how the file was cut short if it was, and the
+/// capture's format. `threads` above 1 lets a gzip-compressed input inflate ahead.
+fn read_capture(
+    name: &str,
+    input: Input,
+    threads: usize,
+    mut analyzer: Analyzer,
+    mut end: Option<&mut EndCapture>,
+    mut progress: Option<&mut Progress>,
+) -> anyhow::Result<(Analyzer, Option<Truncation>, &'static str)> {
     let input = Source::new(input, threads)
         .map_err(|cause| CaptureError::Io { offset: 0, cause })
         .with_context(|| format!("reading {name}"))?;
@@ -290,14 +378,7 @@ pub(crate) fn analyze_file_as(
     };
     // The reader has its own large buffer: a BufReader in between would copy every byte twice.
     let mut reader = CaptureReader::with_buffer_size(input, 4 << 20).with_context(reading)?;
-    let format = reader.format();
-    let mut analyzer = match (client, ends) {
-        (None, None) => Analyzer::default(),
-        (client, ends) => Analyzer::with_driver(client, ends),
-    };
-    let mut progress = Progress::new(&name, size);
-    // Several files at once would draw over each other's progress line.
-    progress.enabled &= FILE_THREADS.with(|t| t.get()).is_none();
+    let format = reader.format().name();
     let truncated = loop {
         let frame = match reader.next_frame() {
             Ok(Some(frame)) => frame,
@@ -323,8 +404,10 @@ pub(crate) fn analyze_file_as(
             frame.orig_len,
         );
         if frame.number % 65536 == 0 {
-            let input = reader.get_ref();
-            progress.update(input.compressed_read().unwrap_or(reader.bytes_read()));
+            if let Some(progress) = progress.as_deref_mut() {
+                let input = reader.get_ref();
+                progress.update(input.compressed_read().unwrap_or(reader.bytes_read()));
+            }
         }
     };
     let truncated = truncated.or_else(|| {
@@ -333,17 +416,7 @@ pub(crate) fn analyze_file_as(
             .gzip_cut_short()
             .then(|| Truncation::gzip_unfinished(reader.bytes_read(), reader.frames_read()))
     });
-    progress.done();
-    if let Some(t) = &truncated {
-        eprintln!("tcpdoctor: warning: {name}: {}", t.message);
-    }
-    let (mut summary, findings) = analyzer.finish(&name, format.name());
-    if summary.tcp_segments == 0 {
-        bail!("{name}: {}", summary.no_tcp_message());
-    }
-    summary.truncated = truncated;
-    let findings = super::audit_pass::audit_findings(path, &mut summary, findings)?;
-    Ok((summary, findings))
+    Ok((analyzer, truncated, format))
 }
 
 /// A one-line progress indicator on stderr, only on a terminal and only for long runs.
