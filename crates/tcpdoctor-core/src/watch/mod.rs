@@ -18,7 +18,7 @@
 //!    inode: its whole value is added. Series counters never decrease.
 //! 4. At most `max_series` series are kept; a sample that would make more adds nothing for
 //!    them and counts each socket left out (`series_dropped`). A series whose process has had
-//!    no socket for [`SERIES_IDLE`] is removed (a process that came and went leaves nothing
+//!    no socket for [`SERIES_IDLE_NS`] (or the idle time given) is removed (a process that came and went leaves nothing
 //!    behind; if it comes back its counters start again from zero, which `rate()` reads as a
 //!    reset).
 //! 5. Gauges (open connections per series, sockets seen, the sample's cost) are the last
@@ -126,7 +126,7 @@ pub struct Health {
     pub unattributed: u64,
     /// Sockets left out because the series cap was reached, summed over samples.
     pub series_dropped: u64,
-    /// Series removed after their process had no socket for [`SERIES_IDLE_NS`].
+    /// Series removed after their process had no socket for the idle time.
     pub series_expired: u64,
 }
 
@@ -134,6 +134,7 @@ pub struct Health {
 #[derive(Debug)]
 pub struct Ledger {
     max_series: usize,
+    series_idle_ns: u64,
     sockets: FxHashMap<u64, Last>,
     series: BTreeMap<SeriesKey, Totals>,
     pub health: Health,
@@ -143,10 +144,17 @@ impl Ledger {
     pub fn new(max_series: usize) -> Ledger {
         Ledger {
             max_series,
+            series_idle_ns: SERIES_IDLE_NS,
             sockets: FxHashMap::default(),
             series: BTreeMap::new(),
             health: Health::default(),
         }
+    }
+
+    /// Removes a series after `ns` without a socket instead of [`SERIES_IDLE_NS`].
+    pub fn with_series_idle(mut self, ns: u64) -> Ledger {
+        self.series_idle_ns = ns;
+        self
     }
 
     /// The series, in label order.
@@ -226,8 +234,9 @@ impl Ledger {
         }
         self.sockets = next;
         let before = self.series.len();
+        let idle = self.series_idle_ns;
         self.series
-            .retain(|_, t| at_ns.saturating_sub(t.last_seen_ns) < SERIES_IDLE_NS);
+            .retain(|_, t| at_ns.saturating_sub(t.last_seen_ns) < idle);
         self.health.series_expired += (before - self.series.len()) as u64;
     }
 

@@ -160,6 +160,23 @@ fn a_process_that_went_away_leaves_no_series_behind() {
 }
 
 #[test]
+fn a_shorter_idle_time_expires_sooner_and_a_process_back_starts_from_zero() {
+    let mut l = Ledger::new(MAX_SERIES).with_series_idle(2 * S);
+    l.observe(0, &[conn(1, "svc", 80, sample(10, 0, 0, 0))]);
+    l.observe(S, &[conn(1, "svc", 80, sample(900, 0, 0, 5_000))]);
+    assert_eq!(totals(&l, "svc", Port::Client).bytes_sent, 5_000);
+    // Gone for 1 s: kept; for 2 s: removed.
+    l.observe(2 * S, &[]);
+    assert_eq!(l.series().count(), 1, "kept while within the idle time");
+    l.observe(3 * S, &[]);
+    assert_eq!((l.series().count(), l.health.series_expired), (0, 1));
+    // Back with a new socket: its series starts again from what that socket counted.
+    l.observe(4 * S, &[conn(7, "svc", 80, sample(300, 0, 0, 700))]);
+    let t = totals(&l, "svc", Port::Client);
+    assert_eq!((t.busy_us, t.bytes_sent, t.opened), (300, 700, 1));
+}
+
+#[test]
 fn unattributed_sockets_are_counted_not_exported() {
     let mut l = Ledger::new(MAX_SERIES);
     let mut other = conn(9, "x", 22, sample(1, 0, 0, 0));
