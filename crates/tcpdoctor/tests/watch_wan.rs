@@ -8,7 +8,8 @@
 //!    `watch --netns /proc/PID/ns/net` reads that namespace and serves from ours, and a real
 //!    Prometheus scrapes it: `rate(tcpdoctor_tcp_send_buffer_limited_seconds_total)` is over
 //!    0.1 s/s for the small buffer and under 0.01 for the twin, both of them sending. A
-//!    watch without `--netns` sees neither.
+//!    watch without `--netns` sees neither; one run inside the namespace (`nsenter --net`)
+//!    sees them and serves from there.
 //! 2. Processes that come and go with `--series-idle 2s`: the series of those that exited
 //!    disappear from /metrics after the idle time while those of a live one stay, the
 //!    series count never exceeds what the live processes make, and one that comes back
@@ -176,6 +177,7 @@ fn a_small_fixed_send_buffer_across_a_wan_path_shows_send_buffer_limited_time() 
     let (small_rate, twin_rate) = (rate("tdw-small"), rate("tdw-default"));
     let sent = prom.query("rate(tcpdoctor_tcp_sent_bytes_total[3s])");
     let m = here.get("/metrics");
+    let inside = the_other_way(&netns);
     stop();
     let status = sandbox.wait().expect("sandbox ended");
     // One connection each: a rate of 1 is limited the whole time.
@@ -212,6 +214,45 @@ fn a_small_fixed_send_buffer_across_a_wan_path_shows_send_buffer_limited_time() 
         "{m}"
     );
     assert!(status.success(), "sandbox: {status:?}");
+    assert!(
+        inside.contains("tcpdoctor_tcp_connections{process=\"tdw-small\",port=\"7071\"} 1\n"),
+        "{inside}"
+    );
+}
+
+/// The other way to read that namespace: watch run inside it (`nsenter --net`), serving
+/// there too, scraped from there. Its exposition once it counts the small server's
+/// connection (at most 30 s).
+fn the_other_way(netns: &str) -> String {
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net={netns}"))
+        .arg(env!("CARGO_BIN_EXE_tcpdoctor"));
+    let w = Exporter::spawn(cmd, &[]);
+    let fetch = "import sys,urllib.request\n\
+                 sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())\n";
+    let start = Instant::now();
+    loop {
+        let out = Command::new("nsenter")
+            .arg(format!("--net={netns}"))
+            .args([
+                "python3",
+                "-c",
+                fetch,
+                &format!("http://{}/metrics", w.addr),
+            ])
+            .output()
+            .expect("nsenter python3");
+        let m = String::from_utf8_lossy(&out.stdout).into_owned();
+        if m.contains("process=\"tdw-small\",port=\"7071\"} 1\n") {
+            return m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "watch inside the namespace: {m} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// A python3 process named `name` listening on `port` (0: any) with one connection to

@@ -16,7 +16,12 @@ pub struct Exporter {
 impl Exporter {
     /// `tcpdoctor watch --listen 127.0.0.1:0 --interval 200ms EXTRA…`, once it serves.
     pub fn start(extra: &[&str]) -> Exporter {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        Exporter::spawn(Command::new(env!("CARGO_BIN_EXE_tcpdoctor")), extra)
+    }
+
+    /// As [`Exporter::start`], with `cmd` running the binary (e.g. `nsenter --net=… PATH`).
+    pub fn spawn(mut cmd: Command, extra: &[&str]) -> Exporter {
+        let mut child = cmd
             .args(["watch", "--listen", "127.0.0.1:0", "--interval", "200ms"])
             .args(extra)
             .stdout(Stdio::null())
