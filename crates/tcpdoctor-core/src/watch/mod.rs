@@ -14,8 +14,12 @@
 //!    all it counted is added; sockets present at the first sample are taken as they are (the
 //!    exporter counts from its own start, as exporters do). What a socket counted between
 //!    its last sample and its close is not seen: a shorter `--interval` loses less.
-//! 3. A counter that is smaller than at the previous sample is a new socket on a reused
-//!    inode: its whole value is added. Series counters never decrease.
+//! 3. A socket is known from one sample to the next by its cookie (`idiag_cookie`), which
+//!    the kernel never gives to another socket; not by its inode, which a new socket may
+//!    reuse as soon as the old one is closed (keyed on the inode, a new socket whose
+//!    counters happened to exceed the old one's would be counted only from the old one's
+//!    values). A counter smaller than at the previous sample, which one socket's cannot be,
+//!    is still taken as new: its whole value is added. Series counters never decrease.
 //! 4. At most `max_series` series are kept; a sample that would make more adds nothing for
 //!    them and counts each socket left out (`series_dropped`). A series whose process has had
 //!    no socket for [`SERIES_IDLE_NS`] (or the idle time given) is removed (a process that came and went leaves nothing
@@ -48,6 +52,8 @@ const TCP_LISTEN: u8 = 10;
 #[derive(Clone, Debug)]
 pub struct SocketSeen {
     pub inode: u64,
+    /// The kernel's socket cookie: what tells one socket from another across samples.
+    pub cookie: u64,
     /// The process holding it (its name, `comm`), when it could be told.
     pub process: Option<String>,
     pub state: u8,
@@ -135,6 +141,7 @@ pub struct Health {
 pub struct Ledger {
     max_series: usize,
     series_idle_ns: u64,
+    /// Each socket's counters at its previous sample, by cookie.
     sockets: FxHashMap<u64, Last>,
     series: BTreeMap<SeriesKey, Totals>,
     pub health: Health,
@@ -192,10 +199,10 @@ impl Ledger {
                 continue;
             }
             let now = Last::of(sample);
-            let before = self.sockets.get(&s.inode).copied();
+            let before = self.sockets.get(&s.cookie).copied();
             // Remembered whether or not its process is known yet: one placed later is counted
             // from here, not from zero.
-            next.insert(s.inode, now);
+            next.insert(s.cookie, now);
             let Some(process) = &s.process else {
                 continue;
             };
