@@ -480,4 +480,19 @@ fn a_bad_series_idle_or_netns_exits_2_naming_it() {
         assert!(err.contains(flag), "{flag} {value}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+    // Entering a namespace is refused to an unprivileged user: said, naming the capability.
+    if live::is_root() {
+        let dir = OpenDir::new("watch-netns");
+        let out = live::unprivileged(&dir.install(&live::tcpdoctor_bin()))
+            .args(["watch", "--listen", "127.0.0.1:0"])
+            .args(["--netns", "/proc/self/ns/net"])
+            .output()
+            .expect("tcpdoctor as nobody");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--netns") && err.contains("CAP_SYS_ADMIN"),
+            "{err}"
+        );
+    }
 }
