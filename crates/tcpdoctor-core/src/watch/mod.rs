@@ -14,11 +14,12 @@
 //!    all it counted is added; sockets present at the first sample are taken as they are (the
 //!    exporter counts from its own start, as exporters do). What a socket counted between
 //!    its last sample and its close is not seen: a shorter `--interval` loses less.
-//! 3. A socket is known from one sample to the next by its cookie (`idiag_cookie`), which
-//!    the kernel never gives to another socket; not by its inode, which a new socket may
-//!    reuse as soon as the old one is closed (keyed on the inode, a new socket whose
-//!    counters happened to exceed the old one's would be counted only from the old one's
-//!    values). A counter smaller than at the previous sample, which one socket's cannot be,
+//! 3. A socket is known from one sample to the next by its cookie (`idiag_cookie`, 64
+//!    bits), which the kernel never gives to another socket; not by its inode, a 32-bit
+//!    counter shared with pipes and other pseudo-files that wraps on a busy host (at 10,000
+//!    a second, in five days), after which a new socket can carry a closed one's number
+//!    (keyed on the inode, one whose counters exceeded the old one's would be counted only
+//!    from the old one's values). A counter smaller than at the previous sample, which one socket's cannot be,
 //!    is still taken as new: its whole value is added. Series counters never decrease.
 //! 4. At most `max_series` series are kept; a sample that would make more adds nothing for
 //!    them and counts each socket left out (`series_dropped`). A series whose process has had
