@@ -14,11 +14,16 @@
 //!    all it counted is added; sockets present at the first sample are taken as they are (the
 //!    exporter counts from its own start, as exporters do). What a socket counted between
 //!    its last sample and its close is not seen: a shorter `--interval` loses less.
-//! 3. A counter that is smaller than at the previous sample is a new socket on a reused
-//!    inode: its whole value is added. Series counters never decrease.
+//! 3. A socket is known from one sample to the next by its cookie (`idiag_cookie`, 64
+//!    bits), which the kernel never gives to another socket; not by its inode, a 32-bit
+//!    counter shared with pipes and other pseudo-files that wraps on a busy host (at 10,000
+//!    a second, in five days), after which a new socket can carry a closed one's number
+//!    (keyed on the inode, one whose counters exceeded the old one's would be counted only
+//!    from the old one's values). A counter smaller than at the previous sample, which one socket's cannot be,
+//!    is still taken as new: its whole value is added. Series counters never decrease.
 //! 4. At most `max_series` series are kept; a sample that would make more adds nothing for
 //!    them and counts each socket left out (`series_dropped`). A series whose process has had
-//!    no socket for [`SERIES_IDLE`] is removed (a process that came and went leaves nothing
+//!    no socket for [`SERIES_IDLE_NS`] (or the idle time given) is removed (a process that came and went leaves nothing
 //!    behind; if it comes back its counters start again from zero, which `rate()` reads as a
 //!    reset).
 //! 5. Gauges (open connections per series, sockets seen, the sample's cost) are the last
@@ -48,6 +53,8 @@ const TCP_LISTEN: u8 = 10;
 #[derive(Clone, Debug)]
 pub struct SocketSeen {
     pub inode: u64,
+    /// The kernel's socket cookie: what tells one socket from another across samples.
+    pub cookie: u64,
     /// The process holding it (its name, `comm`), when it could be told.
     pub process: Option<String>,
     pub state: u8,
@@ -126,7 +133,7 @@ pub struct Health {
     pub unattributed: u64,
     /// Sockets left out because the series cap was reached, summed over samples.
     pub series_dropped: u64,
-    /// Series removed after their process had no socket for [`SERIES_IDLE_NS`].
+    /// Series removed after their process had no socket for the idle time.
     pub series_expired: u64,
 }
 
@@ -134,6 +141,8 @@ pub struct Health {
 #[derive(Debug)]
 pub struct Ledger {
     max_series: usize,
+    series_idle_ns: u64,
+    /// Each socket's counters at its previous sample, by cookie.
     sockets: FxHashMap<u64, Last>,
     series: BTreeMap<SeriesKey, Totals>,
     pub health: Health,
@@ -143,10 +152,17 @@ impl Ledger {
     pub fn new(max_series: usize) -> Ledger {
         Ledger {
             max_series,
+            series_idle_ns: SERIES_IDLE_NS,
             sockets: FxHashMap::default(),
             series: BTreeMap::new(),
             health: Health::default(),
         }
+    }
+
+    /// Removes a series after `ns` without a socket instead of [`SERIES_IDLE_NS`].
+    pub fn with_series_idle(mut self, ns: u64) -> Ledger {
+        self.series_idle_ns = ns;
+        self
     }
 
     /// The series, in label order.
@@ -184,10 +200,10 @@ impl Ledger {
                 continue;
             }
             let now = Last::of(sample);
-            let before = self.sockets.get(&s.inode).copied();
+            let before = self.sockets.get(&s.cookie).copied();
             // Remembered whether or not its process is known yet: one placed later is counted
             // from here, not from zero.
-            next.insert(s.inode, now);
+            next.insert(s.cookie, now);
             let Some(process) = &s.process else {
                 continue;
             };
@@ -226,8 +242,9 @@ impl Ledger {
         }
         self.sockets = next;
         let before = self.series.len();
+        let idle = self.series_idle_ns;
         self.series
-            .retain(|_, t| at_ns.saturating_sub(t.last_seen_ns) < SERIES_IDLE_NS);
+            .retain(|_, t| at_ns.saturating_sub(t.last_seen_ns) < idle);
         self.health.series_expired += (before - self.series.len()) as u64;
     }
 

@@ -16,6 +16,7 @@ fn sample(busy_us: u64, sndbuf_us: u64, retrans: u32, sent: u64) -> TcpSample {
 fn socket(inode: u64, process: &str, port: u16, state: u8, s: Option<TcpSample>) -> SocketSeen {
     SocketSeen {
         inode,
+        cookie: inode,
         process: Some(process.to_owned()),
         state,
         local_port: port,
@@ -80,12 +81,24 @@ fn counters_grow_by_what_each_socket_added_since_its_last_sample() {
 }
 
 #[test]
-fn a_counter_smaller_than_before_is_a_new_socket_on_a_reused_inode() {
+fn a_counter_smaller_than_before_is_taken_as_a_new_socket() {
     let mut l = Ledger::new(MAX_SERIES);
     l.observe(0, &[conn(7, "c", 40000, sample(1000, 0, 0, 0))]);
     l.observe(S, &[conn(7, "c", 40000, sample(1500, 0, 0, 0))]);
     l.observe(2 * S, &[conn(7, "c", 40000, sample(200, 0, 0, 0))]);
     assert_eq!(totals(&l, "c", Port::Client).busy_us, 500 + 200);
+}
+
+#[test]
+fn a_new_socket_on_a_reused_inode_is_told_by_its_cookie_even_when_its_counters_are_higher() {
+    let mut l = Ledger::new(MAX_SERIES);
+    l.observe(0, &[conn(7, "c", 40000, sample(1000, 0, 0, 100))]);
+    // Closed between samples; a new connection got inode 7 and already counted more.
+    let mut new = conn(7, "c", 40000, sample(1800, 0, 0, 900));
+    new.cookie = 8;
+    l.observe(S, &[new]);
+    let t = totals(&l, "c", Port::Client);
+    assert_eq!((t.busy_us, t.bytes_sent, t.opened), (1800, 900, 1));
 }
 
 #[test]
@@ -157,6 +170,23 @@ fn a_process_that_went_away_leaves_no_series_behind() {
     let names: Vec<&str> = l.series().map(|(k, _)| k.process.as_str()).collect();
     assert_eq!(names, ["stays"]);
     assert_eq!(l.health.series_expired, 1);
+}
+
+#[test]
+fn a_shorter_idle_time_expires_sooner_and_a_process_back_starts_from_zero() {
+    let mut l = Ledger::new(MAX_SERIES).with_series_idle(2 * S);
+    l.observe(0, &[conn(1, "svc", 80, sample(10, 0, 0, 0))]);
+    l.observe(S, &[conn(1, "svc", 80, sample(900, 0, 0, 5_000))]);
+    assert_eq!(totals(&l, "svc", Port::Client).bytes_sent, 5_000);
+    // Gone for 1 s: kept; for 2 s: removed.
+    l.observe(2 * S, &[]);
+    assert_eq!(l.series().count(), 1, "kept while within the idle time");
+    l.observe(3 * S, &[]);
+    assert_eq!((l.series().count(), l.health.series_expired), (0, 1));
+    // Back with a new socket: its series starts again from what that socket counted.
+    l.observe(4 * S, &[conn(7, "svc", 80, sample(300, 0, 0, 700))]);
+    let t = totals(&l, "svc", Port::Client);
+    assert_eq!((t.busy_us, t.bytes_sent, t.opened), (300, 700, 1));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `tcpdoctor watch`: the host's TCP sockets as a Prometheus exporter.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
@@ -15,8 +16,8 @@ use crate::EXIT_CLEAN;
 /// http://LISTEN/metrics.
 ///
 /// Every --interval, one socket-diagnostics dump reads every TCP socket of this network
-/// namespace (tcp_info: no privilege needed) and /proc tells which process holds each. A
-/// series is (process name, listening port), or port="client" for connections the process
+/// namespace, or of --netns's (tcp_info: no privilege needed), and /proc tells which
+/// process holds each. A series is (process name, listening port), or port="client" for connections the process
 /// opened; never a client address or a socket, so the series count is the services a host
 /// runs (at most --max-series; what did not fit is counted in
 /// tcpdoctor_watch_series_dropped_total). Another user's process can be placed only by root,
@@ -50,6 +51,18 @@ pub struct WatchArgs {
     #[arg(long, default_value_t = 1000, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_series: u32,
+
+    /// Remove a series once its process has had no socket for this long (a process that
+    /// comes back starts again from zero: a counter reset to rate()).
+    #[arg(long, default_value = "5m", value_parser = series_idle, value_name = "DURATION")]
+    pub series_idle: Duration,
+
+    /// Read the sockets of this network namespace instead of our own (a file such as
+    /// /proc/PID/ns/net or /run/netns/NAME; needs CAP_SYS_ADMIN over it, i.e. root). The
+    /// metrics are still served from our own namespace. Process names are read from our
+    /// /proc, which shows the namespace's processes when our PID namespace is the host's.
+    #[arg(long, value_name = "PATH")]
+    pub netns: Option<PathBuf>,
 }
 
 fn interval(s: &str) -> Result<Duration, String> {
@@ -60,11 +73,23 @@ fn interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+fn series_idle(s: &str) -> Result<Duration, String> {
+    let d = tcpdoctor_core::units::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(7 * 24 * 3600) {
+        return Err(format!(
+            "{s}: the series expiry must be between 1s and 168h"
+        ));
+    }
+    Ok(d)
+}
+
 pub fn run(args: WatchArgs) -> anyhow::Result<u8> {
     serve(&Config {
         listen: args.listen,
         interval: args.interval,
         max_series: args.max_series as usize,
+        series_idle: args.series_idle,
+        netns: args.netns,
     })?;
     Ok(EXIT_CLEAN)
 }

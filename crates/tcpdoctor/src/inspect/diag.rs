@@ -36,6 +36,9 @@ pub const TCP_LISTEN: u8 = 10;
 #[derive(Clone, Debug)]
 pub struct DiagSocket {
     pub inode: u64,
+    /// The kernel's socket cookie (`idiag_cookie`, `SO_COOKIE`): unique to this socket since
+    /// boot, never reused as an inode number is.
+    pub cookie: u64,
     pub uid: u32,
     pub state: u8,
     pub local: SocketAddr,
@@ -317,6 +320,8 @@ fn parse_socket(p: &[u8], family: u8, at_ns: u64) -> Option<DiagSocket> {
     let unread = u32_ne(p, 56);
     let uid = u32_ne(p, 64)?;
     let inode = u64::from(u32_ne(p, 68)?);
+    // `idiag_cookie[2]`: the low half first (sock_diag_save_cookie).
+    let cookie = u64::from(u32_ne(p, 44)?) | u64::from(u32_ne(p, 48)?) << 32;
     let addr = |a: &[u8]| -> Option<IpAddr> {
         if family == libc::AF_INET as u8 {
             Some(IpAddr::V4(Ipv4Addr::from(
@@ -328,6 +333,7 @@ fn parse_socket(p: &[u8], family: u8, at_ns: u64) -> Option<DiagSocket> {
     };
     let mut s = DiagSocket {
         inode,
+        cookie,
         uid,
         state,
         local: SocketAddr::new(addr(src)?, sport),
@@ -396,6 +402,10 @@ mod tests {
         let sample = accepted.sample.expect("tcp_info");
         assert_eq!((sample.state, sample.at_ns), (1, 42));
         assert!(accepted.sndbuf.is_some_and(|b| b > 0) && accepted.congestion.is_some());
+        // The cookie is the socket's own (SO_COOKIE), and the listener's differs.
+        let cookie = socket2::SockRef::from(&s).cookie().expect("SO_COOKIE");
+        assert_eq!(accepted.cookie, cookie);
+        assert_ne!(listener.cookie, cookie);
         let me = std::fs::metadata("/proc/self").expect("proc").uid();
         assert_eq!(accepted.uid, me);
         if let Some(l6) = l6 {

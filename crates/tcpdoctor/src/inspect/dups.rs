@@ -67,6 +67,7 @@ fn describe(fd: BorrowedFd<'_>, inode: u64, uid: u32, at_ns: u64) -> Option<Diag
         .unwrap_or_else(|| SocketAddr::new(local.ip(), 0));
     Some(DiagSocket {
         inode,
+        cookie: sock.cookie().unwrap_or(0),
         uid,
         state: sample.state,
         local,

@@ -15,7 +15,7 @@
 mod buffers;
 pub(crate) mod diag;
 pub mod dups;
-mod netns;
+pub(crate) mod netns;
 pub mod options;
 pub mod proc;
 mod sampler;

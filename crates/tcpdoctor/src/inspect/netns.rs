@@ -40,7 +40,13 @@ pub fn here() -> io::Result<NsReader> {
 
 /// Opens a reader in the network namespace of `pid` (entering it from a short-lived thread).
 pub fn of(pid: u32) -> io::Result<NsReader> {
-    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    at(std::path::Path::new(&format!("/proc/{pid}/ns/net")))
+}
+
+/// Opens a reader in the network namespace named by `path` (`/proc/PID/ns/net`, or a bind
+/// mount such as `/run/netns/NAME`), entering it from a short-lived thread.
+pub fn at(path: &std::path::Path) -> io::Result<NsReader> {
+    let ns = std::fs::File::open(path)?;
     std::thread::spawn(move || {
         // SAFETY: setns(2) on this thread only, with a namespace descriptor we hold.
         if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {

@@ -503,6 +503,7 @@ mod tests {
         let addr = |a: &str| a.parse::<SocketAddr>().expect("addr");
         DiagSocket {
             inode,
+            cookie: inode,
             uid,
             state,
             local: addr(ends.0),

@@ -86,6 +86,7 @@ impl Owners {
                     .and_then(|p| self.holders.get(p))
                     .map(|h| h.name.clone()),
                 inode: s.inode,
+                cookie: s.cookie,
                 state: s.state,
                 local_port: s.local.port(),
                 sample: s.sample,

@@ -11,6 +11,7 @@ mod host;
 mod http;
 
 use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,11 @@ pub struct Config {
     pub listen: SocketAddr,
     pub interval: Duration,
     pub max_series: usize,
+    /// A series with no socket for this long is removed.
+    pub series_idle: Duration,
+    /// The network namespace whose sockets are read (`/proc/PID/ns/net`, `/run/netns/NAME`);
+    /// None: our own. The HTTP side always serves from our own.
+    pub netns: Option<PathBuf>,
 }
 
 /// What the HTTP side serves: the last exposition and how fresh it is.
@@ -41,7 +47,10 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
     let listener = TcpListener::bind(cfg.listen)
         .with_context(|| format!("--listen {}: cannot listen there", cfg.listen))?;
     let addr = listener.local_addr()?;
-    let mut diag = Diag::open().context("socket diagnostics (netlink) could not be opened")?;
+    let mut diag = match &cfg.netns {
+        None => Diag::open().context("socket diagnostics (netlink) could not be opened")?,
+        Some(path) => open_in(path)?,
+    };
     stop::install();
     let shared = Arc::new(Mutex::new(Shared::default()));
     let server = {
@@ -51,7 +60,8 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
             .name("http".into())
             .spawn(move || http::run(listener, &shared, stale_after))?
     };
-    let mut ledger = Ledger::new(cfg.max_series);
+    let idle_ns = u64::try_from(cfg.series_idle.as_nanos()).unwrap_or(u64::MAX);
+    let mut ledger = Ledger::new(cfg.max_series).with_series_idle(idle_ns);
     let mut owners = host::Owners::default();
     let mut announced = false;
     while !stop::requested() {
@@ -108,6 +118,27 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
     let _ = server.join();
     crate::inspect::say("tcpdoctor watch: stopped");
     Ok(())
+}
+
+/// A socket-diagnostics socket opened inside the network namespace at `path`: it answers for
+/// that namespace from then on, whichever thread uses it.
+fn open_in(path: &Path) -> anyhow::Result<Diag> {
+    match crate::inspect::netns::at(path) {
+        Ok(r) => Ok(r.diag),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(e).with_context(|| {
+            format!(
+                "--netns {}: entering that network namespace needs CAP_SYS_ADMIN over it \
+                 (root), or run watch inside it instead",
+                path.display()
+            )
+        }),
+        Err(e) => Err(e).with_context(|| {
+            format!(
+                "--netns {}: not a network namespace that can be entered",
+                path.display()
+            )
+        }),
+    }
 }
 
 fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
