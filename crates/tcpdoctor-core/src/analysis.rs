@@ -401,6 +401,8 @@ pub struct Analyzer {
     census: Census,
     clock: CaptureClock,
     link_types: Vec<LinkType>,
+    /// Set for a dispatcher: the segments it decoded, by shard, not analysed here.
+    router: Option<shard::Router>,
 }
 
 impl Default for Analyzer {
@@ -473,6 +475,7 @@ impl Analyzer {
             census: Census::default(),
             clock: CaptureClock::default(),
             link_types: Vec::new(),
+            router: None,
         }
     }
 
@@ -533,11 +536,64 @@ impl Analyzer {
         self.tcp_segments += 1;
         let now = self.clock.observe(pkt);
         let key = FlowKey::of(seg);
+        if let Some(router) = &mut self.router {
+            let count = router.batches.len() as u64;
+            router.batches[shard::shard_of(&key, count)].push(shard::Routed {
+                pkt,
+                seg: *seg,
+                at: self.sinks.at,
+                now,
+            });
+            return;
+        }
         if let Some(shard) = &self.sinks.shard {
             if !shard.owns(&key) {
                 return;
             }
         }
+        self.on_flow_segment(key, pkt, seg, now);
+    }
+
+    /// A segment a dispatcher routed to this shard ([`Analyzer::dispatcher`]).
+    pub fn on_routed(&mut self, r: &shard::Routed) {
+        self.sinks.at = r.at;
+        self.tcp_segments += 1;
+        self.on_flow_segment(FlowKey::of(&r.seg), r.pkt, &r.seg, r.now);
+    }
+
+    /// A decoder for `count` shards: it reads every frame (the counts, clock, census and link
+    /// types of the report are its) and keeps each TCP segment in its shard's batch
+    /// ([`Analyzer::take_batch`]) for the shard's own analyzer ([`Analyzer::sharded`],
+    /// [`Analyzer::on_routed`]). [`Analyzer::merge`] with it as `dispatcher`.
+    pub fn dispatcher(count: usize) -> Analyzer {
+        let mut a = Analyzer::new(Vec::new());
+        a.router = Some(shard::Router {
+            batches: (0..count).map(|_| Vec::new()).collect(),
+        });
+        a
+    }
+
+    /// The segments routed to `shard` since the last call, replaced by `empty` (a vector to
+    /// reuse); None unless this is a dispatcher.
+    pub fn take_batch(
+        &mut self,
+        shard: usize,
+        empty: Vec<shard::Routed>,
+    ) -> Option<Vec<shard::Routed>> {
+        let router = self.router.as_mut()?;
+        Some(std::mem::replace(&mut router.batches[shard], empty))
+    }
+
+    /// The most segments waiting in one shard's batch.
+    pub fn batched(&self) -> usize {
+        self.router
+            .as_ref()
+            .map_or(0, |r| r.batches.iter().map(Vec::len).max().unwrap_or(0))
+    }
+
+    /// The flow table's part of a segment: `now` is the elapsed-time clock at it.
+    #[inline(always)]
+    fn on_flow_segment(&mut self, key: FlowKey, pkt: PacketRef, seg: &TcpSegment, now: Timestamp) {
         if self.tcp_segments == self.next_sweep {
             self.sweep(now);
             let table = (self.flows.len() + self.parked.len() + self.half_open.len()) as u64;
@@ -747,6 +803,27 @@ impl Analyzer {
     /// The report of the shards of one capture ([`Analyzer::sharded`], every shard given in
     /// order), as one analyzer would have written it. Panics unless [`Analyzer::can_shard`].
     pub fn merge(
+        shards: Vec<Analyzer>,
+        file: &str,
+        format: &str,
+    ) -> (CaptureSummary, Vec<Finding>) {
+        Self::merge_from(None, shards, file, format)
+    }
+
+    /// [`Analyzer::merge`] of the shards a dispatcher fed ([`Analyzer::dispatcher`]): the
+    /// frame and segment counts, the clock, the census and the link types are the
+    /// dispatcher's (the shards saw only their own segments).
+    pub fn merge_dispatched(
+        dispatcher: Analyzer,
+        shards: Vec<Analyzer>,
+        file: &str,
+        format: &str,
+    ) -> (CaptureSummary, Vec<Finding>) {
+        Self::merge_from(Some(dispatcher), shards, file, format)
+    }
+
+    fn merge_from(
+        dispatcher: Option<Analyzer>,
         mut shards: Vec<Analyzer>,
         file: &str,
         format: &str,
@@ -807,6 +884,13 @@ impl Analyzer {
         merged.sinks.exchanges = exchanges;
         merged.half_open.dropped = dropped;
         merged.next_flow_id = flows + 1;
+        if let Some(d) = dispatcher {
+            merged.frames = d.frames;
+            merged.tcp_segments = d.tcp_segments;
+            merged.census = d.census;
+            merged.clock = d.clock;
+            merged.link_types = d.link_types;
+        }
         merged.report(file, format)
     }
 

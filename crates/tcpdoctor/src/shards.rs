@@ -1,17 +1,19 @@
 //! How many threads analyse one capture file's flows (`analyze --threads`).
 //!
-//! Each thread reads the whole file and analyses the flows that hash to it
-//! (`tcpdoctor_core::analysis::shard`); the shards merge into the report one thread writes.
-//! Rules:
-//! 1. Only a regular, uncompressed file is divided: each thread reads it from the page cache
-//!    on its own. A gzip-compressed one would be inflated once per thread (it is inflated
-//!    ahead on a second thread instead), a pipe cannot be read twice, and `--ends` keeps each
+//! This thread reads and decodes the file once and hands each TCP segment, in batches, to the
+//! thread of the shard its flow hashes to (`tcpdoctor_core::analysis::shard`); the shards
+//! merge into the report one thread writes. Rules:
+//! 1. Only a regular, uncompressed file is divided. A gzip-compressed one is inflated ahead on
+//!    a second thread instead (inflating is then the slower part), and `--ends` keeps each
 //!    file's packets in one pass.
 //! 2. Only when every detector can merge its state ([`Analyzer::can_shard`]).
 //! 3. With the default thread count, only a file of at least [`MIN_BYTES`]: below that the
 //!    whole analysis takes milliseconds and a thread per core buys nothing. An explicit
 //!    `--threads N` divides any file (so that the identity can be checked on small ones).
 
+use std::sync::mpsc::sync_channel;
+
+use tcpdoctor_core::analysis::shard::Routed;
 use tcpdoctor_core::analysis::Analyzer;
 
 /// The smallest file divided among threads when `--threads` was not given.
@@ -31,4 +33,66 @@ pub fn how_many(
         return 1;
     }
     threads
+}
+
+/// Segments handed to a shard's thread at a time.
+const BATCH: usize = 4096;
+
+/// Analyses one capture with `count` shards: `read` streams the file through the dispatcher
+/// it is given (calling the hook after each frame, which hands full batches to the shards'
+/// threads) and returns it with whatever else it read; the shards' analyzers come from
+/// `make(i)`. Returns the dispatcher, the shards in order, and `read`'s extra.
+pub fn run<T>(
+    count: usize,
+    make: &(dyn Fn(usize) -> Analyzer + Sync),
+    read: impl FnOnce(Analyzer, &mut dyn FnMut(&mut Analyzer)) -> anyhow::Result<(Analyzer, T)>,
+) -> anyhow::Result<(Analyzer, Vec<Analyzer>, T)> {
+    std::thread::scope(|scope| {
+        let mut to = Vec::with_capacity(count);
+        let mut back = Vec::with_capacity(count);
+        let mut workers = Vec::with_capacity(count);
+        for i in 0..count {
+            let (tx, rx) = sync_channel::<Vec<Routed>>(4);
+            // Emptied batches come back to be filled again (no allocation per batch).
+            let (btx, brx) = sync_channel::<Vec<Routed>>(8);
+            workers.push(scope.spawn(move || {
+                let mut a = make(i);
+                for mut batch in rx {
+                    for r in &batch {
+                        a.on_routed(r);
+                    }
+                    batch.clear();
+                    let _ = btx.try_send(batch);
+                }
+                a
+            }));
+            to.push(tx);
+            back.push(brx);
+        }
+        let hand_over = |d: &mut Analyzer, at_least: usize| {
+            if d.batched() < at_least.max(1) {
+                return;
+            }
+            for (i, (tx, brx)) in to.iter().zip(&back).enumerate() {
+                let empty = brx.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                let batch = d.take_batch(i, empty).expect("a dispatcher");
+                if !batch.is_empty() {
+                    // Fails only if the shard's thread panicked: its join says so below.
+                    let _ = tx.send(batch);
+                }
+            }
+        };
+        let read = read(Analyzer::dispatcher(count), &mut |d| hand_over(d, BATCH));
+        let read = read.map(|(mut d, extra)| {
+            hand_over(&mut d, 1);
+            (d, extra)
+        });
+        drop(to);
+        let shards: Vec<Analyzer> = workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        let (d, extra) = read?;
+        Ok((d, shards, extra))
+    })
 }

@@ -15,6 +15,10 @@
 //! 4. The frame and segment counts, the clock, the census of what was not analysed, and the
 //!    link types come from shard 0, which sees every frame as the others do.
 //!
+//! A capture can also be decoded once, by a *dispatcher* that hands each segment (with its
+//! position and the clock) to its shard's thread: the frames are then read and decoded once,
+//! and the summary's counts, clock and census come from the dispatcher.
+//!
 //! The result is the single thread's, byte for byte, with one exception stated where the caps
 //! are: a cap on kept state (half-open attempts, hop legs, clients) applies per shard, so a
 //! capture that reaches one may keep a different sample of what it caps.
@@ -22,10 +26,12 @@
 use std::hash::{Hash, Hasher};
 
 use crate::detect::{At, GroupId};
-use crate::flow::FlowKey;
+use crate::flow::{FlowKey, PacketRef};
 use crate::fxhash::FxHashMap;
 use crate::report::FlowRef;
+use crate::time::Timestamp;
 use crate::wire::Endpoint;
+use crate::wire::TcpSegment;
 
 /// What a shard records as it goes: which flows it owns, and where its flows and servers
 /// began.
@@ -53,11 +59,7 @@ impl ShardLog {
     /// Whether the flow on these endpoints is this shard's.
     #[inline]
     pub(crate) fn owns(&self, key: &FlowKey) -> bool {
-        let mut h = crate::fxhash::FxHasher::default();
-        key.hash(&mut h);
-        // The high bits of the product: FxHash mixes upwards.
-        let bucket = (u128::from(h.finish()) * u128::from(self.count)) >> 64;
-        bucket as u64 == self.index
+        shard_of(key, self.count) == self.index as usize
     }
 
     pub(crate) fn flow_created(&mut self, id: u64, at: At) {
@@ -68,6 +70,32 @@ impl ShardLog {
     pub(crate) fn group_created(&mut self, at: At) {
         self.groups.push(at);
     }
+}
+
+/// The shard, of `count`, that the flow on these endpoints belongs to.
+#[inline]
+pub(crate) fn shard_of(key: &FlowKey, count: u64) -> usize {
+    let mut h = crate::fxhash::FxHasher::default();
+    key.hash(&mut h);
+    // The high bits of the product: FxHash mixes upwards.
+    ((u128::from(h.finish()) * u128::from(count)) >> 64) as usize
+}
+
+/// A TCP segment a dispatching analyzer ([`crate::analysis::Analyzer::dispatcher`]) decoded
+/// and hands to the shard that owns its flow: where it was, and the capture's elapsed-time
+/// clock at it (the dispatcher sees every segment; a shard only its own).
+#[derive(Clone, Copy, Debug)]
+pub struct Routed {
+    pub pkt: PacketRef,
+    pub seg: TcpSegment,
+    pub at: At,
+    pub now: Timestamp,
+}
+
+/// What a dispatcher keeps: a batch of segments per shard, taken by the caller to send on.
+#[derive(Debug)]
+pub(crate) struct Router {
+    pub(crate) batches: Vec<Vec<Routed>>,
 }
 
 /// How one shard's flow ids and groups read in the merged report.

@@ -1,5 +1,6 @@
 //! A capture's flows divided among shards give the report one analyzer gives, byte for byte:
-//! every capture of the repository, at 2 and 3 shards, the shards run one after another.
+//! every capture of the repository, at 2 and 3 shards (each reading every frame, or fed by a
+//! dispatcher that decodes them once), the shards run one after another.
 
 use std::path::{Path, PathBuf};
 
@@ -44,8 +45,34 @@ fn feed(bytes: &[u8], a: &mut Analyzer) -> bool {
 /// The JSON of the report of `bytes` analysed by `shards` shards (0: one plain analyzer).
 type Make<'a> = &'a dyn Fn() -> Vec<Box<dyn Detector>>;
 
-fn report(bytes: &[u8], shards: usize, make: Make) -> Option<String> {
-    let (summary, findings) = if shards == 0 {
+/// The JSON of the report of `bytes` analysed by `shards` shards (0: one plain analyzer;
+/// negative: that many shards fed by a dispatcher that decodes every frame once).
+fn report(bytes: &[u8], shards: isize, make: Make) -> Option<String> {
+    let (summary, findings) = if shards < 0 {
+        let n = shards.unsigned_abs();
+        let mut d = Analyzer::dispatcher(n);
+        let mut all: Vec<Analyzer> = (0..n).map(|i| Analyzer::sharded(make(), i, n)).collect();
+        let Ok(mut r) = CaptureReader::new(bytes) else {
+            return None;
+        };
+        while let Ok(Some(f)) = r.next_frame() {
+            d.on_frame(f.number, f.ts, f.link, f.data, f.orig_len);
+            // Batches of a few segments, as the threads would take them.
+            if d.batched() >= 7 {
+                for (i, a) in all.iter_mut().enumerate() {
+                    for routed in d.take_batch(i, Vec::new()).expect("a dispatcher") {
+                        a.on_routed(&routed);
+                    }
+                }
+            }
+        }
+        for (i, a) in all.iter_mut().enumerate() {
+            for routed in d.take_batch(i, Vec::new()).expect("a dispatcher") {
+                a.on_routed(&routed);
+            }
+        }
+        Analyzer::merge_dispatched(d, all, "f", "pcap")
+    } else if shards == 0 {
         let mut a = Analyzer::new(make());
         if !feed(bytes, &mut a) {
             return None;
@@ -53,8 +80,8 @@ fn report(bytes: &[u8], shards: usize, make: Make) -> Option<String> {
         a.finish("f", "pcap")
     } else {
         let mut all = Vec::new();
-        for i in 0..shards {
-            let mut a = Analyzer::sharded(make(), i, shards);
+        for i in 0..shards as usize {
+            let mut a = Analyzer::sharded(make(), i, shards as usize);
             if !feed(bytes, &mut a) {
                 return None;
             }
@@ -77,7 +104,7 @@ pub(crate) fn same_over_corpus(make: Make) -> usize {
             continue;
         };
         with_findings += usize::from(!one.contains("\"findings\": []") && one.contains("kind"));
-        for shards in [2, 3] {
+        for shards in [2, 3, -2, -3] {
             let many = report(&bytes, shards, make).expect("read once already");
             if one != many {
                 let line = one

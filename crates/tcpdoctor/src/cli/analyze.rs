@@ -300,48 +300,26 @@ pub(crate) fn analyze_file_as(
         &make(0, 1),
     );
     let (mut summary, findings, truncated) = if shards > 1 {
-        let read = |i: usize, input: Option<Input>, progress: Option<&mut Progress>| {
-            let input = match input {
-                Some(input) => input,
-                None => File::open(path)
-                    .and_then(Input::new)
-                    .map_err(|cause| CaptureError::Io { offset: 0, cause })
-                    .with_context(|| format!("reading {name}"))?,
-            };
-            read_capture(&name, input, 1, make(i, shards), None, progress)
-        };
-        let read = &read;
-        let mut read_here = Some((input, progress));
-        let results = std::thread::scope(|scope| {
-            let others: Vec<_> = (1..shards)
-                .map(|i| scope.spawn(move || read(i, None, None)))
-                .collect();
-            let (input, mut progress) = read_here.take().expect("shard 0");
-            let first = read(0, Some(input), Some(&mut progress));
-            progress.done();
-            let mut all = vec![first];
-            all.extend(
-                others
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
-            );
-            all
-        });
-        let mut analyzers = Vec::with_capacity(shards);
-        let mut truncated = None;
-        let mut format = "";
-        for (i, r) in results.into_iter().enumerate() {
-            let (a, t, f) = r?;
-            if i == 0 {
-                (truncated, format) = (t, f);
-            }
-            analyzers.push(a);
-        }
-        let (summary, findings) = Analyzer::merge(analyzers, &name, format);
+        let make = |i: usize| make(i, shards);
+        let (dispatcher, analyzers, (truncated, format)) =
+            shards::run(shards, &make, |d, hook| {
+                let (d, truncated, format) =
+                    read_capture(&name, input, 1, d, None, Some(&mut progress), hook)?;
+                Ok((d, (truncated, format)))
+            })?;
+        progress.done();
+        let (summary, findings) = Analyzer::merge_dispatched(dispatcher, analyzers, &name, format);
         (summary, findings, truncated)
     } else {
-        let (analyzer, truncated, format) =
-            read_capture(&name, input, threads, make(0, 1), end, Some(&mut progress))?;
+        let (analyzer, truncated, format) = read_capture(
+            &name,
+            input,
+            threads,
+            make(0, 1),
+            end,
+            Some(&mut progress),
+            &mut |_| {},
+        )?;
         progress.done();
         let (summary, findings) = analyzer.finish(&name, format);
         (summary, findings, truncated)
@@ -359,7 +337,8 @@ pub(crate) fn analyze_file_as(
 
 /// Streams the capture `input` (named `name`) through `analyzer`, and each TCP packet through
 /// `end` when given; returns the analyzer, how the file was cut short if it was, and the
-/// capture's format. `threads` above 1 lets a gzip-compressed input inflate ahead.
+/// capture's format. `threads` above 1 lets a gzip-compressed input inflate ahead;
+/// `after_frame` is called after each frame (a dispatcher's hand-over: [`shards::run`]).
 fn read_capture(
     name: &str,
     input: Input,
@@ -367,6 +346,7 @@ fn read_capture(
     mut analyzer: Analyzer,
     mut end: Option<&mut EndCapture>,
     mut progress: Option<&mut Progress>,
+    after_frame: &mut dyn FnMut(&mut Analyzer),
 ) -> anyhow::Result<(Analyzer, Option<Truncation>, &'static str)> {
     let input = Source::new(input, threads)
         .map_err(|cause| CaptureError::Io { offset: 0, cause })
@@ -403,6 +383,7 @@ fn read_capture(
             frame.data,
             frame.orig_len,
         );
+        after_frame(&mut analyzer);
         if frame.number % 65536 == 0 {
             if let Some(progress) = progress.as_deref_mut() {
                 let input = reader.get_ref();
