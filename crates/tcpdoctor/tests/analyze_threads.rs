@@ -50,6 +50,28 @@ fn many_files_at_once_give_the_report_of_one_thread() {
 }
 
 #[test]
+fn one_file_divided_among_threads_gives_the_report_of_one_thread() {
+    // Every capture alone, its flows divided among 2 and 3 threads (an explicit --threads
+    // divides a file of any size; TCPDOCTOR_TRACE_SHARDS says it did).
+    let mut divided = 0;
+    for file in corpus() {
+        let one = analyze("1", std::slice::from_ref(&file));
+        for n in ["2", "3"] {
+            let name = file.display().to_string();
+            let out = common::tcpdoctor_env(
+                &["analyze", "--format", "json", "--threads", n, &name],
+                &[("TCPDOCTOR_TRACE_SHARDS", "1")],
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.stdout == one.0, "{name}: --threads {n} changed the report");
+            assert_eq!(out.status.code(), one.1, "{name}: {err}");
+            divided += usize::from(err.contains(&format!("divided among {n} threads")));
+        }
+    }
+    assert!(divided > 100, "only {divided} runs divided their file");
+}
+
+#[test]
 fn a_bad_file_among_many_is_reported_in_its_place_whatever_the_threads() {
     let scratch = Scratch::new("analyze-threads-bad");
     let bad = scratch.join("not-a-capture.pcap");

@@ -24,11 +24,17 @@ pub fn repo() -> PathBuf {
 /// removed after: what the command keeps there (a failed `run`'s captures and logs, kept on
 /// purpose for a person to read) does not pile up in /tmp, run after run.
 pub fn tcpdoctor(args: &[&str]) -> Output {
+    tcpdoctor_env(args, &[])
+}
+
+/// [`tcpdoctor`] with these environment variables set too.
+pub fn tcpdoctor_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let tmp = Scratch::new("cmd");
     Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
         .args(args)
         .current_dir(repo())
         .env("TMPDIR", &*tmp)
+        .envs(env.iter().copied())
         .output()
         .expect("run tcpdoctor")
 }
