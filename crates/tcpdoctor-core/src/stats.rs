@@ -167,7 +167,10 @@ pub fn round3(v: f64) -> f64 {
 }
 
 /// Counts exact values (payload sizes, segments per turn): the `uniq -c` view.
-/// Keeps at most [`SizeCounter::MAX_DISTINCT`] distinct values; the rest are counted as "other".
+/// Keeps the [`SizeCounter::MAX_DISTINCT`] smallest distinct values; the rest are counted as
+/// "other". Which values are kept depends only on what was recorded, never on the order (nor on
+/// how counters were [`SizeCounter::merge`]d): a counter merged from several holds what one
+/// fed every value holds.
 #[derive(Clone, Debug, Default)]
 pub struct SizeCounter {
     counts: BTreeMap<u32, u64>,
@@ -180,13 +183,31 @@ impl SizeCounter {
 
     pub fn record(&mut self, value: u32) {
         self.total += 1;
+        self.add(value, 1);
+    }
+
+    /// Adds `n` to `value`'s count, keeping the smallest values when there are too many.
+    fn add(&mut self, value: u32, n: u64) {
         if let Some(c) = self.counts.get_mut(&value) {
-            *c += 1;
-        } else if self.counts.len() < Self::MAX_DISTINCT {
-            self.counts.insert(value, 1);
-        } else {
-            self.other += 1;
+            *c += n;
+            return;
         }
+        if self.counts.len() >= Self::MAX_DISTINCT {
+            // A value larger than every kept one goes to "other"; a smaller one takes the
+            // place of the largest kept. (A value once moved to "other" is larger than the
+            // MAX_DISTINCT kept then, all smaller than it for good: it is never kept again.)
+            match self.counts.last_key_value() {
+                Some((&largest, _)) if largest > value => {
+                    let moved = self.counts.remove(&largest).unwrap_or(0);
+                    self.other += moved;
+                }
+                _ => {
+                    self.other += n;
+                    return;
+                }
+            }
+        }
+        self.counts.insert(value, n);
     }
 
     pub fn total(&self) -> u64 {
@@ -195,13 +216,7 @@ impl SizeCounter {
 
     pub fn merge(&mut self, other: &SizeCounter) {
         for (&v, &c) in &other.counts {
-            if let Some(x) = self.counts.get_mut(&v) {
-                *x += c;
-            } else if self.counts.len() < Self::MAX_DISTINCT {
-                self.counts.insert(v, c);
-            } else {
-                self.other += c;
-            }
+            self.add(v, c);
         }
         self.other += other.other;
         self.total += other.total;
@@ -341,5 +356,39 @@ mod tests {
         let mut t = SizeCounter::default();
         t.merge(&s);
         assert_eq!(t.total(), 6);
+    }
+
+    /// Past its cap a counter keeps the smallest values, whatever order they came in and
+    /// however the values were split among counters merged after.
+    #[test]
+    fn size_counter_past_its_cap_keeps_the_smallest_values_in_any_order() {
+        let max = SizeCounter::MAX_DISTINCT as u32;
+        // Every value from 0 to 2 × the cap, each `v % 3 + 1` times, large ones first.
+        let values: Vec<u32> = (0..2 * max)
+            .rev()
+            .flat_map(|v| std::iter::repeat_n(v, (v % 3 + 1) as usize))
+            .collect();
+        let summary = |c: &SizeCounter| (c.top(usize::MAX), c.distribution(), c.total());
+        let mut one = SizeCounter::default();
+        values.iter().for_each(|&v| one.record(v));
+        // Kept: exactly 0..max, with their own counts; the rest is "other".
+        assert_eq!(one.counts.len(), SizeCounter::MAX_DISTINCT);
+        assert_eq!(one.counts.keys().next_back(), Some(&(max - 1)));
+        assert_eq!(one.counts[&(max - 1)], u64::from((max - 1) % 3 + 1));
+        let kept: u64 = one.counts.values().sum();
+        assert_eq!(one.other, values.len() as u64 - kept);
+        // Small values first, and split three ways then merged: the same counter.
+        let mut sorted = SizeCounter::default();
+        values.iter().rev().for_each(|&v| sorted.record(v));
+        assert_eq!(summary(&sorted), summary(&one));
+        let mut parts = [0, 1, 2].map(|_| SizeCounter::default());
+        for (i, &v) in values.iter().enumerate() {
+            parts[(v as usize * 7 + i) % 3].record(v);
+        }
+        let mut merged = SizeCounter::default();
+        for p in parts.iter().rev() {
+            merged.merge(p);
+        }
+        assert_eq!(summary(&merged), summary(&one));
     }
 }

@@ -50,7 +50,12 @@
 //!     two whole messages, in no more segments than messages, is not fragmented whatever
 //!     rules 2, 3 and 9 say: it is pipelined whole messages, one per segment — what
 //!     `unbatched_messages` names — never one message in pieces.
+//! 12. The example is the first fragmented turn in the capture (the smallest position,
+//!     [`At`]) with a window wait (rule 9), else the first the Nagle rule held nothing of
+//!     (it shows the pieces themselves), else the first: the same whatever division of the
+//!     flows among threads.
 
+use std::any::Any;
 use std::time::Duration;
 
 mod window;
@@ -58,8 +63,8 @@ mod window;
 use window::{window_waits, WindowWait};
 
 use super::{
-    delayed_ack_stalls, of, Detector, FindingHead, FlowMarks, FlowView, Groups, Held, HopBlame,
-    Passed, PerGroup,
+    delayed_ack_stalls, of, At, Detector, FindingHead, FlowMarks, FlowView, Groups, Held, HopBlame,
+    Passed, PerGroup, ShardMap,
 };
 use crate::flow::Direction;
 use crate::message_ends::FlowFraming;
@@ -87,15 +92,25 @@ struct State {
     window_turns: u64,
     window_waits: u64,
     window: Duration,
-    /// One window wait, with its flow and the full segment there.
-    window_example: Option<(FlowRef, WindowWait, u32)>,
     extra_segments: u64,
     segments_per_turn: SizeCounter,
     sizes: SizeCounter,
     flows: u64,
-    example: Option<(FlowRef, Turn)>,
-    /// A full segment on the example's flow and direction (the sender's effective MSS).
-    example_full: u32,
+    example: Option<Example>,
+}
+
+/// The turn a finding shows (rule 12).
+#[derive(Clone)]
+struct Example {
+    /// Its kind (0: a window wait, 1: nothing held by Nagle, 2: held) and where it was told
+    /// ([`At`]): the smallest is kept.
+    rank: (u8, At),
+    flow: FlowRef,
+    turn: Turn,
+    /// A full segment on its flow and direction (the sender's effective MSS).
+    full: u32,
+    /// Its first window wait (rule 9), when it has one.
+    wait: Option<WindowWait>,
 }
 
 #[derive(Default)]
@@ -212,35 +227,69 @@ impl Detector for FragmentedWrites {
             st.sizes.record(s);
         }
         self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
-        if let Some(w) = frag.waits.first() {
+        if !frag.waits.is_empty() {
             st.window_turns += 1;
             st.window_waits += frag.waits.len() as u64;
             st.window += frag.window;
-            // The example shows a window wait when there is one (its frames must be on the
-            // example flow).
-            if st.window_example.is_none() {
-                st.window_example =
-                    Some((flow.flow_ref(), w.clone(), flow.flow.full_segment(turn.dir)));
-                st.example = Some((flow.flow_ref(), turn.clone()));
-                st.example_full = flow.flow.full_segment(turn.dir);
-            }
         }
-        if st.window_example.is_some() {
-            return;
-        }
-        // Prefer an example that shows the pieces themselves (no Nagle hold).
-        let better = match &st.example {
-            None => true,
-            Some((_, t)) => !t.pauses.is_empty() && turn.pauses.is_empty(),
+        // Rule 12: a window wait shown when there is one (its frames must be on the example
+        // flow), else the pieces themselves (no Nagle hold), the first of its kind.
+        let kind = if !frag.waits.is_empty() {
+            0
+        } else if turn.pauses.is_empty() {
+            1
+        } else {
+            2
         };
-        if better {
-            st.example = Some((flow.flow_ref(), turn.clone()));
-            st.example_full = flow.flow.full_segment(turn.dir);
+        let rank = (kind, flow.at);
+        if st.example.as_ref().is_none_or(|e| rank < e.rank) {
+            st.example = Some(Example {
+                rank,
+                flow: flow.flow_ref(),
+                turn: turn.clone(),
+                full: flow.flow.full_segment(turn.dir),
+                wait: frag.waits.into_iter().next(),
+            });
         }
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
         self.marks.forget(flow.flow.id);
+    }
+
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("a fragmented_writes state");
+        self.state.absorb(other, map, |st, o| {
+            st.turns += o.turns;
+            st.fragmented += o.fragmented;
+            st.held_by_nagle += o.held_by_nagle;
+            st.held += o.held;
+            st.window_turns += o.window_turns;
+            st.window_waits += o.window_waits;
+            st.window += o.window;
+            st.extra_segments += o.extra_segments;
+            st.segments_per_turn.merge(&o.segments_per_turn);
+            st.sizes.merge(&o.sizes);
+            st.flows += o.flows;
+            if let Some(e) = o.example {
+                if st.example.as_ref().is_none_or(|k| e.rank < k.rank) {
+                    st.example = Some(Example {
+                        flow: map.flow_ref(e.flow),
+                        ..e
+                    });
+                }
+            }
+        });
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -250,10 +299,10 @@ impl Detector for FragmentedWrites {
             if st.fragmented < MIN_TURNS || share < MIN_SHARE {
                 continue;
             }
-            let Some((flow_ref, turn)) = st.example.clone() else {
+            let Some(example) = &st.example else {
                 continue;
             };
-            out.push(finding(group, dir, &st, share, flow_ref, &turn, groups));
+            out.push(finding(group, dir, &st, share, example, groups));
         }
         super::settle(out)
     }
@@ -264,10 +313,10 @@ fn finding(
     dir: Direction,
     st: &State,
     share: f64,
-    example_flow: FlowRef,
-    turn: &Turn,
+    example: &Example,
     groups: &Groups,
 ) -> (Finding, Option<Passed>) {
+    let turn = &example.turn;
     // Rule 5: severity follows the time the pattern cost.
     let lost = st.held + st.window;
     let severity = if lost > Duration::ZERO {
@@ -357,7 +406,7 @@ fn finding(
         per_turn.push_str(&format!(
             "; {} segments more than the bytes needed in full segments ({} bytes on the \
              example flow)",
-            st.extra_segments, st.example_full
+            st.extra_segments, example.full
         ));
     }
     ev.facts.push(per_turn);
@@ -420,9 +469,9 @@ fn finding(
         ),
         note: format!("through frame {}", turn.last.frame),
     });
-    if let Some((_, w, full)) = &st.window_example {
+    if let Some(w) = &example.wait {
         let counts = (st.window_turns, st.window_waits);
-        window::evidence(&mut ev, dir, w, *full, counts, turn.first.ts);
+        window::evidence(&mut ev, dir, w, example.full, counts, turn.first.ts);
     }
     let fix = if tls {
         "One TLS record per write is common (many TLS stacks seal each application write as its \
@@ -460,7 +509,7 @@ fn finding(
         group,
         direction: dir,
         flows_affected: st.flows,
-        example_flow,
+        example_flow: example.flow.clone(),
         time_lost: lost,
     }
     .finish(groups, verdict, ev, &fix);

@@ -69,12 +69,17 @@
 //!    (up to) a full segment each, never [`MIN_BURST`] small ones in a row.
 //! 8. Report a direction with at least one burst. Severity: a warning when the extra packets
 //!    are at least [`WARN_SHARE`] of that direction's data segments in the judged stretches
-//!    (most of what it sends is avoidable packets), else info.
+//!    (most of what it sends is avoidable packets), else info. The example is the longest
+//!    burst; of equal ones, the first judged in the capture (its stretch's position, [`At`],
+//!    then its place among the stretch's bursts), so that any division of the flows among
+//!    threads names the same one.
 
+use std::any::Any;
+use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Detector, FlowMarks, FlowView, Groups, PerGroup, Slots};
+use super::{At, Detector, FlowMarks, FlowView, Groups, PerGroup, ShardMap, Slots};
 use crate::flow::{Direction, SegmentEvent, SegmentKind};
 use crate::fxhash::FxHashMap;
 use crate::message_ends::{ConnectionEnds, Cut, MessageEnds};
@@ -167,6 +172,9 @@ struct State {
 }
 
 struct Example {
+    /// Where it was judged ([`At`]) and its place among the bursts judged there: of bursts of
+    /// equal length, the first is kept.
+    at: (At, usize),
     flow: FlowRef,
     burst: Burst,
     batched: u64,
@@ -177,6 +185,21 @@ struct Example {
     header: u64,
     /// The burst's ACK number, relative to the peer's initial sequence number when known.
     ack: String,
+}
+
+/// Which burst a finding shows: the greatest of these, a longer burst, or as long and
+/// judged earlier.
+type Rank = (usize, Reverse<(At, usize)>);
+
+impl Example {
+    fn rank(&self) -> Rank {
+        (self.burst.segs.len(), Reverse(self.at))
+    }
+
+    /// Whether this one is shown rather than `kept`.
+    fn beats(&self, kept: &Option<Example>) -> bool {
+        kept.as_ref().is_none_or(|k| self.rank() > k.rank())
+    }
 }
 
 #[derive(Default)]
@@ -225,6 +248,38 @@ impl Detector for UnbatchedMessages {
             self.judge(flow, &segs);
         }
         self.marks.forget(flow.flow.id);
+    }
+
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("an unbatched_messages state");
+        self.state.absorb(other, map, |st, o| {
+            st.bursts += o.bursts;
+            st.segments += o.segments;
+            st.bytes += o.bytes;
+            st.batched += o.batched;
+            st.dir_segments += o.dir_segments;
+            st.framed += o.framed;
+            st.flows += o.flows;
+            if let Some(e) = o.example {
+                let e = Example {
+                    flow: map.flow_ref(e.flow),
+                    ..e
+                };
+                if e.beats(&st.example) {
+                    st.example = Some(e);
+                }
+            }
+        });
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -316,7 +371,7 @@ impl UnbatchedMessages {
                 named.push(burst);
             }
         }
-        for burst in named {
+        for (i, burst) in named.into_iter().enumerate() {
             let dir = burst.segs[0].dir;
             let batched = burst.bytes.div_ceil(u64::from(full[dir.index()]));
             let st = self.state.get(flow.group, dir);
@@ -326,17 +381,15 @@ impl UnbatchedMessages {
             st.bytes += burst.bytes;
             st.batched += batched;
             self.marks.count(flow.flow.id, dir, &mut st.flows);
-            let longer = st
-                .example
-                .as_ref()
-                .is_none_or(|e| e.burst.segs.len() < burst.segs.len());
-            if longer {
+            let rank: Rank = (burst.segs.len(), Reverse((flow.at, i)));
+            if st.example.as_ref().is_none_or(|e| rank > e.rank()) {
                 let ack = ack_shown(flow, dir, burst.segs[0].ack);
                 let typical = match (&counts, burst.proof) {
                     (Some(c), Some(Proof::Ack(_))) => c.side[dir.index()].1,
                     _ => median(&burst),
                 };
                 st.example = Some(Example {
+                    at: (flow.at, i),
                     flow: flow.flow_ref(),
                     burst,
                     batched,

@@ -44,11 +44,16 @@
 //!    which is why the finding names both, and both fixes.
 //! 5. Per server and direction, one finding over the capped transfers. Time lost is half of
 //!    their steady time (what one doubling of the buffer saves while the path has room).
-//!    Critical from [`CRITICAL_STEADY`] of capped transfer time.
+//!    Critical from [`CRITICAL_STEADY`] of capped transfer time. The example is the transfer
+//!    of the most bytes; of equal ones, the first judged in the capture (the smallest
+//!    position, [`At`]: its end), so that any division of the flows among threads names it.
 
+use std::any::Any;
 use std::time::Duration;
 
-use super::{of, rel_ms, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, Slots};
+use super::{
+    of, rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, ShardMap, Slots,
+};
 use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::seq::SeqNum;
@@ -199,7 +204,25 @@ struct State {
     steady: Duration,
     ceiling: Histogram,
     rtt_us: Histogram,
-    example: Option<(FlowRef, Capped)>,
+    example: Option<Example>,
+}
+
+/// The transfer a finding shows.
+struct Example {
+    /// Where it was judged ([`At`]): of transfers of equal bytes, the first is kept.
+    at: At,
+    flow: FlowRef,
+    capped: Capped,
+}
+
+impl Example {
+    /// Whether this one is shown rather than `kept`: more bytes, or as many and earlier.
+    fn beats(&self, kept: &Option<Example>) -> bool {
+        kept.as_ref().is_none_or(|k| {
+            (self.capped.bytes, std::cmp::Reverse(self.at))
+                > (k.capped.bytes, std::cmp::Reverse(k.at))
+        })
+    }
 }
 
 #[derive(Default)]
@@ -222,8 +245,13 @@ impl WindowLimited {
         st.ceiling.record(c.ceiling as f64);
         st.rtt_us.record_duration(c.rtt);
         self.marks.count(flow.flow.id, dir, &mut st.flows);
-        if st.example.as_ref().is_none_or(|(_, e)| e.bytes < c.bytes) {
-            st.example = Some((flow.flow_ref(), c));
+        let example = Example {
+            at: flow.at,
+            flow: flow.flow_ref(),
+            capped: c,
+        };
+        if example.beats(&st.example) {
+            st.example = Some(example);
         }
     }
 }
@@ -355,6 +383,38 @@ impl Detector for WindowLimited {
             }
         }
         self.marks.forget(flow.flow.id);
+    }
+
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        Box::new(std::mem::take(&mut self.state))
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state
+            .downcast::<PerGroup<State>>()
+            .expect("a window_limited state");
+        self.state.absorb(other, map, |st, o| {
+            st.transfers += o.transfers;
+            st.receiver += o.receiver;
+            st.flows += o.flows;
+            st.bytes += o.bytes;
+            st.steady += o.steady;
+            st.ceiling.merge(&o.ceiling);
+            st.rtt_us.merge(&o.rtt_us);
+            if let Some(e) = o.example {
+                let e = Example {
+                    flow: map.flow_ref(e.flow),
+                    ..e
+                };
+                if e.beats(&st.example) {
+                    st.example = Some(e);
+                }
+            }
+        });
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
@@ -500,7 +560,11 @@ fn finding(
     group: usize,
     dir: Direction,
     st: &State,
-    (example_flow, c): (FlowRef, Capped),
+    Example {
+        flow: example_flow,
+        capped: c,
+        at: _,
+    }: Example,
     groups: &Groups,
 ) -> Finding {
     let writer = dir.sender();

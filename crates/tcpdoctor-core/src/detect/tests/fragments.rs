@@ -330,3 +330,41 @@ fn a_flight_shorter_than_any_window_is_not_a_window_wait() {
     let fw = get(&f, FindingKind::FragmentedWrites);
     assert_eq!(fw.evidence.counts["window_waits"], 0, "{}", fw.verdict);
 }
+
+/// Rule 12: of equally good examples, the first in the capture, not the first told. The first
+/// connection's one fragmented response is its last turn, told only when the flow ends (here
+/// at the capture's end); the second connection, all after it, has three, told as it goes and
+/// ended by its FIN. The example is the first connection's: its turn lies before them all.
+#[test]
+fn the_example_is_the_first_fragmented_turn_in_the_capture_not_the_first_told() {
+    let pieces = |s: &mut Sim, t: u64| {
+        s.data(C2S, t, 10);
+        for k in 0..8 {
+            s.data(S2C, t + 50 + k * 10, 14);
+        }
+    };
+    let mut s = Sim::new();
+    s.connect(40000, 0, 30, 10);
+    pieces(&mut s, 1_000);
+    s.connect(40001, 5_000, 30, 10);
+    let mut t = 6_000;
+    for _ in 0..3 {
+        pieces(&mut s, t);
+        t += 1_000;
+    }
+    s.data(C2S, t, 10);
+    s.close(t + 100);
+    let f = s.findings();
+    let fw = get(&f, FindingKind::FragmentedWrites);
+    assert_eq!(fw.evidence.counts["fragmented_turns"], 4);
+    assert_eq!(fw.example_flow.id, 1);
+    assert!(
+        fw.example_flow.client.ends_with(":40000"),
+        "{:?}",
+        fw.example_flow
+    );
+    assert_eq!(
+        fw.evidence.frames[0], 5,
+        "the first connection's first piece"
+    );
+}

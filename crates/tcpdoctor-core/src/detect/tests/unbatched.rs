@@ -38,26 +38,40 @@ fn send(s: &mut Sim, dir: Direction, t: u64, len: u32, ack: Option<u32>, tsval: 
 /// in ms.
 fn pipelined(n: u64, req: u32, answers: u64, ans: u32, gap: u64) -> Vec<Finding> {
     let mut s = Sim::new();
-    s.connect(40000, 0, 30, 10);
-    let mut t = 1_000;
+    let t = conversation(&mut s, 40000, 0, (n, req), (answers, ans), gap);
+    s.close(t + 1_000);
+    s.findings()
+}
+
+/// [`pipelined`]'s conversation on a new connection from `port` opened at `t0`, left open;
+/// returns when its last request left.
+fn conversation(
+    s: &mut Sim,
+    port: u16,
+    t0: u64,
+    (n, req): (u64, u32),
+    (answers, ans): (u64, u32),
+    gap: u64,
+) -> u64 {
+    s.connect(port, t0, 30, 10);
+    let mut t = t0 + 1_000;
     let first_request = s.cseq;
     for _ in 0..n {
-        send(&mut s, C2S, t, req, None, None);
+        send(s, C2S, t, req, None, None);
         t += gap;
     }
     t += 20;
-    send(&mut s, S2C, t, ans, Some(first_request + req), None);
+    send(s, S2C, t, ans, Some(first_request + req), None);
     // The answers start on a tick of the server's clock.
     t = (t / 1_000 + 2) * 1_000;
     let first_answer = s.sseq;
     for _ in 0..answers {
-        send(&mut s, S2C, t, ans, None, None);
+        send(s, S2C, t, ans, None, None);
         t += gap;
     }
     t += 2_000;
-    send(&mut s, C2S, t, req, Some(first_answer + ans), None);
-    s.close(t + 1_000);
-    s.findings()
+    send(s, C2S, t, req, Some(first_answer + ans), None);
+    t
 }
 
 /// The same without the proof of rule 6: every request arrived before the first answer and
@@ -522,5 +536,28 @@ fn fragmented_writes_and_unbatched_messages_never_claim_the_same_burst() {
         assert_eq!(named(&f, C2S), proven, "proven {proven}: {k:?}");
         assert_eq!(fragmented, !proven, "proven {proven}: {k:?}");
         assert!(!named(&f, S2C), "proven {proven}: {k:?}");
+    }
+}
+
+/// Rule 8: of bursts of equal length, the example is the first in the capture, not the first
+/// judged. The first connection's bursts are judged only when it ends (here at the capture's
+/// end); the second's, all after them, at its FIN, before.
+#[test]
+fn of_equal_bursts_the_example_is_the_first_in_the_capture_not_the_first_judged() {
+    let n = MIN_BURST as u64;
+    let mut s = Sim::new();
+    conversation(&mut s, 40000, 0, (n, 40), (n, 5), 50);
+    let t = conversation(&mut s, 40001, 100_000, (n, 40), (n, 5), 50);
+    s.close(t + 1_000);
+    let f = s.findings();
+    for dir in [C2S, S2C] {
+        let u = of_dir(&f, dir);
+        assert_eq!(u.evidence.counts["bursts"], 2, "{:?}", u.evidence.counts);
+        assert_eq!(u.example_flow.id, 1);
+        assert!(
+            u.example_flow.client.ends_with(":40000"),
+            "{:?}",
+            u.example_flow
+        );
     }
 }

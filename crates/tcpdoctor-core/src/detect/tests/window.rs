@@ -219,3 +219,26 @@ fn a_paced_flight_longer_than_a_round_trip_is_counted_per_flight() {
         w.evidence.facts[0]
     );
 }
+
+/// Rule 5: of transfers of equal bytes, the example is the first in the capture, not the
+/// first judged. The first connection's transfer is judged only when the flow ends (here at
+/// the capture's end); the second's, all after it, is judged at its FIN, before.
+#[test]
+fn of_equal_transfers_the_example_is_the_first_in_the_capture_not_the_first_judged() {
+    let mut s = wan();
+    rounds(&mut s, 30_000, &[20; 40], 100);
+    let t0 = 1_000_000;
+    s.connect(40001, t0, 10_000, 10_000);
+    s.data(C2S, t0 + 20_100, 20);
+    let t = rounds(&mut s, t0 + 30_000, &[20; 40], 100);
+    s.close(t);
+    let f = s.findings();
+    let w = get(&f, FindingKind::WindowLimited);
+    assert_eq!(w.evidence.counts["transfers"], 2);
+    assert_eq!(w.example_flow.id, 1);
+    assert!(
+        w.example_flow.client.ends_with(":40000"),
+        "{:?}",
+        w.example_flow
+    );
+}
