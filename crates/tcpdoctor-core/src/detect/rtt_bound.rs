@@ -89,7 +89,7 @@ pub const CRITICAL_SHARE: f64 = 0.8;
 /// …and at least this much.
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
 /// Ended flows' spans kept, over all clients, to tell parallel connections (rule 5).
-const MAX_SPANS: usize = 1 << 18;
+const MAX_SPANS: usize = 1 << 17;
 /// Flagged flows' time spans remembered per server before the oldest are folded into a total.
 const SPANS_KEPT: usize = 4096;
 
@@ -333,6 +333,10 @@ impl RttBound {
             return;
         };
         peers.open = peers.open.saturating_sub(1);
+        if peers.ended.capacity() == 0 {
+            // Most clients have one flow: room for one span, not the four a push allots.
+            peers.ended.reserve_exact(1);
+        }
         peers.ended.push(span);
         if flagged {
             peers.flagged.push(span);
