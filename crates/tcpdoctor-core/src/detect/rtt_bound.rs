@@ -28,11 +28,14 @@
 //!    [`MIN_SAVING`] after that, nothing is reported.
 //! 5. When most flagged flows overlapped in time with other connections from the same client
 //!    address to this server, the client already spreads its requests over parallel
-//!    connections. The wire shows request *turns*, not how many requests each carries: the
-//!    advice covers a client with one request per turn (a browser's HTTP/1.1 pool, which
-//!    cannot pipeline: multiplex, or fewer requests) and one whose protocol already pipelines
-//!    (more requests per turn, batching). Otherwise it is pipelining or batching on the
-//!    connection.
+//!    connections. A flow's time is its span from its first request byte to its last response
+//!    byte; two flows overlap when their whole spans do, counted once every flow has ended
+//!    (so the count depends on the flows alone, never on when each was ended), among the
+//!    client's flows with at least one exchange. The wire shows request *turns*, not how many
+//!    requests each carries: the advice covers a client with one request per turn (a
+//!    browser's HTTP/1.1 pool, which cannot pipeline: multiplex, or fewer requests) and one
+//!    whose protocol already pipelines (more requests per turn, batching). Otherwise it is
+//!    pipelining or batching on the connection.
 //! 6. Severity follows the time the finding says was lost (the saving, `time_lost_ms`):
 //!    critical when it is at least [`CRITICAL_SAVING`] and at least [`CRITICAL_SHARE`] of the
 //!    time the flagged flows covered together; otherwise a warning.
@@ -42,15 +45,29 @@
 //!    depth and the requests per turn the wire carried (requests completed ÷ request turns
 //!    to this server); "one request at a time" only with `--pipeline 1`, and multiplexing
 //!    (HTTP/2) is never offered to a client that pipelines. The rule itself is unchanged.
+//!
+//! Cost and bounds: O(1) per exchange and per flow end (one table look-up per flow, at its
+//! first exchange and at its end), and per open flow a fixed-size state. An ended flow leaves
+//! its span (16 bytes) with its client until the end, where rule 5 counts the overlaps of the
+//! flagged flows by sorting each such client's spans once. At most [`MAX_SPANS`] ended spans
+//! are kept: beyond, the clients with no open flow, idle longest, have their flagged flows
+//! counted against the spans they have and are forgotten; when every client has an open
+//! flow, the client of the flow that ended does the same and keeps its newer half. Rule 4's
+//! spans are folded into a total beyond [`SPANS_KEPT`] per server. Both caps apply per
+//! analyzer: with the flows divided among threads ([`crate::analysis::shard`]) each thread
+//! keeps its own, so a capture that reaches one may count overlaps (rule 5) or the elapsed
+//! time (rule 4) differently than one thread would; below them the merged report is one
+//! thread's, byte for byte.
 
 use crate::analysis::ScriptedClient;
 use crate::fxhash::FxHashMap as HashMap;
+use std::any::Any;
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::{Detector, FindingHead, FlowView, GroupId, Groups, PerGroup, Slots};
+use super::{At, Detector, FindingHead, FlowView, GroupId, Groups, PerGroup, ShardMap, Slots};
 use crate::flow::Direction;
 use crate::flow::PacketRef;
 use crate::report::{
@@ -71,13 +88,13 @@ pub const MIN_SAVING: Duration = Duration::from_millis(100);
 pub const CRITICAL_SHARE: f64 = 0.8;
 /// …and at least this much.
 pub const CRITICAL_SAVING: Duration = Duration::from_secs(1);
-/// Ended flows remembered per client address and server, to tell parallel connections.
-const PEERS_KEPT: usize = 64;
-/// Client addresses remembered: beyond this, those with no open flow are forgotten, the ones
-/// idle longest first.
-const MAX_CLIENTS: usize = 65_536;
+/// Ended flows' spans kept, over all clients, to tell parallel connections (rule 5).
+const MAX_SPANS: usize = 1 << 17;
 /// Flagged flows' time spans remembered per server before the oldest are folded into a total.
 const SPANS_KEPT: usize = 4096;
+
+/// A flow's exchanges' time: its first request byte to its last response byte.
+type Span = (Timestamp, Timestamp);
 
 #[derive(Default)]
 struct FlowState {
@@ -96,8 +113,6 @@ struct FlowState {
     /// One sequential exchange, as frames the audit can check (one after a previous response
     /// when the flow has one).
     example: Option<Box<Example>>,
-    /// This flow's place in its client's [`Peers::open`], to leave it in O(1).
-    peer_index: u32,
 }
 
 /// A sequential exchange and the round-trip samples it was judged on.
@@ -108,15 +123,49 @@ struct Example {
     claim: SequentialExchange,
 }
 
-/// The flows of one client address to one server: the open ones (their spans live in
-/// [`FlowState`]) and the spans of the last [`PEERS_KEPT`] that ended.
+/// The flows with an exchange from one client address to one server.
 #[derive(Default)]
 struct Peers {
-    /// Open flows: (id, detector slot), in no particular order.
-    open: Vec<(u64, usize)>,
-    ended: VecDeque<(Timestamp, Timestamp)>,
+    /// How many are open.
+    open: u32,
     /// Whether the client is in [`RttBound::idle`].
     queued: bool,
+    /// The spans of those that ended, flagged ones included.
+    ended: Vec<Span>,
+    /// The spans of the flagged ones whose overlaps are not counted yet (each also in
+    /// `ended`).
+    flagged: Vec<Span>,
+}
+
+impl Peers {
+    /// Rule 5 for the flagged flows not counted yet: how many of the client's other ended
+    /// flows overlapped each, into its server's state. O(n log n) in the client's spans.
+    fn settle(&mut self, group: GroupId, state: &mut PerGroup<State>) {
+        if self.flagged.is_empty() {
+            return;
+        }
+        let st = state.get(group, Direction::ClientToServer);
+        let mut starts: Vec<Timestamp> = self.ended.iter().map(|s| s.0).collect();
+        let mut ends: Vec<Timestamp> = self.ended.iter().map(|s| s.1).collect();
+        starts.sort_unstable();
+        ends.sort_unstable();
+        for (first, last) in self.flagged.drain(..) {
+            // A span misses this one when it starts at or after its end or ends at or before
+            // its start, never both (a flagged flow's span is not empty: rule 3's saving lies
+            // in it); the flow's own span is among them and overlaps.
+            let after = starts.len() - starts.partition_point(|&s| s < last);
+            let before = ends.partition_point(|&e| e <= first);
+            let others = self.ended.len().saturating_sub(after + before + 1);
+            st.overlapped_with(others);
+        }
+    }
+}
+
+/// The finding's example: the flagged flow that ended first (its end's position, [`At`]).
+struct Chosen {
+    at: At,
+    flow: FlowRef,
+    example: Option<Box<Example>>,
 }
 
 #[derive(Default)]
@@ -136,13 +185,46 @@ struct State {
     to_client_us: Histogram,
     latency_us: Histogram,
     /// The flagged flows' spans (first request → last response), merged when they overlap.
-    spans: Vec<(Timestamp, Timestamp)>,
+    spans: Vec<Span>,
     /// Length of spans folded away to bound memory.
     folded: Duration,
-    example: Option<(FlowRef, Option<Box<Example>>)>,
+    example: Option<Chosen>,
 }
 
 impl State {
+    /// Rule 5: a flagged flow overlapped `others` other flows of its client.
+    fn overlapped_with(&mut self, others: usize) {
+        if others > 0 {
+            self.concurrent_flows += 1;
+            self.peak = self.peak.max(u32::try_from(others + 1).unwrap_or(u32::MAX));
+        }
+    }
+
+    /// Another shard's state for the same server ([`Detector::absorb`]).
+    fn absorb(&mut self, o: State, map: &ShardMap) {
+        self.flows += o.flows;
+        self.exchanges += o.exchanges;
+        self.overlapped += o.overlapped;
+        self.wall += o.wall;
+        self.waiting += o.waiting;
+        self.saving += o.saving;
+        self.concurrent_flows += o.concurrent_flows;
+        self.peak = self.peak.max(o.peak);
+        self.near_client += o.near_client;
+        self.near_server += o.near_server;
+        self.rtt_us.merge(&o.rtt_us);
+        self.to_server_us.merge(&o.to_server_us);
+        self.to_client_us.merge(&o.to_client_us);
+        self.latency_us.merge(&o.latency_us);
+        self.spans.extend(o.spans);
+        self.folded += o.folded;
+        let theirs = o.example.map(|c| Chosen {
+            flow: map.flow_ref(c.flow),
+            ..c
+        });
+        super::earlier(&mut self.example, theirs, |c| c.at);
+    }
+
     fn add_span(&mut self, first: Timestamp, last: Timestamp) {
         self.spans.push((first, last));
         if self.spans.len() > 2 * SPANS_KEPT {
@@ -176,9 +258,9 @@ impl State {
 }
 
 /// Sorts and merges overlapping spans.
-fn merge(spans: &mut Vec<(Timestamp, Timestamp)>) {
+fn merge(spans: &mut Vec<Span>) {
     spans.sort_unstable();
-    let mut out: Vec<(Timestamp, Timestamp)> = Vec::with_capacity(spans.len());
+    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
     for &(a, b) in spans.iter() {
         match out.last_mut() {
             Some(last) if a <= last.1 => last.1 = last.1.max(b),
@@ -188,17 +270,26 @@ fn merge(spans: &mut Vec<(Timestamp, Timestamp)>) {
     *spans = out;
 }
 
+/// What a shard hands over ([`Detector::take_state`]): the servers' states and the clients'
+/// ended flows, every flow having ended.
+struct Handed {
+    state: PerGroup<State>,
+    clients: HashMap<(GroupId, IpAddr), Peers>,
+}
+
 pub struct RttBound {
     /// The client, when `run` says it is its own scripted driver (rule 7).
     client: Option<ScriptedClient>,
     open: Slots<FlowState>,
-    /// Flows with exchanges per client address and server, to tell parallel connections.
+    /// Flows with exchanges per server and client address, to tell parallel connections.
     clients: HashMap<(GroupId, IpAddr), Peers>,
-    /// Clients whose open flows all ended, oldest first: the ones forgotten first once there
-    /// are more than [`MAX_CLIENTS`] (each client at most once: [`Peers::queued`]).
+    /// Ended spans in [`RttBound::clients`].
+    kept: usize,
+    /// Clients whose open flows all ended, oldest first: the ones forgotten first once more
+    /// than [`MAX_SPANS`] spans are kept (each client at most once: [`Peers::queued`]).
     idle: VecDeque<(GroupId, IpAddr)>,
-    /// [`MAX_CLIENTS`], smaller in tests.
-    max_clients: usize,
+    /// [`MAX_SPANS`], smaller in tests.
+    max_spans: usize,
     state: PerGroup<State>,
 }
 
@@ -208,8 +299,9 @@ impl Default for RttBound {
             client: None,
             open: Slots::default(),
             clients: HashMap::default(),
+            kept: 0,
             idle: VecDeque::new(),
-            max_clients: MAX_CLIENTS,
+            max_spans: MAX_SPANS,
             state: PerGroup::default(),
         }
     }
@@ -223,95 +315,80 @@ impl RttBound {
         }
     }
 
-    /// Records `flow`'s exchange span and marks the flows of the same client that overlap it.
-    /// How many other connections from the flow's client address to this server exchanged
-    /// data while it did (open ones, and the last [`PEERS_KEPT`] that ended). Work per flow,
-    /// only for the flows that are reported, never per exchange.
-    fn overlapping(&self, flow: &FlowView, first: Timestamp, last: Timestamp) -> u32 {
-        let Some(peers) = self.clients.get(&(flow.group, flow.flow.client.ip)) else {
-            return 0;
-        };
-        let open = peers
-            .open
-            .iter()
-            .filter(|&&(id, _)| id != flow.flow.id)
-            .filter_map(|&(id, slot)| self.open.get_at(slot, id))
-            .filter_map(|fs| Some((fs.first?, fs.last)));
-        let overlaps = open
-            .chain(peers.ended.iter().copied())
-            .filter(|&(a, b)| a < last && first < b)
-            .count();
-        u32::try_from(overlaps).unwrap_or(u32::MAX)
-    }
-
     /// The flow's state; on its first exchange, the flow joins its client's open flows.
     fn join_peer(&mut self, flow: &FlowView) -> &mut FlowState {
-        let mut joined = None;
         if self.open.get(flow).is_none() {
-            let peers = self
-                .clients
+            self.clients
                 .entry((flow.group, flow.flow.client.ip))
-                .or_default();
-            joined = Some(peers.open.len() as u32);
-            peers.open.push((flow.flow.id, flow.slot));
+                .or_default()
+                .open += 1;
         }
-        let fs = self.open.get_or_default(flow);
-        if let Some(index) = joined {
-            fs.peer_index = index;
-        }
-        fs
+        self.open.get_or_default(flow)
     }
 
-    /// Moves an ending flow from its client's open flows (at `index` there) to the ended
-    /// spans. O(1): the last open flow takes its place.
-    fn forget_peer(&mut self, flow: &FlowView, index: u32, span: Option<(Timestamp, Timestamp)>) {
-        let key = (flow.group, flow.flow.client.ip);
+    /// A flow of `key` that had exchanges over `span` ended (`flagged` by rule 3): its span
+    /// joins the client's ended ones. O(1), amortised over the spans forgotten.
+    fn leave_peer(&mut self, key: (GroupId, IpAddr), span: Span, flagged: bool) {
         let Some(peers) = self.clients.get_mut(&key) else {
             return;
         };
-        let index = index as usize;
-        if peers
-            .open
-            .get(index)
-            .is_some_and(|&(id, _)| id == flow.flow.id)
-        {
-            peers.open.swap_remove(index);
-            if let Some(&(id, slot)) = peers.open.get(index) {
-                if let Some(moved) = self.open.get_mut_at(slot, id) {
-                    moved.peer_index = index as u32;
-                }
-            }
+        peers.open = peers.open.saturating_sub(1);
+        if peers.ended.capacity() == 0 {
+            // Most clients have one flow: room for one span, not the four a push allots.
+            peers.ended.reserve_exact(1);
         }
-        if let Some(span) = span {
-            if peers.ended.len() == PEERS_KEPT {
-                peers.ended.pop_front();
-            }
-            peers.ended.push_back(span);
+        peers.ended.push(span);
+        if flagged {
+            peers.flagged.push(span);
         }
-        if peers.open.is_empty() && !peers.queued {
+        self.kept += 1;
+        if peers.open == 0 && !peers.queued {
             peers.queued = true;
             self.idle.push_back(key);
         }
-        self.evict_idle_clients();
+        if self.kept > self.max_spans {
+            self.forget(key);
+        }
     }
 
-    /// Bounded memory over captures with very many client addresses: beyond [`MAX_CLIENTS`],
-    /// the clients idle longest (no open flow) are forgotten. Amortised O(1): each client
-    /// enters the queue once per time it falls idle.
-    fn evict_idle_clients(&mut self) {
-        while self.clients.len() > self.max_clients {
-            let Some(key) = self.idle.pop_front() else {
-                return;
+    /// Bounded memory over captures with very many flows: beyond [`MAX_SPANS`] ended spans,
+    /// the clients idle longest (no open flow) are settled (rule 5 counted for their flagged
+    /// flows) and forgotten; when every client has an open flow, `key`'s client is settled
+    /// and keeps its newer half. Amortised O(1) per span: each client enters the queue once
+    /// per time it falls idle, and a span is forgotten once.
+    fn forget(&mut self, key: (GroupId, IpAddr)) {
+        while self.kept > self.max_spans {
+            let Some(k) = self.idle.pop_front() else {
+                break;
             };
-            let MapEntry::Occupied(mut e) = self.clients.entry(key) else {
+            let MapEntry::Occupied(mut e) = self.clients.entry(k) else {
                 continue;
             };
-            if e.get().open.is_empty() {
-                e.remove();
-            } else {
+            if e.get().open > 0 {
                 e.get_mut().queued = false;
+                continue;
+            }
+            let mut peers = e.remove();
+            peers.settle(k.0, &mut self.state);
+            self.kept -= peers.ended.len();
+        }
+        if self.kept > self.max_spans {
+            if let Some(peers) = self.clients.get_mut(&key) {
+                peers.settle(key.0, &mut self.state);
+                let old = peers.ended.len() / 2;
+                peers.ended.drain(..old);
+                self.kept -= old;
             }
         }
+    }
+
+    /// Rule 5 for every flagged flow not counted yet, every flow having ended.
+    fn settle_all(&mut self) {
+        for ((group, _), mut peers) in self.clients.drain() {
+            peers.settle(group, &mut self.state);
+        }
+        self.idle.clear();
+        self.kept = 0;
     }
 }
 
@@ -365,13 +442,15 @@ impl Detector for RttBound {
         let Some(fs) = self.open.remove(flow) else {
             return;
         };
-        // Counted before this flow's span joins its client's ended ones, and only for a flow
-        // that rule 3 flags (the count scans the client's other flows).
-        let peak = match (fs.first, judge(flow, &fs)) {
-            (Some(first), Some(_)) => self.overlapping(flow, first, fs.last) + 1,
-            _ => 0,
+        let Some(first) = fs.first else {
+            return;
         };
-        self.forget_peer(flow, fs.peer_index, fs.first.map(|f| (f, fs.last)));
+        let judged = judge(flow, &fs);
+        self.leave_peer(
+            (flow.group, flow.flow.client.ip),
+            (first, fs.last),
+            judged.is_some(),
+        );
         let Some(Judged {
             first,
             rtt,
@@ -380,7 +459,7 @@ impl Detector for RttBound {
             wall,
             waiting,
             saving,
-        }) = judge(flow, &fs)
+        }) = judged
         else {
             return;
         };
@@ -392,10 +471,6 @@ impl Detector for RttBound {
         st.waiting += waiting;
         st.saving += saving;
         st.add_span(first, fs.last);
-        if peak > 1 {
-            st.concurrent_flows += 1;
-            st.peak = st.peak.max(peak);
-        }
         // Where the capture point sits: most of the round trip lies on one side of it.
         let towards_server = to_server.as_secs_f64() / rtt.as_secs_f64().max(1e-9);
         if towards_server >= 0.75 {
@@ -409,15 +484,45 @@ impl Detector for RttBound {
         // One value per flow (its mean sequential exchange latency) keeps per-flow state small.
         st.latency_us
             .record_duration(fs.latency_sum / fs.sequential.min(u32::MAX as u64) as u32);
-        if st.example.is_none() {
-            st.example = Some((flow.flow_ref(), fs.example));
+        if super::first_at(&st.example, flow.at, |c| c.at) {
+            st.example = Some(Chosen {
+                at: flow.at,
+                flow: flow.flow_ref(),
+                example: fs.example,
+            });
+        }
+    }
+
+    fn mergeable(&self) -> bool {
+        true
+    }
+
+    fn take_state(&mut self) -> Box<dyn Any + Send> {
+        self.idle.clear();
+        self.kept = 0;
+        Box::new(Handed {
+            state: std::mem::take(&mut self.state),
+            clients: std::mem::take(&mut self.clients),
+        })
+    }
+
+    fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
+        let other = *state.downcast::<Handed>().expect("an rtt_bound state");
+        self.state
+            .absorb(other.state, map, |st, o| st.absorb(o, map));
+        for ((g, ip), p) in other.clients {
+            self.kept += p.ended.len();
+            let peers = self.clients.entry((map.group(g), ip)).or_default();
+            peers.ended.extend(p.ended);
+            peers.flagged.extend(p.flagged);
         }
     }
 
     fn finish(&mut self, groups: &Groups) -> Vec<Finding> {
+        self.settle_all();
         let mut out = Vec::new();
         for (group, dir, mut st) in self.state.drain() {
-            let Some((example_flow, example)) = st.example.take() else {
+            let Some(chosen) = st.example.take() else {
                 continue;
             };
             let elapsed = st.elapsed();
@@ -432,7 +537,7 @@ impl Detector for RttBound {
                 dir,
                 &st,
                 (elapsed, saving),
-                (example_flow, example),
+                (chosen.flow, chosen.example),
                 groups,
                 self.client,
             ));
