@@ -63,7 +63,10 @@ fn one_file_divided_among_threads_gives_the_report_of_one_thread() {
                 &[("TCPDOCTOR_TRACE_SHARDS", "1")],
             );
             let err = String::from_utf8_lossy(&out.stderr);
-            assert!(out.stdout == one.0, "{name}: --threads {n} changed the report");
+            assert!(
+                out.stdout == one.0,
+                "{name}: --threads {n} changed the report"
+            );
             assert_eq!(out.status.code(), one.1, "{name}: {err}");
             divided += usize::from(err.contains(&format!("divided among {n} threads")));
         }
