@@ -303,7 +303,9 @@ pub(crate) fn analyze_file_as(
         &make(0, 1),
     );
     let (mut summary, findings, truncated) = if shards > 1 {
-        if std::env::var_os("TCPDOCTOR_TRACE_SHARDS").is_some() {
+        let trace = std::env::var_os("TCPDOCTOR_TRACE_SHARDS").is_some();
+        let started = Instant::now();
+        if trace {
             eprintln!("tcpdoctor: {name}: flows divided among {shards} threads");
         }
         let make = |i: usize| make(i, shards);
@@ -314,7 +316,15 @@ pub(crate) fn analyze_file_as(
                 Ok((d, (truncated, format)))
             })?;
         progress.done();
+        let read = started.elapsed();
         let (summary, findings) = Analyzer::merge_dispatched(dispatcher, analyzers, &name, format);
+        if trace {
+            eprintln!(
+                "tcpdoctor: {name}: read and analysed in {:.3} s, merged in {:.3} s",
+                read.as_secs_f64(),
+                (started.elapsed() - read).as_secs_f64()
+            );
+        }
         (summary, findings, truncated)
     } else {
         let (analyzer, truncated, format) = read_capture(
