@@ -87,7 +87,8 @@ impl Owners {
                     .map(|h| h.name.clone()),
                 inode: s.inode,
                 state: s.state,
-                local_port: s.local.port(),
+                local: s.local,
+                remote: s.remote,
                 sample: s.sample,
             })
             .collect()
