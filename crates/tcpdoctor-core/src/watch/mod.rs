@@ -151,6 +151,8 @@ pub struct Health {
     pub series_expired: u64,
     /// Samples of candidate sockets taken between the host samples ([`kinds`]), in total.
     pub burst_samples: u64,
+    /// The CPU time of the last interval's fast samples, seconds.
+    pub burst_cpu_seconds: f64,
     /// Per process name: candidate sockets of the last interval whose options could not be
     /// read (another user's process without the privilege), so no rule that needs them ran.
     pub options_unreadable: BTreeMap<String, u64>,

@@ -94,6 +94,18 @@ impl Owners {
             .collect()
     }
 
+    /// The process holding socket `inode` and a descriptor of it there, when placed.
+    pub fn holder_of(&self, inode: u64) -> Option<(u32, i32)> {
+        let pid = *self.by_inode.get(&inode)?;
+        let h = self.holders.get(&pid)?;
+        h.fds
+            .iter()
+            .filter(|(_, &i)| i == inode)
+            .map(|(&fd, _)| fd)
+            .min()
+            .map(|fd| (pid, fd))
+    }
+
     /// Whether a socket is still to be placed: it has an inode, no known holder (none, or one
     /// that has gone), and was not already looked for in vain since the last walk.
     fn wanted(&self, inode: u64) -> bool {
