@@ -8,6 +8,7 @@ pub mod live;
 pub mod run;
 pub mod trace;
 pub mod wan;
+pub mod watch;
 pub mod zino;
 
 use std::path::{Path, PathBuf};
