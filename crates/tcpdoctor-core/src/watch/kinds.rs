@@ -26,6 +26,10 @@
 //! 4. A connection first seen at this sample has no interval yet: it is judged from the next
 //!    one. A candidate whose options could not be read is counted per process
 //!    ([`super::Health::options_unreadable`]), never judged.
+//! 5. **Pools**: a process's client connections to one peer, when it holds at least
+//!    [`pool_imbalance::MIN_POOL`] of them and any carried data in the interval, go to
+//!    `inspect`'s `pool_imbalance` rule unchanged (per client series). It estimates no time
+//!    lost (0 s); its gauge counts the connections that carried less than an even share.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +37,7 @@ use super::{listening_ports, series_key, Ledger, Port, SeriesKey, SocketSeen};
 use crate::fxhash::FxHashMap;
 use crate::inspect::interval::{held_by_nagle, wrap32, SocketInterval};
 use crate::inspect::nagle::{self, MIN_DATA_SEGS};
+use crate::inspect::pool_imbalance;
 use crate::inspect::{
     BufferSetting, ProcessObservation, SocketObservation, SocketOptions, SocketRole, TcpSample,
 };
@@ -123,6 +128,11 @@ impl Kinds {
             }
         }
         ledger.health.options_unreadable = unreadable;
+        for (key, sockets) in self.pools(seen) {
+            for f in pool_imbalance::pool_imbalance(&process(&key.process, sockets)) {
+                ledger.add_kind(&key, f.kind, f.time_lost_ms / 1e3, f.flows_affected);
+            }
+        }
         // Roll the interval: this sample starts the next one.
         self.prev.clear();
         for s in seen {
@@ -143,6 +153,58 @@ impl Kinds {
             b.held += 1;
             b.example.get_or_insert(*sample);
         }
+    }
+
+    /// Rule 5: per client series, its connections to peers it holds at least two connections
+    /// to, when any of them carried data in the interval (an idle pool is not looked at).
+    fn pools(&self, seen: &[SocketSeen]) -> BTreeMap<SeriesKey, Vec<SocketObservation>> {
+        let listens = listening_ports(seen);
+        let mut by_peer: FxHashMap<(&str, std::net::SocketAddr), Vec<(&SocketSeen, TcpSample)>> =
+            FxHashMap::default();
+        for s in seen {
+            let (Some(now), Some(prev)) = (s.sample.as_ref(), self.prev.get(&s.inode)) else {
+                continue;
+            };
+            let Some(process) = s.process.as_deref() else {
+                continue;
+            };
+            if SENDING.contains(&now.state)
+                && !listens
+                    .get(process)
+                    .is_some_and(|ports| ports.contains(&s.local.port()))
+            {
+                by_peer
+                    .entry((process, s.remote))
+                    .or_default()
+                    .push((s, *prev));
+            }
+        }
+        let mut out: BTreeMap<SeriesKey, Vec<SocketObservation>> = BTreeMap::new();
+        for ((process, _), conns) in by_peer {
+            let used = conns.iter().any(|(s, prev)| {
+                s.sample.is_some_and(|now| {
+                    wrap32(prev.data_segs_out, now.data_segs_out)
+                        + wrap32(prev.data_segs_in, now.data_segs_in)
+                        > 0
+                })
+            });
+            if conns.len() < pool_imbalance::MIN_POOL || !used {
+                continue;
+            }
+            let key = SeriesKey {
+                process: process.to_owned(),
+                port: Port::Client,
+            };
+            let list = out.entry(key).or_default();
+            for (s, prev) in conns {
+                if let Some(now) = s.sample {
+                    let sock =
+                        observation(s, SocketRole::Connected, prev, now, Burst::default(), None);
+                    list.push(sock);
+                }
+            }
+        }
+        out
     }
 
     /// The connections of `seen` for which the Nagle rule's rules 1 and 2 held since the

@@ -215,3 +215,41 @@ fn a_series_left_out_by_the_cap_has_no_kind_either() {
     assert!(nagle(&l).is_none());
     assert!(l.health.series_dropped > 0);
 }
+
+/// "app" holding three connections to one peer, which carried `uses` data segments each
+/// (half sent, half received) by `at_ns`.
+fn pool(at_ns: u64, uses: [u32; 3]) -> Vec<SocketSeen> {
+    uses.iter()
+        .enumerate()
+        .map(|(i, &u)| {
+            let mut s = socket(30 + i as u64, "app", 41000 + i as u16, TCP_ESTABLISHED, None);
+            s.remote = SocketAddr::from(([127, 0, 0, 1], 5432));
+            s.sample = Some(TcpSample {
+                bytes_sent: u64::from(u / 2) * 1000,
+                ..rr(at_ns, u / 2, u - u / 2)
+            });
+            s
+        })
+        .collect()
+}
+
+fn pool_kind(l: &Ledger) -> Option<&KindTotals> {
+    l.series()
+        .filter(|(k, _)| k.process == "app" && k.port == Port::Client)
+        .find_map(|(_, t)| t.kinds.get(&FindingKind::PoolImbalance))
+}
+
+#[test]
+fn a_pool_used_unevenly_is_named_on_its_client_series_and_one_used_in_turn_is_not() {
+    for (uses, named) in [([600, 0, 0], Some(2)), ([200, 200, 200], None), ([0, 0, 0], None)] {
+        let (mut l, mut k) = (Ledger::new(MAX_SERIES), Kinds::default());
+        tick(&mut l, &mut k, 0, &pool(0, [0, 0, 0]), NAGLE_ON);
+        tick(&mut l, &mut k, 5 * S, &pool(5 * S, uses), NAGLE_ON);
+        let got = pool_kind(&l).map(|t| t.sockets);
+        assert_eq!(got, named, "{uses:?}");
+        if named.is_some() {
+            // No time estimate: the counter is there, at 0 s.
+            assert_eq!(pool_kind(&l).map(|t| t.lost_seconds), Some(0.0));
+        }
+    }
+}

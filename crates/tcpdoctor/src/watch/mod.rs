@@ -3,8 +3,10 @@
 //! series; see `tcpdoctor_core::watch`).
 //!
 //! Two threads: the sampler (one socket-diagnostics dump, the owners placed, the ledger fed,
-//! the exposition rendered once per sample so a scrape costs a copy), and the HTTP server
-//! (one short-lived thread per connection, each request answered and the connection closed).
+//! the exposition rendered once per sample so a scrape costs a copy; then the options of the
+//! finding kinds' candidates read and the Nagle-on ones sampled fast, see [`fast`]), and the
+//! HTTP server (one short-lived thread per connection, each request answered and the
+//! connection closed).
 //! SIGINT and SIGTERM stop both: the listener is closed and the process exits 0.
 
 mod fast;
