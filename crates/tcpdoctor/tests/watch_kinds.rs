@@ -210,3 +210,102 @@ fn prometheus_rates_nagle_held_time_for_the_per_line_server_and_not_for_its_node
         let _ = c.wait();
     }
 }
+
+/// A python3 process named `name` holding three connections to `port`, exchanging on them in
+/// the order `pattern` (indices) until its stdin closes (bounded: 90 s); returned once its
+/// connections are up.
+fn pool_client(name: &str, port: u16, pattern: &str) -> Child {
+    let script = r#"
+import socket, sys, threading, time
+open('/proc/self/comm', 'w').write(sys.argv[1])
+port, pattern = int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
+conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+def exchange(s):
+    s.sendall(b"LIST\n")
+    got = b""
+    while not got.endswith(b".\r\n"):
+        b = s.recv(4096)
+        if not b:
+            sys.exit("server closed")
+        got += b
+for s in conns:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    exchange(s)
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+print("ready", flush=True)
+end = time.time() + 90
+while not done.is_set() and time.time() < end:
+    for i in pattern:
+        exchange(conns[i])
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script, name, &port.to_string(), pattern])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its ready line");
+    assert!(line.starts_with("ready"), "{line:?}");
+    child
+}
+
+#[test]
+fn a_pool_used_unevenly_is_a_pool_imbalance_gauge_and_one_used_in_turn_has_none() {
+    let test = "watch_kinds::a_pool_used_unevenly";
+    if !common::has_python3(test) {
+        return;
+    }
+    let mut server = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        .args([
+            "specimen",
+            "--idle-timeout",
+            "60s",
+            "--writes",
+            "whole",
+            "--nodelay",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("specimen");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its readiness line");
+    let port: u16 = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let w = Exporter::start(&["--interval", "1s"]);
+    let mut skew = pool_client("poolskew", port, "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,2");
+    let mut turn = pool_client("poolturn", port, "0,1,2");
+    let row = |process: &str| {
+        format!(
+            "tcpdoctor_finding_sockets{{kind=\"pool_imbalance\",process=\"{process}\",port=\"client\"}}"
+        )
+    };
+    // Named where true: the two connections that carried less than an even share.
+    let m = w.until("the uneven pool is named", |m| {
+        Exporter::value(m, &row("poolskew")).is_some_and(|n| n > 0.0)
+            && Exporter::value(
+                m,
+                "tcpdoctor_tcp_sent_bytes_total{process=\"poolturn\",port=\"client\"}",
+            )
+            .is_some_and(|b| b > 0.0)
+    });
+    assert_eq!(Exporter::value(&m, &row("poolskew")), Some(2.0), "{m}");
+    // Not named where false: judged over the same intervals, with no row ever.
+    assert_eq!(Exporter::value(&m, &row("poolturn")), None, "{m}");
+    for c in [&mut skew, &mut turn] {
+        drop(c.stdin.take());
+        let _ = c.wait();
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}

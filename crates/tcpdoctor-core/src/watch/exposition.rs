@@ -182,9 +182,17 @@ pub fn render(ledger: &Ledger, version: &str) -> String {
     out
 }
 
+/// A finding-kind family: name, type, help, and its value in a kind's totals.
+type KindFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&KindTotals) -> f64,
+);
+
 /// The finding-kind families: one row per series and kind it ever showed.
 fn kinds(out: &mut String, ledger: &Ledger) {
-    let families: [(&str, &str, &str, fn(&KindTotals) -> f64); 2] = [
+    let families: [KindFamily; 2] = [
         (
             "tcpdoctor_finding_lost_seconds_total",
             "counter",

@@ -222,7 +222,13 @@ fn pool(at_ns: u64, uses: [u32; 3]) -> Vec<SocketSeen> {
     uses.iter()
         .enumerate()
         .map(|(i, &u)| {
-            let mut s = socket(30 + i as u64, "app", 41000 + i as u16, TCP_ESTABLISHED, None);
+            let mut s = socket(
+                30 + i as u64,
+                "app",
+                41000 + i as u16,
+                TCP_ESTABLISHED,
+                None,
+            );
             s.remote = SocketAddr::from(([127, 0, 0, 1], 5432));
             s.sample = Some(TcpSample {
                 bytes_sent: u64::from(u / 2) * 1000,
@@ -241,7 +247,11 @@ fn pool_kind(l: &Ledger) -> Option<&KindTotals> {
 
 #[test]
 fn a_pool_used_unevenly_is_named_on_its_client_series_and_one_used_in_turn_is_not() {
-    for (uses, named) in [([600, 0, 0], Some(2)), ([200, 200, 200], None), ([0, 0, 0], None)] {
+    for (uses, named) in [
+        ([600, 0, 0], Some(2)),
+        ([200, 200, 200], None),
+        ([0, 0, 0], None),
+    ] {
         let (mut l, mut k) = (Ledger::new(MAX_SERIES), Kinds::default());
         tick(&mut l, &mut k, 0, &pool(0, [0, 0, 0]), NAGLE_ON);
         tick(&mut l, &mut k, 5 * S, &pool(5 * S, uses), NAGLE_ON);
