@@ -13,7 +13,7 @@
 # With NAGLE=1, a per-line server with Nagle on (testdata/servers/asyncio_lines.py) answers a
 # client in a loop for the whole run: every interval then has a candidate connection, whose
 # options are read and which is sampled fast between host samples (the finding kinds' cost,
-# at most 1% of a core by design, on top of the host samples').
+# at most 0.5% of a core by design, on top of the host samples').
 #
 #   scripts/bench-watch.sh                          # 5,000 pairs (10,000 sockets), 5 s, 60 s
 #   NAGLE=1 scripts/bench-watch.sh                  # the same, with a stalling server busy

@@ -201,6 +201,15 @@ fn prometheus_rates_nagle_held_time_for_the_per_line_server_and_not_for_its_node
     let (_, text) = w.get("/metrics");
     assert!(text.contains("tcpdoctor_finding_lost_seconds_total{kind=\"nagle_delayed_ack\""));
     promtool_passes(&promtool, &text);
+    // The holds were caught by fast samples, and the exporter says what they cost.
+    assert!(
+        Exporter::value(&text, "tcpdoctor_watch_burst_samples_total").is_some_and(|n| n > 0.0),
+        "{text}"
+    );
+    assert!(
+        Exporter::value(&text, "tcpdoctor_watch_burst_cpu_seconds").is_some(),
+        "{text}"
+    );
     done.store(true, Ordering::Relaxed);
     for h in [nagle_client, twin_client] {
         let _ = h.join();

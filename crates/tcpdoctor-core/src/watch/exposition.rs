@@ -166,6 +166,17 @@ pub fn render(ledger: &Ledger, version: &str) -> String {
     );
     head(
         &mut out,
+        "tcpdoctor_watch_burst_cpu_seconds",
+        "gauge",
+        "CPU time (user and system) of the last interval's fast samples.",
+    );
+    let _ = writeln!(
+        out,
+        "tcpdoctor_watch_burst_cpu_seconds {}",
+        number(h.burst_cpu_seconds)
+    );
+    head(
+        &mut out,
         "tcpdoctor_watch_options_unreadable_sockets",
         "gauge",
         "Connections of the last interval that a finding kind needed the options of \

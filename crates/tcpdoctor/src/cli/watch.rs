@@ -29,7 +29,7 @@ use crate::EXIT_CLEAN;
 /// replies have TCP_NODELAY and TCP_CORK read through their process (pidfd_getfd: another
 /// user's process needs root or CAP_SYS_PTRACE; refusals are said on stderr and counted), and
 /// those with Nagle on are sampled every 10 ms for part of the next interval (at most 20% of
-/// it, 1% of it in CPU): tcpdoctor_finding_lost_seconds_total{kind="nagle_delayed_ack"} is the
+/// it, 0.5% of it in CPU): tcpdoctor_finding_lost_seconds_total{kind="nagle_delayed_ack"} is the
 /// time their writes spent held by Nagle.
 ///
 /// Endpoints: /metrics (Prometheus text format), /healthz (200 while sampling works, 503

@@ -9,9 +9,10 @@
 //! 2. Fast samples: one socket-diagnostics dump filtered in the kernel to the candidates'
 //!    local ports (at most [`MAX_PORTS`]; as `inspect`'s sampler does) every [`PERIOD`], for
 //!    at most [`WALL_SHARE`] of the interval (never past [`WALL_MAX`], nor into the next host
-//!    sample) and at most [`CPU_SHARE`] of the interval in CPU time: the kernel still walks
-//!    its whole connection table per dump, so on a host with many sockets the CPU budget
-//!    ends the burst first. A host with no candidate takes none.
+//!    sample) and at most [`CPU_SHARE`] of the interval in CPU time (0.5%: with the host
+//!    samples' ≈0.9% at 10,000 sockets, the exporter stays under 2% of a core): the kernel
+//!    still walks its whole connection table per dump, so on a host with many sockets the CPU
+//!    budget ends the burst first. A host with no candidate takes none.
 
 use std::collections::HashSet;
 use std::io;
@@ -30,7 +31,7 @@ use crate::inspect::proc;
 pub const PERIOD: Duration = Duration::from_millis(10);
 pub const WALL_SHARE: f64 = 0.2;
 pub const WALL_MAX: Duration = Duration::from_secs(1);
-pub const CPU_SHARE: f64 = 0.01;
+pub const CPU_SHARE: f64 = 0.005;
 pub const MAX_PORTS: usize = 64;
 
 /// Reads the options the core asks for (rule 1); `refused` holds the PIDs already reported.
