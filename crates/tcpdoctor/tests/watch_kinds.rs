@@ -291,9 +291,11 @@ fn a_pool_used_unevenly_is_a_pool_imbalance_gauge_and_one_used_in_turn_has_none(
         .next()
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {line:?}"));
-    let w = Exporter::start(&["--interval", "1s"]);
     let mut skew = pool_client("poolskew", port, "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,2");
     let mut turn = pool_client("poolturn", port, "0,1,2");
+    // Started after the clients: its first walk over /proc places their sockets (a process
+    // started later waits for the next walk, up to 30 s).
+    let w = Exporter::start(&["--interval", "1s"]);
     let row = |process: &str| {
         format!(
             "tcpdoctor_finding_sockets{{kind=\"pool_imbalance\",process=\"{process}\",port=\"client\"}}"
