@@ -10,7 +10,13 @@
 # Goals (issue #31): one sample <= 50 ms of CPU at 10,000 sockets, <= 2% of a core at a 5 s
 # interval, <= 64 MB RSS.
 #
+# With NAGLE=1, a per-line server with Nagle on (testdata/servers/asyncio_lines.py) answers a
+# client in a loop for the whole run: every interval then has a candidate connection, whose
+# options are read and which is sampled fast between host samples (the finding kinds' cost,
+# at most 0.5% of a core by design, on top of the host samples').
+#
 #   scripts/bench-watch.sh                          # 5,000 pairs (10,000 sockets), 5 s, 60 s
+#   NAGLE=1 scripts/bench-watch.sh                  # the same, with a stalling server busy
 #   PAIRS=20000 INTERVAL=1s DURATION=20 scripts/bench-watch.sh
 #
 # Needs: cargo, python3, ss (iproute2), curl. Everything is on 127.0.0.1; the script raises
@@ -55,6 +61,23 @@ for _ in $(seq 600); do [ -s "$WORK/holder.out" ] && break; sleep 0.1; done
 SOCKETS=$(ss -tan | tail -n +2 | wc -l)
 echo "sockets in this namespace: $SOCKETS ($PAIRS pairs held by one python3)"
 
+if [ "${NAGLE:-0}" = 1 ]; then
+    NPORT=$(free_port)
+    python3 testdata/servers/asyncio_lines.py "$NPORT" per-line >/dev/null &
+    PIDS+=($!)
+    wait_port "$NPORT"
+    python3 - "$NPORT" <<'PY' &
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+while True:
+    s.sendall(b"q\n"); got = b""
+    while not got.endswith(b".\r\n"):
+        got += s.recv(4096)
+PY
+    PIDS+=($!)
+    echo "a per-line Nagle-on server on port $NPORT answers a client in a loop"
+fi
+
 PORT=$(free_port)
 "$TD" watch --listen "127.0.0.1:$PORT" --interval "$INTERVAL" 2>"$WORK/watch.err" &
 WPID=$!
@@ -73,7 +96,11 @@ T1=$(date +%s.%N); C1=$(cpu_ticks "$WPID")
 RSS_KB=$(awk '/VmHWM/{print $2}' "/proc/$WPID/status")
 FIRST=$(head -n 1 "$WORK/samples")
 MEDIAN=$(sort -g "$WORK/samples" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-SERIES=$(curl -s "http://127.0.0.1:$PORT/metrics" | awk '/^tcpdoctor_watch_series /{print $2}')
+METRICS=$(curl -s "http://127.0.0.1:$PORT/metrics")
+SERIES=$(awk '/^tcpdoctor_watch_series /{print $2}' <<<"$METRICS")
+BURST=$(awk '/^tcpdoctor_watch_burst_samples_total /{print $2}' <<<"$METRICS")
+BURST_CPU=$(awk '/^tcpdoctor_watch_burst_cpu_seconds /{print $2}' <<<"$METRICS")
+grep '^tcpdoctor_finding_' <<<"$METRICS" || true
 
 # The peer: ss reading the same sockets' tcp_info.
 ss_time() { /usr/bin/time -f '%e %U %S' "$@" >/dev/null 2>"$WORK/ss.time"; tail -n 1 "$WORK/ss.time"; }
@@ -83,7 +110,7 @@ read -r SSPW SSPU SSPS < <(ss_time ss -tinp)
 awk -v hz="$HZ" -v c0="$C0" -v c1="$C1" -v t0="$T0" -v t1="$T1" -v rss="$RSS_KB" \
     -v first="$FIRST" -v med="$MEDIAN" -v series="$SERIES" -v sockets="$SOCKETS" \
     -v ssw="$SSW" -v ssu="$SSU" -v sss="$SSS" -v sspw="$SSPW" -v sspu="$SSPU" -v ssps="$SSPS" \
-    -v interval="$INTERVAL" 'BEGIN {
+    -v interval="$INTERVAL" -v burst="$BURST" -v burst_cpu="$BURST_CPU" 'BEGIN {
   share = (c1 - c0) / hz / (t1 - t0) * 100
   printf "\n%-44s %s\n", "sockets", sockets
   printf "%-44s %.1f ms CPU\n", "one sample (median of the scrapes)", med * 1000
@@ -91,6 +118,7 @@ awk -v hz="$HZ" -v c0="$C0" -v c1="$C1" -v t0="$T0" -v t1="$T1" -v rss="$RSS_KB"
   printf "%-44s %.2f%% of a core (interval %s)\n", "exporter over the run", share, interval
   printf "%-44s %.1f MB\n", "exporter peak RSS", rss / 1024
   printf "%-44s %s\n", "series exported", series
+  printf "%-44s %s (the last interval, %.1f ms CPU)\n", "fast samples (finding kinds)", burst, burst_cpu * 1000
   printf "%-44s %.0f ms wall, %.0f ms CPU\n", "peer: ss -tin (tcp_info, no names)", ssw * 1000, (ssu + sss) * 1000
   printf "%-44s %.0f ms wall, %.0f ms CPU\n", "peer: ss -tinp (with process names)", sspw * 1000, (sspu + ssps) * 1000
   print "\ngoals:"

@@ -6,89 +6,12 @@
 
 mod common;
 
+use common::watch::{Exporter, Prometheus};
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStderr, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A running `tcpdoctor watch` and the address it serves.
-struct Exporter {
-    child: Child,
-    addr: String,
-    _stderr: BufReader<ChildStderr>,
-}
-
-impl Exporter {
-    fn start(extra: &[&str]) -> Exporter {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
-            .args(["watch", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tcpdoctor watch");
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        stderr.read_line(&mut line).expect("its first line");
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_owned();
-        Exporter {
-            child,
-            addr,
-            _stderr: stderr,
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(&self.addr).expect("connect to the exporter");
-        // A refused connection (503 while busy, closed at once) reads as an empty answer.
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
-        let mut text = String::new();
-        let _ = s.read_to_string(&mut text);
-        let status = text
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
-        (status, body.to_owned())
-    }
-
-    /// The value of the sample line `name{labels}` (exactly), if present.
-    fn value(metrics: &str, series: &str) -> Option<f64> {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-    }
-
-    /// Scrapes until `ok` holds (a sample at a time), for at most 30 s.
-    fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let (_, m) = self.get("/metrics");
-            if ok(&m) {
-                return m;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "{what}; last scrape:\n{m}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A python3 server on a free port that reads everything each connection sends.
 fn sink() -> (Child, u16) {
@@ -188,7 +111,7 @@ fn sigterm_stops_it_cleanly() {
     let status = w.child.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
     let mut rest = String::new();
-    w._stderr.read_to_string(&mut rest).expect("stderr");
+    w.stderr.read_to_string(&mut rest).expect("stderr");
     assert!(rest.contains("stopped"), "{rest}");
 }
 
@@ -210,104 +133,6 @@ fn bad_flags_and_a_taken_address_exit_2_naming_them() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
         assert!(err.contains(flag), "{flag} {value}: {err}");
-    }
-}
-
-/// A real Prometheus server (Debian's), scraping the exporter every 500 ms from a temp config
-/// and data directory; stopped when dropped.
-struct Prometheus {
-    child: Child,
-    addr: String,
-    _dir: common::Scratch,
-}
-
-impl Prometheus {
-    fn start(binary: &std::path::Path, target: &str) -> Prometheus {
-        let dir = common::Scratch::new("watch-prometheus");
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 500ms\n  evaluation_interval: 500ms\n\
-                 scrape_configs:\n  - job_name: tcpdoctor\n    static_configs:\n      \
-                 - targets: ['{target}']\n"
-            ),
-        )
-        .expect("config");
-        let addr = format!("127.0.0.1:{}", common::run::free_port());
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
-            .spawn()
-            .expect("start prometheus");
-        let p = Prometheus {
-            child,
-            addr,
-            _dir: dir,
-        };
-        let start = Instant::now();
-        while !p.http("/-/ready").starts_with("HTTP/1.1 200") {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "prometheus never got ready"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        p
-    }
-
-    fn http(&self, path: &str) -> String {
-        let Ok(mut s) = TcpStream::connect(&self.addr) else {
-            return String::new();
-        };
-        let _ = write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut text = String::new();
-        let _ = s.read_to_string(&mut text);
-        text
-    }
-
-    /// The values of an instant query's series (none when it returns nothing).
-    fn query(&self, promql: &str) -> Vec<f64> {
-        self.answer(promql)["data"]["result"]
-            .as_array()
-            .map(|r| {
-                r.iter()
-                    .filter_map(|s| s["value"][1].as_str()?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Prometheus's JSON answer to an instant query.
-    fn answer(&self, promql: &str) -> serde_json::Value {
-        let q: String = promql
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let text = self.http(&format!("/api/v1/query?query={q}"));
-        let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
-        // A chunked body: the JSON is the one line that starts with `{`.
-        let json = body.lines().find(|l| l.starts_with('{')).unwrap_or("{}");
-        serde_json::from_str(json).unwrap_or_default()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -22,7 +22,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::live::{self, OpenDir};
-use common::watch::{Exporter, Prometheus};
+use common::watch_wan::{Exporter, Prometheus};
 
 /// A server answering each request line with 256 KiB; argv: name, port, SO_SNDBUF (0: the
 /// kernel's autotuning). The buffer set on the listener is inherited by what it accepts.

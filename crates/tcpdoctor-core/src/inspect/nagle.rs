@@ -63,8 +63,9 @@ pub const CRITICAL_HELD_SHARE: f64 = 0.1;
 pub const MIN_SAMPLES_CRITICAL: u64 = 10;
 pub const PIECES_RATIO: f64 = 1.5;
 
-/// A socket rules 1 and 2 hold for.
-fn small_request_response(iv: &SocketInterval) -> bool {
+/// A socket rules 1 and 2 hold for (`watch` asks it too, to choose the sockets it samples
+/// fast).
+pub fn small_request_response(iv: &SocketInterval) -> bool {
     let mss = f64::from(iv.last.snd_mss);
     iv.sock.role != SocketRole::Listener
         && iv.data_segs_out >= MIN_DATA_SEGS

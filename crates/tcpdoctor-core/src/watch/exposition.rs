@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{Ledger, Port, SeriesKey, Totals};
+use super::{KindTotals, Ledger, Port, SeriesKey, Totals};
 
 /// One per-series family: name, type, help, and its value in a series.
 struct Family {
@@ -88,6 +88,7 @@ pub fn render(ledger: &Ledger, version: &str) -> String {
             let _ = writeln!(out, "{}{} {}", f.name, labels(key), number((f.value)(t)));
         }
     }
+    kinds(&mut out, ledger);
     let h = &ledger.health;
     let own: [(&str, &str, &str, f64); 8] = [
         (
@@ -151,7 +152,88 @@ pub fn render(ledger: &Ledger, version: &str) -> String {
         "Series exported (at most --max-series).",
     );
     let _ = writeln!(out, "tcpdoctor_watch_series {}", ledger.series().count());
+    head(
+        &mut out,
+        "tcpdoctor_watch_burst_samples_total",
+        "counter",
+        "Fast samples of candidate connections taken between host samples (to catch writes \
+         held by Nagle).",
+    );
+    let _ = writeln!(
+        out,
+        "tcpdoctor_watch_burst_samples_total {}",
+        h.burst_samples
+    );
+    head(
+        &mut out,
+        "tcpdoctor_watch_burst_cpu_seconds",
+        "gauge",
+        "CPU time (user and system) of the last interval's fast samples.",
+    );
+    let _ = writeln!(
+        out,
+        "tcpdoctor_watch_burst_cpu_seconds {}",
+        number(h.burst_cpu_seconds)
+    );
+    head(
+        &mut out,
+        "tcpdoctor_watch_options_unreadable_sockets",
+        "gauge",
+        "Connections of the last interval that a finding kind needed the options of \
+         (TCP_NODELAY, TCP_CORK) and whose process refused them (another user's process: \
+         needs root or CAP_SYS_PTRACE): not judged.",
+    );
+    for (process, n) in &h.options_unreadable {
+        let _ = writeln!(
+            out,
+            "tcpdoctor_watch_options_unreadable_sockets{{process=\"{}\"}} {n}",
+            escape(process)
+        );
+    }
     out
+}
+
+/// A finding-kind family: name, type, help, and its value in a kind's totals.
+type KindFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&KindTotals) -> f64,
+);
+
+/// The finding-kind families: one row per series and kind it ever showed.
+fn kinds(out: &mut String, ledger: &Ledger) {
+    let families: [KindFamily; 2] = [
+        (
+            "tcpdoctor_finding_lost_seconds_total",
+            "counter",
+            "Time lost to each finding kind, as inspect's rule estimates it \
+             (nagle_delayed_ack: the share of fast samples that caught a write held by Nagle \
+             times the time sampled). docs/<kind>.md explains each kind.",
+            |k| k.lost_seconds,
+        ),
+        (
+            "tcpdoctor_finding_sockets",
+            "gauge",
+            "Connections the finding kind named in the last interval (0 once it is no longer \
+             found).",
+            |k| k.sockets as f64,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        head(out, name, kind, help);
+        for (key, t) in ledger.series() {
+            for (k, totals) in &t.kinds {
+                let _ = writeln!(
+                    out,
+                    "{name}{{kind=\"{}\",{} {}",
+                    k.as_str(),
+                    &labels(key)[1..],
+                    number(value(totals))
+                );
+            }
+        }
+    }
 }
 
 fn head(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -28,17 +28,26 @@
 //!    reset).
 //! 5. Gauges (open connections per series, sockets seen, the sample's cost) are the last
 //!    sample's.
+//! 6. Finding kinds: `inspect`'s own rules run over each interval of each series'
+//!    connections and add, per kind, the time their findings estimate lost ([`kinds`]).
+//!    They live inside their series: no series, no kind rows (the cap of rule 4 holds).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 use crate::fxhash::FxHashMap;
 use crate::inspect::TcpSample;
+use crate::report::FindingKind;
 
 mod exposition;
+pub mod kinds;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_kinds;
 
 pub use exposition::render;
+pub use kinds::{Kinds, Options};
 
 /// A series with no socket for this long is removed (nanoseconds).
 pub const SERIES_IDLE_NS: u64 = 300_000_000_000;
@@ -58,7 +67,8 @@ pub struct SocketSeen {
     /// The process holding it (its name, `comm`), when it could be told.
     pub process: Option<String>,
     pub state: u8,
-    pub local_port: u16,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
     /// Its `tcp_info`, when the kernel gave it.
     pub sample: Option<TcpSample>,
 }
@@ -92,8 +102,19 @@ pub struct Totals {
     pub opened: u64,
     /// Established connections at the last sample.
     pub established: u64,
+    /// Per finding kind found on this series' connections ([`kinds`]).
+    pub kinds: BTreeMap<FindingKind, KindTotals>,
     /// When the series last had a socket.
     last_seen_ns: u64,
+}
+
+/// One finding kind on one series.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KindTotals {
+    /// The time the findings estimate they cost, summed over intervals, seconds.
+    pub lost_seconds: f64,
+    /// Connections the last interval's finding named (0 once it is no longer found).
+    pub sockets: u64,
 }
 
 /// The counters of one socket at its previous sample.
@@ -135,6 +156,13 @@ pub struct Health {
     pub series_dropped: u64,
     /// Series removed after their process had no socket for the idle time.
     pub series_expired: u64,
+    /// Samples of candidate sockets taken between the host samples ([`kinds`]), in total.
+    pub burst_samples: u64,
+    /// The CPU time of the last interval's fast samples, seconds.
+    pub burst_cpu_seconds: f64,
+    /// Per process name: candidate sockets of the last interval whose options could not be
+    /// read (another user's process without the privilege), so no rule that needs them ran.
+    pub options_unreadable: BTreeMap<String, u64>,
 }
 
 /// Per-series counters built from successive samples ([module docs](self)).
@@ -180,15 +208,12 @@ impl Ledger {
             .iter()
             .filter(|s| s.process.is_none() && s.inode != 0)
             .count() as u64;
-        // Each process's listening ports: a connection on one of them was accepted there.
-        let mut listens: FxHashMap<&str, Vec<u16>> = FxHashMap::default();
-        for s in seen.iter().filter(|s| s.state == TCP_LISTEN) {
-            if let Some(p) = &s.process {
-                listens.entry(p.as_str()).or_default().push(s.local_port);
-            }
-        }
+        let listens = listening_ports(seen);
         for t in self.series.values_mut() {
             t.established = 0;
+            for k in t.kinds.values_mut() {
+                k.sockets = 0;
+            }
         }
         let mut next = FxHashMap::default();
         next.reserve(seen.len());
@@ -204,16 +229,8 @@ impl Ledger {
             // Remembered whether or not its process is known yet: one placed later is counted
             // from here, not from zero.
             next.insert(s.cookie, now);
-            let Some(process) = &s.process else {
+            let Some(key) = series_key(s, &listens) else {
                 continue;
-            };
-            let port = match listens.get(process.as_str()) {
-                Some(ports) if ports.contains(&s.local_port) => Port::Listen(s.local_port),
-                _ => Port::Client,
-            };
-            let key = SeriesKey {
-                process: process.clone(),
-                port,
             };
             if !self.series.contains_key(&key) && self.series.len() >= self.max_series {
                 self.health.series_dropped += 1;
@@ -252,6 +269,30 @@ impl Ledger {
     pub fn failed(&mut self) {
         self.health.sample_errors += 1;
     }
+}
+
+/// Each process's listening ports: a connection on one of them was accepted there.
+pub(crate) fn listening_ports(seen: &[SocketSeen]) -> FxHashMap<&str, Vec<u16>> {
+    let mut listens: FxHashMap<&str, Vec<u16>> = FxHashMap::default();
+    for s in seen.iter().filter(|s| s.state == TCP_LISTEN) {
+        if let Some(p) = &s.process {
+            listens.entry(p.as_str()).or_default().push(s.local.port());
+        }
+    }
+    listens
+}
+
+/// The series of a socket whose process is known (rule 1).
+pub(crate) fn series_key(s: &SocketSeen, listens: &FxHashMap<&str, Vec<u16>>) -> Option<SeriesKey> {
+    let process = s.process.as_ref()?;
+    let port = match listens.get(process.as_str()) {
+        Some(ports) if ports.contains(&s.local.port()) => Port::Listen(s.local.port()),
+        _ => Port::Client,
+    };
+    Some(SeriesKey {
+        process: process.clone(),
+        port,
+    })
 }
 
 /// What a cumulative counter added since `before` (rule 3: a smaller value is a new socket).

@@ -19,7 +19,8 @@ fn socket(inode: u64, process: &str, port: u16, state: u8, s: Option<TcpSample>)
         cookie: inode,
         process: Some(process.to_owned()),
         state,
-        local_port: port,
+        local: SocketAddr::from(([127, 0, 0, 1], port)),
+        remote: SocketAddr::from(([127, 0, 0, 1], 40000)),
         sample: s,
     }
 }

@@ -88,10 +88,23 @@ impl Owners {
                 inode: s.inode,
                 cookie: s.cookie,
                 state: s.state,
-                local_port: s.local.port(),
+                local: s.local,
+                remote: s.remote,
                 sample: s.sample,
             })
             .collect()
+    }
+
+    /// The process holding socket `inode` and a descriptor of it there, when placed.
+    pub fn holder_of(&self, inode: u64) -> Option<(u32, i32)> {
+        let pid = *self.by_inode.get(&inode)?;
+        let h = self.holders.get(&pid)?;
+        h.fds
+            .iter()
+            .filter(|(_, &i)| i == inode)
+            .map(|(&fd, _)| fd)
+            .min()
+            .map(|fd| (pid, fd))
     }
 
     /// Whether a socket is still to be placed: it has an inode, no known holder (none, or one

@@ -3,10 +3,13 @@
 //! series; see `tcpdoctor_core::watch`).
 //!
 //! Two threads: the sampler (one socket-diagnostics dump, the owners placed, the ledger fed,
-//! the exposition rendered once per sample so a scrape costs a copy), and the HTTP server
-//! (one short-lived thread per connection, each request answered and the connection closed).
+//! the exposition rendered once per sample so a scrape costs a copy; then the options of the
+//! finding kinds' candidates read and the Nagle-on ones sampled fast, see [`fast`]), and the
+//! HTTP server (one short-lived thread per connection, each request answered and the
+//! connection closed).
 //! SIGINT and SIGTERM stop both: the listener is closed and the process exits 0.
 
+mod fast;
 mod host;
 mod http;
 
@@ -16,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tcpdoctor_core::watch::{render, Ledger};
+use tcpdoctor_core::watch::{render, Kinds, Ledger};
 
 use crate::capture::stop;
 use crate::inspect::diag::Diag;
@@ -63,15 +66,21 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
     let idle_ns = u64::try_from(cfg.series_idle.as_nanos()).unwrap_or(u64::MAX);
     let mut ledger = Ledger::new(cfg.max_series).with_series_idle(idle_ns);
     let mut owners = host::Owners::default();
+    let mut kinds = Kinds::default();
+    let mut refused = std::collections::HashSet::new();
     let mut announced = false;
     while !stop::requested() {
         let tick = Instant::now();
         let cpu = cpu_seconds();
         let at_ns = proc::monotonic_ns();
+        let next = tick + cfg.interval;
+        let mut fast = Vec::new();
         match diag.dump(at_ns) {
             Ok(dump) => {
                 let seen = owners.place(dump);
                 ledger.observe(at_ns, &seen);
+                fast::read_options(&mut kinds, &owners, &seen, &mut refused);
+                fast = kinds.conclude(&seen, &mut ledger);
                 ledger.health.sample_seconds = tick.elapsed().as_secs_f64();
                 ledger.health.sample_cpu_seconds = (cpu_seconds() - cpu).max(0.0);
                 let text = render(&ledger, env!("CARGO_PKG_VERSION"));
@@ -105,7 +114,10 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
                 }
             ));
         }
-        let next = tick + cfg.interval;
+        // The fast samples count in the next interval (and its exposition).
+        let (taken, cpu) = fast::burst(&mut diag, &mut kinds, &fast, cfg.interval, next);
+        ledger.health.burst_samples += taken;
+        ledger.health.burst_cpu_seconds = cpu;
         while !stop::requested() {
             let now = Instant::now();
             if next <= now {
@@ -146,7 +158,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 }
 
 /// This process's CPU time (user and system), seconds.
-fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

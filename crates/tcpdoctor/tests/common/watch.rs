@@ -1,5 +1,4 @@
-//! Helpers for the `tcpdoctor watch` tests: a running exporter and a real Prometheus server
-//! scraping it (Debian's `prometheus`, on a loopback port with a temp config and data dir).
+//! A running `tcpdoctor watch` and a real Prometheus scraping it, for the watch tests.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -14,15 +13,15 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    /// `tcpdoctor watch --listen 127.0.0.1:0 --interval 200ms EXTRA…`, once it serves.
     pub fn start(extra: &[&str]) -> Exporter {
-        Exporter::spawn(Command::new(env!("CARGO_BIN_EXE_tcpdoctor")), extra)
-    }
-
-    /// As [`Exporter::start`], with `cmd` running the binary (e.g. `nsenter --net=… PATH`).
-    pub fn spawn(mut cmd: Command, extra: &[&str]) -> Exporter {
-        let mut child = cmd
-            .args(["watch", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+            .args(["watch", "--listen", "127.0.0.1:0"])
+            // 200 ms unless the test chose its own.
+            .args(if extra.contains(&"--interval") {
+                &[][..]
+            } else {
+                &["--interval", "200ms"][..]
+            })
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -44,36 +43,42 @@ impl Exporter {
         }
     }
 
-    /// The body of `GET path`.
-    pub fn get(&self, path: &str) -> String {
+    pub fn get(&self, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(&self.addr).expect("connect to the exporter");
+        // A refused connection (503 while busy, closed at once) reads as an empty answer.
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
         let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
         let mut text = String::new();
         let _ = s.read_to_string(&mut text);
-        text.split_once("\r\n\r\n")
-            .map(|x| x.1)
-            .unwrap_or("")
-            .to_owned()
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
+        (status, body.to_owned())
     }
 
-    /// The value of the sample line `series` (name and labels, exactly), if present.
+    /// The value of the sample line `name{labels}` (exactly), if present.
     pub fn value(metrics: &str, series: &str) -> Option<f64> {
         metrics
             .lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     }
 
-    /// Scrapes `/metrics` until `ok` holds (it sees every scrape), for at most `limit`.
-    pub fn until(&self, what: &str, limit: Duration, mut ok: impl FnMut(&str) -> bool) -> String {
+    /// Scrapes until `ok` holds (a sample at a time), for at most 30 s.
+    pub fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
-            let m = self.get("/metrics");
+            let (_, m) = self.get("/metrics");
             if ok(&m) {
                 return m;
             }
-            assert!(start.elapsed() < limit, "{what}; last scrape:\n{m}");
-            std::thread::sleep(Duration::from_millis(100));
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{what}; last scrape:\n{m}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -85,10 +90,11 @@ impl Drop for Exporter {
     }
 }
 
-/// A real Prometheus server scraping one target every 500 ms; stopped when dropped.
+/// A real Prometheus server (Debian's), scraping the exporter every 500 ms from a temp config
+/// and data directory; stopped when dropped.
 pub struct Prometheus {
-    child: Child,
-    addr: String,
+    pub child: Child,
+    pub addr: String,
     _dir: super::Scratch,
 }
 
@@ -133,7 +139,7 @@ impl Prometheus {
         p
     }
 
-    fn http(&self, path: &str) -> String {
+    pub fn http(&self, path: &str) -> String {
         let Ok(mut s) = TcpStream::connect(&self.addr) else {
             return String::new();
         };
@@ -146,16 +152,13 @@ impl Prometheus {
         text
     }
 
-    /// Each series of an instant query: its `process` label and its value.
-    pub fn query(&self, promql: &str) -> Vec<(String, f64)> {
+    /// The values of an instant query's series (none when it returns nothing).
+    pub fn query(&self, promql: &str) -> Vec<f64> {
         self.answer(promql)["data"]["result"]
             .as_array()
             .map(|r| {
                 r.iter()
-                    .filter_map(|s| {
-                        let name = s["metric"]["process"].as_str().unwrap_or("").to_owned();
-                        Some((name, s["value"][1].as_str()?.parse().ok()?))
-                    })
+                    .filter_map(|s| s["value"][1].as_str()?.parse().ok())
                     .collect()
             })
             .unwrap_or_default()
