@@ -772,7 +772,7 @@ pub struct FlowKey(pub Endpoint, pub Endpoint);
 impl FlowKey {
     /// The lower endpoint (address, then port) first. Looked up once per packet, so IPv4, the
     /// common case, compares and hashes as plain integers.
-    #[inline]
+    #[inline(always)]
     pub fn of(seg: &TcpSegment) -> FlowKey {
         let src_first = match (seg.src.ip, seg.dst.ip) {
             (IpAddr::V4(a), IpAddr::V4(b)) => {
