@@ -10,6 +10,7 @@
 //! 3. With the default thread count, only a file of at least [`MIN_BYTES`]: below that the
 //!    whole analysis takes milliseconds and a thread per core buys nothing. An explicit
 //!    `--threads N` divides any file (so that the identity can be checked on small ones).
+//! 4. Into at most [`MAX_SHARDS`] shards, whatever N.
 
 use std::sync::mpsc::sync_channel;
 
@@ -18,6 +19,10 @@ use tcpdoctor_core::analysis::Analyzer;
 
 /// The smallest file divided among threads when `--threads` was not given.
 pub const MIN_BYTES: u64 = 8 << 20;
+/// The most shards: one thread reads and decodes for all of them (about a third of one
+/// thread's work), so past a few shards it is the limit, and each shard holds up to about
+/// 15 MB of batches.
+pub const MAX_SHARDS: usize = 4;
 
 /// The number of shards for a file of `size` bytes, given the `threads` allowed (`explicit`:
 /// by `--threads`), whether the file can be read more than once (`divisible`: rule 1), and
@@ -32,7 +37,7 @@ pub fn how_many(
     if threads < 2 || !divisible || (!explicit && size < MIN_BYTES) || !analyzer.can_shard() {
         return 1;
     }
-    threads
+    threads.min(MAX_SHARDS)
 }
 
 /// Segments handed to a shard's thread at a time.

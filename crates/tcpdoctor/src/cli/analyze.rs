@@ -67,12 +67,12 @@ pub struct AnalyzeArgs {
 
     /// Threads to use (default: the cores available). With more than one, several FILEs are
     /// analysed at once (up to N at a time); a single file's connections are divided among
-    /// N threads (this thread reads and decodes, each of the others analyses the connections
-    /// that hash to it: a regular, uncompressed file of 8 MiB or more, or any size when
-    /// --threads is given); a single gzip-compressed FILE is inflated on a thread of its own,
-    /// ahead of the analysis. The report (stdout, and the exit status) is the same whatever
-    /// N is; warnings on stderr come as each file is read. N files at once hold N analyses in
-    /// memory.
+    /// N threads, 4 at most (this thread reads and decodes, each of the others analyses the
+    /// connections that hash to it: a regular, uncompressed file of 8 MiB or more, or any
+    /// size when --threads is given); a single gzip-compressed FILE is inflated on a thread
+    /// of its own, ahead of the analysis. The report (stdout, and the exit status) is the
+    /// same whatever N is; warnings on stderr come as each file is read. N files at once
+    /// hold N analyses in memory.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
