@@ -48,6 +48,9 @@ const BATCH: usize = 4096;
 /// the 1 GiB bench capture, 4 waiting batches gave 1.41–1.65× one thread, 16 gave 1.69–1.83×,
 /// 64 no more.
 const WAITING: usize = 16;
+/// Emptied batches kept to be filled again; the others are freed (what waits is the memory
+/// that buys the overlap, what is recycled only saves allocations).
+const RECYCLED: usize = 4;
 
 /// Analyses one capture with `count` shards: `read` streams the file through the dispatcher
 /// it is given (calling the hook after each frame, which hands full batches to the shards'
@@ -65,7 +68,7 @@ pub fn run<T>(
         for i in 0..count {
             let (tx, rx) = sync_channel::<Vec<Routed>>(WAITING);
             // Emptied batches come back to be filled again (no allocation per batch).
-            let (btx, brx) = sync_channel::<Vec<Routed>>(WAITING + 2);
+            let (btx, brx) = sync_channel::<Vec<Routed>>(RECYCLED);
             workers.push(scope.spawn(move || {
                 let mut a = make(i);
                 for mut batch in rx {

@@ -39,8 +39,8 @@ use crate::wire::TcpSegment;
 pub(crate) struct ShardLog {
     index: u64,
     count: u64,
-    /// Where each flow began, by its id in this shard (id 1 first).
-    pub(crate) flows: Vec<At>,
+    /// Where each flow began ([`began_at`]), by its id in this shard (id 1 first).
+    pub(crate) flows: Vec<u64>,
     /// Where each server was first seen, by its group in this shard.
     pub(crate) groups: Vec<At>,
 }
@@ -64,12 +64,19 @@ impl ShardLog {
 
     pub(crate) fn flow_created(&mut self, id: u64, at: At) {
         debug_assert_eq!(id as usize, self.flows.len() + 1, "ids are given in order");
-        self.flows.push(at);
+        self.flows.push(began_at(at));
     }
 
     pub(crate) fn group_created(&mut self, at: At) {
         self.groups.push(at);
     }
+}
+
+/// A flow's first position in 8 bytes (it is kept for every flow): the frame above 16 bits,
+/// the packet within it below (an A-MSDU holds far fewer than 65,536). A flow begins while a
+/// segment is analysed, never at an end.
+fn began_at(at: At) -> u64 {
+    at.frame << 16 | u64::from(at.packet.min(0xffff))
 }
 
 /// The shard, of `count`, that the flow on these endpoints belongs to.
@@ -145,9 +152,14 @@ pub(crate) fn maps(
     logs: &[&ShardLog],
     servers: &[Vec<Endpoint>],
 ) -> (Vec<ShardMap>, u64, Vec<Endpoint>) {
-    let mut began: Vec<(At, usize, usize)> = Vec::new();
+    let mut began: Vec<(u64, u32, u32)> = Vec::new();
     for (s, log) in logs.iter().enumerate() {
-        began.extend(log.flows.iter().enumerate().map(|(i, at)| (*at, s, i)));
+        began.extend(
+            log.flows
+                .iter()
+                .enumerate()
+                .map(|(i, at)| (*at, s as u32, i as u32)),
+        );
     }
     began.sort_unstable();
     let mut out: Vec<ShardMap> = logs
@@ -158,7 +170,7 @@ pub(crate) fn maps(
         })
         .collect();
     for (rank, (_, s, i)) in began.iter().enumerate() {
-        out[*s].flows[*i] = rank as u64 + 1;
+        out[*s as usize].flows[*i as usize] = rank as u64 + 1;
     }
     let mut first: FxHashMap<Endpoint, At> = FxHashMap::default();
     for (log, eps) in logs.iter().zip(servers) {
