@@ -594,7 +594,9 @@ impl Analyzer {
     /// The flow table's part of a segment: `now` is the elapsed-time clock at it.
     #[inline(always)]
     fn on_flow_segment(&mut self, key: FlowKey, pkt: PacketRef, seg: &TcpSegment, now: Timestamp) {
-        if self.tcp_segments == self.next_sweep {
+        // At or past: a shard reading every frame counts the segments it does not own too,
+        // so its count can step over the one the sweep was due at.
+        if self.tcp_segments >= self.next_sweep {
             self.sweep(now);
             let table = (self.flows.len() + self.parked.len() + self.half_open.len()) as u64;
             self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);

@@ -277,3 +277,32 @@ fn per_flow_state_stays_small() {
         assert!(size <= most, "{name} is {size} bytes, more than {most}");
     }
 }
+
+/// A shard that reads every frame ([`Analyzer::sharded`] fed by `on_frame`) counts every
+/// segment but looks at its own only: its table is still swept, whichever shard the segment
+/// at the sweep's count belongs to (else flows idle past the timeout, and ended ones, pile up
+/// for the rest of the capture).
+#[test]
+fn a_shard_reading_every_frame_still_sweeps_its_table() {
+    let n = 30_000;
+    for i in 0..2 {
+        let mut an = Analyzer::sharded(detect::all(), i, 2);
+        let mut frame = 1;
+        // Phase 1 at 0 s, phase 2 past the idle timeout: a sweep in phase 2 ends phase 1.
+        for (c0, secs) in [(0, 0.0), (n, 700.0)] {
+            for c in c0..c0 + n {
+                handshake(&mut an, frame, secs, c);
+                frame += 3;
+            }
+        }
+        let stale = open_clients(&an).into_iter().filter(|&c| c < n).count();
+        assert_eq!(
+            stale, 0,
+            "shard {i} kept {stale} flows idle past the timeout"
+        );
+        assert!(
+            !open_clients(&an).is_empty(),
+            "shard {i} owns phase 2 flows"
+        );
+    }
+}
