@@ -306,3 +306,34 @@ fn a_shard_reading_every_frame_still_sweeps_its_table() {
         );
     }
 }
+
+/// The half-open cap ([`MAX_HALF_OPEN`]) is per analyzer: a flood past it, its flows divided
+/// among threads, keeps up to the cap in each shard, so the report counts fewer attempts not
+/// tracked than one thread's (and tracks others). Known: `analyze`'s default divides a
+/// flood capture of 8 MiB or more (`gen-syn-flood.py flood.pcap 100000 --answered`: 34,464
+/// untracked with `--threads 1`, none with 2).
+#[test]
+#[ignore = "known divergence: the half-open cap applies per shard"]
+fn a_flood_past_the_half_open_cap_divided_counts_what_one_thread_counts() {
+    let n = MAX_HALF_OPEN as u32 + 1000;
+    let mut one = Analyzer::default();
+    let mut d = Analyzer::dispatcher(2);
+    for c in 0..n {
+        let (frame, secs) = (u64::from(c) + 1, f64::from(c) * 1e-6);
+        send(&mut one, frame, secs, c, true, 100, 0, SYN);
+        send(&mut d, frame, secs, c, true, 100, 0, SYN);
+    }
+    let shards: Vec<Analyzer> = (0..2)
+        .map(|i| {
+            let mut s = Analyzer::sharded(detect::all(), i, 2);
+            for r in d.take_batch(i, Vec::new()).expect("a dispatcher") {
+                s.on_routed(&r);
+            }
+            s
+        })
+        .collect();
+    let (one, _) = one.finish("f", "pcap");
+    let (many, _) = Analyzer::merge_dispatched(d, shards, "f", "pcap");
+    assert_eq!(one.half_open_untracked, 1000);
+    assert_eq!(many.half_open_untracked, one.half_open_untracked);
+}
