@@ -337,3 +337,85 @@ fn a_flood_past_the_half_open_cap_divided_counts_what_one_thread_counts() {
     assert_eq!(one.half_open_untracked, 1000);
     assert_eq!(many.half_open_untracked, one.half_open_untracked);
 }
+
+/// A segment of client `c` with `len` bytes of payload.
+#[allow(clippy::too_many_arguments)]
+fn send_data(
+    an: &mut Analyzer,
+    frame: u64,
+    secs: f64,
+    c: u32,
+    to_server: bool,
+    seq: u32,
+    ack: u32,
+    len: u32,
+) {
+    let (client, server) = (ep(0x0a00_0000 + c, 40000), ep(SERVER, 80));
+    let (src, dst) = if to_server {
+        (client, server)
+    } else {
+        (server, client)
+    };
+    let seg = TcpSegment {
+        src,
+        dst,
+        seq,
+        ack,
+        flags: TcpFlags(ACK | TcpFlags::PSH),
+        window: 1000,
+        payload_len: len,
+        options: TcpOptions::default(),
+    };
+    let ts = Timestamp::from_nanos((secs * 1e9) as u64);
+    an.on_segment(PacketRef { frame, ts }, &seg);
+}
+
+/// Past the cap on hop legs, the legs kept are those of the flows that began first, whatever
+/// order the flows end in: so each shard keeps its first-begun ones, and the merged report
+/// keeps the capture's first-begun ones, as one analyzer does.
+#[test]
+fn legs_past_the_cap_are_those_of_the_first_begun_flows() {
+    let mut an = Analyzer::default();
+    an.sinks.max_legs = 2;
+    let mut frame = 1;
+    for c in 1..=3 {
+        handshake(&mut an, frame, 0.0, c);
+        frame += 3;
+    }
+    // Four exchanges each (eight turns); client 1's flow ends last (the capture's end), the
+    // others at their RSTs.
+    for i in 0..4u32 {
+        for c in 1..=3 {
+            let secs = 0.01 * f64::from(frame as u32);
+            send_data(
+                &mut an,
+                frame,
+                secs,
+                c,
+                true,
+                101 + 10 * i,
+                501 + 10 * i,
+                10,
+            );
+            send_data(
+                &mut an,
+                frame + 1,
+                secs + 0.001,
+                c,
+                false,
+                501 + 10 * i,
+                111 + 10 * i,
+                10,
+            );
+            frame += 2;
+        }
+    }
+    for c in 2..=3 {
+        send(&mut an, frame, 1.0, c, true, 141, 541, TcpFlags::RST);
+        frame += 1;
+    }
+    an.end_all();
+    let mut kept: Vec<u64> = an.sinks.legs.iter().map(|l| l.0.flow).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, [1, 2], "the legs of the first two flows to begin");
+}
