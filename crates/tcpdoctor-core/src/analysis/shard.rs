@@ -20,8 +20,9 @@
 //! and the summary's counts, clock and census come from the dispatcher.
 //!
 //! The result is the single thread's, byte for byte, with one exception stated where the caps
-//! are: a cap on kept state (half-open attempts, hop legs, clients) applies per shard, so a
-//! capture that reaches one may keep a different sample of what it caps.
+//! are: a cap on kept state (half-open attempts, `rtt_bound`'s clients) applies per shard, so
+//! a capture that reaches one may keep a different sample of what it caps (hop legs do not:
+//! past their cap, every analyzer keeps those of the flows that began first).
 
 use std::hash::{Hash, Hasher};
 
