@@ -71,8 +71,10 @@ pub struct AnalyzeArgs {
     /// that hash to it: a regular, uncompressed file of 8 MiB or more, or any size when
     /// --threads is given); a single gzip-compressed FILE is inflated on a thread of its own,
     /// ahead of the analysis. The report (stdout, and the exit status) is the same whatever
-    /// N is; warnings on stderr come as each file is read. N files at once hold N analyses in
-    /// memory.
+    /// N is, but for a file whose connections are divided and that passes a cap on kept state
+    /// (over 65,536 half-open attempts at once; rtt_bound's 131,072 ended client spans): each
+    /// thread applies the cap to its own share. Warnings on stderr come as each file is read.
+    /// N files at once hold N analyses in memory.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
