@@ -19,6 +19,7 @@
 //! [`clock`]); the capture spans its earliest to its latest timestamp.
 
 use std::collections::hash_map::Entry as MapEntry;
+use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use crate::detect::{self, At, Detector, FlowView, GroupId, GroupInfo};
@@ -62,6 +63,29 @@ struct Entry {
     seen: Timestamp,
     /// Where its last segment was: the events told at its end are placed just after.
     last_at: At,
+}
+
+/// A hop leg ordered by its flow's id (ids are unique, in one analyzer and once merged).
+struct ByFlow(Leg);
+
+impl PartialEq for ByFlow {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.flow == other.0.flow
+    }
+}
+
+impl Eq for ByFlow {}
+
+impl PartialOrd for ByFlow {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByFlow {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.flow.cmp(&other.0.flow)
+    }
 }
 
 /// Per-server totals for the capture summary.
@@ -280,7 +304,11 @@ struct Sinks {
     per_exchange: Vec<usize>,
     exchanges: u64,
     /// Flows long enough to be one leg of a hop (see [`crate::hops`]).
-    legs: Vec<Leg>,
+    /// Past [`Sinks::max_legs`], those of the flows that began first, whatever order flows
+    /// end in: so each shard keeps its first-begun ones, and the merged report the capture's.
+    legs: BinaryHeap<ByFlow>,
+    /// Legs kept at most ([`hops::MAX_LEGS`]; smaller in tests).
+    max_legs: usize,
     /// Detector slots handed out so far, and those free again (their flows ended).
     slots: usize,
     free_slots: Vec<usize>,
@@ -362,8 +390,12 @@ impl Sinks {
         let ended = entry.turns.finish();
         Self::record_leg(entry, ended.turn);
         if let Some(leg) = Leg::of(&entry.flow, std::mem::take(&mut entry.leg)) {
-            if self.legs.len() < hops::MAX_LEGS {
-                self.legs.push(leg);
+            if self.legs.len() < self.max_legs {
+                self.legs.push(ByFlow(leg));
+            } else if let Some(mut last) = self.legs.peek_mut() {
+                if leg.flow < last.0.flow {
+                    *last = ByFlow(leg);
+                }
             }
         }
         let view = Self::view(entry, entry.last_at.at_end());
@@ -463,7 +495,8 @@ impl Analyzer {
                     .collect(),
                 detectors,
                 exchanges: 0,
-                legs: Vec::new(),
+                legs: BinaryHeap::new(),
+                max_legs: hops::MAX_LEGS,
                 slots: 0,
                 free_slots: Vec::new(),
                 at: At::default(),
@@ -594,7 +627,9 @@ impl Analyzer {
     /// The flow table's part of a segment: `now` is the elapsed-time clock at it.
     #[inline(always)]
     fn on_flow_segment(&mut self, key: FlowKey, pkt: PacketRef, seg: &TcpSegment, now: Timestamp) {
-        if self.tcp_segments == self.next_sweep {
+        // At or past: a shard reading every frame counts the segments it does not own too,
+        // so its count can step over the one the sweep was due at.
+        if self.tcp_segments >= self.next_sweep {
             self.sweep(now);
             let table = (self.flows.len() + self.parked.len() + self.half_open.len()) as u64;
             self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);
@@ -786,12 +821,25 @@ impl Analyzer {
     pub fn sharded(detectors: Vec<Box<dyn Detector>>, index: usize, count: usize) -> Analyzer {
         let mut a = Analyzer::new(detectors);
         a.sinks.shard = Some(shard::ShardLog::new(index, count));
+        // Its share of the half-open cap: while no shard passes its share, the shards hold no
+        // more attempts together than the cap, so one analyzer would have dropped none
+        // either ([`Analyzer::shard_capped`]).
+        a.half_open.cap = (MAX_HALF_OPEN / count).max(1);
         a
     }
 
     /// Whether every detector can merge its state with another shard's ([`shard`]).
     pub fn can_shard(&self) -> bool {
         self.sinks.detectors.iter().all(|d| d.mergeable())
+    }
+
+    /// Whether this shard dropped half-open attempts past its share of the cap
+    /// ([`MAX_HALF_OPEN`] / shards): which ones a full table evicts depends on every attempt it
+    /// holds, so shards keep a different set than one analyzer would. The capture must then be
+    /// analysed again by one analyzer for the report to be one analyzer's. While no shard
+    /// passes its share, one analyzer holds no more than the cap and drops none.
+    pub fn shard_capped(&self) -> bool {
+        self.half_open.dropped > 0
     }
 
     /// Ends every flow and collects the findings. `file` names the capture in findings.
@@ -853,7 +901,7 @@ impl Analyzer {
             })
             .collect();
         let mut totals: Vec<GroupTotals> = order.iter().map(|_| GroupTotals::default()).collect();
-        let mut legs = Vec::new();
+        let mut legs = BinaryHeap::new();
         let (mut exchanges, mut dropped) = (0, 0);
         let mut states: Vec<Vec<Box<dyn std::any::Any + Send>>> = Vec::new();
         for (s, map) in shards.iter_mut().zip(&maps) {
@@ -864,9 +912,9 @@ impl Analyzer {
                 groups[into].exchanges += info.exchanges;
                 totals[into].absorb(t);
             }
-            legs.extend(sinks.legs.drain(..).map(|mut leg| {
+            legs.extend(sinks.legs.drain().map(|ByFlow(mut leg)| {
                 leg.flow = map.flow(leg.flow);
-                leg
+                ByFlow(leg)
             }));
             exchanges += sinks.exchanges;
             dropped += s.half_open.dropped;
@@ -916,9 +964,13 @@ impl Analyzer {
     fn report(mut self, file: &str, format: &str) -> (CaptureSummary, Vec<Finding>) {
         let sinks = &mut self.sinks;
         // In the order flows began, whichever order they ended in (one thread or several).
-        sinks.legs.sort_by_key(|l| l.flow);
-        sinks.legs.truncate(hops::MAX_LEGS);
-        for hop in hops::pair(&sinks.legs) {
+        let mut legs: Vec<Leg> = std::mem::take(&mut sinks.legs)
+            .into_sorted_vec()
+            .into_iter()
+            .map(|l| l.0)
+            .collect();
+        legs.truncate(sinks.max_legs);
+        for hop in hops::pair(&legs) {
             for g in sinks.groups.iter_mut() {
                 if g.server == hop.listen || g.server == hop.upstream {
                     g.hops.push(hop.clone());

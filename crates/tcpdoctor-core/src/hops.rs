@@ -58,7 +58,8 @@ pub const KEPT_TURNS: usize = 6;
 /// `KEPT_RESPONSES / 2` of them once the leg carried that many.
 pub const KEPT_RESPONSES: usize = 32;
 /// Leg records kept per capture (≈ 1 KB each at most, ≈ 250 bytes for a short flow): memory
-/// stays bounded on captures of millions of connections; legs beyond it are not paired.
+/// stays bounded on captures of millions of connections; past it, the legs of the flows that
+/// began first are kept (whatever order flows end in) and the others are not paired.
 pub const MAX_LEGS: usize = 131_072;
 /// The longest a hop may hold a request before forwarding it.
 pub const MAX_HOP_DELAY: Duration = Duration::from_secs(2);

@@ -127,3 +127,45 @@ fn zero_threads_is_refused_naming_the_flag() {
     assert!(out.is_empty());
     assert!(err.contains("--threads"), "{err}");
 }
+
+#[test]
+fn a_divided_file_cut_short_or_broken_mid_file_ends_as_one_thread_ends() {
+    // An uncompressed file is divided among threads (not read ahead): cut mid-record, it is
+    // analysed up to the cut with the same warning; with a record header broken mid-file, the
+    // error (file, byte offset) and exit status are one thread's, and nothing hangs.
+    let scratch = Scratch::new("analyze-threads-cut");
+    let bytes =
+        std::fs::read(repo().join("testdata/captures/bulk_fast_reader.pcap")).expect("read");
+    let cut = scratch.join("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).expect("write");
+    // The 100th record's captured length made absurd.
+    let mut broken = bytes.clone();
+    let mut off = 24;
+    for _ in 0..100 {
+        let caplen = u32::from_le_bytes(broken[off + 8..off + 12].try_into().unwrap());
+        off += 16 + caplen as usize;
+    }
+    broken[off + 8..off + 12].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    let bad = scratch.join("broken.pcap");
+    std::fs::write(&bad, &broken).expect("write");
+    for (file, code) in [(cut, 0), (bad, 2)] {
+        let name = file.display().to_string();
+        let one = analyze("1", std::slice::from_ref(&file));
+        assert_eq!(one.1, Some(code), "{name}: {}", one.2);
+        let out = common::tcpdoctor_env(
+            &["analyze", "--format", "json", "--threads", "2", &name],
+            &[("TCPDOCTOR_TRACE_SHARDS", "1")],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("divided among 2 threads"), "{name}: {err}");
+        // Less the trace's own lines ("tcpdoctor: NAME: flows divided…", "…merged in…").
+        let trace = format!("tcpdoctor: {name}: ");
+        let said: Vec<&str> = err.lines().filter(|l| !l.starts_with(&trace)).collect();
+        assert_eq!(said, one.2.lines().collect::<Vec<_>>(), "{name}");
+        assert!(
+            out.stdout == one.0,
+            "{name}: --threads 2 changed the report"
+        );
+        assert_eq!(out.status.code(), one.1, "{name}");
+    }
+}

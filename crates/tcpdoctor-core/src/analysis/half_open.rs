@@ -259,6 +259,8 @@ pub struct HalfOpen {
     order: VecDeque<(FlowKey, u64)>,
     /// Attempts evicted untracked.
     pub dropped: u64,
+    /// The cap, when not [`MAX_HALF_OPEN`] (0): a shard's share of it.
+    pub cap: usize,
 }
 
 impl HalfOpen {
@@ -281,7 +283,11 @@ impl HalfOpen {
 
     /// Keeps a new attempt (its endpoints have none), evicting the oldest at the cap.
     pub fn insert(&mut self, key: FlowKey, attempt: Attempt) {
-        self.insert_capped(key, attempt, MAX_HALF_OPEN);
+        let cap = match self.cap {
+            0 => MAX_HALF_OPEN,
+            cap => cap,
+        };
+        self.insert_capped(key, attempt, cap);
     }
 
     fn insert_capped(&mut self, key: FlowKey, attempt: Attempt, cap: usize) {

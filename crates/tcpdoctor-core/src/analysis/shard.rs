@@ -19,9 +19,13 @@
 //! position and the clock) to its shard's thread: the frames are then read and decoded once,
 //! and the summary's counts, clock and census come from the dispatcher.
 //!
-//! The result is the single thread's, byte for byte, with one exception stated where the caps
-//! are: a cap on kept state (half-open attempts, hop legs, clients) applies per shard, so a
-//! capture that reaches one may keep a different sample of what it caps.
+//! The result is the single thread's, byte for byte, with one exception stated where its cap
+//! is: `rtt_bound`'s ended client spans are capped per shard, so a capture that reaches that
+//! cap may keep a different sample. Hop legs past their cap are, in every analyzer, those of
+//! the flows that began first. Half-open attempts are capped at each shard's share of the cap;
+//! a shard that passes it says so ([`crate::analysis::Analyzer::shard_capped`]) and the
+//! capture must be analysed again by one analyzer (`analyze` does): while no shard passes its
+//! share, the shards together hold no more than one analyzer may, and it drops none.
 
 use std::hash::{Hash, Hasher};
 

@@ -277,3 +277,156 @@ fn per_flow_state_stays_small() {
         assert!(size <= most, "{name} is {size} bytes, more than {most}");
     }
 }
+
+/// A shard that reads every frame ([`Analyzer::sharded`] fed by `on_frame`) counts every
+/// segment but looks at its own only: its table is still swept, whichever shard the segment
+/// at the sweep's count belongs to (else flows idle past the timeout, and ended ones, pile up
+/// for the rest of the capture).
+#[test]
+fn a_shard_reading_every_frame_still_sweeps_its_table() {
+    let n = 30_000;
+    for i in 0..2 {
+        let mut an = Analyzer::sharded(detect::all(), i, 2);
+        let mut frame = 1;
+        // Phase 1 at 0 s, phase 2 past the idle timeout: a sweep in phase 2 ends phase 1.
+        for (c0, secs) in [(0, 0.0), (n, 700.0)] {
+            for c in c0..c0 + n {
+                handshake(&mut an, frame, secs, c);
+                frame += 3;
+            }
+        }
+        let stale = open_clients(&an).into_iter().filter(|&c| c < n).count();
+        assert_eq!(
+            stale, 0,
+            "shard {i} kept {stale} flows idle past the timeout"
+        );
+        assert!(
+            !open_clients(&an).is_empty(),
+            "shard {i} owns phase 2 flows"
+        );
+    }
+}
+
+/// A flood past the half-open cap ([`MAX_HALF_OPEN`]), its flows divided among shards: each
+/// shard caps its share (the cap / shards), and one that passed it says so
+/// ([`Analyzer::shard_capped`]: `analyze` then reads the file again on one thread); a flood
+/// one analyzer holds whole passes no share either, and the merge counts what it counts.
+#[test]
+fn a_flood_past_the_half_open_cap_is_told_by_the_shards_and_one_within_it_merges_whole() {
+    for (n, dropped) in [
+        (MAX_HALF_OPEN as u32 + 1000, 1000),
+        (MAX_HALF_OPEN as u32 / 2, 0),
+    ] {
+        let mut one = Analyzer::default();
+        let mut d = Analyzer::dispatcher(2);
+        for c in 0..n {
+            let (frame, secs) = (u64::from(c) + 1, f64::from(c) * 1e-6);
+            send(&mut one, frame, secs, c, true, 100, 0, SYN);
+            send(&mut d, frame, secs, c, true, 100, 0, SYN);
+        }
+        let shards: Vec<Analyzer> = (0..2)
+            .map(|i| {
+                let mut s = Analyzer::sharded(detect::all(), i, 2);
+                for r in d.take_batch(i, Vec::new()).expect("a dispatcher") {
+                    s.on_routed(&r);
+                }
+                s
+            })
+            .collect();
+        let capped = shards.iter().any(Analyzer::shard_capped);
+        let (one, _) = one.finish("f", "pcap");
+        assert_eq!(one.half_open_untracked, dropped);
+        assert_eq!(
+            capped,
+            dropped > 0,
+            "{n} attempts: a shard told it passed its share"
+        );
+        if !capped {
+            let (many, _) = Analyzer::merge_dispatched(d, shards, "f", "pcap");
+            assert_eq!(many.half_open_untracked, 0);
+            assert_eq!(many.flows, one.flows);
+        }
+    }
+}
+
+/// A segment of client `c` with `len` bytes of payload.
+#[allow(clippy::too_many_arguments)]
+fn send_data(
+    an: &mut Analyzer,
+    frame: u64,
+    secs: f64,
+    c: u32,
+    to_server: bool,
+    seq: u32,
+    ack: u32,
+    len: u32,
+) {
+    let (client, server) = (ep(0x0a00_0000 + c, 40000), ep(SERVER, 80));
+    let (src, dst) = if to_server {
+        (client, server)
+    } else {
+        (server, client)
+    };
+    let seg = TcpSegment {
+        src,
+        dst,
+        seq,
+        ack,
+        flags: TcpFlags(ACK | TcpFlags::PSH),
+        window: 1000,
+        payload_len: len,
+        options: TcpOptions::default(),
+    };
+    let ts = Timestamp::from_nanos((secs * 1e9) as u64);
+    an.on_segment(PacketRef { frame, ts }, &seg);
+}
+
+/// Past the cap on hop legs, the legs kept are those of the flows that began first, whatever
+/// order the flows end in: so each shard keeps its first-begun ones, and the merged report
+/// keeps the capture's first-begun ones, as one analyzer does.
+#[test]
+fn legs_past_the_cap_are_those_of_the_first_begun_flows() {
+    let mut an = Analyzer::default();
+    an.sinks.max_legs = 2;
+    let mut frame = 1;
+    for c in 1..=3 {
+        handshake(&mut an, frame, 0.0, c);
+        frame += 3;
+    }
+    // Four exchanges each (eight turns); client 1's flow ends last (the capture's end), the
+    // others at their RSTs.
+    for i in 0..4u32 {
+        for c in 1..=3 {
+            let secs = 0.01 * f64::from(frame as u32);
+            send_data(
+                &mut an,
+                frame,
+                secs,
+                c,
+                true,
+                101 + 10 * i,
+                501 + 10 * i,
+                10,
+            );
+            send_data(
+                &mut an,
+                frame + 1,
+                secs + 0.001,
+                c,
+                false,
+                501 + 10 * i,
+                111 + 10 * i,
+                10,
+            );
+            frame += 2;
+        }
+    }
+    for c in 2..=3 {
+        send(&mut an, frame, 1.0, c, true, 141, 541, TcpFlags::RST);
+        frame += 1;
+    }
+    an.end_all();
+    let mut kept: Vec<u64> = an.sinks.legs.iter().map(|l| l.0.flow).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, [1, 2], "the legs of the first two flows to begin");
+}

@@ -71,8 +71,10 @@ pub struct AnalyzeArgs {
     /// connections that hash to it: a regular, uncompressed file of 8 MiB or more, or any
     /// size when --threads is given); a single gzip-compressed FILE is inflated on a thread
     /// of its own, ahead of the analysis. The report (stdout, and the exit status) is the
-    /// same whatever N is; warnings on stderr come as each file is read. N files at once
-    /// hold N analyses in memory.
+    /// same whatever N is, but for a divided file past rtt_bound's cap of 131,072 ended
+    /// client spans, which each thread applies to its own share (a divided file past the
+    /// cap of 65,536 half-open attempts at once is analysed again on one thread). Warnings
+    /// on stderr come as each file is read. N files at once hold N analyses in memory.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
@@ -302,7 +304,8 @@ pub(crate) fn analyze_file_as(
         size,
         &make(0, 1),
     );
-    let (mut summary, findings, truncated) = if shards > 1 {
+    let mut input = Some(input);
+    let divided = if shards > 1 {
         let trace = std::env::var_os("TCPDOCTOR_TRACE_SHARDS").is_some();
         let started = Instant::now();
         if trace {
@@ -311,22 +314,47 @@ pub(crate) fn analyze_file_as(
         let make = |i: usize| make(i, shards);
         let (dispatcher, analyzers, (truncated, format)) =
             shards::run(shards, &make, |d, hook| {
+                let input = input.take().expect("read once");
                 let (d, truncated, format) =
                     read_capture(&name, input, 1, d, None, Some(&mut progress), hook)?;
                 Ok((d, (truncated, format)))
             })?;
         progress.done();
         let read = started.elapsed();
-        let (summary, findings) = Analyzer::merge_dispatched(dispatcher, analyzers, &name, format);
-        if trace {
-            eprintln!(
-                "tcpdoctor: {name}: read and analysed in {:.3} s, merged in {:.3} s",
-                read.as_secs_f64(),
-                (started.elapsed() - read).as_secs_f64()
-            );
+        if analyzers.iter().any(Analyzer::shard_capped) {
+            // Past the half-open cap, which attempts a full table keeps depends on all of
+            // them: only one analyzer keeps the ones one analyzer keeps.
+            if trace {
+                eprintln!("tcpdoctor: {name}: a shard passed the half-open cap: read again");
+            }
+            None
+        } else {
+            let (summary, findings) =
+                Analyzer::merge_dispatched(dispatcher, analyzers, &name, format);
+            if trace {
+                eprintln!(
+                    "tcpdoctor: {name}: read and analysed in {:.3} s, merged in {:.3} s",
+                    read.as_secs_f64(),
+                    (started.elapsed() - read).as_secs_f64()
+                );
+            }
+            Some((summary, findings, truncated))
         }
-        (summary, findings, truncated)
     } else {
+        None
+    };
+    let (mut summary, findings, truncated) = if let Some(divided) = divided {
+        divided
+    } else {
+        let input = match input.take() {
+            Some(input) => input,
+            None => File::open(path)
+                .and_then(Input::new)
+                .map_err(|cause| CaptureError::Io { offset: 0, cause })
+                .with_context(|| format!("reading {name}"))?,
+        };
+        let mut progress = Progress::new(&name, size);
+        progress.enabled &= FILE_THREADS.with(|t| t.get()).is_none();
         let (analyzer, truncated, format) = read_capture(
             &name,
             input,
