@@ -219,7 +219,8 @@ fn kinds(out: &mut String, ledger: &Ledger) {
             "counter",
             "Time lost to each finding kind, as inspect's rule estimates it \
              (nagle_delayed_ack: the share of fast samples that caught a write held by Nagle \
-             times the time sampled). docs/<kind>.md explains each kind.",
+             times the time sampled; busy_poll: CPU seconds above the traffic's budget). \
+             docs/<kind>.md explains each kind.",
             |k| k.lost_seconds,
         ),
         (
