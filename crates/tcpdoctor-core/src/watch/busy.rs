@@ -201,7 +201,8 @@ impl Busy {
             ) else {
                 continue;
             };
-            let (Some((last, tids_now)), Some((first, tids_before))) = (&now.walked, &before.walked)
+            let (Some((last, tids_now)), Some((first, tids_before))) =
+                (&now.walked, &before.walked)
             else {
                 continue;
             };

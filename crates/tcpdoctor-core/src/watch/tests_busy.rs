@@ -99,7 +99,10 @@ fn a_spinning_process_is_walked_then_named_and_a_calm_one_is_never_walked() {
     // Third: the spinner's CPU per segment is far over budget, so it is walked; the calm one
     // (10 ms for 20 segments, under 10 × 100 µs each) is not.
     assert_eq!(tick(&mut l, &mut k, &mut b, 2, &[10]), vec![SPIN.0]);
-    assert!(busy(&l, "spin", 80).is_none(), "one walk is not an interval");
+    assert!(
+        busy(&l, "spin", 80).is_none(),
+        "one walk is not an interval"
+    );
     // Fourth: walked at both ends, the rule runs.
     assert_eq!(tick(&mut l, &mut k, &mut b, 3, &[10]), vec![SPIN.0]);
     let spin = busy(&l, "spin", 80).expect("busy_poll on the spinner's series");
@@ -114,7 +117,10 @@ fn a_spinning_process_is_walked_then_named_and_a_calm_one_is_never_walked() {
         ),
         "{text}"
     );
-    assert!(!text.contains("kind=\"busy_poll\",process=\"calm\""), "{text}");
+    assert!(
+        !text.contains("kind=\"busy_poll\",process=\"calm\""),
+        "{text}"
+    );
 }
 
 #[test]
