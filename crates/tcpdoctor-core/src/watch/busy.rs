@@ -99,39 +99,54 @@ impl Busy {
         let Some(start_ns) = kinds.interval_start() else {
             return Vec::new();
         };
-        let listens = listening_ports(seen);
-        for s in seen {
-            let (Some(now), Some(pid)) = (s.sample, pid_of(s.inode)) else {
-                continue;
-            };
-            if s.state == super::TCP_LISTEN {
-                continue;
-            }
-            let Some(key) = series_key(s, &listens) else {
-                continue;
-            };
-            let prev = kinds.before(s.inode).unwrap_or(TcpSample {
+        let prev_of = |s: &SocketSeen, now: &TcpSample| {
+            kinds.before(s.inode).unwrap_or(TcpSample {
                 at_ns: start_ns,
                 state: now.state,
                 ..TcpSample::default()
-            });
-            let (i, o) = (
-                wrap32(prev.data_segs_in, now.data_segs_in),
-                wrap32(prev.data_segs_out, now.data_segs_out),
-            );
+            })
+        };
+        // First the segments per process, nothing kept per socket (most carry none).
+        let mut segs: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
+        for s in seen.iter().filter(|s| s.state != super::TCP_LISTEN) {
+            let (Some(now), Some(pid)) = (s.sample.as_ref(), pid_of(s.inode)) else {
+                continue;
+            };
+            let prev = prev_of(s, now);
+            let e = segs.entry(pid).or_default();
+            e.0 += wrap32(prev.data_segs_in, now.data_segs_in);
+            e.1 += wrap32(prev.data_segs_out, now.data_segs_out);
+        }
+        segs.retain(|_, (i, o)| *i > 0 && *o > 0);
+        if segs.is_empty() {
+            return Vec::new();
+        }
+        // Then the candidates' connections.
+        let listens = listening_ports(seen);
+        for s in seen.iter().filter(|s| s.state != super::TCP_LISTEN) {
+            let (Some(now), Some(pid)) = (s.sample, pid_of(s.inode)) else {
+                continue;
+            };
+            let Some(&(segs_in, segs_out)) = segs.get(&pid) else {
+                continue;
+            };
+            let Some(key) = series_key(s, &listens) else {
+                continue;
+            };
+            let prev = prev_of(s, &now);
+            let carried = wrap32(prev.data_segs_in, now.data_segs_in)
+                + wrap32(prev.data_segs_out, now.data_segs_out);
             let role = match key.port {
                 Port::Listen(_) => SocketRole::Accepted,
                 Port::Client => SocketRole::Connected,
             };
             let t = self.traffic.entry(pid).or_insert_with(|| Traffic {
                 key: key.clone(),
-                segs_in: 0,
-                segs_out: 0,
+                segs_in,
+                segs_out,
                 sockets: Vec::new(),
                 key_segments: 0,
             });
-            t.segs_in += i;
-            t.segs_out += o;
             t.sockets.push(Conn {
                 inode: s.inode,
                 role,
@@ -140,12 +155,11 @@ impl Busy {
                 prev,
                 now,
             });
-            if i + o > t.key_segments {
+            if carried > t.key_segments {
                 t.key = key;
-                t.key_segments = i + o;
+                t.key_segments = carried;
             }
         }
-        self.traffic.retain(|_, t| t.segs_in > 0 && t.segs_out > 0);
         let mut pids: Vec<u32> = self.traffic.keys().copied().collect();
         pids.sort_unstable();
         pids
