@@ -209,12 +209,14 @@ fn prometheus_scrapes_it_and_rate_shows_which_server_is_receiving() {
     let panels = dash["panels"].as_array().expect("panels");
     assert!(panels.len() >= 6);
     for panel in panels {
-        let expr = panel["targets"][0]["expr"].as_str().expect("expr");
-        let expr = expr
-            .replace("$__rate_interval", "3s")
-            .replace("$instance", ".*");
-        let a = prom.answer(&expr);
-        assert_eq!(a["status"], "success", "{}: {expr}: {a}", panel["title"]);
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            let expr = expr
+                .replace("$__rate_interval", "3s")
+                .replace("$instance", ".*");
+            let a = prom.answer(&expr);
+            assert_eq!(a["status"], "success", "{}: {expr}: {a}", panel["title"]);
+        }
     }
     let busy_panel = panels[0]["targets"][0]["expr"]
         .as_str()

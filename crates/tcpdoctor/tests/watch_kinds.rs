@@ -81,29 +81,6 @@ fn ports(answer: &Value, kind: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn promtool_passes(promtool: &std::path::Path, text: &str) {
-    let mut check = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool");
-    check
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("feed promtool");
-    let out = check.wait_with_output().expect("promtool ran");
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool check metrics: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn prometheus_rates_nagle_held_time_for_the_per_line_server_and_not_for_its_nodelay_twin() {
     let test = "watch_kinds::prometheus_rates_nagle";
@@ -200,7 +177,7 @@ fn prometheus_rates_nagle_held_time_for_the_per_line_server_and_not_for_its_node
     // The exposition with kind rows passes promtool.
     let (_, text) = w.get("/metrics");
     assert!(text.contains("tcpdoctor_finding_lost_seconds_total{kind=\"nagle_delayed_ack\""));
-    promtool_passes(&promtool, &text);
+    common::watch::promtool_passes(&promtool, &text);
     // The holds were caught by fast samples, and the exporter says what they cost.
     assert!(
         Exporter::value(&text, "tcpdoctor_watch_burst_samples_total").is_some_and(|n| n > 0.0),

@@ -173,6 +173,7 @@ static LIFETIME_START: TcpSample = TcpSample {
     rwnd_limited_us: 0,
     sndbuf_limited_us: 0,
     snd_wnd_bytes: None,
+    total_rto: None,
 };
 
 /// A write held back the way Nagle holds one, caught in the act (PHYSICS §1 and §9): data in

@@ -228,6 +228,11 @@ pub struct TcpSample {
     /// The peer's advertised window as last seen, bytes (`tcpi_snd_wnd`); `None` when the
     /// kernel's `tcp_info` is too short to hold it (before 5.4), never a 0 it did not say.
     pub snd_wnd_bytes: Option<u32>,
+    /// Retransmission timeouts since the socket was created, SYN and SYN-ACK ones included
+    /// (`tcpi_total_rto`, Linux 6.7); `None` when the kernel's `tcp_info` is too short to
+    /// hold it. Not in `inspect`'s JSON (`watch` counts it).
+    #[serde(skip)]
+    pub total_rto: Option<u32>,
 }
 
 /// The result of [`diagnose`]: what was read, and the findings.

@@ -10,7 +10,8 @@ struct Family {
     name: &'static str,
     kind: &'static str,
     help: &'static str,
-    value: fn(&Totals) -> f64,
+    /// `None`: the series has no row in this family (a counter its kernel does not report).
+    value: fn(&Totals) -> Option<f64>,
 }
 
 const US: f64 = 1e-6;
@@ -20,51 +21,58 @@ const FAMILIES: &[Family] = &[
         name: "tcpdoctor_tcp_busy_seconds_total",
         kind: "counter",
         help: "Time the connections had data in flight (the kernel's tcpi_busy_time).",
-        value: |t| t.busy_us as f64 * US,
+        value: |t| Some(t.busy_us as f64 * US),
     },
     Family {
         name: "tcpdoctor_tcp_send_buffer_limited_seconds_total",
         kind: "counter",
         help: "Time the connections could not send because the send buffer was full \
                (tcpi_sndbuf_limited): a fixed SO_SNDBUF too small for the path.",
-        value: |t| t.sndbuf_limited_us as f64 * US,
+        value: |t| Some(t.sndbuf_limited_us as f64 * US),
     },
     Family {
         name: "tcpdoctor_tcp_receive_window_limited_seconds_total",
         kind: "counter",
         help: "Time the connections could not send because the peer's receive window was \
                full (tcpi_rwnd_limited): a slow reader or a small receive buffer at the peer.",
-        value: |t| t.rwnd_limited_us as f64 * US,
+        value: |t| Some(t.rwnd_limited_us as f64 * US),
     },
     Family {
         name: "tcpdoctor_tcp_retransmitted_segments_total",
         kind: "counter",
         help: "Segments retransmitted (tcpi_total_retrans).",
-        value: |t| t.retransmitted_segments as f64,
+        value: |t| Some(t.retransmitted_segments as f64),
+    },
+    Family {
+        name: "tcpdoctor_tcp_retransmission_timeouts_total",
+        kind: "counter",
+        help: "Retransmission timeouts, SYN and SYN-ACK ones included (tcpi_total_rto, Linux \
+               6.7 and later; no series where the kernel does not report it).",
+        value: |t| t.retransmission_timeouts.map(|n| n as f64),
     },
     Family {
         name: "tcpdoctor_tcp_sent_bytes_total",
         kind: "counter",
         help: "Bytes sent (tcpi_bytes_sent, retransmissions included).",
-        value: |t| t.bytes_sent as f64,
+        value: |t| Some(t.bytes_sent as f64),
     },
     Family {
         name: "tcpdoctor_tcp_received_bytes_total",
         kind: "counter",
         help: "Bytes received (tcpi_bytes_received).",
-        value: |t| t.bytes_received as f64,
+        value: |t| Some(t.bytes_received as f64),
     },
     Family {
         name: "tcpdoctor_tcp_connections_opened_total",
         kind: "counter",
         help: "Connections first seen since the exporter started.",
-        value: |t| t.opened as f64,
+        value: |t| Some(t.opened as f64),
     },
     Family {
         name: "tcpdoctor_tcp_connections",
         kind: "gauge",
         help: "Established connections at the last sample.",
-        value: |t| t.established as f64,
+        value: |t| Some(t.established as f64),
     },
 ];
 
@@ -85,7 +93,9 @@ pub fn render(ledger: &Ledger, version: &str) -> String {
     for f in FAMILIES {
         head(&mut out, f.name, f.kind, f.help);
         for (key, t) in ledger.series() {
-            let _ = writeln!(out, "{}{} {}", f.name, labels(key), number((f.value)(t)));
+            if let Some(v) = (f.value)(t) {
+                let _ = writeln!(out, "{}{} {}", f.name, labels(key), number(v));
+            }
         }
     }
     kinds(&mut out, ledger);
@@ -209,7 +219,8 @@ fn kinds(out: &mut String, ledger: &Ledger) {
             "counter",
             "Time lost to each finding kind, as inspect's rule estimates it \
              (nagle_delayed_ack: the share of fast samples that caught a write held by Nagle \
-             times the time sampled). docs/<kind>.md explains each kind.",
+             times the time sampled; busy_poll: CPU seconds above the traffic's budget). \
+             docs/<kind>.md explains each kind.",
             |k| k.lost_seconds,
         ),
         (

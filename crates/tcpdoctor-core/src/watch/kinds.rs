@@ -58,7 +58,7 @@ pub enum Options {
 
 /// The fast samples of one socket since the last host sample.
 #[derive(Clone, Copy, Debug, Default)]
-struct Burst {
+pub(super) struct Burst {
     taken: u64,
     held: u64,
     /// The first that caught a held write (the finding's evidence quotes one).
@@ -71,6 +71,8 @@ pub struct Kinds {
     prev: FxHashMap<u64, TcpSample>,
     burst: FxHashMap<u64, Burst>,
     options: FxHashMap<u64, Options>,
+    /// When the interval being judged began (the previous host sample).
+    prev_at: Option<u64>,
 }
 
 /// One candidate connection of the interval just ended.
@@ -135,6 +137,7 @@ impl Kinds {
         }
         // Roll the interval: this sample starts the next one.
         self.prev.clear();
+        self.prev_at = seen.iter().find_map(|s| s.sample.map(|x| x.at_ns));
         for s in seen {
             if let Some(sample) = s.sample.filter(|x| SENDING.contains(&x.state)) {
                 self.prev.insert(s.inode, sample);
@@ -143,6 +146,16 @@ impl Kinds {
         self.options.retain(|i, _| self.prev.contains_key(i));
         self.burst.clear();
         fast
+    }
+
+    /// When the interval that ends at the next host sample began (`None` before the first).
+    pub fn interval_start(&self) -> Option<u64> {
+        self.prev_at
+    }
+
+    /// A sending socket's sample at the start of the interval.
+    pub fn before(&self, inode: u64) -> Option<TcpSample> {
+        self.prev.get(&inode).copied()
     }
 
     /// Rule 3: one fast sample of a socket [`Kinds::conclude`] returned.
@@ -241,7 +254,7 @@ impl Kinds {
 }
 
 /// A socket as `inspect` observes it over one interval (rule 2).
-fn observation(
+pub(super) fn observation(
     s: &SocketSeen,
     role: SocketRole,
     prev: TcpSample,
@@ -286,7 +299,7 @@ fn observation(
 }
 
 /// One series' candidates as one `inspect` process.
-fn process(name: &str, sockets: Vec<SocketObservation>) -> ProcessObservation {
+pub(super) fn process(name: &str, sockets: Vec<SocketObservation>) -> ProcessObservation {
     ProcessObservation {
         pid: 0,
         comm: name.to_owned(),
@@ -306,7 +319,7 @@ fn process(name: &str, sockets: Vec<SocketObservation>) -> ProcessObservation {
 impl Ledger {
     /// Adds one finding's estimate to `kind` on series `key`; nothing when the series is not
     /// kept (its sockets were already counted as dropped).
-    fn add_kind(
+    pub(super) fn add_kind(
         &mut self,
         key: &SeriesKey,
         kind: crate::report::FindingKind,

@@ -8,7 +8,7 @@
 //!    (`port="6379"`), or `port="client"` for a connection the process opened itself. Never a
 //!    client address, a PID or a socket: the cardinality is the services a host runs.
 //! 2. A socket's counters (`tcpi_busy_time`, `tcpi_rwnd_limited`, `tcpi_sndbuf_limited`,
-//!    `tcpi_total_retrans`, bytes sent and received) are cumulative since the socket was
+//!    `tcpi_total_retrans`, `tcpi_total_rto`, bytes sent and received) are cumulative since the socket was
 //!    created. Each sample adds to its series what grew since the socket's previous sample. A
 //!    socket first seen after the ledger's first sample was opened since the previous one, so
 //!    all it counted is added; sockets present at the first sample are taken as they are (the
@@ -31,6 +31,7 @@
 //! 6. Finding kinds: `inspect`'s own rules run over each interval of each series'
 //!    connections and add, per kind, the time their findings estimate lost ([`kinds`]).
 //!    They live inside their series: no series, no kind rows (the cap of rule 4 holds).
+//!    `busy_poll` reads processes' CPU, only of those whose traffic warrants it ([`busy`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -39,13 +40,17 @@ use crate::fxhash::FxHashMap;
 use crate::inspect::TcpSample;
 use crate::report::FindingKind;
 
+mod busy;
 mod exposition;
 pub mod kinds;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_busy;
+#[cfg(test)]
 mod tests_kinds;
 
+pub use busy::Busy;
 pub use exposition::render;
 pub use kinds::{Kinds, Options};
 
@@ -96,6 +101,9 @@ pub struct Totals {
     pub rwnd_limited_us: u64,
     pub sndbuf_limited_us: u64,
     pub retransmitted_segments: u64,
+    /// Retransmission timeouts (`tcpi_total_rto`); `None` until a socket of the series
+    /// reported the counter (kernels before 6.7 do not).
+    pub retransmission_timeouts: Option<u64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     /// Sockets first seen after the ledger's first sample.
@@ -124,6 +132,7 @@ struct Last {
     rwnd_limited_us: u64,
     sndbuf_limited_us: u64,
     total_retrans: u64,
+    total_rto: Option<u64>,
     bytes_sent: u64,
     bytes_received: u64,
 }
@@ -135,6 +144,7 @@ impl Last {
             rwnd_limited_us: s.rwnd_limited_us,
             sndbuf_limited_us: s.sndbuf_limited_us,
             total_retrans: u64::from(s.total_retrans),
+            total_rto: s.total_rto.map(u64::from),
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
         }
@@ -254,6 +264,10 @@ impl Ledger {
             t.rwnd_limited_us += grown(base.rwnd_limited_us, now.rwnd_limited_us);
             t.sndbuf_limited_us += grown(base.sndbuf_limited_us, now.sndbuf_limited_us);
             t.retransmitted_segments += grown(base.total_retrans, now.total_retrans);
+            if let Some(rto) = now.total_rto {
+                *t.retransmission_timeouts.get_or_insert(0) +=
+                    grown(base.total_rto.unwrap_or(0), rto);
+            }
             t.bytes_sent += grown(base.bytes_sent, now.bytes_sent);
             t.bytes_received += grown(base.bytes_received, now.bytes_received);
         }

@@ -238,3 +238,48 @@ fn the_exposition_has_help_type_units_and_escaped_labels() {
         );
     }
 }
+
+#[test]
+fn retransmission_timeouts_are_counted_where_the_kernel_reports_them_and_absent_elsewhere() {
+    let rto = |n: Option<u32>| TcpSample {
+        total_rto: n,
+        ..sample(0, 0, 0, 0)
+    };
+    let mut l = Ledger::new(MAX_SERIES);
+    l.observe(
+        0,
+        &[
+            listener(1, "new", 80),
+            conn(2, "new", 80, rto(Some(2))),
+            listener(3, "old", 81),
+            conn(4, "old", 81, rto(None)),
+        ],
+    );
+    l.observe(
+        S,
+        &[
+            listener(1, "new", 80),
+            conn(2, "new", 80, rto(Some(5))),
+            // Opened since, with one timeout already (its SYN's): all of it is new.
+            conn(5, "new", 80, rto(Some(1))),
+            listener(3, "old", 81),
+            conn(4, "old", 81, rto(None)),
+        ],
+    );
+    assert_eq!(
+        totals(&l, "new", Port::Listen(80)).retransmission_timeouts,
+        Some(3 + 1)
+    );
+    assert_eq!(
+        totals(&l, "old", Port::Listen(81)).retransmission_timeouts,
+        None
+    );
+    let text = render(&l, "1");
+    assert!(text.contains("# TYPE tcpdoctor_tcp_retransmission_timeouts_total counter\n"));
+    assert!(text
+        .contains("tcpdoctor_tcp_retransmission_timeouts_total{process=\"new\",port=\"80\"} 4\n"));
+    assert!(
+        !text.contains("tcpdoctor_tcp_retransmission_timeouts_total{process=\"old\""),
+        "{text}"
+    );
+}

@@ -4,9 +4,9 @@
 //! The struct grows with kernels: each field is read only when the returned bytes reach its
 //! end, so a shorter struct from an older kernel leaves the newer fields at 0 (for example
 //! `tcpi_busy_time` and the limit counters came in 4.10, `tcpi_bytes_sent` in 4.19,
-//! `tcpi_snd_wnd` in 5.4). Nothing is ever read past the returned length. The peer's window
-//! is the one field whose 0 means something (a zero window): it is `None` when the struct is
-//! too short to hold it.
+//! `tcpi_snd_wnd` in 5.4, `tcpi_total_rto` in 6.7). Nothing is ever read past the returned length. The peer's window
+//! and the count of retransmission timeouts are the fields whose 0 means something (a zero
+//! window, no timeout): they are `None` when the struct is too short to hold them.
 
 use tcpdoctor_core::inspect::TcpSample;
 
@@ -36,11 +36,19 @@ const SNDBUF_LIMITED: usize = 184;
 const BYTES_SENT: usize = 200;
 const BYTES_RETRANS: usize = 208;
 const SND_WND: usize = 228;
+/// `tcpi_total_rto`, a `__u16` after `tcpi_rcv_wnd` and `tcpi_rehash` (6.2), since 6.7.
+const TOTAL_RTO: usize = 240;
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     b.get(at..at + 4)
         .and_then(|s| s.try_into().ok())
         .map_or(0, u32::from_ne_bytes)
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u16::from_ne_bytes)
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -79,6 +87,7 @@ pub fn parse(info: &[u8], at_ns: u64) -> TcpSample {
         rwnd_limited_us: u64_at(info, RWND_LIMITED),
         sndbuf_limited_us: u64_at(info, SNDBUF_LIMITED),
         snd_wnd_bytes: (info.len() >= SND_WND + 4).then(|| u32_at(info, SND_WND)),
+        total_rto: (info.len() >= TOTAL_RTO + 2).then(|| u32::from(u16_at(info, TOTAL_RTO))),
     }
 }
 
@@ -109,7 +118,7 @@ pub fn getsockopt(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Vec<u8>> {
 mod tests {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, AsRawFd};
 
     use super::{getsockopt, parse};
 
@@ -181,5 +190,53 @@ mod tests {
             t.snd_wnd_bytes.is_some_and(|w| w > 0) || info.len() < 232,
             "{t:?}"
         );
+        // No timeout on a connection whose every segment was acknowledged at once.
+        assert!(t.total_rto.is_none_or(|n| n == 0), "{t:?}");
+        assert_eq!(t.total_rto.is_some(), info.len() >= 242, "{t:?}");
+    }
+
+    /// A SYN the listener's full accept queue drops is retransmitted after the initial RTO
+    /// (1 s): `tcpi_total_rto` counts it (its offset, on kernels that report it).
+    #[test]
+    fn a_dropped_syn_is_one_retransmission_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        // SAFETY: listen on our own listener's descriptor, a backlog of 0 (one pending).
+        unsafe { libc::listen(l.as_raw_fd(), 0) };
+        // Connections never accepted, none waiting for its handshake: the first ones fill the
+        // accept queue, the SYNs of the others are dropped and retransmitted.
+        let socks: Vec<socket2::Socket> = (0..3)
+            .map(|_| {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .expect("socket");
+                s.set_nonblocking(true).expect("nonblocking");
+                let _ = s.connect(&addr.into());
+                s
+            })
+            .collect();
+        let rtos = || -> Vec<Option<u32>> {
+            socks
+                .iter()
+                .map(|s| parse(&getsockopt(s.as_fd()).expect("TCP_INFO"), 0).total_rto)
+                .collect()
+        };
+        if rtos().iter().any(Option::is_none) {
+            eprintln!("SKIPPED: this kernel's tcp_info has no tcpi_total_rto (before 6.7)");
+            return;
+        }
+        let start = std::time::Instant::now();
+        loop {
+            let now = rtos();
+            if now.iter().any(|n| n.is_some_and(|n| n >= 1)) {
+                // The first connection was accepted into the queue at once: no timeout.
+                assert_eq!(now[0], Some(0), "{now:?}");
+                break;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "no retransmission timeout counted: {now:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 }

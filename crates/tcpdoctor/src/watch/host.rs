@@ -95,6 +95,14 @@ impl Owners {
             .collect()
     }
 
+    /// The PID of the process holding socket `inode`, when placed.
+    pub fn pid_of(&self, inode: u64) -> Option<u32> {
+        self.by_inode
+            .get(&inode)
+            .copied()
+            .filter(|p| self.holders.contains_key(p))
+    }
+
     /// The process holding socket `inode` and a descriptor of it there, when placed.
     pub fn holder_of(&self, inode: u64) -> Option<(u32, i32)> {
         let pid = *self.by_inode.get(&inode)?;

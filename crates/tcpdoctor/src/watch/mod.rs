@@ -3,8 +3,10 @@
 //! series; see `tcpdoctor_core::watch`).
 //!
 //! Two threads: the sampler (one socket-diagnostics dump, the owners placed, the ledger fed,
-//! the exposition rendered once per sample so a scrape costs a copy; then the options of the
-//! finding kinds' candidates read and the Nagle-on ones sampled fast, see [`fast`]), and the
+//! the exposition rendered once per sample so a scrape costs a copy; the CPU of processes
+//! with request/response traffic read for `busy_poll`, their threads only when that CPU is
+//! far over their traffic's budget; then the options of the finding kinds' candidates read
+//! and the Nagle-on ones sampled fast, see [`fast`]), and the
 //! HTTP server (one short-lived thread per connection, each request answered and the
 //! connection closed).
 //! SIGINT and SIGTERM stop both: the listener is closed and the process exits 0.
@@ -19,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tcpdoctor_core::watch::{render, Kinds, Ledger};
+use tcpdoctor_core::watch::{render, Busy, Kinds, Ledger};
 
 use crate::capture::stop;
 use crate::inspect::diag::Diag;
@@ -67,6 +69,7 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
     let mut ledger = Ledger::new(cfg.max_series).with_series_idle(idle_ns);
     let mut owners = host::Owners::default();
     let mut kinds = Kinds::default();
+    let mut busy = Busy::default();
     let mut refused = std::collections::HashSet::new();
     let mut announced = false;
     while !stop::requested() {
@@ -80,6 +83,8 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
                 let seen = owners.place(dump);
                 ledger.observe(at_ns, &seen);
                 fast::read_options(&mut kinds, &owners, &seen, &mut refused);
+                read_cpu(&mut busy, &kinds, &owners, &seen);
+                busy.conclude(&mut ledger);
                 fast = kinds.conclude(&seen, &mut ledger);
                 ledger.health.sample_seconds = tick.elapsed().as_secs_f64();
                 ledger.health.sample_cpu_seconds = (cpu_seconds() - cpu).max(0.0);
@@ -130,6 +135,29 @@ pub fn serve(cfg: &Config) -> anyhow::Result<()> {
     let _ = server.join();
     crate::inspect::say("tcpdoctor watch: stopped");
     Ok(())
+}
+
+/// `busy_poll`'s stages 2 and 3 (`tcpdoctor_core::watch::busy`): the CPU clock of each
+/// process whose connections carried requests and replies, and `inspect`'s walk of the
+/// threads of those the core asks for.
+fn read_cpu(
+    busy: &mut Busy,
+    kinds: &Kinds,
+    owners: &host::Owners,
+    seen: &[tcpdoctor_core::watch::SocketSeen],
+) {
+    for pid in busy.candidates(kinds, seen, |inode| owners.pid_of(inode)) {
+        let Some(cpu_ns) = i32::try_from(pid).ok().and_then(crate::procfs::cpu_ns) else {
+            continue;
+        };
+        // Each read is timed when made: the sample's own instant may be some way behind.
+        let at_ns = proc::monotonic_ns();
+        if busy.cpu(pid, at_ns, cpu_ns) {
+            if let Some((counters, threads)) = proc::counters(pid, at_ns) {
+                busy.walked(pid, counters, threads);
+            }
+        }
+    }
 }
 
 /// A socket-diagnostics socket opened inside the network namespace at `path`: it answers for

@@ -187,3 +187,28 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
     }
 }
+
+/// `promtool check metrics` accepts `text` without a word.
+#[allow(dead_code)]
+pub fn promtool_passes(promtool: &std::path::Path, text: &str) {
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    check
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let out = check.wait_with_output().expect("promtool ran");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
