@@ -78,13 +78,11 @@ impl Detector for ConnectionChurn {
     }
 
     fn take_state(&mut self) -> Box<dyn Any + Send> {
-        Box::new(std::mem::take(&mut self.state))
+        super::hand_over(&mut self.state)
     }
 
     fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
-        let other = *state
-            .downcast::<PerGroup<State>>()
-            .expect("a connection_churn state");
+        let other: PerGroup<State> = super::handed(state);
         self.state.absorb(other, map, |st, o| {
             st.connections += o.connections;
             st.short += o.short;

@@ -243,6 +243,20 @@ impl<T: Default> PerGroup<T> {
     }
 }
 
+/// [`Detector::take_state`] of a detector whose findings come from one field: the field,
+/// left empty.
+pub(crate) fn hand_over<T: Default + Send + 'static>(state: &mut T) -> Box<dyn Any + Send> {
+    Box::new(std::mem::take(state))
+}
+
+/// The state [`Detector::absorb`] is given, as the same kind of detector's `take_state` made
+/// it (a state of another kind is a bug in the merge, not in the capture).
+pub(crate) fn handed<T: 'static>(state: Box<dyn Any + Send>) -> T {
+    *state
+        .downcast::<T>()
+        .expect("a state handed over by the same kind of detector")
+}
+
 /// Keeps, of two examples, the one at the smaller position: the one a single analyzer meets
 /// first (see [`At`]). For [`Detector::absorb`].
 pub(crate) fn earlier<E>(mine: &mut Option<E>, theirs: Option<E>, at: impl Fn(&E) -> At) {

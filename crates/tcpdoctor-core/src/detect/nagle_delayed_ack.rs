@@ -120,13 +120,11 @@ impl Detector for NagleDelayedAck {
     }
 
     fn take_state(&mut self) -> Box<dyn Any + Send> {
-        Box::new(std::mem::take(&mut self.state))
+        super::hand_over(&mut self.state)
     }
 
     fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
-        let other = *state
-            .downcast::<PerGroup<State>>()
-            .expect("a nagle_delayed_ack state");
+        let other: PerGroup<State> = super::handed(state);
         self.state.absorb(other, map, |st, o| {
             st.turns += o.turns;
             st.stalled_turns += o.stalled_turns;

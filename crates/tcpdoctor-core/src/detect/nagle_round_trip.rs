@@ -104,13 +104,11 @@ impl Detector for NagleRoundTrip {
     }
 
     fn take_state(&mut self) -> Box<dyn Any + Send> {
-        Box::new(std::mem::take(&mut self.state))
+        super::hand_over(&mut self.state)
     }
 
     fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
-        let other = *state
-            .downcast::<PerGroup<State>>()
-            .expect("a nagle_round_trip state");
+        let other: PerGroup<State> = super::handed(state);
         self.state.absorb(other, map, |st, o| {
             st.turns += o.turns;
             st.held_turns += o.held_turns;

@@ -198,13 +198,11 @@ impl Detector for RetransmissionStall {
     }
 
     fn take_state(&mut self) -> Box<dyn Any + Send> {
-        Box::new(std::mem::take(&mut self.state))
+        super::hand_over(&mut self.state)
     }
 
     fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
-        let other = *state
-            .downcast::<PerGroup<State>>()
-            .expect("a retransmission_stall state");
+        let other: PerGroup<State> = super::handed(state);
         self.state.absorb(other, map, |st, o| {
             st.stalls += o.stalls;
             st.syn_stalls += o.syn_stalls;

@@ -507,7 +507,7 @@ impl Detector for RttBound {
     }
 
     fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
-        let other = *state.downcast::<Handed>().expect("an rtt_bound state");
+        let other: Handed = super::handed(state);
         self.state
             .absorb(other.state, map, |st, o| st.absorb(o, map));
         for ((g, ip), p) in other.clients {

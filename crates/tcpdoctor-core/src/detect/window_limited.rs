@@ -390,13 +390,11 @@ impl Detector for WindowLimited {
     }
 
     fn take_state(&mut self) -> Box<dyn Any + Send> {
-        Box::new(std::mem::take(&mut self.state))
+        super::hand_over(&mut self.state)
     }
 
     fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
-        let other = *state
-            .downcast::<PerGroup<State>>()
-            .expect("a window_limited state");
+        let other: PerGroup<State> = super::handed(state);
         self.state.absorb(other, map, |st, o| {
             st.transfers += o.transfers;
             st.receiver += o.receiver;
