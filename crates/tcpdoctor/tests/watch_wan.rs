@@ -22,7 +22,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::live::{self, OpenDir};
-use common::watch_wan::{Exporter, Prometheus};
+use common::watch::{Exporter, Prometheus};
 
 /// A server answering each request line with 256 KiB; argv: name, port, SO_SNDBUF (0: the
 /// kernel's autotuning). The buffer set on the listener is inherited by what it accepts.
@@ -153,14 +153,14 @@ fn a_small_fixed_send_buffer_across_a_wan_path_shows_send_buffer_limited_time() 
     let here = Exporter::start(&[]);
     let prom = Prometheus::start(&prometheus, &w.addr);
     let rate = |process: &str| {
-        prom.query(&format!(
+        prom.query_by_process(&format!(
             "rate(tcpdoctor_tcp_send_buffer_limited_seconds_total{{process=\"{process}\"}}[3s])"
         ))
     };
     // Until Prometheus holds a whole 3 s window of both series (six scrapes).
     let start = Instant::now();
     while prom
-        .query("count_over_time(tcpdoctor_tcp_send_buffer_limited_seconds_total{process=~\"tdw-.*\"}[3s])")
+        .query_by_process("count_over_time(tcpdoctor_tcp_send_buffer_limited_seconds_total{process=~\"tdw-.*\"}[3s])")
         .iter()
         .filter(|(_, n)| *n >= 6.0)
         .count()
@@ -169,14 +169,14 @@ fn a_small_fixed_send_buffer_across_a_wan_path_shows_send_buffer_limited_time() 
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "Prometheus never held both series: {:?}; up: {:?}",
-            prom.query("tcpdoctor_tcp_send_buffer_limited_seconds_total"),
-            prom.query("up")
+            prom.query_by_process("tcpdoctor_tcp_send_buffer_limited_seconds_total"),
+            prom.query_by_process("up")
         );
         std::thread::sleep(Duration::from_millis(250));
     }
     let (small_rate, twin_rate) = (rate("tdw-small"), rate("tdw-default"));
-    let sent = prom.query("rate(tcpdoctor_tcp_sent_bytes_total[3s])");
-    let m = here.get("/metrics");
+    let sent = prom.query_by_process("rate(tcpdoctor_tcp_sent_bytes_total[3s])");
+    let m = here.get("/metrics").1;
     let inside = the_other_way(&netns);
     stop();
     let status = sandbox.wait().expect("sandbox ended");
@@ -369,19 +369,19 @@ fn processes_that_come_and_go_leave_no_series_and_one_that_comes_back_starts_fro
         );
         s
     };
-    w.until("wave 1 placed", Duration::from_secs(30), |m| {
+    w.until_within("wave 1 placed", Duration::from_secs(30), |m| {
         bounded(m, 3);
         [&a, &b, &c].iter().zip(["a", "b", "c"]).all(|(s, n)| {
             Exporter::value(m, &connections(&format!("tdw-cg-{n}"), s.port)) == Some(1.0)
         })
     });
     a.send(1 << 20);
-    w.until("a's megabyte counted", Duration::from_secs(30), |m| {
+    w.until_within("a's megabyte counted", Duration::from_secs(30), |m| {
         Exporter::value(m, &received("tdw-cg-a", a_port)).is_some_and(|v| v >= (1 << 20) as f64)
     });
     let start = Instant::now();
     while prom
-        .query(&received("tdw-cg-a", a_port))
+        .query_by_process(&received("tdw-cg-a", a_port))
         .first()
         .is_none_or(|v| v.1 < (1 << 20) as f64)
     {
@@ -395,7 +395,7 @@ fn processes_that_come_and_go_leave_no_series_and_one_that_comes_back_starts_fro
     let c_port = c.port;
     a.stop();
     b.stop();
-    let m = w.until("a's and b's series expired", Duration::from_secs(30), |m| {
+    let m = w.until_within("a's and b's series expired", Duration::from_secs(30), |m| {
         bounded(m, 3);
         let s = churn_series(m);
         s.iter().all(|l| l.starts_with("-c\""))
@@ -416,13 +416,13 @@ fn processes_that_come_and_go_leave_no_series_and_one_that_comes_back_starts_fro
     let mut a = Svc::start("tdw-cg-a", a_port);
     assert_eq!(a.port, a_port);
     let d = Svc::start("tdw-cg-d", 0);
-    w.until("wave 2 placed", Duration::from_secs(45), |m| {
+    w.until_within("wave 2 placed", Duration::from_secs(45), |m| {
         bounded(m, 3);
         Exporter::value(m, &connections("tdw-cg-a", a_port)) == Some(1.0)
             && Exporter::value(m, &connections("tdw-cg-d", d.port)) == Some(1.0)
     });
     a.send(64 << 10);
-    let m = w.until("a's new bytes counted", Duration::from_secs(30), |m| {
+    let m = w.until_within("a's new bytes counted", Duration::from_secs(30), |m| {
         Exporter::value(m, &received("tdw-cg-a", a_port)).is_some_and(|v| v >= (64 << 10) as f64)
     });
     assert_eq!(
@@ -434,7 +434,7 @@ fn processes_that_come_and_go_leave_no_series_and_one_that_comes_back_starts_fro
     let series = received("tdw-cg-a", a_port);
     let start = Instant::now();
     while prom
-        .query(&series)
+        .query_by_process(&series)
         .first()
         .is_none_or(|v| v.1 != (64 << 10) as f64)
     {
@@ -445,8 +445,8 @@ fn processes_that_come_and_go_leave_no_series_and_one_that_comes_back_starts_fro
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    let resets = prom.query(&format!("resets({series}[5m])"));
-    let increase = prom.query(&format!("increase({series}[5m])"));
+    let resets = prom.query_by_process(&format!("resets({series}[5m])"));
+    let increase = prom.query_by_process(&format!("increase({series}[5m])"));
     let raw = prom.answer(&format!("{series}[5m]"));
     assert_eq!(resets.len(), 1, "{raw}");
     assert_eq!(resets[0].1, 1.0, "one reset: {raw}");
@@ -455,7 +455,7 @@ fn processes_that_come_and_go_leave_no_series_and_one_that_comes_back_starts_fro
     for s in [a, c, d] {
         s.stop();
     }
-    let m = w.until(
+    let m = w.until_within(
         "every tdw-cg series expired",
         Duration::from_secs(30),
         |m| churn_series(m).is_empty(),

@@ -9,7 +9,6 @@ pub mod run;
 pub mod trace;
 pub mod wan;
 pub mod watch;
-pub mod watch_wan;
 pub mod zino;
 
 use std::path::{Path, PathBuf};

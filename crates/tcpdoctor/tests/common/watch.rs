@@ -13,8 +13,14 @@ pub struct Exporter {
 }
 
 impl Exporter {
+    /// `tcpdoctor watch --listen 127.0.0.1:0 EXTRA…`, once it serves.
     pub fn start(extra: &[&str]) -> Exporter {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tcpdoctor"))
+        Exporter::spawn(Command::new(env!("CARGO_BIN_EXE_tcpdoctor")), extra)
+    }
+
+    /// As [`Exporter::start`], with `cmd` running the binary (e.g. `nsenter --net=… PATH`).
+    pub fn spawn(mut cmd: Command, extra: &[&str]) -> Exporter {
+        let mut child = cmd
             .args(["watch", "--listen", "127.0.0.1:0"])
             // 200 ms unless the test chose its own.
             .args(if extra.contains(&"--interval") {
@@ -67,17 +73,24 @@ impl Exporter {
     }
 
     /// Scrapes until `ok` holds (a sample at a time), for at most 30 s.
-    pub fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    pub fn until(&self, what: &str, ok: impl FnMut(&str) -> bool) -> String {
+        self.until_within(what, Duration::from_secs(30), ok)
+    }
+
+    /// Scrapes until `ok` holds (it sees every scrape), for at most `limit`.
+    pub fn until_within(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut ok: impl FnMut(&str) -> bool,
+    ) -> String {
         let start = Instant::now();
         loop {
             let (_, m) = self.get("/metrics");
             if ok(&m) {
                 return m;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "{what}; last scrape:\n{m}"
-            );
+            assert!(start.elapsed() < limit, "{what}; last scrape:\n{m}");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -150,6 +163,21 @@ impl Prometheus {
         let mut text = String::new();
         let _ = s.read_to_string(&mut text);
         text
+    }
+
+    /// Each series of an instant query: its `process` label and its value.
+    pub fn query_by_process(&self, promql: &str) -> Vec<(String, f64)> {
+        self.answer(promql)["data"]["result"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|s| {
+                        let name = s["metric"]["process"].as_str().unwrap_or("").to_owned();
+                        Some((name, s["value"][1].as_str()?.parse().ok()?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The values of an instant query's series (none when it returns nothing).
