@@ -8,12 +8,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::watch::{Exporter, Prometheus};
@@ -52,35 +50,6 @@ fn specimen(args: &[&str]) -> Server {
     Server { child, port }
 }
 
-/// A client sending `LIST` requests to `port`, reading each whole reply (ended by a `.`
-/// line), pausing 5 ms between them, until `done` (bounded: 120 s); counts the replies.
-fn client(port: u16, done: &Arc<AtomicBool>) -> (JoinHandle<()>, Arc<AtomicU64>) {
-    let count = Arc::new(AtomicU64::new(0));
-    let (done, n) = (Arc::clone(done), Arc::clone(&count));
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    let h = std::thread::spawn(move || {
-        let start = Instant::now();
-        let mut buf = [0u8; 4096];
-        while !done.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(120) {
-            if s.write_all(b"LIST\n").is_err() {
-                return;
-            }
-            let mut got = Vec::new();
-            while !got.ends_with(b".\r\n") {
-                match s.read(&mut buf) {
-                    Ok(k) if k > 0 => got.extend_from_slice(&buf[..k]),
-                    _ => return,
-                }
-            }
-            n.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    });
-    (h, count)
-}
-
 #[test]
 fn prometheus_sees_busy_poll_for_the_spinning_server_and_not_for_its_twin() {
     let test = "watch_busy::prometheus_sees_busy_poll";
@@ -100,8 +69,20 @@ fn prometheus_sees_busy_poll_for_the_spinning_server_and_not_for_its_twin() {
     let w = Exporter::start(&["--interval", "1s"]);
     let prom = Prometheus::start(&binary, &w.addr);
     let done = Arc::new(AtomicBool::new(false));
-    let (spin_client, spin_n) = client(spin.port, &done);
-    let (calm_client, calm_n) = client(calm.port, &done);
+    let (spin_client, spin_n) = common::watch::client(
+        spin.port,
+        b"LIST\n",
+        Duration::from_millis(5),
+        Duration::from_secs(120),
+        &done,
+    );
+    let (calm_client, calm_n) = common::watch::client(
+        calm.port,
+        b"LIST\n",
+        Duration::from_millis(5),
+        Duration::from_secs(120),
+        &done,
+    );
     let lost = |port: u16| {
         prom.query(&format!(
             "rate(tcpdoctor_finding_lost_seconds_total{{kind=\"busy_poll\",\

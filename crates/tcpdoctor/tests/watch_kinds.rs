@@ -10,12 +10,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::watch::{Exporter, Prometheus};
@@ -38,34 +36,6 @@ fn server(extra: &[&str]) -> (Child, u16) {
         .expect("its readiness line");
     assert!(line.contains("listening"), "{line:?}");
     (child, port)
-}
-
-/// A client exchanging request lines with the server on `port` until `done` (bounded: 90 s),
-/// counting the whole replies it read.
-fn client(port: u16, done: &Arc<AtomicBool>) -> (JoinHandle<()>, Arc<AtomicU64>) {
-    let count = Arc::new(AtomicU64::new(0));
-    let (done, n) = (Arc::clone(done), Arc::clone(&count));
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    let h = std::thread::spawn(move || {
-        let start = Instant::now();
-        let mut buf = [0u8; 4096];
-        while !done.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(90) {
-            if s.write_all(b"q\n").is_err() {
-                return;
-            }
-            let mut got = Vec::new();
-            while !got.ends_with(b".\r\n") {
-                match s.read(&mut buf) {
-                    Ok(k) if k > 0 => got.extend_from_slice(&buf[..k]),
-                    _ => return,
-                }
-            }
-            n.fetch_add(1, Ordering::Relaxed);
-        }
-    });
-    (h, count)
 }
 
 /// The `port` labels of an instant query's series of finding kind `kind`.
@@ -103,8 +73,20 @@ fn prometheus_rates_nagle_held_time_for_the_per_line_server_and_not_for_its_node
     let w = Exporter::start(&["--interval", "1s"]);
     let prom = Prometheus::start(&binary, &w.addr);
     let done = Arc::new(AtomicBool::new(false));
-    let (nagle_client, nagle_n) = client(nagle_port, &done);
-    let (twin_client, twin_n) = client(twin_port, &done);
+    let (nagle_client, nagle_n) = common::watch::client(
+        nagle_port,
+        b"q\n",
+        Duration::ZERO,
+        Duration::from_secs(90),
+        &done,
+    );
+    let (twin_client, twin_n) = common::watch::client(
+        twin_port,
+        b"q\n",
+        Duration::ZERO,
+        Duration::from_secs(90),
+        &done,
+    );
     let lost = |port: u16| {
         format!(
             "rate(tcpdoctor_finding_lost_seconds_total{{kind=\"nagle_delayed_ack\",\

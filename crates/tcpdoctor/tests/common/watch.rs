@@ -3,6 +3,9 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A running `tcpdoctor watch` and the address it serves.
@@ -239,4 +242,41 @@ pub fn promtool_passes(promtool: &std::path::Path, text: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A client on its own thread sending `request` to `port` and reading each whole reply (ended
+/// by a `.` line), pausing `pause` between them, until `done` or `limit` (bounded); counts the
+/// replies.
+#[allow(dead_code)]
+pub fn client(
+    port: u16,
+    request: &'static [u8],
+    pause: Duration,
+    limit: Duration,
+    done: &Arc<AtomicBool>,
+) -> (JoinHandle<()>, Arc<AtomicU64>) {
+    let count = Arc::new(AtomicU64::new(0));
+    let (done, n) = (Arc::clone(done), Arc::clone(&count));
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let h = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut buf = [0u8; 4096];
+        while !done.load(Ordering::Relaxed) && start.elapsed() < limit {
+            if s.write_all(request).is_err() {
+                return;
+            }
+            let mut got = Vec::new();
+            while !got.ends_with(b".\r\n") {
+                match s.read(&mut buf) {
+                    Ok(k) if k > 0 => got.extend_from_slice(&buf[..k]),
+                    _ => return,
+                }
+            }
+            n.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(pause);
+        }
+    });
+    (h, count)
 }
