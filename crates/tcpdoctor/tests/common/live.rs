@@ -68,7 +68,12 @@ impl OpenDir {
 }
 
 impl Drop for OpenDir {
+    /// Removes the directory, unless the test failed: then its captures stay for a look.
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for a look: {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

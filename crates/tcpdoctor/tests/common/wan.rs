@@ -57,7 +57,13 @@ pub fn tcpdoctor_as_env(
     Some(out)
 }
 
+/// One WAN path at a time in a test binary: the delay line is a user-space process whose
+/// timing the tests measure, and several paths at once (with their servers, clients and
+/// captures) on a 2-core machine delay its packets by the scheduler's whim, not the path's.
+static ONE_PATH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `sandbox --delay … --server SERVER --server-port 7070 -- CLIENT` as nobody; must exit 0.
+/// Runs while no other test of this binary runs one ([`ONE_PATH`]).
 pub fn sandbox(
     dir: &OpenDir,
     test: &str,
@@ -75,7 +81,10 @@ pub fn sandbox(
         "--".into(),
         client.into(),
     ]);
-    let out = tcpdoctor_as(live::NOBODY, dir, test, &args)?;
+    let out = {
+        let _path = ONE_PATH.lock().unwrap_or_else(|e| e.into_inner());
+        tcpdoctor_as(live::NOBODY, dir, test, &args)?
+    };
     assert_eq!(
         out.status.code(),
         Some(0),
