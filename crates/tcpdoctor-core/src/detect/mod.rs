@@ -302,21 +302,6 @@ impl<T: Default> Slots<T> {
         }
     }
 
-    /// The flow's state, if it has one.
-    #[inline]
-    pub fn get_mut(&mut self, flow: &FlowView) -> Option<&mut T> {
-        self.get_mut_at(flow.slot, flow.flow.id)
-    }
-
-    /// The state of flow `id` in `slot`, if it has one.
-    #[inline]
-    pub fn get_mut_at(&mut self, slot: usize, id: u64) -> Option<&mut T> {
-        match self.slots.get_mut(slot) {
-            Some((owner, t)) if *owner == id => Some(t),
-            _ => None,
-        }
-    }
-
     /// The flow's state, created (default) on first use.
     #[inline]
     pub fn get_or_default(&mut self, flow: &FlowView) -> &mut T {
