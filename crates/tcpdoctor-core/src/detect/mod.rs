@@ -306,6 +306,13 @@ impl<T: Default> Slots<T> {
     #[inline]
     pub fn get_or_default(&mut self, flow: &FlowView) -> &mut T {
         if self.slots.len() <= flow.slot {
+            // Grown by an eighth at a time (still geometric: amortised O(1)), not doubled:
+            // every open flow has a slot here, and doubling leaves up to half of them unused.
+            let len = self.slots.len();
+            if self.slots.capacity() <= flow.slot {
+                self.slots
+                    .reserve_exact((flow.slot + 1).max(len + len / 8) - len);
+            }
             self.slots.resize_with(flow.slot + 1, || (0, T::default()));
         }
         let (id, t) = &mut self.slots[flow.slot];
