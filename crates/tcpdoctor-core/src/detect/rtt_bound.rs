@@ -67,7 +67,9 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::{At, Detector, FindingHead, FlowView, GroupId, Groups, PerGroup, ShardMap, Slots};
+use super::{
+    At, Detector, FindingHead, FlowView, GroupId, Groups, Nanos, PerGroup, ShardMap, Slots,
+};
 use crate::flow::Direction;
 use crate::flow::PacketRef;
 use crate::report::{
@@ -96,23 +98,32 @@ const SPANS_KEPT: usize = 4096;
 /// A flow's exchanges' time: its first request byte to its last response byte.
 type Span = (Timestamp, Timestamp);
 
+/// What a flow's exchanges showed so far: 64 bytes in the slot of every open flow. Made at the
+/// flow's first exchange. The counts saturate at 2³² − 1 exchanges (a flow of more would take
+/// terabytes of capture).
 #[derive(Default)]
 struct FlowState {
-    exchanges: u64,
-    sequential: u64,
-    /// Sequential exchanges after the flow's first (their round trips are what a client
-    /// that did not wait would save), and those with a silence before them.
-    sequential_later: u64,
-    sequential_after_idle: u64,
-    overlapped: u64,
-    first: Option<Timestamp>,
+    /// The first request byte of its first exchange.
+    first: Timestamp,
+    /// The last response byte of its last exchange.
     last: Timestamp,
-    latency_sum: Duration,
-    waiting: Duration,
-    saving: Duration,
+    latency_sum: Nanos,
+    waiting: Nanos,
+    saving: Nanos,
     /// One sequential exchange, as frames the audit can check (one after a previous response
     /// when the flow has one).
     example: Option<Box<Example>>,
+    sequential: u32,
+    /// Sequential exchanges after the flow's first (their round trips are what a client
+    /// that did not wait would save), and those with a silence before them.
+    sequential_later: u32,
+    sequential_after_idle: u32,
+    overlapped: u32,
+}
+
+/// Counts one more when `yes`.
+fn bump(n: &mut u32, yes: bool) {
+    *n = n.saturating_add(u32::from(yes));
 }
 
 /// A sequential exchange and the round-trip samples it was judged on.
@@ -315,15 +326,21 @@ impl RttBound {
         }
     }
 
-    /// The flow's state; on its first exchange, the flow joins its client's open flows.
-    fn join_peer(&mut self, flow: &FlowView) -> &mut FlowState {
-        if self.open.get(flow).is_none() {
+    /// The flow's state; on its first exchange (which starts at `start`), the flow joins its
+    /// client's open flows.
+    fn join_peer(&mut self, flow: &FlowView, start: Timestamp) -> &mut FlowState {
+        let joins = self.open.get(flow).is_none();
+        if joins {
             self.clients
                 .entry((flow.group, flow.flow.client.ip))
                 .or_default()
                 .open += 1;
         }
-        self.open.get_or_default(flow)
+        let fs = self.open.get_or_default(flow);
+        if joins {
+            fs.first = start;
+        }
+        fs
     }
 
     /// A flow of `key` that had exchanges over `span` ended (`flagged` by rule 3): its span
@@ -400,9 +417,7 @@ impl Detector for RttBound {
     fn on_exchange(&mut self, flow: &FlowView, ex: &Exchange<'_>) {
         let to_server = flow.flow.rtt_towards_receiver(Direction::ClientToServer);
         let to_client = flow.flow.rtt_towards_receiver(Direction::ServerToClient);
-        let fs = self.join_peer(flow);
-        fs.exchanges += 1;
-        fs.first.get_or_insert(ex.start());
+        let fs = self.join_peer(flow, ex.start());
         fs.last = ex.response.last.ts;
         if to_server.is_some() || to_client.is_some() {
             let to_server = to_server.unwrap_or_default();
@@ -413,10 +428,10 @@ impl Detector for RttBound {
             if sequential {
                 let own = latency.min(to_server);
                 let before = idle.map_or(Duration::ZERO, |i| i.min(to_client));
-                fs.sequential += 1;
-                fs.sequential_after_idle += u64::from(idle.is_some());
-                fs.latency_sum += latency;
-                fs.waiting += own + before;
+                bump(&mut fs.sequential, true);
+                bump(&mut fs.sequential_after_idle, idle.is_some());
+                fs.latency_sum.add(latency);
+                fs.waiting.add(own + before);
                 let previous = ex.idle_before.and(ex.request.previous).map(|p| p.last);
                 // The first sequential exchange, or a later one that follows a response
                 // (it shows both round trips).
@@ -429,11 +444,11 @@ impl Detector for RttBound {
                 }
                 // Sent at once, the requests would still pay the first one's round trip.
                 if ex.index > 0 {
-                    fs.sequential_later += 1;
-                    fs.saving += own + before;
+                    bump(&mut fs.sequential_later, true);
+                    fs.saving.add(own + before);
                 }
             } else {
-                fs.overlapped += 1;
+                bump(&mut fs.overlapped, true);
             }
         }
     }
@@ -442,9 +457,7 @@ impl Detector for RttBound {
         let Some(fs) = self.open.remove(flow) else {
             return;
         };
-        let Some(first) = fs.first else {
-            return;
-        };
+        let first = fs.first;
         let judged = judge(flow, &fs);
         self.leave_peer(
             (flow.group, flow.flow.client.ip),
@@ -465,8 +478,8 @@ impl Detector for RttBound {
         };
         let st = self.state.get(flow.group, Direction::ClientToServer);
         st.flows += 1;
-        st.exchanges += fs.sequential;
-        st.overlapped += fs.overlapped;
+        st.exchanges += u64::from(fs.sequential);
+        st.overlapped += u64::from(fs.overlapped);
         st.wall += wall;
         st.waiting += waiting;
         st.saving += saving;
@@ -483,7 +496,7 @@ impl Detector for RttBound {
         st.to_client_us.record_duration(to_client);
         // One value per flow (its mean sequential exchange latency) keeps per-flow state small.
         st.latency_us
-            .record_duration(fs.latency_sum / fs.sequential.min(u32::MAX as u64) as u32);
+            .record_duration(fs.latency_sum.get() / fs.sequential);
         if super::first_at(&st.example, flow.at, |c| c.at) {
             st.example = Some(Chosen {
                 at: flow.at,
@@ -546,6 +559,12 @@ impl Detector for RttBound {
     }
 }
 
+/// The state this detector keeps per open flow, by size ([`super::tests`] keeps it small).
+#[cfg(test)]
+pub(super) fn per_flow_sizes() -> Vec<(&'static str, usize)> {
+    vec![("rtt_bound slot", std::mem::size_of::<(u64, FlowState)>())]
+}
+
 /// What rule 3 measured of a flow it flags.
 struct Judged {
     first: Timestamp,
@@ -559,10 +578,9 @@ struct Judged {
 
 /// Rules 1–3 over an ended flow's state: its figures when it is flagged.
 fn judge(flow: &FlowView, fs: &FlowState) -> Option<Judged> {
-    let (Some(first), Some(rtt)) = (fs.first, flow.flow.rtt()) else {
-        return None;
-    };
-    if fs.sequential < MIN_EXCHANGES || rtt < MIN_RTT {
+    let first = fs.first;
+    let rtt = flow.flow.rtt()?;
+    if u64::from(fs.sequential) < MIN_EXCHANGES || rtt < MIN_RTT {
         return None;
     }
     let to_server = flow
@@ -576,18 +594,19 @@ fn judge(flow: &FlowView, fs: &FlowState) -> Option<Judged> {
     // The RTT is the fastest sample, so it only shrinks as the flow goes on: an exchange
     // judged early may have been credited a longer round trip than the flow's final one.
     // No exchange waited more than one final round trip.
-    let rounds = |exchanges: u64, after_idle: u64| {
-        to_server.saturating_mul(exchanges.min(u64::from(u32::MAX)) as u32)
-            + to_client.saturating_mul(after_idle.min(u64::from(u32::MAX)) as u32)
+    let rounds = |exchanges: u32, after_idle: u32| {
+        to_server.saturating_mul(exchanges) + to_client.saturating_mul(after_idle)
     };
     let wall = fs.last.since(first);
     // Rule 2 bounds both by the spans measured; the guard keeps it so whatever changes.
     let waiting = fs
         .waiting
+        .get()
         .min(rounds(fs.sequential, fs.sequential_after_idle))
         .min(wall);
     let saving = fs
         .saving
+        .get()
         .min(rounds(fs.sequential_later, fs.sequential_after_idle))
         .min(waiting);
     let share = waiting.as_secs_f64() / wall.as_secs_f64().max(1e-9);

@@ -538,10 +538,83 @@ fn a_reused_slot_starts_empty() {
     let mut slots: Slots<u32> = Slots::default();
     assert_eq!(slots.get(&view(&f1)), None);
     *slots.get_or_default(&view(&f1)) = 7;
-    assert_eq!(slots.get_mut(&view(&f1)).copied(), Some(7));
+    assert_eq!(slots.get(&view(&f1)).copied(), Some(7));
     assert_eq!(slots.get(&view(&f2)), None, "flow 2 in flow 1's slot");
     assert_eq!(*slots.get_or_default(&view(&f2)), 0);
     assert_eq!(slots.remove(&view(&f1)), None);
     assert_eq!(slots.remove(&view(&f2)), Some(0));
     assert_eq!(slots.get(&view(&f2)), None);
+}
+
+/// What the detectors keep per open flow stays small: a server's capture holds hundreds of
+/// thousands of open flows (issue 29). A slot is one element of a [`Slots`] vector, which
+/// every open flow has in each detector that keeps one.
+#[test]
+fn per_flow_detector_state_stays_small() {
+    let limits = [
+        ("window_limited::RoundTrip", 64),
+        ("window_limited::Transfer", 88),
+        ("window_limited slot", 40),
+        ("rtt_bound slot", 72),
+        ("unbatched_messages slot", 32),
+        ("unbatched_messages::Kept", 40),
+    ];
+    let sizes: Vec<(&str, usize)> = [
+        super::window_limited::per_flow_sizes(),
+        super::rtt_bound::per_flow_sizes(),
+        super::unbatched_messages::per_flow_sizes(),
+    ]
+    .concat();
+    assert_eq!(sizes.len(), limits.len());
+    for ((name, size), (limit_name, most)) in sizes.into_iter().zip(limits) {
+        eprintln!("size_of {name} = {size}");
+        assert_eq!(name, limit_name);
+        assert!(size <= most, "{name} is {size} bytes, more than {most}");
+    }
+}
+
+/// [`Slots`] grows by an eighth at a time as flows take new slots, so at most about an eighth
+/// of its room is unused (doubling leaves up to half), and still geometrically (few moves).
+#[test]
+fn slots_grow_by_an_eighth() {
+    use super::{FlowView, Slots};
+    use crate::flow::Flow;
+    let syn = TcpSegment {
+        src: ep(40000),
+        dst: ep(7000),
+        seq: 1,
+        ack: 0,
+        flags: TcpFlags(TcpFlags::SYN),
+        window: 1000,
+        payload_len: 0,
+        options: TcpOptions::default(),
+    };
+    let flow = Flow::new(
+        1,
+        &syn,
+        PacketRef {
+            frame: 1,
+            ts: Timestamp(0),
+        },
+    );
+    let mut slots: Slots<u64> = Slots::default();
+    let mut grew = 0;
+    for slot in 0..100_000 {
+        let before = slots.slots.capacity();
+        let view = FlowView {
+            flow: &flow,
+            group: 0,
+            slot,
+            exchanges: 0,
+            first_data: None,
+            at: super::At::default(),
+        };
+        *slots.get_or_default(&view) = slot as u64;
+        grew += usize::from(slots.slots.capacity() != before);
+        assert!(
+            slots.slots.capacity() <= (slot + 1) * 9 / 8 + 8,
+            "slot {slot}: {before}"
+        );
+    }
+    assert!(grew < 120, "grew {grew} times");
 }

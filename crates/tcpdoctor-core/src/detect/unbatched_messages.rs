@@ -130,6 +130,53 @@ struct Seg {
     cut: Cut,
 }
 
+/// A data segment as a flow's stretch keeps it until the stretch is judged: 40 bytes where a
+/// [`Seg`] takes 64 (its [`Cut`] is placed only when judged, and the options are unpacked).
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    frame: u64,
+    ts: Timestamp,
+    len: u32,
+    seq: SeqNum,
+    /// Its ACK number, when `has_ack`.
+    ack: SeqNum,
+    /// Its TSval, when `has_tsval`.
+    tsval: u32,
+    dir: Direction,
+    has_ack: bool,
+    has_tsval: bool,
+}
+
+impl Kept {
+    fn new(ev: &SegmentEvent) -> Kept {
+        Kept {
+            frame: ev.pkt.frame,
+            ts: ev.pkt.ts,
+            len: ev.len,
+            seq: ev.seq,
+            ack: ev.ack,
+            tsval: ev.tsval.unwrap_or(0),
+            dir: ev.dir,
+            has_ack: ev.has_ack,
+            has_tsval: ev.tsval.is_some(),
+        }
+    }
+
+    /// The segment, placed at `cut`.
+    fn seg(self, cut: Cut) -> Seg {
+        Seg {
+            frame: self.frame,
+            ts: self.ts,
+            len: self.len,
+            dir: self.dir,
+            seq: self.seq,
+            ack: self.has_ack.then_some(self.ack),
+            tsval: self.has_tsval.then_some(self.tsval),
+            cut,
+        }
+    }
+}
+
 /// One burst (rule 5).
 #[derive(Clone, Debug, Default)]
 struct Burst {
@@ -204,7 +251,7 @@ impl Example {
 
 #[derive(Default)]
 pub struct UnbatchedMessages {
-    stretch: Slots<Vec<Seg>>,
+    stretch: Slots<Vec<Kept>>,
     state: PerGroup<State>,
     marks: FlowMarks,
     /// Where `run`'s driver knows its messages ended (rule 6′).
@@ -224,19 +271,7 @@ impl Detector for UnbatchedMessages {
             return;
         }
         let segs = self.stretch.get_or_default(flow);
-        crate::compact::push(
-            segs,
-            Seg {
-                frame: ev.pkt.frame,
-                ts: ev.pkt.ts,
-                len: ev.len,
-                dir: ev.dir,
-                seq: ev.seq,
-                ack: ev.has_ack.then_some(ev.ack),
-                tsval: ev.tsval,
-                cut: Cut::Unknown,
-            },
-        );
+        crate::compact::push(segs, Kept::new(ev));
         if segs.len() >= STRETCH_MAX {
             let segs = std::mem::take(segs);
             self.judge(flow, &segs);
@@ -313,19 +348,16 @@ impl UnbatchedMessages {
     }
 
     /// Rules 1–7 over one stretch of a flow.
-    fn judge(&mut self, flow: &FlowView, segs: &[Seg]) {
+    fn judge(&mut self, flow: &FlowView, kept: &[Kept]) {
         let framing = self.framing(flow);
-        let cut;
         let segs = match framing
             .as_ref()
             .and_then(|e| e.get(flow.flow.client, flow.flow.server))
         {
-            Some(ends) => {
-                cut = with_cuts(flow, segs, ends);
-                &cut[..]
-            }
-            None => segs,
+            Some(ends) => with_cuts(flow, kept, ends),
+            None => kept.iter().map(|k| k.seg(Cut::Unknown)).collect(),
         };
+        let segs = &segs[..];
         let full = [
             flow.flow.full_segment(Direction::ClientToServer).max(1),
             flow.flow.full_segment(Direction::ServerToClient).max(1),
@@ -401,10 +433,20 @@ impl UnbatchedMessages {
     }
 }
 
+/// The state this detector keeps per open flow, by size ([`super::tests`] keeps it small).
+#[cfg(test)]
+pub(super) fn per_flow_sizes() -> Vec<(&'static str, usize)> {
+    use std::mem::size_of;
+    vec![
+        ("unbatched_messages slot", size_of::<(u64, Vec<Kept>)>()),
+        ("unbatched_messages::Kept", size_of::<Kept>()),
+    ]
+}
+
 /// The stretch with each segment placed against the driver's message ends (rule 6′). A
 /// direction whose ISN the capture did not show, or whose stream passed 2³² bytes (where
 /// sequence numbers no longer name one offset), stays unknown.
-fn with_cuts(flow: &FlowView, segs: &[Seg], ends: &ConnectionEnds) -> Vec<Seg> {
+fn with_cuts(flow: &FlowView, segs: &[Kept], ends: &ConnectionEnds) -> Vec<Seg> {
     let isn = [Direction::ClientToServer, Direction::ServerToClient].map(|d| {
         let half = flow.flow.half(d);
         half.isn.filter(|_| half.data_bytes <= u64::from(u32::MAX))
@@ -418,7 +460,7 @@ fn with_cuts(flow: &FlowView, segs: &[Seg], ends: &ConnectionEnds) -> Vec<Seg> {
                 }
                 None => Cut::Unknown,
             };
-            Seg { cut, ..s }
+            s.seg(cut)
         })
         .collect()
 }

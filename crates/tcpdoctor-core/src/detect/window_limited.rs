@@ -55,7 +55,8 @@ use std::any::Any;
 use std::time::Duration;
 
 use super::{
-    of, rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, ShardMap, Slots,
+    of, rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, Nanos, PerGroup, ShardMap,
+    Slots,
 };
 use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
@@ -90,68 +91,101 @@ pub const CRITICAL_STEADY: Duration = Duration::from_secs(10);
 /// Round trips remembered per transfer (bounded memory); a longer transfer is judged in parts.
 const MAX_ROUND_TRIPS: usize = 512;
 
-/// Data sent in one round trip.
+/// Data sent in one round trip (or one flight, rule 3b). 64 bytes: the first round trip of
+/// every open flow's transfer is one.
 #[derive(Clone, Copy, Debug)]
 struct RoundTrip {
-    start: PacketRef,
+    /// When its first segment was seen.
+    start: Timestamp,
     last: PacketRef,
     bytes: u64,
     /// The longest silence between two of its segments.
-    max_gap: Duration,
-    /// Largest window the receiver advertised during it.
-    max_window: u64,
-    /// The end of its first segment, and when an ACK first covered it (after `start`).
+    max_gap: Nanos,
+    /// When an ACK first covered its first segment, after `start` ([`NOT_ACKED`]: not yet).
+    acked_after: u64,
+    /// Largest window the receiver advertised during it (a scaled window is below 2³⁰).
+    max_window: u32,
+    /// The end of its first segment.
     first_end: SeqNum,
     /// Data segments it carries.
     segments: u32,
-    acked_after: Option<Duration>,
+}
+
+/// [`RoundTrip::acked_after`] before an ACK covered the first segment.
+const NOT_ACKED: u64 = u64::MAX;
+
+/// A window as kept: an advertised window, scaled, is at most 65535 × 2¹⁴, below 2³².
+fn window32(window: u64) -> u32 {
+    u32::try_from(window).unwrap_or(u32::MAX)
 }
 
 impl RoundTrip {
     /// A round trip that starts with segment `ev`, under an advertised `window`.
-    fn starting(ev: &SegmentEvent, window: u64) -> RoundTrip {
+    fn starting(ev: &SegmentEvent, window: u32) -> RoundTrip {
         RoundTrip {
-            start: ev.pkt,
+            start: ev.pkt.ts,
             last: ev.pkt,
             bytes: 0,
-            max_gap: Duration::ZERO,
+            max_gap: Nanos::default(),
+            acked_after: NOT_ACKED,
             max_window: window,
             first_end: ev.seq.plus(ev.len),
             segments: 0,
-            acked_after: None,
         }
     }
 
+    fn max_gap(&self) -> Duration {
+        self.max_gap.get()
+    }
+
+    fn acked_after(&self) -> Option<Duration> {
+        (self.acked_after != NOT_ACKED).then(|| Duration::from_nanos(self.acked_after))
+    }
+
+    /// An ACK up to `ack` at `ts`, advertising `window`, was seen during this round trip.
+    fn on_ack(&mut self, window: u32, ack: SeqNum, ts: Timestamp) {
+        self.max_window = self.max_window.max(window);
+        self.on_ack_seq(ack, ts);
+    }
+
     /// An ACK up to `ack` at `ts` covers this round trip's first segment.
-    fn on_ack(&mut self, ack: SeqNum, ts: Timestamp) {
-        if self.acked_after.is_none() && ack.diff(self.first_end) >= 0 {
-            self.acked_after = Some(ts.since(self.start.ts));
+    fn on_ack_seq(&mut self, ack: SeqNum, ts: Timestamp) {
+        if self.acked_after == NOT_ACKED && ack.diff(self.first_end) >= 0 {
+            self.acked_after = ts.0.saturating_sub(self.start.0);
         }
     }
 }
 
+/// A transfer in progress: 88 bytes, boxed in the flow's [`DirState`]. Until its first round
+/// trip or flight ends, the current flight is the current round trip (both start with the
+/// transfer and take the same segments and ACKs), so only the round trip is kept.
 #[derive(Debug)]
 struct Transfer {
-    rtt: Duration,
-    /// The round trips and flights completed so far, allocated with the first of them: most
-    /// transfers (a request, a response) end within their first round trip, and every open
-    /// flow carries one.
+    rtt: Nanos,
+    /// The round trips and flights completed so far and the current flight, allocated when
+    /// the first of them ends: most transfers (a request, a response) end within their first
+    /// round trip, and every open flow carries one.
     past: Option<Box<Past>>,
-    flight: RoundTrip,
     current: RoundTrip,
-    retransmissions: u64,
+    retransmitted: bool,
     /// Both SYNs were seen, so advertised windows are scaled correctly.
     window_exact: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Past {
     done: Vec<RoundTrip>,
     /// Rule 3b: the same data cut into flights at silences (at most [`MAX_ROUND_TRIPS`]).
     flights: Vec<RoundTrip>,
+    /// The current flight.
+    flight: RoundTrip,
 }
 
 impl Transfer {
+    fn rtt(&self) -> Duration {
+        self.rtt.get()
+    }
+
     fn done(&self) -> &[RoundTrip] {
         self.past.as_ref().map_or(&[], |p| &p.done)
     }
@@ -160,14 +194,29 @@ impl Transfer {
         self.past.as_ref().map_or(&[], |p| &p.flights)
     }
 
+    /// The current flight: the current round trip until the first of either ends.
+    fn flight(&self) -> &RoundTrip {
+        self.past.as_ref().map_or(&self.current, |p| &p.flight)
+    }
+
+    /// The past, allocated when the first round trip or flight ends (the current flight is
+    /// then still the current round trip).
     fn past_mut(&mut self) -> &mut Past {
-        self.past.get_or_insert_with(Box::default)
+        let current = self.current;
+        self.past.get_or_insert_with(|| {
+            Box::new(Past {
+                done: Vec::new(),
+                flights: Vec::new(),
+                flight: current,
+            })
+        })
     }
 }
 
+/// 16 bytes per direction of every open flow.
 #[derive(Default)]
 struct DirState {
-    window: u64,
+    window: u32,
     window_exact: bool,
     /// Boxed: most open flows have none, and the slot of every open flow holds two.
     transfer: Option<Box<Transfer>>,
@@ -277,17 +326,16 @@ impl Detector for WindowLimited {
         if ev.has_ack {
             // This segment advertises the window for data flowing the other way.
             let d = &mut dirs[ev.dir.reverse().index()];
-            d.window = ev.window;
+            let window = window32(ev.window);
+            d.window = window;
             d.window_exact = ev.window_exact;
             if let Some(t) = d.transfer.as_mut() {
-                t.current.max_window = t.current.max_window.max(ev.window);
-                t.flight.max_window = t.flight.max_window.max(ev.window);
-                t.current.on_ack(ev.ack, ev.pkt.ts);
-                t.flight.on_ack(ev.ack, ev.pkt.ts);
+                t.current.on_ack(window, ev.ack, ev.pkt.ts);
                 if let Some(p) = t.past.as_deref_mut() {
+                    p.flight.on_ack(window, ev.ack, ev.pkt.ts);
                     let done = p.done.iter_mut().rev().take(ACK_LOOKBACK);
                     for r in done.chain(p.flights.iter_mut().rev().take(ACK_LOOKBACK)) {
-                        r.on_ack(ev.ack, ev.pkt.ts);
+                        r.on_ack_seq(ev.ack, ev.pkt.ts);
                     }
                 }
                 // A transfer that starts right after the handshake (an upload: the SYN-ACK,
@@ -320,7 +368,7 @@ impl Detector for WindowLimited {
             SegmentKind::NewData | SegmentKind::DataAfterGap => {}
             _ => {
                 if let Some(t) = d.transfer.as_mut() {
-                    t.retransmissions += 1;
+                    t.retransmitted = true;
                 }
                 return;
             }
@@ -328,51 +376,61 @@ impl Detector for WindowLimited {
         let fresh = |rtt| Transfer {
             rtt,
             past: None,
-            flight: RoundTrip::starting(ev, window),
             current: RoundTrip::starting(ev, window),
-            retransmissions: 0,
+            retransmitted: false,
             window_exact,
         };
         let mut ended = None;
         match d.transfer.as_mut() {
             Some(t) => {
                 // A pause of END_GAP_RTTS ends the transfer; a long one is judged in parts.
-                let paused = ev.pkt.ts.since(t.current.last.ts) > t.rtt * END_GAP_RTTS;
-                let next_rtt = ev.pkt.ts.since(t.current.start.ts) >= t.rtt;
+                let paused = ev.pkt.ts.since(t.current.last.ts) > t.rtt() * END_GAP_RTTS;
+                let next_rtt = ev.pkt.ts.since(t.current.start) >= t.rtt();
                 if paused || (next_rtt && t.done().len() == MAX_ROUND_TRIPS) {
                     let rtt = t.rtt;
                     ended = d.transfer.replace(Box::new(fresh(rtt)));
                 } else if next_rtt {
+                    // The flight parts from the round trip here: the past keeps it as it
+                    // stands (the round trip ending now) before a new round trip begins.
+                    t.past_mut();
                     let next = RoundTrip::starting(ev, window);
                     let current = std::mem::replace(&mut t.current, next);
                     t.past_mut().done.push(current);
                 }
             }
             None => match flow.flow.rtt() {
-                Some(rtt) if rtt >= MIN_RTT => d.transfer = Some(Box::new(fresh(rtt))),
+                Some(rtt) if rtt >= MIN_RTT => d.transfer = Some(Box::new(fresh(Nanos::new(rtt)))),
                 _ => return,
             },
         }
         if let Some(t) = d.transfer.as_mut() {
-            t.current.bytes += u64::from(ev.len);
-            t.current.segments += 1;
-            t.current.max_gap = t.current.max_gap.max(ev.pkt.ts.since(t.current.last.ts));
-            t.current.last = ev.pkt;
             // Rule 3b: a flight ends at a silence of at least MIN_FLIGHT_SILENCE_RTT round
             // trips and MIN_IDLE_GAP_RATIO × the longest gap inside it.
-            let gap = ev.pkt.ts.since(t.flight.last.ts);
-            let silence = gap.as_secs_f64() >= MIN_FLIGHT_SILENCE_RTT * t.rtt.as_secs_f64()
-                && gap.as_secs_f64() >= MIN_IDLE_GAP_RATIO * t.flight.max_gap.as_secs_f64();
+            let flight = t.flight();
+            let gap = ev.pkt.ts.since(flight.last.ts);
+            let silence = gap.as_secs_f64() >= MIN_FLIGHT_SILENCE_RTT * t.rtt().as_secs_f64()
+                && gap.as_secs_f64() >= MIN_IDLE_GAP_RATIO * flight.max_gap().as_secs_f64();
             if silence && t.flights().len() < MAX_ROUND_TRIPS {
                 let next = RoundTrip::starting(ev, window);
-                let flight = std::mem::replace(&mut t.flight, next);
-                t.past_mut().flights.push(flight);
-            } else if !silence {
-                t.flight.max_gap = t.flight.max_gap.max(gap);
+                let p = t.past_mut();
+                let flight = std::mem::replace(&mut p.flight, next);
+                p.flights.push(flight);
             }
-            t.flight.bytes += u64::from(ev.len);
-            t.flight.segments += 1;
-            t.flight.last = ev.pkt;
+            let c = &mut t.current;
+            c.bytes += u64::from(ev.len);
+            c.segments = c.segments.saturating_add(1);
+            c.max_gap = c.max_gap.max(Nanos::new(ev.pkt.ts.since(c.last.ts)));
+            c.last = ev.pkt;
+            // Without a past the flight is the round trip, just updated the same way (no
+            // silence: the first one would have ended it).
+            if let Some(p) = t.past.as_deref_mut() {
+                if !silence {
+                    p.flight.max_gap = p.flight.max_gap.max(Nanos::new(gap));
+                }
+                p.flight.bytes += u64::from(ev.len);
+                p.flight.segments = p.flight.segments.saturating_add(1);
+                p.flight.last = ev.pkt;
+            }
         }
         if let Some(t) = ended {
             self.close(flow, ev.dir, *t);
@@ -437,10 +495,27 @@ impl Detector for WindowLimited {
     }
 }
 
+/// The state this detector keeps per open flow, by size ([`super::tests`] keeps it small).
+#[cfg(test)]
+pub(super) fn per_flow_sizes() -> Vec<(&'static str, usize)> {
+    use std::mem::size_of;
+    vec![
+        ("window_limited::RoundTrip", size_of::<RoundTrip>()),
+        ("window_limited::Transfer", size_of::<Transfer>()),
+        ("window_limited slot", size_of::<(u64, [DirState; 2])>()),
+    ]
+}
+
 /// Whether a transfer was held at a ceiling (rules 2-4).
 fn judge(t: &Transfer) -> Option<Capped> {
     let bytes = t.done().iter().map(|r| r.bytes).sum::<u64>() + t.current.bytes;
-    if bytes < MIN_BYTES || t.done().len() < MIN_RTTS || t.retransmissions > 0 {
+    // Round trips and flights are two cuts of the same data.
+    debug_assert_eq!(
+        bytes,
+        t.flights().iter().map(|r| r.bytes).sum::<u64>() + t.flight().bytes,
+        "the flights of a transfer carry its round trips' bytes"
+    );
+    if bytes < MIN_BYTES || t.done().len() < MIN_RTTS || t.retransmitted {
         return None;
     }
     if let Some(c) = judge_units(t, t.done(), bytes, false) {
@@ -455,9 +530,9 @@ fn judge(t: &Transfer) -> Option<Capped> {
 fn judge_units(t: &Transfer, units: &[RoundTrip], bytes: u64, flights: bool) -> Option<Capped> {
     // When the unit after the last one started.
     let end = if flights {
-        t.flight.start.ts
+        t.flight().start
     } else {
-        t.current.start.ts
+        t.current.start
     };
     if units.len() < MIN_RTTS {
         return None;
@@ -477,38 +552,38 @@ fn judge_units(t: &Transfer, units: &[RoundTrip], bytes: u64, flights: bool) -> 
         return None;
     }
     let steady_bytes: u64 = steady.iter().map(|r| r.bytes).sum();
-    let span = end.since(steady[0].start.ts);
+    let span = end.since(steady[0].start);
     let throughput = steady_bytes as f64 / span.as_secs_f64().max(1e-9);
-    let rtt = t.rtt.as_secs_f64();
+    let rtt = t.rtt().as_secs_f64();
     if throughput > MAX_THROUGHPUT_RATIO * ceiling as f64 / rtt {
         return None;
     }
-    let mut windows: Vec<u64> = steady.iter().map(|r| r.max_window).collect();
+    let mut windows: Vec<u64> = steady.iter().map(|r| u64::from(r.max_window)).collect();
     windows.sort_unstable();
     let window = windows[windows.len() / 2];
     let busy_share = median(
         steady
             .iter()
-            .map(|r| r.last.ts.since(r.start.ts).as_secs_f64() / rtt)
+            .map(|r| r.last.ts.since(r.start).as_secs_f64() / rtt)
             .collect(),
     )?;
     let filled_share = median(steady.iter().map(|r| filled(r) / rtt).collect())?;
     // Rule 4b: the silence after each round trip (to the next one's first segment) against
     // the longest one inside it.
-    let next_starts = steady.iter().skip(1).map(|r| r.start.ts).chain([end]);
+    let next_starts = steady.iter().skip(1).map(|r| r.start).chain([end]);
     let idle_gap_ratio = median(
         steady
             .iter()
             .zip(next_starts)
-            .filter(|(r, _)| !r.max_gap.is_zero())
-            .map(|(r, next)| next.since(r.last.ts).as_secs_f64() / r.max_gap.as_secs_f64())
+            .filter(|(r, _)| !r.max_gap().is_zero())
+            .map(|(r, next)| next.since(r.last.ts).as_secs_f64() / r.max_gap().as_secs_f64())
             .collect(),
     );
     // Rule 4a: at the sender's end, how long the first segment of a round trip waited for its ACK.
     let ack_rtt_ratio = median(
         steady
             .iter()
-            .filter_map(|r| r.acked_after)
+            .filter_map(RoundTrip::acked_after)
             .map(|d| d.as_secs_f64() / rtt)
             .collect(),
     )
@@ -534,7 +609,7 @@ fn judge_units(t: &Transfer, units: &[RoundTrip], bytes: u64, flights: bool) -> 
         ceiling,
         window,
         limiter,
-        rtt: t.rtt,
+        rtt: t.rtt(),
         bytes,
         steady: span,
         steady_rtts: steady.len(),
@@ -554,7 +629,7 @@ fn judge_units(t: &Transfer, units: &[RoundTrip], bytes: u64, flights: bool) -> 
 /// of it by up to one spacing (4 segments 1.2 ms apart span 3.6 ms of a 4.7 ms round trip,
 /// 77%, and fill 4.8 ms). One segment fills nothing.
 fn filled(r: &RoundTrip) -> f64 {
-    let span = r.last.ts.since(r.start.ts).as_secs_f64();
+    let span = r.last.ts.since(r.start).as_secs_f64();
     match r.segments {
         0 | 1 => span,
         n => span * f64::from(n) / f64::from(n - 1),
@@ -723,7 +798,7 @@ fn finding(
     ev.distributions
         .insert("rtt_ms".into(), st.rtt_us.distribution(1e-3));
     ev.frames = c.hits.iter().take(6).map(|r| r.last.frame).collect();
-    let origin = c.hits[0].start.ts;
+    let origin = c.hits[0].start;
     for r in c.hits.iter().take(4) {
         ev.timeline.push(TimelineEntry {
             frame: r.last.frame,
@@ -735,11 +810,11 @@ fn finding(
                 Limiter::Receiver => format!(
                     "the ceiling: the {reader}'s window ({}) is full; the {writer} waits for it \
                      to open",
-                    kib(r.max_window)
+                    kib(u64::from(r.max_window))
                 ),
                 Limiter::Sender => format!(
                     "the ceiling; the {writer} waits for ACKs ({} advertised)",
-                    kib(r.max_window)
+                    kib(u64::from(r.max_window))
                 ),
             },
         });

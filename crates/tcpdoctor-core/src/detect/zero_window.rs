@@ -12,9 +12,10 @@ use std::any::Any;
 use std::time::Duration;
 
 use super::{
-    of, rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, ShardMap, Slots,
+    of, rel_ms, At, Detector, FindingHead, FlowMarks, FlowView, Groups, PerGroup, ShardMap,
 };
 use crate::flow::{Direction, PacketRef, SegmentEvent};
+use crate::fxhash::FxHashMap;
 use crate::report::{Evidence, Finding, FindingKind, FlowRef, Severity, TimelineEntry};
 use crate::stats::Histogram;
 use crate::units::fmt_duration;
@@ -50,7 +51,8 @@ fn rather(a: &Example, b: &Example) -> bool {
 
 #[derive(Default)]
 pub struct ZeroWindow {
-    open: Slots<FlowState>,
+    /// The flows with an episode open, by flow id: rare, so a map, not a slot per open flow.
+    open: FxHashMap<u64, FlowState>,
     state: PerGroup<State>,
     marks: FlowMarks,
 }
@@ -86,17 +88,22 @@ impl Detector for ZeroWindow {
         }
         let i = ev.dir.index();
         if ev.window == 0 {
-            let fs = self.open.get_or_default(flow);
+            let fs = self.open.entry(flow.flow.id).or_default();
             fs.open[i].get_or_insert(ev.pkt);
-        } else if let Some(fs) = self.open.get_mut(flow) {
+        } else if self.open.is_empty() {
+            // No episode open anywhere: the common case, without a lookup.
+        } else if let Some(fs) = self.open.get_mut(&flow.flow.id) {
             if let Some(start) = fs.open[i].take() {
+                if fs.open == [None, None] {
+                    self.open.remove(&flow.flow.id);
+                }
                 self.close(flow, ev.dir, start, ev.pkt);
             }
         }
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
-        if let Some(fs) = self.open.remove(flow) {
+        if let Some(fs) = self.open.remove(&flow.flow.id) {
             for dir in [Direction::ClientToServer, Direction::ServerToClient] {
                 if let Some(start) = fs.open[dir.index()] {
                     let end = PacketRef {

@@ -53,7 +53,7 @@ fn span(a: u64, b: u64) -> Span {
 
 /// Flow `f` (in `slot`) had exchanges over `a..b` ms and ends, flagged by rule 3 or not.
 fn end(d: &mut RttBound, f: &Flow, slot: usize, (a, b): (u64, u64), flagged: bool) {
-    d.join_peer(&view(f, slot));
+    d.join_peer(&view(f, slot), Timestamp::ZERO);
     leave(d, f, slot, (a, b), flagged);
 }
 
@@ -98,7 +98,7 @@ fn overlaps_count_whole_spans_of_the_clients_flows_whatever_ended_first() {
     for reverse in [false, true] {
         let mut d = RttBound::default();
         for (slot, f) in flows.iter().enumerate() {
-            d.join_peer(&view(f, slot));
+            d.join_peer(&view(f, slot), Timestamp::ZERO);
         }
         let mut order: Vec<usize> = (0..FLOWS.len()).collect();
         if reverse {
@@ -156,7 +156,7 @@ fn past_its_cap_the_table_forgets_the_clients_idle_longest_and_no_busy_one() {
     // Client 1 keeps a flow open throughout; clients 2..=9 each end one flow in turn, client 2
     // two flagged flows that overlap each other.
     let busy = flow(1, 1, 40_000);
-    d.join_peer(&view(&busy, 0));
+    d.join_peer(&view(&busy, 0), Timestamp::ZERO);
     let f2 = flow(2, 2, 40_001);
     end(&mut d, &f2, 1, (0, 10), true);
     let others: Vec<Flow> = (2..=9).map(|h| flow(u64::from(h) + 1, h, 40_000)).collect();
@@ -190,7 +190,7 @@ fn a_client_always_busy_keeps_its_newer_spans_once_the_table_is_full() {
         ..RttBound::default()
     };
     let busy = flow(1, 1, 40_000);
-    d.join_peer(&view(&busy, 0));
+    d.join_peer(&view(&busy, 0), Timestamp::ZERO);
     let flows: Vec<Flow> = (2..=40).map(|id| flow(id, 1, 40_000 + id as u16)).collect();
     for (i, f) in flows.iter().enumerate() {
         let t = i as u64 * 10;
@@ -217,7 +217,7 @@ fn a_client_busy_again_is_not_forgotten_for_its_earlier_idleness() {
     let a1 = flow(1, 1, 40_000);
     end(&mut d, &a1, 0, (0, 1), false); // client 1 idle, queued
     let a2 = flow(2, 1, 40_001);
-    d.join_peer(&view(&a2, 0)); // busy again, still queued from before
+    d.join_peer(&view(&a2, 0), Timestamp::ZERO); // busy again, still queued from before
     let b = flow(3, 2, 40_000);
     let c = flow(4, 3, 40_000);
     end(&mut d, &b, 1, (0, 1), false);
