@@ -42,8 +42,10 @@ use crate::seq::SeqNum;
 use crate::time::Timestamp;
 use crate::wire::{Endpoint, TcpSegment};
 
+mod compact;
 mod handshake;
 mod sent;
+pub(crate) use compact::{MaybePacket, MaybeRtt};
 pub use handshake::Handshake;
 use sent::{SentLog, SentSegment};
 
@@ -180,7 +182,7 @@ pub struct HalfFlow {
     pub sack_permitted: bool,
     pub fin_seen: bool,
     /// Last ACK number and window this side sent, for duplicate-ACK recognition.
-    last_ack_sent: Option<(SeqNum, u16)>,
+    last_ack_sent: AckSent,
     dup_acks: u32,
     /// Gaps in this side's stream: [start, end) not yet seen (allocated at the first gap:
     /// most directions never have one). Boxed so that none costs 8 bytes, not a `Vec`'s 24.
@@ -191,14 +193,35 @@ pub struct HalfFlow {
     /// This side's first new data (not a retransmission).
     pub first_data: Option<PacketRef>,
     pub data_bytes: u64,
-    pub data_segments: u64,
     pub retransmissions: u64,
     pub max_payload: u32,
     /// This side's data segments carry the timestamp option (12 bytes on every segment).
     pub timestamps: bool,
     /// Fastest data → ACK time seen at the capture point for this side's data, and the data
+    /// and ACK frames of that sample ([`HalfFlow::min_ack_rtt`]).
+    min_ack_rtt: MaybeRtt,
+}
+
+impl HalfFlow {
+    /// Fastest data → ACK time seen at the capture point for this side's data, and the data
     /// and ACK frames of that sample.
-    pub min_ack_rtt: Option<(Duration, [u64; 2])>,
+    pub fn min_ack_rtt(&self) -> Option<(Duration, [u64; 2])> {
+        self.min_ack_rtt.get()
+    }
+}
+
+/// An `Option<(SeqNum, u16)>` in 8 bytes, not 12: the last ACK number and window a side sent.
+#[derive(Clone, Copy, Debug, Default)]
+struct AckSent {
+    ack: SeqNum,
+    window: u16,
+    sent: bool,
+}
+
+impl AckSent {
+    fn is(self, ack: SeqNum, window: u16) -> bool {
+        self.sent && self.ack == ack && self.window == window
+    }
 }
 
 /// At most this many unacknowledged segments are remembered per direction (bounded memory).
@@ -233,7 +256,7 @@ pub struct Flow {
     /// [`Flow::rtt_sample_towards_receiver`] per direction, recomputed by
     /// [`Flow::on_segment`] whenever the handshake or a data → ACK sample changes (the only
     /// places either changes): detectors ask for it several times per segment.
-    rtt_samples: [Option<(Duration, [u64; 2])>; 2],
+    rtt_samples: [MaybeRtt; 2],
     /// [`Flow::full_segment`] per direction, recomputed by [`Flow::on_segment`] whenever a
     /// SYN, the largest payload or the timestamp option changes it.
     full: [u32; 2],
@@ -264,7 +287,7 @@ impl Flow {
             packets: 0,
             state: FlowState::Open,
             reset: false,
-            rtt_samples: [None, None],
+            rtt_samples: [MaybeRtt::NONE; 2],
             full: [0; 2],
         }
         .with_full_segments()
@@ -298,14 +321,16 @@ impl Flow {
     /// (from this side's data passing the capture point to the peer's answer passing it).
     #[inline]
     pub fn rtt_towards_receiver(&self, dir: Direction) -> Option<Duration> {
-        self.rtt_sample_towards_receiver(dir).map(|(rtt, _)| rtt)
+        self.rtt_samples[dir.index()]
+            .nanos()
+            .map(Duration::from_nanos)
     }
 
     /// [`Flow::rtt_towards_receiver`] and the two frames it was measured between (the sent
     /// segment and the answer), so that a claim built on it can be re-checked.
     #[inline]
     pub fn rtt_sample_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
-        self.rtt_samples[dir.index()]
+        self.rtt_samples[dir.index()].get()
     }
 
     /// Computes [`Flow::rtt_sample_towards_receiver`] from the handshake and the data → ACK
@@ -313,7 +338,7 @@ impl Flow {
     fn measure_rtt_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
         let from_hs = self.handshake_rtt_towards(dir);
         let h = self.half(dir);
-        let from_data = h.min_ack_rtt;
+        let from_data = h.min_ack_rtt();
         match (from_hs, from_data) {
             (Some(h), Some(d)) => Some(if d.0 < h.0 { d } else { h }),
             (h, d) => h.or(d),
@@ -509,8 +534,8 @@ impl Flow {
                     }
                 }
                 if let Some((s, sent)) = sample {
-                    if peer.min_ack_rtt.is_none_or(|(m, _)| s < m) {
-                        peer.min_ack_rtt = Some((s, [sent, pkt.frame]));
+                    if peer.min_ack_rtt().is_none_or(|(m, _)| s < m) {
+                        peer.min_ack_rtt = Some((s, [sent, pkt.frame])).into();
                         rtt_changed = true;
                     }
                 }
@@ -518,13 +543,17 @@ impl Flow {
                 && !flags.syn()
                 && !flags.fin()
                 && !flags.rst()
-                && me.last_ack_sent == Some((ack, seg.window))
+                && me.last_ack_sent.is(ack, seg.window)
                 && peer_in_flight_before > 0
             {
                 dup_ack = true;
                 peer.dup_acks += 1;
             }
-            me.last_ack_sent = Some((ack, seg.window));
+            me.last_ack_sent = AckSent {
+                ack,
+                window: seg.window,
+                sent: true,
+            };
         }
         let acks_all_peer_data = flags.ack()
             && match self.half[p].next_seq {
@@ -568,14 +597,12 @@ impl Flow {
                 None => {
                     h.next_seq = Some(end);
                     h.data_bytes += u64::from(len);
-                    h.data_segments += 1;
                     remember(h, start, end, pkt);
                     SegmentKind::NewData
                 }
                 Some(n) if start == n => {
                     h.next_seq = Some(end);
                     h.data_bytes += u64::from(len);
-                    h.data_segments += 1;
                     remember(h, start, end, pkt);
                     SegmentKind::NewData
                 }
@@ -587,7 +614,6 @@ impl Flow {
                     holes.push((n, start));
                     h.next_seq = Some(end);
                     h.data_bytes += u64::from(len);
-                    h.data_segments += 1;
                     remember(h, start, end, pkt);
                     SegmentKind::DataAfterGap
                 }
@@ -605,7 +631,6 @@ impl Flow {
                     });
                     if filled.is_some() {
                         h.data_bytes += u64::from(len);
-                        h.data_segments += 1;
                         SegmentKind::OutOfOrder
                     } else {
                         h.retransmissions += 1;
@@ -657,8 +682,10 @@ impl Flow {
         }
         if rtt_changed {
             self.rtt_samples = [
-                self.measure_rtt_towards_receiver(Direction::ClientToServer),
-                self.measure_rtt_towards_receiver(Direction::ServerToClient),
+                self.measure_rtt_towards_receiver(Direction::ClientToServer)
+                    .into(),
+                self.measure_rtt_towards_receiver(Direction::ServerToClient)
+                    .into(),
             ];
         }
 
@@ -998,7 +1025,7 @@ mod tests {
         assert!(e.acks_all_peer_data);
         assert_eq!(
             f.half(Direction::ClientToServer)
-                .min_ack_rtt
+                .min_ack_rtt()
                 .map(|(rtt, _)| rtt),
             Some(Duration::from_micros(50))
         );
