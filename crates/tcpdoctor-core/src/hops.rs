@@ -98,23 +98,22 @@ struct ResponseTimes {
     last: Timestamp,
 }
 
-/// One flow's record (rules 1 and 5).
+/// One flow's record (rules 1 and 5). Every open flow holds one (issue 29): the turns and the
+/// responses it saw are counted once, in `shape` ([`LegRecord::count`]).
 #[derive(Clone, Debug, Default)]
 pub struct LegRecord {
     turns: Vec<TurnSig>,
+    /// Per direction: its turns (messages), their segments, those sent whole.
     shape: [Shape; 2],
-    count: usize,
     /// Kept responses (rule 5): response `j × stride` of the leg is `responses[j]`.
     responses: Vec<ResponseTimes>,
-    /// Responses seen, and the sample's stride (0 until the first response: read as 1).
-    seen: u64,
+    /// The sample's stride (0 until the first response: read as 1).
     stride: u64,
 }
 
 impl LegRecord {
     /// Records a turn that just ended.
     pub fn on_turn(&mut self, flow: &Flow, turn: &Turn) {
-        self.count += 1;
         if self.turns.len() < KEPT_TURNS {
             crate::compact::push(
                 &mut self.turns,
@@ -126,11 +125,16 @@ impl LegRecord {
             );
         }
         if turn.dir == Direction::ServerToClient {
-            self.keep_response(ResponseTimes {
-                bytes: turn.bytes,
-                first: turn.first.ts,
-                last: turn.last.ts,
-            });
+            // Counted in its shape below: this is response number `messages` (from 0).
+            let k = self.shape[Direction::ServerToClient.index()].messages;
+            self.keep_response(
+                k,
+                ResponseTimes {
+                    bytes: turn.bytes,
+                    first: turn.first.ts,
+                    last: turn.last.ts,
+                },
+            );
         }
         let full = u64::from(flow.full_segment(turn.dir).max(1));
         let s = &mut self.shape[turn.dir.index()];
@@ -142,10 +146,9 @@ impl LegRecord {
     }
 
     /// Rule 5's decimating sample: keeps response `k` while `k` is a multiple of the stride;
-    /// a full sample drops every other kept response and doubles the stride.
-    fn keep_response(&mut self, r: ResponseTimes) {
-        let k = self.seen;
-        self.seen += 1;
+    /// a full sample drops every other kept response and doubles the stride. `k` counts the
+    /// leg's responses from 0.
+    fn keep_response(&mut self, k: u64, r: ResponseTimes) {
         self.stride = self.stride.max(1);
         if !k.is_multiple_of(self.stride) {
             return;
@@ -162,6 +165,11 @@ impl LegRecord {
             }
         }
         crate::compact::push(&mut self.responses, r);
+    }
+
+    /// Turns recorded.
+    fn count(&self) -> u64 {
+        self.shape[0].messages + self.shape[1].messages
     }
 
     /// The kept response of index `k`, if `k` is in the sample.
@@ -186,7 +194,7 @@ pub struct Leg {
 impl Leg {
     /// The leg of `flow`, if it has enough turns to pair.
     pub fn of(flow: &Flow, record: LegRecord) -> Option<Leg> {
-        (record.count >= MIN_TURNS && record.turns.len() >= MIN_TURNS).then_some(Leg {
+        (record.count() >= MIN_TURNS as u64 && record.turns.len() >= MIN_TURNS).then_some(Leg {
             flow: flow.id,
             client: flow.client,
             server: flow.server,
@@ -428,7 +436,7 @@ mod tests {
             s.segments += segs;
             s.whole += u64::from(segs == 1);
         }
-        record.count = 6;
+        record.shape[Direction::ClientToServer.index()].messages = 3;
         Leg {
             flow,
             client: ep(client),
@@ -489,11 +497,14 @@ mod tests {
     fn sampled(n: u64, last: impl Fn(u64) -> u64) -> LegRecord {
         let mut r = LegRecord::default();
         for k in 0..n {
-            r.keep_response(ResponseTimes {
-                bytes: 1000 + k,
-                first: Timestamp(k * 1_000_000),
-                last: Timestamp((k * 1000 + last(k)) * 1000),
-            });
+            r.keep_response(
+                k,
+                ResponseTimes {
+                    bytes: 1000 + k,
+                    first: Timestamp(k * 1_000_000),
+                    last: Timestamp((k * 1000 + last(k)) * 1000),
+                },
+            );
         }
         r
     }
