@@ -173,8 +173,11 @@ pub struct SegmentEvent {
 #[derive(Clone, Debug, Default)]
 pub struct HalfFlow {
     pub isn: Option<SeqNum>,
-    /// Highest sequence number sent (end of the highest byte, plus SYN/FIN).
-    pub next_seq: Option<SeqNum>,
+    /// Highest sequence number sent (end of the highest byte, plus SYN/FIN), once anything
+    /// was ([`HalfFlow::next_seq`]: a value and a flag beside the other flags, so that
+    /// `HalfFlow` is 152 bytes, not 160).
+    next_seq: SeqNum,
+    sent: bool,
     /// Highest sequence number the peer has acknowledged.
     pub acked: Option<SeqNum>,
     pub mss: Option<u16>,
@@ -203,6 +206,17 @@ pub struct HalfFlow {
 }
 
 impl HalfFlow {
+    /// Highest sequence number sent (end of the highest byte, plus SYN/FIN).
+    #[inline]
+    pub fn next_seq(&self) -> Option<SeqNum> {
+        self.sent.then_some(self.next_seq)
+    }
+
+    #[inline]
+    fn set_next_seq(&mut self, n: SeqNum) {
+        (self.next_seq, self.sent) = (n, true);
+    }
+
     /// Fastest data → ACK time seen at the capture point for this side's data, and the data
     /// and ACK frames of that sample.
     pub fn min_ack_rtt(&self) -> Option<(Duration, [u64; 2])> {
@@ -467,8 +481,8 @@ impl Flow {
             rtt_changed = true;
             let h = &mut self.half[d];
             h.isn = Some(seq);
-            if h.next_seq.is_none_or(|n| seq.plus(1) > n) {
-                h.next_seq = Some(seq.plus(1));
+            if h.next_seq().is_none_or(|n| seq.plus(1) > n) {
+                h.set_next_seq(seq.plus(1));
             }
             h.mss = seg.options.mss.or(h.mss);
             h.window_scale = seg.options.window_scale;
@@ -556,7 +570,7 @@ impl Flow {
             };
         }
         let acks_all_peer_data = flags.ack()
-            && match self.half[p].next_seq {
+            && match self.half[p].next_seq() {
                 Some(n) => ack >= n || (self.half[p].fin_seen && ack.plus(1) >= n),
                 None => true,
             };
@@ -593,15 +607,15 @@ impl Flow {
             full_changed |= len > h.max_payload || timestamps != h.timestamps;
             h.max_payload = h.max_payload.max(len);
             h.timestamps = timestamps;
-            match h.next_seq {
+            match h.next_seq() {
                 None => {
-                    h.next_seq = Some(end);
+                    h.set_next_seq(end);
                     h.data_bytes += u64::from(len);
                     remember(h, start, end, pkt);
                     SegmentKind::NewData
                 }
                 Some(n) if start == n => {
-                    h.next_seq = Some(end);
+                    h.set_next_seq(end);
                     h.data_bytes += u64::from(len);
                     remember(h, start, end, pkt);
                     SegmentKind::NewData
@@ -612,7 +626,7 @@ impl Flow {
                         holes.remove(0);
                     }
                     holes.push((n, start));
-                    h.next_seq = Some(end);
+                    h.set_next_seq(end);
                     h.data_bytes += u64::from(len);
                     remember(h, start, end, pkt);
                     SegmentKind::DataAfterGap
@@ -636,7 +650,7 @@ impl Flow {
                         h.retransmissions += 1;
                         if end > n {
                             h.data_bytes += end.diff(n) as u64;
-                            h.next_seq = Some(end);
+                            h.set_next_seq(end);
                         }
                         let mut original = None;
                         let mut repeated = false;
@@ -651,7 +665,7 @@ impl Flow {
                         retrans = Some(RetransInfo {
                             original,
                             dup_acks_before: h.dup_acks,
-                            is_tail: Some(end) >= h.next_seq,
+                            is_tail: Some(end) >= h.next_seq(),
                             repeated,
                         });
                         SegmentKind::Retransmission
@@ -672,8 +686,8 @@ impl Flow {
         if flags.fin() {
             let h = &mut self.half[d];
             let fin_end = seq.plus(len).plus(1);
-            if h.next_seq.is_none_or(|n| fin_end > n) {
-                h.next_seq = Some(fin_end);
+            if h.next_seq().is_none_or(|n| fin_end > n) {
+                h.set_next_seq(fin_end);
             }
             h.fin_seen = true;
         }
@@ -721,7 +735,7 @@ impl Flow {
         let h = self.half(self.direction_of(syn));
         match h.isn {
             Some(isn) => isn != seq,
-            None => h.next_seq.is_some() || h.acked.is_some_and(|a| a != seq.plus(1)),
+            None => h.next_seq().is_some() || h.acked.is_some_and(|a| a != seq.plus(1)),
         }
     }
 
@@ -763,7 +777,7 @@ impl Flow {
 
 /// Bytes sent and not yet acknowledged (0 until the peer's first ACK is seen).
 fn in_flight(h: &HalfFlow) -> u64 {
-    match (h.next_seq, h.acked) {
+    match (h.next_seq(), h.acked) {
         (Some(n), Some(a)) if n > a => n.diff(a) as u64,
         _ => 0,
     }
