@@ -45,7 +45,8 @@ use crate::wire::{Endpoint, TcpSegment};
 mod compact;
 mod handshake;
 mod sent;
-pub(crate) use compact::{MaybePacket, MaybeRtt};
+pub(crate) use compact::MaybePacket;
+use compact::MaybeRtt;
 pub use handshake::Handshake;
 use sent::{SentLog, SentSegment};
 
@@ -243,6 +244,16 @@ const MAX_REMEMBERED_SEGMENTS: usize = 4096;
 /// At most this many sequence gaps are remembered per direction.
 const MAX_HOLES: usize = 8;
 
+/// Where a direction's RTT at the capture point comes from ([`Flow::rtt_towards_receiver`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RttFrom {
+    None,
+    /// The handshake's sample ([`Handshake::rtt_towards`]).
+    Handshake,
+    /// The fastest data → ACK sample ([`HalfFlow::min_ack_rtt`]).
+    Data,
+}
+
 /// Lifecycle of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowState {
@@ -267,10 +278,11 @@ pub struct Flow {
     pub packets: u64,
     pub state: FlowState,
     pub reset: bool,
-    /// [`Flow::rtt_sample_towards_receiver`] per direction, recomputed by
+    /// Which sample [`Flow::rtt_sample_towards_receiver`] is, per direction: decided by
     /// [`Flow::on_segment`] whenever the handshake or a data → ACK sample changes (the only
-    /// places either changes): detectors ask for it several times per segment.
-    rtt_samples: [MaybeRtt; 2],
+    /// places either changes), and read from there (detectors ask for it several times per
+    /// segment). Two bytes, where the samples themselves were 48 per open flow (issue 29).
+    rtt_from: [RttFrom; 2],
     /// [`Flow::full_segment`] per direction, recomputed by [`Flow::on_segment`] whenever a
     /// SYN, the largest payload or the timestamp option changes it.
     full: [u32; 2],
@@ -301,7 +313,7 @@ impl Flow {
             packets: 0,
             state: FlowState::Open,
             reset: false,
-            rtt_samples: [MaybeRtt::NONE; 2],
+            rtt_from: [RttFrom::None; 2],
             full: [0; 2],
         }
         .with_full_segments()
@@ -335,22 +347,41 @@ impl Flow {
     /// (from this side's data passing the capture point to the peer's answer passing it).
     #[inline]
     pub fn rtt_towards_receiver(&self, dir: Direction) -> Option<Duration> {
-        self.rtt_samples[dir.index()]
-            .nanos()
-            .map(Duration::from_nanos)
+        match self.rtt_from[dir.index()] {
+            RttFrom::None => None,
+            RttFrom::Handshake => self.handshake.rtt_towards(dir).map(|(rtt, _)| rtt),
+            RttFrom::Data => self.half(dir).min_ack_rtt.nanos().map(Duration::from_nanos),
+        }
     }
 
     /// [`Flow::rtt_towards_receiver`] and the two frames it was measured between (the sent
     /// segment and the answer), so that a claim built on it can be re-checked.
     #[inline]
     pub fn rtt_sample_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
-        self.rtt_samples[dir.index()].get()
+        match self.rtt_from[dir.index()] {
+            RttFrom::None => None,
+            RttFrom::Handshake => self.handshake.rtt_towards(dir),
+            RttFrom::Data => self.half(dir).min_ack_rtt(),
+        }
+    }
+
+    /// Where [`Flow::measure_rtt_towards_receiver`] takes its sample from.
+    fn rtt_source(&self, dir: Direction) -> RttFrom {
+        let from_hs = self.handshake.rtt_towards(dir);
+        let from_data = self.half(dir).min_ack_rtt.nanos();
+        match (from_hs, from_data) {
+            (Some(h), Some(d)) if Duration::from_nanos(d) < h.0 => RttFrom::Data,
+            (Some(_), _) => RttFrom::Handshake,
+            (None, Some(_)) => RttFrom::Data,
+            (None, None) => RttFrom::None,
+        }
     }
 
     /// Computes [`Flow::rtt_sample_towards_receiver`] from the handshake and the data → ACK
     /// samples.
+    #[cfg(test)]
     fn measure_rtt_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
-        let from_hs = self.handshake_rtt_towards(dir);
+        let from_hs = self.handshake.rtt_towards(dir);
         let h = self.half(dir);
         let from_data = h.min_ack_rtt();
         match (from_hs, from_data) {
@@ -364,27 +395,9 @@ impl Flow {
     /// flow was delayed, so a rule that must tell an immediate ACK from a delayed one needs
     /// this.
     pub fn handshake_rtt(&self) -> Option<Duration> {
-        let a = self.handshake_rtt_towards(Direction::ClientToServer)?;
-        let b = self.handshake_rtt_towards(Direction::ServerToClient)?;
+        let a = self.handshake.rtt_towards(Direction::ClientToServer)?;
+        let b = self.handshake.rtt_towards(Direction::ServerToClient)?;
         Some(a.0 + b.0)
-    }
-
-    fn handshake_rtt_towards(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
-        let hs = &self.handshake;
-        match dir {
-            Direction::ClientToServer => match (hs.syn(), hs.syn_ack()) {
-                (Some(s), Some(sa)) if hs.syn_retries() == 0 => {
-                    Some((sa.ts.since(s.ts), [s.frame, sa.frame]))
-                }
-                _ => None,
-            },
-            Direction::ServerToClient => match (hs.last_syn_ack(), hs.ack()) {
-                (Some(sa), Some(a)) if hs.syn_acks() == 1 && hs.syn_after_syn_ack().is_none() => {
-                    Some((a.ts.since(sa.ts), [sa.frame, a.frame]))
-                }
-                _ => None,
-            },
-        }
     }
 
     /// The frames of the SYN and SYN-ACK that announced the MSS values, when captured.
@@ -695,11 +708,9 @@ impl Flow {
             self.remeasure_full_segments();
         }
         if rtt_changed {
-            self.rtt_samples = [
-                self.measure_rtt_towards_receiver(Direction::ClientToServer)
-                    .into(),
-                self.measure_rtt_towards_receiver(Direction::ServerToClient)
-                    .into(),
+            self.rtt_from = [
+                self.rtt_source(Direction::ClientToServer),
+                self.rtt_source(Direction::ServerToClient),
             ];
         }
 

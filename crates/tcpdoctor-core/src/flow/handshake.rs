@@ -1,8 +1,10 @@
 //! The handshake of one flow, as the capture point saw it: which SYN a SYN-ACK (or a refusing
 //! RST) answered, and what a SYN sent again means (rules 4 and 7 of [`super`]).
 
+use std::time::Duration;
+
 use super::compact::MaybePacket;
-use super::PacketRef;
+use super::{Direction, PacketRef};
 
 /// Handshake instants: RTT at the capture point, and which SYNs went unanswered.
 ///
@@ -119,6 +121,36 @@ impl Handshake {
     /// The client's first ACK of a SYN-ACK (the caller checks that it is one).
     pub(super) fn on_ack(&mut self, pkt: PacketRef) {
         self.ack = MaybePacket::some(pkt);
+    }
+
+    /// The handshake's RTT sample towards the side that receives in `dir`, and its two frames
+    /// (rule 7, Karn): SYN → SYN-ACK towards the server, when the SYN was sent once; the
+    /// SYN-ACK the client took → its ACK towards the client, when one SYN-ACK came and no SYN
+    /// was sent again after it. Read for every RTT a detector asks for: the usual handshake
+    /// answers from its three instants, without building [`Rare`].
+    pub fn rtt_towards(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
+        let sample = |a: PacketRef, b: PacketRef| (b.ts.since(a.ts), [a.frame, b.frame]);
+        if self.rare.is_none() {
+            // One SYN, at most one SYN-ACK, which answered it (see `rare`).
+            return match dir {
+                Direction::ClientToServer => Some(sample(self.first_syn()?, self.syn_ack()?)),
+                Direction::ServerToClient => Some(sample(self.syn_ack()?, self.ack()?)),
+            };
+        }
+        match dir {
+            Direction::ClientToServer => match (self.syn(), self.syn_ack()) {
+                (Some(s), Some(sa)) if self.syn_retries() == 0 => Some(sample(s, sa)),
+                _ => None,
+            },
+            Direction::ServerToClient => match (self.last_syn_ack(), self.ack()) {
+                (Some(sa), Some(a))
+                    if self.syn_acks() == 1 && self.syn_after_syn_ack().is_none() =>
+                {
+                    Some(sample(sa, a))
+                }
+                _ => None,
+            },
+        }
     }
 
     /// SYN, SYN-ACK answering it and the client's ACK of that SYN-ACK were all seen.
