@@ -94,7 +94,7 @@ impl Pause {
 /// A run of data from one side.
 ///
 /// Boxed in its tracker (two per open flow of request/response traffic: issue 29 counts their
-/// bytes): 160 bytes.
+/// bytes): 152 bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Turn {
     pub dir: Direction,
@@ -227,13 +227,15 @@ impl PartialEq for Pauses {
 impl Eq for Pauses {}
 
 /// Payload sizes a turn keeps inline before it allocates room for all [`SIZES_KEPT`].
-const SIZES_INLINE: usize = 4;
+const SIZES_INLINE: usize = 3;
 
 /// The first payload sizes of a turn: up to [`SIZES_INLINE`] inline (most turns of
 /// request/response traffic are a segment or a few, and every open flow holds one or two
 /// turns), then all [`SIZES_KEPT`] in one allocation, kept when the turn is restarted. Only
 /// the first `len` are meaningful (a restarted turn leaves older ones behind): equality
-/// compares those. The count sits beside the enum's tag: 24 bytes, not 32.
+/// compares those. The count sits beside the enum's tag, and three sizes fit beside them in
+/// the 16 bytes the boxed form takes: 16 bytes, not 32 (a turn is then 152 bytes, which
+/// malloc keeps in a 160-byte chunk rather than 176).
 #[derive(Clone, Debug)]
 pub struct Sizes(SizeBuf);
 
@@ -372,7 +374,7 @@ pub struct Unacked {
 /// as they never coexist; small options are values beside bits of [`Flags`], slots are bytes.
 #[derive(Debug)]
 pub struct TurnTracker {
-    /// Boxed: a turn is 160 bytes and a flow has at most two alive at once (a request
+    /// Boxed: a turn is 152 bytes and a flow has at most two alive at once (a request
     /// waiting for its response, and that response), so an open flow carries two allocations
     /// rather than three turns inline, and an ended one none.
     slot: [Option<Box<Turn>>; 3],
