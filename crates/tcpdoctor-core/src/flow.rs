@@ -175,18 +175,23 @@ pub struct SegmentEvent {
 pub struct HalfFlow {
     pub isn: Option<SeqNum>,
     /// Highest sequence number sent (end of the highest byte, plus SYN/FIN), once anything
-    /// was ([`HalfFlow::next_seq`]: a value and a flag beside the other flags, so that
-    /// `HalfFlow` is 152 bytes, not 160).
+    /// was ([`HalfFlow::next_seq`]). This and the next three optional values are kept as a
+    /// value and a flag beside the other flags, not as `Option`s (their tags and padding would
+    /// make `HalfFlow` 160 bytes, not 144: issue 29).
     next_seq: SeqNum,
     sent: bool,
-    /// Highest sequence number the peer has acknowledged.
-    pub acked: Option<SeqNum>,
-    pub mss: Option<u16>,
+    /// Highest sequence number the peer has acknowledged ([`HalfFlow::acked`]).
+    acked: SeqNum,
+    acked_seen: bool,
+    /// The MSS this side's SYN announced ([`HalfFlow::mss`]).
+    mss: u16,
+    mss_seen: bool,
     pub window_scale: Option<u8>,
-    pub sack_permitted: bool,
     pub fin_seen: bool,
     /// Last ACK number and window this side sent, for duplicate-ACK recognition.
-    last_ack_sent: AckSent,
+    last_ack: SeqNum,
+    last_window: u16,
+    last_ack_seen: bool,
     dup_acks: u32,
     /// Gaps in this side's stream: [start, end) not yet seen (allocated at the first gap:
     /// most directions never have one). Boxed so that none costs 8 bytes, not a `Vec`'s 24.
@@ -218,24 +223,27 @@ impl HalfFlow {
         (self.next_seq, self.sent) = (n, true);
     }
 
+    /// Highest sequence number the peer has acknowledged.
+    #[inline]
+    pub fn acked(&self) -> Option<SeqNum> {
+        self.acked_seen.then_some(self.acked)
+    }
+
+    /// The MSS this side's SYN announced.
+    #[inline]
+    pub fn mss(&self) -> Option<u16> {
+        self.mss_seen.then_some(self.mss)
+    }
+
+    /// Whether this side's previous ACK carried the same ACK number and window.
+    fn sent_ack_before(&self, ack: SeqNum, window: u16) -> bool {
+        self.last_ack_seen && self.last_ack == ack && self.last_window == window
+    }
+
     /// Fastest data → ACK time seen at the capture point for this side's data, and the data
     /// and ACK frames of that sample.
     pub fn min_ack_rtt(&self) -> Option<(Duration, [u64; 2])> {
         self.min_ack_rtt.get()
-    }
-}
-
-/// An `Option<(SeqNum, u16)>` in 8 bytes, not 12: the last ACK number and window a side sent.
-#[derive(Clone, Copy, Debug, Default)]
-struct AckSent {
-    ack: SeqNum,
-    window: u16,
-    sent: bool,
-}
-
-impl AckSent {
-    fn is(self, ack: SeqNum, window: u16) -> bool {
-        self.sent && self.ack == ack && self.window == window
     }
 }
 
@@ -438,7 +446,7 @@ impl Flow {
         // The receiver's SYN bounds what the sender may send (RFC 9293's default when it
         // carries no option); the sender's own option, when present, reflects its MTU. A
         // sender's SYN without the option says nothing about what it can send.
-        let own = self.half(dir).mss.map(u32::from);
+        let own = self.half(dir).mss().map(u32::from);
         let announced = match (self.syn_mss(dir.reverse()), own) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -460,7 +468,7 @@ impl Flow {
     fn syn_mss(&self, dir: Direction) -> Option<u32> {
         let h = self.half(dir);
         h.isn?;
-        Some(match h.mss {
+        Some(match h.mss() {
             Some(m) => u32::from(m),
             None if self.client.ip.is_ipv6() => 1220,
             None => 536,
@@ -497,9 +505,10 @@ impl Flow {
             if h.next_seq().is_none_or(|n| seq.plus(1) > n) {
                 h.set_next_seq(seq.plus(1));
             }
-            h.mss = seg.options.mss.or(h.mss);
+            if let Some(mss) = seg.options.mss {
+                (h.mss, h.mss_seen) = (mss, true);
+            }
             h.window_scale = seg.options.window_scale;
-            h.sack_permitted = seg.options.sack_permitted;
             if !flags.ack() {
                 if dir == Direction::ClientToServer {
                     self.handshake.on_syn(pkt);
@@ -537,13 +546,13 @@ impl Flow {
             } else {
                 (&mut after[0], &mut before[0])
             };
-            let prev_acked = peer.acked;
+            let prev_acked = peer.acked();
             match prev_acked {
                 Some(a) if ack > a => {
                     newly_acked = ack.diff(a).min(u32::MAX as i64) as u32;
-                    peer.acked = Some(ack);
+                    peer.acked = ack;
                 }
-                None => peer.acked = Some(ack),
+                None => (peer.acked, peer.acked_seen) = (ack, true),
                 _ => {}
             }
             if newly_acked > 0 || prev_acked.is_none() {
@@ -570,17 +579,13 @@ impl Flow {
                 && !flags.syn()
                 && !flags.fin()
                 && !flags.rst()
-                && me.last_ack_sent.is(ack, seg.window)
+                && me.sent_ack_before(ack, seg.window)
                 && peer_in_flight_before > 0
             {
                 dup_ack = true;
                 peer.dup_acks += 1;
             }
-            me.last_ack_sent = AckSent {
-                ack,
-                window: seg.window,
-                sent: true,
-            };
+            (me.last_ack, me.last_window, me.last_ack_seen) = (ack, seg.window, true);
         }
         let acks_all_peer_data = flags.ack()
             && match self.half[p].next_seq() {
@@ -746,7 +751,7 @@ impl Flow {
         let h = self.half(self.direction_of(syn));
         match h.isn {
             Some(isn) => isn != seq,
-            None => h.next_seq().is_some() || h.acked.is_some_and(|a| a != seq.plus(1)),
+            None => h.next_seq().is_some() || h.acked().is_some_and(|a| a != seq.plus(1)),
         }
     }
 
@@ -788,7 +793,7 @@ impl Flow {
 
 /// Bytes sent and not yet acknowledged (0 until the peer's first ACK is seen).
 fn in_flight(h: &HalfFlow) -> u64 {
-    match (h.next_seq(), h.acked) {
+    match (h.next_seq(), h.acked()) {
         (Some(n), Some(a)) if n > a => n.diff(a) as u64,
         _ => 0,
     }
