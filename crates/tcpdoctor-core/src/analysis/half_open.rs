@@ -47,7 +47,7 @@ pub const MAX_HALF_OPEN: usize = 65_536;
 /// times and a SYN-ACK 1 + `tcp_synack_retries` (5) times; a retry beyond this promotes.
 pub const MAX_RETRIES: usize = 16;
 
-/// One kept segment: the flow key holds the endpoints, [`Kept::from_first`] says which sent
+/// One kept segment: the flow key holds the endpoints, [`Kept::sent_by_first`] says which sent
 /// it. Its options are kept flat, their presence and small values in `bits`: 40 bytes, not 48
 /// (an attempt holds two: issue 29 wants it a small fraction of an open flow).
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +99,7 @@ impl Kept {
     }
 
     /// Sent from the flow key's first endpoint.
-    fn from_first(&self) -> bool {
+    fn sent_by_first(&self) -> bool {
         self.bits & Kept::FROM_FIRST != 0
     }
 
@@ -116,7 +116,7 @@ impl Kept {
     }
 
     fn segment(&self, key: &FlowKey) -> TcpSegment {
-        let (src, dst) = if self.from_first() {
+        let (src, dst) = if self.sent_by_first() {
             (key.0, key.1)
         } else {
             (key.1, key.0)
@@ -152,7 +152,7 @@ impl Retry {
             timestamp: kept_options.timestamp,
             ..seg.options
         } == kept_options;
-        let same = (seg.src == key.0 && seg.dst == key.1) == k.from_first()
+        let same = (seg.src == key.0 && seg.dst == key.1) == k.sent_by_first()
             && seg.seq == k.seq
             && seg.ack == k.ack
             && seg.flags == k.flags
@@ -245,7 +245,7 @@ impl Attempt {
             && !seg.flags.fin()
             && !seg.flags.rst()
             && seg.payload_len == 0
-            && (seg.src == key.0) != syn.from_first()
+            && (seg.src == key.0) != syn.sent_by_first()
             && seg.ack == syn.seq.wrapping_add(1);
         if answers {
             self.answer = Some(Kept::of(key, seg, pkt));
