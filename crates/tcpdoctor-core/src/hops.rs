@@ -64,11 +64,43 @@ pub const MAX_LEGS: usize = 131_072;
 /// The longest a hop may hold a request before forwarding it.
 pub const MAX_HOP_DELAY: Duration = Duration::from_secs(2);
 
+/// A kept turn (rule 1): its direction, bytes and when its first byte passed, in 16 bytes, not
+/// 24 (every open flow keeps its first turns until it has enough for a leg: issue 29). A turn
+/// carries less than 2⁴⁸ bytes (at most 2³² segments of at most 64 KiB), so the direction
+/// takes the top bit of the byte count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TurnSig {
-    dir: Direction,
-    bytes: u64,
+    bytes_and_dir: u64,
     first: Timestamp,
+}
+
+/// The bit of [`TurnSig::bytes_and_dir`] set for a server→client turn.
+const SERVER_TO_CLIENT: u64 = 1 << 63;
+
+impl TurnSig {
+    fn new(dir: Direction, bytes: u64, first: Timestamp) -> TurnSig {
+        debug_assert!(bytes < SERVER_TO_CLIENT);
+        let dir_bit = match dir {
+            Direction::ClientToServer => 0,
+            Direction::ServerToClient => SERVER_TO_CLIENT,
+        };
+        TurnSig {
+            bytes_and_dir: bytes | dir_bit,
+            first,
+        }
+    }
+
+    fn dir(&self) -> Direction {
+        if self.bytes_and_dir & SERVER_TO_CLIENT != 0 {
+            Direction::ServerToClient
+        } else {
+            Direction::ClientToServer
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes_and_dir & !SERVER_TO_CLIENT
+    }
 }
 
 /// How the messages of one direction of a leg left: whole, or in more segments than needed.
@@ -117,11 +149,7 @@ impl LegRecord {
         if self.turns.len() < KEPT_TURNS {
             crate::compact::push(
                 &mut self.turns,
-                TurnSig {
-                    dir: turn.dir,
-                    bytes: turn.bytes,
-                    first: turn.first.ts,
-                },
+                TurnSig::new(turn.dir, turn.bytes, turn.first.ts),
             );
         }
         if turn.dir == Direction::ServerToClient {
@@ -307,7 +335,7 @@ fn signature(leg: &Leg) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = crate::fxhash::FxHasher::default();
     for t in &leg.record.turns {
-        (t.dir.index(), t.bytes).hash(&mut h);
+        (t.dir().index(), t.bytes()).hash(&mut h);
     }
     h.finish()
 }
@@ -325,10 +353,10 @@ fn relays(a: &Leg, b: &Leg) -> bool {
         return false;
     }
     a.record.turns.iter().zip(&b.record.turns).all(|(x, y)| {
-        if x.dir != y.dir || x.bytes != y.bytes {
+        if x.dir() != y.dir() || x.bytes() != y.bytes() {
             return false;
         }
-        let (early, late) = match x.dir {
+        let (early, late) = match x.dir() {
             Direction::ClientToServer => (x.first, y.first),
             Direction::ServerToClient => (y.first, x.first),
         };
@@ -420,11 +448,9 @@ mod tests {
                 (Direction::ClientToServer, 7, lag),
                 (Direction::ServerToClient, 155, rlag),
             ] {
-                record.turns.push(TurnSig {
-                    dir,
-                    bytes,
-                    first: Timestamp((k * 10_000 + l) * 1000),
-                });
+                record
+                    .turns
+                    .push(TurnSig::new(dir, bytes, Timestamp((k * 10_000 + l) * 1000)));
             }
             record.responses.push(ResponseTimes {
                 bytes: 155,
@@ -564,7 +590,8 @@ mod tests {
         assert!(pair(&monitor).is_empty());
         // Different sizes: unrelated conversations.
         let mut other = leg(2, 50001, 8001, 20, 50, 1);
-        other.record.turns[1].bytes = 154;
+        let t = other.record.turns[1];
+        other.record.turns[1] = TurnSig::new(t.dir(), 154, t.first);
         assert!(pair(&[leg(1, 50000, 9001, 0, 100, 3), other]).is_empty());
     }
 }
