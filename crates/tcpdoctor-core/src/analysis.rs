@@ -51,18 +51,51 @@ pub const ENDED_FLOW_LINGER: Duration = Duration::from_secs(5);
 /// over the table) costs O(1) per packet however many flows are open.
 const SWEEP_EVERY: u64 = 1 << 16;
 
+/// A tracked flow (boxed, one per open flow: issue 29 counts its bytes). Its group and slot
+/// are u32 (no capture holds 2³² servers or open flows at once), and where its last segment
+/// was is kept as the frame and packet of an [`At`] (the `end` of one being analysed is 0).
 struct Entry {
     flow: Flow,
     turns: TurnTracker,
-    group: GroupId,
-    first_data: Option<Timestamp>,
     leg: LegRecord,
-    /// The detectors' per-flow slot while the flow is open ([`FlowView::slot`]).
-    slot: usize,
     /// The capture's elapsed-time clock at the flow's last segment ([`clock`]): what ages it.
     seen: Timestamp,
-    /// Where its last segment was: the events told at its end are placed just after.
-    last_at: At,
+    /// Where its last segment was ([`Entry::last_at`]): the events told at its end are
+    /// placed just after.
+    last_frame: u64,
+    last_packet: u32,
+    group: u32,
+    /// The detectors' per-flow slot while the flow is open ([`FlowView::slot`]).
+    slot: u32,
+}
+
+impl Entry {
+    fn group(&self) -> GroupId {
+        self.group as GroupId
+    }
+
+    fn slot(&self) -> usize {
+        self.slot as usize
+    }
+
+    fn last_at(&self) -> At {
+        At::new(self.last_frame, self.last_packet)
+    }
+
+    fn set_last_at(&mut self, at: At) {
+        debug_assert_eq!(at.end, 0, "a segment is analysed at end 0");
+        (self.last_frame, self.last_packet) = (at.frame, at.packet);
+    }
+
+    /// When the flow's first new data (either way) was seen: the earlier of the two
+    /// directions' first data segments (the flow records both, so the entry keeps none).
+    fn first_data(&self) -> Option<Timestamp> {
+        let [a, b] = [&self.flow.half[0], &self.flow.half[1]].map(|h| h.first_data);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if a.frame <= b.frame { a.ts } else { b.ts }),
+            (a, b) => a.or(b).map(|p| p.ts),
+        }
+    }
 }
 
 /// A hop leg ordered by its flow's id (ids are unique, in one analyzer and once merged).
@@ -230,16 +263,18 @@ fn entry_of(sinks: &mut Sinks, flow: Flow, group: GroupId, now: Timestamp) -> Bo
         sinks.slots += 1;
         sinks.slots - 1
     });
-    Box::new(Entry {
+    let mut entry = Box::new(Entry {
         flow,
         turns: TurnTracker::default(),
-        group,
-        first_data: None,
         leg: LegRecord::default(),
-        slot,
         seen: now,
-        last_at: sinks.at,
-    })
+        last_frame: 0,
+        last_packet: 0,
+        group: u32::try_from(group).expect("fewer than 2^32 servers"),
+        slot: u32::try_from(slot).expect("fewer than 2^32 open flows"),
+    });
+    entry.set_last_at(sinks.at);
+    entry
 }
 
 /// The full flow of a compact attempt: the same id and group, its kept segments replayed
@@ -322,10 +357,10 @@ impl Sinks {
     fn view(entry: &Entry, at: At) -> FlowView<'_> {
         FlowView {
             flow: &entry.flow,
-            group: entry.group,
-            slot: entry.slot,
+            group: entry.group(),
+            slot: entry.slot(),
             exchanges: entry.turns.exchanges(),
-            first_data: entry.first_data,
+            first_data: entry.first_data(),
             at,
         }
     }
@@ -338,14 +373,13 @@ impl Sinks {
     }
 
     fn on_segment(&mut self, entry: &mut Entry, seg: &TcpSegment, pkt: PacketRef) {
-        entry.last_at = self.at;
+        entry.set_last_at(self.at);
         let ev = entry.flow.on_segment(seg, pkt);
         if matches!(
             ev.kind,
             SegmentKind::NewData | SegmentKind::DataAfterGap | SegmentKind::OutOfOrder
         ) {
-            entry.first_data.get_or_insert(pkt.ts);
-            self.totals[entry.group].bytes[ev.dir.index()] += u64::from(ev.len);
+            self.totals[entry.group()].bytes[ev.dir.index()] += u64::from(ev.len);
         }
         let ended = entry.turns.on_segment(&ev);
         Self::record_leg(entry, ended.turn);
@@ -398,16 +432,16 @@ impl Sinks {
                 }
             }
         }
-        let view = Self::view(entry, entry.last_at.at_end());
+        let view = Self::view(entry, entry.last_at().at_end());
         self.dispatch(&view, &entry.turns, ended);
-        self.groups[entry.group].exchanges += u64::from(entry.turns.exchanges());
-        if let (Some(rtt), Some(_)) = (entry.flow.rtt(), entry.first_data) {
-            self.totals[entry.group].rtt_us.record_duration(rtt);
+        self.groups[entry.group()].exchanges += u64::from(entry.turns.exchanges());
+        if let (Some(rtt), Some(_)) = (entry.flow.rtt(), entry.first_data()) {
+            self.totals[entry.group()].rtt_us.record_duration(rtt);
         }
         for d in self.detectors.iter_mut() {
             d.on_flow_end(&view);
         }
-        self.free_slots.push(entry.slot);
+        self.free_slots.push(entry.slot());
         entry.flow.state = FlowState::Ended;
         entry.flow.forget_history();
         entry.turns = TurnTracker::default();

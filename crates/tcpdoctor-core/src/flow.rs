@@ -42,8 +42,11 @@ use crate::seq::SeqNum;
 use crate::time::Timestamp;
 use crate::wire::{Endpoint, TcpSegment};
 
+mod compact;
 mod handshake;
 mod sent;
+pub(crate) use compact::MaybePacket;
+use compact::MaybeRtt;
 pub use handshake::Handshake;
 use sent::{SentLog, SentSegment};
 
@@ -171,16 +174,24 @@ pub struct SegmentEvent {
 #[derive(Clone, Debug, Default)]
 pub struct HalfFlow {
     pub isn: Option<SeqNum>,
-    /// Highest sequence number sent (end of the highest byte, plus SYN/FIN).
-    pub next_seq: Option<SeqNum>,
-    /// Highest sequence number the peer has acknowledged.
-    pub acked: Option<SeqNum>,
-    pub mss: Option<u16>,
+    /// Highest sequence number sent (end of the highest byte, plus SYN/FIN), once anything
+    /// was ([`HalfFlow::next_seq`]). This and the next three optional values are kept as a
+    /// value and a flag beside the other flags, not as `Option`s (their tags and padding would
+    /// make `HalfFlow` 160 bytes, not 144: issue 29).
+    next_seq: SeqNum,
+    sent: bool,
+    /// Highest sequence number the peer has acknowledged ([`HalfFlow::acked`]).
+    acked: SeqNum,
+    acked_seen: bool,
+    /// The MSS this side's SYN announced ([`HalfFlow::mss`]).
+    mss: u16,
+    mss_seen: bool,
     pub window_scale: Option<u8>,
-    pub sack_permitted: bool,
     pub fin_seen: bool,
     /// Last ACK number and window this side sent, for duplicate-ACK recognition.
-    last_ack_sent: Option<(SeqNum, u16)>,
+    last_ack: SeqNum,
+    last_window: u16,
+    last_ack_seen: bool,
     dup_acks: u32,
     /// Gaps in this side's stream: [start, end) not yet seen (allocated at the first gap:
     /// most directions never have one). Boxed so that none costs 8 bytes, not a `Vec`'s 24.
@@ -191,20 +202,65 @@ pub struct HalfFlow {
     /// This side's first new data (not a retransmission).
     pub first_data: Option<PacketRef>,
     pub data_bytes: u64,
-    pub data_segments: u64,
     pub retransmissions: u64,
     pub max_payload: u32,
     /// This side's data segments carry the timestamp option (12 bytes on every segment).
     pub timestamps: bool,
     /// Fastest data → ACK time seen at the capture point for this side's data, and the data
+    /// and ACK frames of that sample ([`HalfFlow::min_ack_rtt`]).
+    min_ack_rtt: MaybeRtt,
+}
+
+impl HalfFlow {
+    /// Highest sequence number sent (end of the highest byte, plus SYN/FIN).
+    #[inline]
+    pub fn next_seq(&self) -> Option<SeqNum> {
+        self.sent.then_some(self.next_seq)
+    }
+
+    #[inline]
+    fn set_next_seq(&mut self, n: SeqNum) {
+        (self.next_seq, self.sent) = (n, true);
+    }
+
+    /// Highest sequence number the peer has acknowledged.
+    #[inline]
+    pub fn acked(&self) -> Option<SeqNum> {
+        self.acked_seen.then_some(self.acked)
+    }
+
+    /// The MSS this side's SYN announced.
+    #[inline]
+    pub fn mss(&self) -> Option<u16> {
+        self.mss_seen.then_some(self.mss)
+    }
+
+    /// Whether this side's previous ACK carried the same ACK number and window.
+    fn sent_ack_before(&self, ack: SeqNum, window: u16) -> bool {
+        self.last_ack_seen && self.last_ack == ack && self.last_window == window
+    }
+
+    /// Fastest data → ACK time seen at the capture point for this side's data, and the data
     /// and ACK frames of that sample.
-    pub min_ack_rtt: Option<(Duration, [u64; 2])>,
+    pub fn min_ack_rtt(&self) -> Option<(Duration, [u64; 2])> {
+        self.min_ack_rtt.get()
+    }
 }
 
 /// At most this many unacknowledged segments are remembered per direction (bounded memory).
 const MAX_REMEMBERED_SEGMENTS: usize = 4096;
 /// At most this many sequence gaps are remembered per direction.
 const MAX_HOLES: usize = 8;
+
+/// Where a direction's RTT at the capture point comes from ([`Flow::rtt_towards_receiver`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RttFrom {
+    None,
+    /// The handshake's sample ([`Handshake::rtt_towards`]).
+    Handshake,
+    /// The fastest data → ACK sample ([`HalfFlow::min_ack_rtt`]).
+    Data,
+}
 
 /// Lifecycle of a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,10 +286,11 @@ pub struct Flow {
     pub packets: u64,
     pub state: FlowState,
     pub reset: bool,
-    /// [`Flow::rtt_sample_towards_receiver`] per direction, recomputed by
+    /// Which sample [`Flow::rtt_sample_towards_receiver`] is, per direction: decided by
     /// [`Flow::on_segment`] whenever the handshake or a data → ACK sample changes (the only
-    /// places either changes): detectors ask for it several times per segment.
-    rtt_samples: [Option<(Duration, [u64; 2])>; 2],
+    /// places either changes), and read from there (detectors ask for it several times per
+    /// segment). Two bytes, where the samples themselves were 48 per open flow (issue 29).
+    rtt_from: [RttFrom; 2],
     /// [`Flow::full_segment`] per direction, recomputed by [`Flow::on_segment`] whenever a
     /// SYN, the largest payload or the timestamp option changes it.
     full: [u32; 2],
@@ -264,7 +321,7 @@ impl Flow {
             packets: 0,
             state: FlowState::Open,
             reset: false,
-            rtt_samples: [None, None],
+            rtt_from: [RttFrom::None; 2],
             full: [0; 2],
         }
         .with_full_segments()
@@ -298,22 +355,43 @@ impl Flow {
     /// (from this side's data passing the capture point to the peer's answer passing it).
     #[inline]
     pub fn rtt_towards_receiver(&self, dir: Direction) -> Option<Duration> {
-        self.rtt_sample_towards_receiver(dir).map(|(rtt, _)| rtt)
+        match self.rtt_from[dir.index()] {
+            RttFrom::None => None,
+            RttFrom::Handshake => self.handshake.rtt_towards(dir).map(|(rtt, _)| rtt),
+            RttFrom::Data => self.half(dir).min_ack_rtt.nanos().map(Duration::from_nanos),
+        }
     }
 
     /// [`Flow::rtt_towards_receiver`] and the two frames it was measured between (the sent
     /// segment and the answer), so that a claim built on it can be re-checked.
     #[inline]
     pub fn rtt_sample_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
-        self.rtt_samples[dir.index()]
+        match self.rtt_from[dir.index()] {
+            RttFrom::None => None,
+            RttFrom::Handshake => self.handshake.rtt_towards(dir),
+            RttFrom::Data => self.half(dir).min_ack_rtt(),
+        }
+    }
+
+    /// Where [`Flow::measure_rtt_towards_receiver`] takes its sample from.
+    fn rtt_source(&self, dir: Direction) -> RttFrom {
+        let from_hs = self.handshake.rtt_towards(dir);
+        let from_data = self.half(dir).min_ack_rtt.nanos();
+        match (from_hs, from_data) {
+            (Some(h), Some(d)) if Duration::from_nanos(d) < h.0 => RttFrom::Data,
+            (Some(_), _) => RttFrom::Handshake,
+            (None, Some(_)) => RttFrom::Data,
+            (None, None) => RttFrom::None,
+        }
     }
 
     /// Computes [`Flow::rtt_sample_towards_receiver`] from the handshake and the data → ACK
     /// samples.
+    #[cfg(test)]
     fn measure_rtt_towards_receiver(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
-        let from_hs = self.handshake_rtt_towards(dir);
+        let from_hs = self.handshake.rtt_towards(dir);
         let h = self.half(dir);
-        let from_data = h.min_ack_rtt;
+        let from_data = h.min_ack_rtt();
         match (from_hs, from_data) {
             (Some(h), Some(d)) => Some(if d.0 < h.0 { d } else { h }),
             (h, d) => h.or(d),
@@ -325,27 +403,9 @@ impl Flow {
     /// flow was delayed, so a rule that must tell an immediate ACK from a delayed one needs
     /// this.
     pub fn handshake_rtt(&self) -> Option<Duration> {
-        let a = self.handshake_rtt_towards(Direction::ClientToServer)?;
-        let b = self.handshake_rtt_towards(Direction::ServerToClient)?;
+        let a = self.handshake.rtt_towards(Direction::ClientToServer)?;
+        let b = self.handshake.rtt_towards(Direction::ServerToClient)?;
         Some(a.0 + b.0)
-    }
-
-    fn handshake_rtt_towards(&self, dir: Direction) -> Option<(Duration, [u64; 2])> {
-        let hs = &self.handshake;
-        match dir {
-            Direction::ClientToServer => match (hs.syn(), hs.syn_ack()) {
-                (Some(s), Some(sa)) if hs.syn_retries() == 0 => {
-                    Some((sa.ts.since(s.ts), [s.frame, sa.frame]))
-                }
-                _ => None,
-            },
-            Direction::ServerToClient => match (hs.last_syn_ack(), hs.ack()) {
-                (Some(sa), Some(a)) if hs.syn_acks() == 1 && hs.syn_after_syn_ack().is_none() => {
-                    Some((a.ts.since(sa.ts), [sa.frame, a.frame]))
-                }
-                _ => None,
-            },
-        }
     }
 
     /// The frames of the SYN and SYN-ACK that announced the MSS values, when captured.
@@ -386,7 +446,7 @@ impl Flow {
         // The receiver's SYN bounds what the sender may send (RFC 9293's default when it
         // carries no option); the sender's own option, when present, reflects its MTU. A
         // sender's SYN without the option says nothing about what it can send.
-        let own = self.half(dir).mss.map(u32::from);
+        let own = self.half(dir).mss().map(u32::from);
         let announced = match (self.syn_mss(dir.reverse()), own) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -408,7 +468,7 @@ impl Flow {
     fn syn_mss(&self, dir: Direction) -> Option<u32> {
         let h = self.half(dir);
         h.isn?;
-        Some(match h.mss {
+        Some(match h.mss() {
             Some(m) => u32::from(m),
             None if self.client.ip.is_ipv6() => 1220,
             None => 536,
@@ -442,12 +502,13 @@ impl Flow {
             rtt_changed = true;
             let h = &mut self.half[d];
             h.isn = Some(seq);
-            if h.next_seq.is_none_or(|n| seq.plus(1) > n) {
-                h.next_seq = Some(seq.plus(1));
+            if h.next_seq().is_none_or(|n| seq.plus(1) > n) {
+                h.set_next_seq(seq.plus(1));
             }
-            h.mss = seg.options.mss.or(h.mss);
+            if let Some(mss) = seg.options.mss {
+                (h.mss, h.mss_seen) = (mss, true);
+            }
             h.window_scale = seg.options.window_scale;
-            h.sack_permitted = seg.options.sack_permitted;
             if !flags.ack() {
                 if dir == Direction::ClientToServer {
                     self.handshake.on_syn(pkt);
@@ -485,13 +546,13 @@ impl Flow {
             } else {
                 (&mut after[0], &mut before[0])
             };
-            let prev_acked = peer.acked;
+            let prev_acked = peer.acked();
             match prev_acked {
                 Some(a) if ack > a => {
                     newly_acked = ack.diff(a).min(u32::MAX as i64) as u32;
-                    peer.acked = Some(ack);
+                    peer.acked = ack;
                 }
-                None => peer.acked = Some(ack),
+                None => (peer.acked, peer.acked_seen) = (ack, true),
                 _ => {}
             }
             if newly_acked > 0 || prev_acked.is_none() {
@@ -509,8 +570,8 @@ impl Flow {
                     }
                 }
                 if let Some((s, sent)) = sample {
-                    if peer.min_ack_rtt.is_none_or(|(m, _)| s < m) {
-                        peer.min_ack_rtt = Some((s, [sent, pkt.frame]));
+                    if peer.min_ack_rtt().is_none_or(|(m, _)| s < m) {
+                        peer.min_ack_rtt = Some((s, [sent, pkt.frame])).into();
                         rtt_changed = true;
                     }
                 }
@@ -518,16 +579,16 @@ impl Flow {
                 && !flags.syn()
                 && !flags.fin()
                 && !flags.rst()
-                && me.last_ack_sent == Some((ack, seg.window))
+                && me.sent_ack_before(ack, seg.window)
                 && peer_in_flight_before > 0
             {
                 dup_ack = true;
                 peer.dup_acks += 1;
             }
-            me.last_ack_sent = Some((ack, seg.window));
+            (me.last_ack, me.last_window, me.last_ack_seen) = (ack, seg.window, true);
         }
         let acks_all_peer_data = flags.ack()
-            && match self.half[p].next_seq {
+            && match self.half[p].next_seq() {
                 Some(n) => ack >= n || (self.half[p].fin_seen && ack.plus(1) >= n),
                 None => true,
             };
@@ -564,18 +625,16 @@ impl Flow {
             full_changed |= len > h.max_payload || timestamps != h.timestamps;
             h.max_payload = h.max_payload.max(len);
             h.timestamps = timestamps;
-            match h.next_seq {
+            match h.next_seq() {
                 None => {
-                    h.next_seq = Some(end);
+                    h.set_next_seq(end);
                     h.data_bytes += u64::from(len);
-                    h.data_segments += 1;
                     remember(h, start, end, pkt);
                     SegmentKind::NewData
                 }
                 Some(n) if start == n => {
-                    h.next_seq = Some(end);
+                    h.set_next_seq(end);
                     h.data_bytes += u64::from(len);
-                    h.data_segments += 1;
                     remember(h, start, end, pkt);
                     SegmentKind::NewData
                 }
@@ -585,9 +644,8 @@ impl Flow {
                         holes.remove(0);
                     }
                     holes.push((n, start));
-                    h.next_seq = Some(end);
+                    h.set_next_seq(end);
                     h.data_bytes += u64::from(len);
-                    h.data_segments += 1;
                     remember(h, start, end, pkt);
                     SegmentKind::DataAfterGap
                 }
@@ -605,13 +663,12 @@ impl Flow {
                     });
                     if filled.is_some() {
                         h.data_bytes += u64::from(len);
-                        h.data_segments += 1;
                         SegmentKind::OutOfOrder
                     } else {
                         h.retransmissions += 1;
                         if end > n {
                             h.data_bytes += end.diff(n) as u64;
-                            h.next_seq = Some(end);
+                            h.set_next_seq(end);
                         }
                         let mut original = None;
                         let mut repeated = false;
@@ -626,7 +683,7 @@ impl Flow {
                         retrans = Some(RetransInfo {
                             original,
                             dup_acks_before: h.dup_acks,
-                            is_tail: Some(end) >= h.next_seq,
+                            is_tail: Some(end) >= h.next_seq(),
                             repeated,
                         });
                         SegmentKind::Retransmission
@@ -647,8 +704,8 @@ impl Flow {
         if flags.fin() {
             let h = &mut self.half[d];
             let fin_end = seq.plus(len).plus(1);
-            if h.next_seq.is_none_or(|n| fin_end > n) {
-                h.next_seq = Some(fin_end);
+            if h.next_seq().is_none_or(|n| fin_end > n) {
+                h.set_next_seq(fin_end);
             }
             h.fin_seen = true;
         }
@@ -656,9 +713,9 @@ impl Flow {
             self.remeasure_full_segments();
         }
         if rtt_changed {
-            self.rtt_samples = [
-                self.measure_rtt_towards_receiver(Direction::ClientToServer),
-                self.measure_rtt_towards_receiver(Direction::ServerToClient),
+            self.rtt_from = [
+                self.rtt_source(Direction::ClientToServer),
+                self.rtt_source(Direction::ServerToClient),
             ];
         }
 
@@ -694,7 +751,7 @@ impl Flow {
         let h = self.half(self.direction_of(syn));
         match h.isn {
             Some(isn) => isn != seq,
-            None => h.next_seq.is_some() || h.acked.is_some_and(|a| a != seq.plus(1)),
+            None => h.next_seq().is_some() || h.acked().is_some_and(|a| a != seq.plus(1)),
         }
     }
 
@@ -736,7 +793,7 @@ impl Flow {
 
 /// Bytes sent and not yet acknowledged (0 until the peer's first ACK is seen).
 fn in_flight(h: &HalfFlow) -> u64 {
-    match (h.next_seq, h.acked) {
+    match (h.next_seq(), h.acked()) {
         (Some(n), Some(a)) if n > a => n.diff(a) as u64,
         _ => 0,
     }
@@ -998,7 +1055,7 @@ mod tests {
         assert!(e.acks_all_peer_data);
         assert_eq!(
             f.half(Direction::ClientToServer)
-                .min_ack_rtt
+                .min_ack_rtt()
                 .map(|(rtt, _)| rtt),
             Some(Duration::from_micros(50))
         );

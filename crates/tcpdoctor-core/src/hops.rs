@@ -64,11 +64,43 @@ pub const MAX_LEGS: usize = 131_072;
 /// The longest a hop may hold a request before forwarding it.
 pub const MAX_HOP_DELAY: Duration = Duration::from_secs(2);
 
+/// A kept turn (rule 1): its direction, bytes and when its first byte passed, in 16 bytes, not
+/// 24 (every open flow keeps its first turns until it has enough for a leg: issue 29). A turn
+/// carries less than 2⁴⁸ bytes (at most 2³² segments of at most 64 KiB), so the direction
+/// takes the top bit of the byte count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TurnSig {
-    dir: Direction,
-    bytes: u64,
+    bytes_and_dir: u64,
     first: Timestamp,
+}
+
+/// The bit of [`TurnSig::bytes_and_dir`] set for a server→client turn.
+const SERVER_TO_CLIENT: u64 = 1 << 63;
+
+impl TurnSig {
+    fn new(dir: Direction, bytes: u64, first: Timestamp) -> TurnSig {
+        debug_assert!(bytes < SERVER_TO_CLIENT);
+        let dir_bit = match dir {
+            Direction::ClientToServer => 0,
+            Direction::ServerToClient => SERVER_TO_CLIENT,
+        };
+        TurnSig {
+            bytes_and_dir: bytes | dir_bit,
+            first,
+        }
+    }
+
+    fn dir(&self) -> Direction {
+        if self.bytes_and_dir & SERVER_TO_CLIENT != 0 {
+            Direction::ServerToClient
+        } else {
+            Direction::ClientToServer
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes_and_dir & !SERVER_TO_CLIENT
+    }
 }
 
 /// How the messages of one direction of a leg left: whole, or in more segments than needed.
@@ -98,39 +130,39 @@ struct ResponseTimes {
     last: Timestamp,
 }
 
-/// One flow's record (rules 1 and 5).
+/// One flow's record (rules 1 and 5). Every open flow holds one (issue 29): the turns and the
+/// responses it saw are counted once, in `shape` ([`LegRecord::count`]).
 #[derive(Clone, Debug, Default)]
 pub struct LegRecord {
     turns: Vec<TurnSig>,
+    /// Per direction: its turns (messages), their segments, those sent whole.
     shape: [Shape; 2],
-    count: usize,
     /// Kept responses (rule 5): response `j × stride` of the leg is `responses[j]`.
     responses: Vec<ResponseTimes>,
-    /// Responses seen, and the sample's stride (0 until the first response: read as 1).
-    seen: u64,
+    /// The sample's stride (0 until the first response: read as 1).
     stride: u64,
 }
 
 impl LegRecord {
     /// Records a turn that just ended.
     pub fn on_turn(&mut self, flow: &Flow, turn: &Turn) {
-        self.count += 1;
         if self.turns.len() < KEPT_TURNS {
             crate::compact::push(
                 &mut self.turns,
-                TurnSig {
-                    dir: turn.dir,
-                    bytes: turn.bytes,
-                    first: turn.first.ts,
-                },
+                TurnSig::new(turn.dir, turn.bytes, turn.first.ts),
             );
         }
         if turn.dir == Direction::ServerToClient {
-            self.keep_response(ResponseTimes {
-                bytes: turn.bytes,
-                first: turn.first.ts,
-                last: turn.last.ts,
-            });
+            // Counted in its shape below: this is response number `messages` (from 0).
+            let k = self.shape[Direction::ServerToClient.index()].messages;
+            self.keep_response(
+                k,
+                ResponseTimes {
+                    bytes: turn.bytes,
+                    first: turn.first.ts,
+                    last: turn.last.ts,
+                },
+            );
         }
         let full = u64::from(flow.full_segment(turn.dir).max(1));
         let s = &mut self.shape[turn.dir.index()];
@@ -142,10 +174,9 @@ impl LegRecord {
     }
 
     /// Rule 5's decimating sample: keeps response `k` while `k` is a multiple of the stride;
-    /// a full sample drops every other kept response and doubles the stride.
-    fn keep_response(&mut self, r: ResponseTimes) {
-        let k = self.seen;
-        self.seen += 1;
+    /// a full sample drops every other kept response and doubles the stride. `k` counts the
+    /// leg's responses from 0.
+    fn keep_response(&mut self, k: u64, r: ResponseTimes) {
         self.stride = self.stride.max(1);
         if !k.is_multiple_of(self.stride) {
             return;
@@ -162,6 +193,11 @@ impl LegRecord {
             }
         }
         crate::compact::push(&mut self.responses, r);
+    }
+
+    /// Turns recorded.
+    fn count(&self) -> u64 {
+        self.shape[0].messages + self.shape[1].messages
     }
 
     /// The kept response of index `k`, if `k` is in the sample.
@@ -186,7 +222,7 @@ pub struct Leg {
 impl Leg {
     /// The leg of `flow`, if it has enough turns to pair.
     pub fn of(flow: &Flow, record: LegRecord) -> Option<Leg> {
-        (record.count >= MIN_TURNS && record.turns.len() >= MIN_TURNS).then_some(Leg {
+        (record.count() >= MIN_TURNS as u64 && record.turns.len() >= MIN_TURNS).then_some(Leg {
             flow: flow.id,
             client: flow.client,
             server: flow.server,
@@ -299,7 +335,7 @@ fn signature(leg: &Leg) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = crate::fxhash::FxHasher::default();
     for t in &leg.record.turns {
-        (t.dir.index(), t.bytes).hash(&mut h);
+        (t.dir().index(), t.bytes()).hash(&mut h);
     }
     h.finish()
 }
@@ -317,10 +353,10 @@ fn relays(a: &Leg, b: &Leg) -> bool {
         return false;
     }
     a.record.turns.iter().zip(&b.record.turns).all(|(x, y)| {
-        if x.dir != y.dir || x.bytes != y.bytes {
+        if x.dir() != y.dir() || x.bytes() != y.bytes() {
             return false;
         }
-        let (early, late) = match x.dir {
+        let (early, late) = match x.dir() {
             Direction::ClientToServer => (x.first, y.first),
             Direction::ServerToClient => (y.first, x.first),
         };
@@ -412,11 +448,9 @@ mod tests {
                 (Direction::ClientToServer, 7, lag),
                 (Direction::ServerToClient, 155, rlag),
             ] {
-                record.turns.push(TurnSig {
-                    dir,
-                    bytes,
-                    first: Timestamp((k * 10_000 + l) * 1000),
-                });
+                record
+                    .turns
+                    .push(TurnSig::new(dir, bytes, Timestamp((k * 10_000 + l) * 1000)));
             }
             record.responses.push(ResponseTimes {
                 bytes: 155,
@@ -428,7 +462,7 @@ mod tests {
             s.segments += segs;
             s.whole += u64::from(segs == 1);
         }
-        record.count = 6;
+        record.shape[Direction::ClientToServer.index()].messages = 3;
         Leg {
             flow,
             client: ep(client),
@@ -489,11 +523,14 @@ mod tests {
     fn sampled(n: u64, last: impl Fn(u64) -> u64) -> LegRecord {
         let mut r = LegRecord::default();
         for k in 0..n {
-            r.keep_response(ResponseTimes {
-                bytes: 1000 + k,
-                first: Timestamp(k * 1_000_000),
-                last: Timestamp((k * 1000 + last(k)) * 1000),
-            });
+            r.keep_response(
+                k,
+                ResponseTimes {
+                    bytes: 1000 + k,
+                    first: Timestamp(k * 1_000_000),
+                    last: Timestamp((k * 1000 + last(k)) * 1000),
+                },
+            );
         }
         r
     }
@@ -553,7 +590,8 @@ mod tests {
         assert!(pair(&monitor).is_empty());
         // Different sizes: unrelated conversations.
         let mut other = leg(2, 50001, 8001, 20, 50, 1);
-        other.record.turns[1].bytes = 154;
+        let t = other.record.turns[1];
+        other.record.turns[1] = TurnSig::new(t.dir(), 154, t.first);
         assert!(pair(&[leg(1, 50000, 9001, 0, 100, 3), other]).is_empty());
     }
 }

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use crate::flow::{Direction, PacketRef, SegmentEvent, SegmentKind};
+use crate::flow::{Direction, MaybePacket, PacketRef, SegmentEvent, SegmentKind};
 use crate::seq::SeqNum;
 use crate::time::Timestamp;
 
@@ -92,11 +92,12 @@ impl Pause {
 }
 
 /// A run of data from one side.
+///
+/// Boxed in its tracker (two per open flow of request/response traffic: issue 29 counts their
+/// bytes): 152 bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Turn {
     pub dir: Direction,
-    /// 0-based position among the flow's turns.
-    pub index: u32,
     pub first: PacketRef,
     pub last: PacketRef,
     pub bytes: u64,
@@ -105,7 +106,6 @@ pub struct Turn {
     pub retransmissions: u32,
     /// Payload sizes of the first [`SIZES_KEPT`] segments.
     pub sizes: Sizes,
-    pub max_segment: u32,
     pub pauses: Pauses,
     /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
     pub pauses_dropped: u32,
@@ -114,8 +114,10 @@ pub struct Turn {
     /// Sequence numbers of its first byte and just past its last new byte.
     pub seq_first: SeqNum,
     pub seq_end: SeqNum,
-    /// The ACK number of the other side's data segment that ended it, when one did.
-    pub ended_by_ack: Option<SeqNum>,
+    /// The ACK number of the other side's data segment that ended it, when one did
+    /// (`ended_by_ack`: an `Option<SeqNum>` in 5 bytes, not 8).
+    ended_by_ack: SeqNum,
+    ended_by_ack_seen: bool,
 }
 
 /// Where a turn started and ended, and how big it was.
@@ -128,57 +130,54 @@ pub struct TurnBrief {
 }
 
 impl Turn {
-    fn start(dir: Direction, index: u32, ev: &SegmentEvent, previous: Option<TurnBrief>) -> Turn {
+    fn start(dir: Direction, ev: &SegmentEvent, previous: Option<TurnBrief>) -> Turn {
         Turn {
             dir,
-            index,
             first: ev.pkt,
             last: ev.pkt,
             bytes: 0,
             segments: 0,
             retransmissions: 0,
             sizes: Sizes::default(),
-            max_segment: 0,
             pauses: Pauses::default(),
             pauses_dropped: 0,
             previous,
             seq_first: ev.seq,
             seq_end: ev.seq,
-            ended_by_ack: None,
+            ended_by_ack: SeqNum(0),
+            ended_by_ack_seen: false,
         }
     }
 
     /// Makes this (ended) turn a new one, as [`Turn::start`] would, in place: the sizes are
     /// not rewritten and the pauses keep their allocation.
-    fn restart(
-        &mut self,
-        dir: Direction,
-        index: u32,
-        ev: &SegmentEvent,
-        previous: Option<TurnBrief>,
-    ) {
+    fn restart(&mut self, dir: Direction, ev: &SegmentEvent, previous: Option<TurnBrief>) {
         self.dir = dir;
-        self.index = index;
         self.first = ev.pkt;
         self.last = ev.pkt;
         self.bytes = 0;
         self.segments = 0;
         self.retransmissions = 0;
-        self.sizes.len = 0;
-        self.max_segment = 0;
+        self.sizes.clear();
         self.pauses.clear();
         self.pauses_dropped = 0;
         self.previous = previous;
         self.seq_first = ev.seq;
         self.seq_end = ev.seq;
-        self.ended_by_ack = None;
+        self.ended_by_ack = SeqNum(0);
+        self.ended_by_ack_seen = false;
+    }
+
+    /// The ACK number of the other side's data segment that ended it, when one did.
+    pub fn ended_by_ack(&self) -> Option<SeqNum> {
+        self.ended_by_ack_seen.then_some(self.ended_by_ack)
     }
 
     /// The other side's data segment that ended this turn acknowledged a first part of it and
     /// not the rest: the peer spoke (answered) before the turn was whole, so the turn held at
     /// least two messages.
     pub fn answered_in_part(&self) -> bool {
-        self.ended_by_ack
+        self.ended_by_ack()
             .is_some_and(|a| a.diff(self.seq_first) > 0 && self.seq_end.diff(a) > 0)
     }
 
@@ -228,52 +227,66 @@ impl PartialEq for Pauses {
 impl Eq for Pauses {}
 
 /// Payload sizes a turn keeps inline before it allocates room for all [`SIZES_KEPT`].
-const SIZES_INLINE: usize = 4;
+const SIZES_INLINE: usize = 3;
 
 /// The first payload sizes of a turn: up to [`SIZES_INLINE`] inline (most turns of
 /// request/response traffic are a segment or a few, and every open flow holds one or two
 /// turns), then all [`SIZES_KEPT`] in one allocation, kept when the turn is restarted. Only
 /// the first `len` are meaningful (a restarted turn leaves older ones behind): equality
-/// compares those.
+/// compares those. The count sits beside the enum's tag, and three sizes fit beside them in
+/// the 16 bytes the boxed form takes: 16 bytes, not 32 (a turn is then 152 bytes, which
+/// malloc keeps in a 160-byte chunk rather than 176).
 #[derive(Clone, Debug)]
-pub struct Sizes {
-    buf: SizeBuf,
-    len: u8,
-}
+pub struct Sizes(SizeBuf);
 
 #[derive(Clone, Debug)]
 enum SizeBuf {
-    Inline([u32; SIZES_INLINE]),
-    Heap(Box<[u32; SIZES_KEPT]>),
+    Inline {
+        len: u8,
+        sizes: [u32; SIZES_INLINE],
+    },
+    Heap {
+        len: u8,
+        all: Box<[u32; SIZES_KEPT]>,
+    },
 }
 
 impl Default for Sizes {
     fn default() -> Sizes {
-        Sizes {
-            buf: SizeBuf::Inline([0; SIZES_INLINE]),
+        Sizes(SizeBuf::Inline {
             len: 0,
-        }
+            sizes: [0; SIZES_INLINE],
+        })
     }
 }
 
 impl Sizes {
     /// Keeps `size` if fewer than [`SIZES_KEPT`] are kept already.
     pub fn push(&mut self, size: u32) {
-        let i = usize::from(self.len);
-        if i >= SIZES_KEPT {
-            return;
-        }
-        match &mut self.buf {
-            SizeBuf::Inline(a) if i < SIZES_INLINE => a[i] = size,
-            SizeBuf::Inline(a) => {
-                let mut all = Box::new([0; SIZES_KEPT]);
-                all[..SIZES_INLINE].copy_from_slice(a);
-                all[i] = size;
-                self.buf = SizeBuf::Heap(all);
+        match &mut self.0 {
+            SizeBuf::Inline { len, sizes } if usize::from(*len) < SIZES_INLINE => {
+                sizes[usize::from(*len)] = size;
+                *len += 1;
             }
-            SizeBuf::Heap(all) => all[i] = size,
+            SizeBuf::Inline { len, sizes } => {
+                let mut all = Box::new([0; SIZES_KEPT]);
+                all[..SIZES_INLINE].copy_from_slice(sizes);
+                all[SIZES_INLINE] = size;
+                self.0 = SizeBuf::Heap { len: *len + 1, all };
+            }
+            SizeBuf::Heap { len, all } if usize::from(*len) < SIZES_KEPT => {
+                all[usize::from(*len)] = size;
+                *len += 1;
+            }
+            SizeBuf::Heap { .. } => {}
         }
-        self.len += 1;
+    }
+
+    /// Empties it, keeping its allocation for the turn restarted in its place.
+    fn clear(&mut self) {
+        match &mut self.0 {
+            SizeBuf::Inline { len, .. } | SizeBuf::Heap { len, .. } => *len = 0,
+        }
     }
 }
 
@@ -289,10 +302,9 @@ impl std::ops::Deref for Sizes {
     type Target = [u32];
 
     fn deref(&self) -> &[u32] {
-        let len = usize::from(self.len);
-        match &self.buf {
-            SizeBuf::Inline(a) => &a[..len],
-            SizeBuf::Heap(all) => &all[..len],
+        match &self.0 {
+            SizeBuf::Inline { len, sizes } => &sizes[..usize::from(*len)],
+            SizeBuf::Heap { len, all } => &all[..usize::from(*len)],
         }
     }
 }
@@ -354,51 +366,141 @@ pub struct Unacked {
 }
 
 /// Builds turns and exchanges for one flow.
-#[derive(Debug, Default)]
+///
+/// Every open flow holds one (issue 29 counts its bytes: 176, not 304), so what it keeps is
+/// kept compactly: what a turn in progress needs is stored bare, valid while a turn is active
+/// (the talker's last data segment is the active turn's `last`; the flight in progress began
+/// with that turn); the talker's unacknowledged data and the ACK of all of it are one field,
+/// as they never coexist; small options are values beside bits of [`Flags`], slots are bytes.
+#[derive(Debug)]
 pub struct TurnTracker {
-    /// The slot of the turn in progress, if any. Turns are built in place and stay in their
-    /// slot once finished, so no turn is ever moved or copied: slots 0 and 1 take client→server
-    /// turns in alternation (a new request must not overwrite the one whose exchange the caller
-    /// is about to read), slot 2 takes server→client turns.
-    active: Option<u8>,
-    /// Boxed: a turn is over 200 bytes and a flow has at most two alive at once (a request
+    /// Boxed: a turn is 152 bytes and a flow has at most two alive at once (a request
     /// waiting for its response, and that response), so an open flow carries two allocations
     /// rather than three turns inline, and an ended one none.
     slot: [Option<Box<Turn>>; 3],
+    /// The slot of the turn in progress, or [`NO_SLOT`]. Turns are built in place and stay in
+    /// their slot once finished, so no turn is ever moved or copied: slots 0 and 1 take
+    /// client→server turns in alternation (a new request must not overwrite the one whose
+    /// exchange the caller is about to read), slot 2 takes server→client turns.
+    active: u8,
     /// The slot of the latest client→server turn.
     req: u8,
     /// The slot of the request of the last completed exchange.
     exchange_req: u8,
-    last_data: Option<DataRef>,
+    /// The slot of the last turn that ended, or [`NO_SLOT`]: its brief is the next turn's
+    /// `previous` (it stays in its slot, unchanged, until a later turn starts, which reads the
+    /// brief first).
+    last_ended: u8,
+    last: Last,
+    flags: Flags,
+    exchanges: u32,
+    /// The talker's last data segment, while a turn is active: its length, the sequence
+    /// number just after it and its ACK number (its packet is the active turn's `last`).
+    last_len: u32,
+    last_end: SeqNum,
+    last_ack: SeqNum,
+    /// What the side that is not talking did about the talker's data since its last data.
+    acking: Acking,
+    /// The flight in progress, while a turn is active: its first segment, the turn's segments
+    /// and bytes before it, and the first peer segment acknowledging new data since it began.
+    flight_first: PacketRef,
+    flight_segments: u32,
+    flight_bytes: u64,
+    flight_ack: MaybePacket,
+    /// Right edge of the receive window each side advertised (indexed by the direction of the
+    /// data it limits), when the window is known exactly ([`Flags::EDGE`]).
+    edge: [SeqNum; 2],
+    /// The edge that limited the talker when it sent its last data segment
+    /// ([`Flags::EDGE_AT_LAST_DATA`]).
+    edge_at_last_data: SeqNum,
+    /// Idle time before the exchange that `response` completed, in nanoseconds
+    /// ([`Flags::EXCHANGE_IDLE`]).
+    exchange_idle: u64,
+    /// When the last exchange's response ended ([`Flags::RESPONSE_END`]).
+    last_response_end: Timestamp,
+}
+
+/// No slot: no turn active, or none ended yet.
+const NO_SLOT: u8 = u8::MAX;
+
+/// The tracker's booleans, and which of its optional values are present.
+#[derive(Clone, Copy, Debug, Default)]
+struct Flags(u8);
+
+impl Flags {
+    /// The side that is not talking advertised a zero window since the talker's last data.
+    const ZERO_WINDOW: u8 = 1;
+    /// The talker retransmitted since its last data (capture duplicates aside).
+    const RETRANSMIT: u8 = 1 << 1;
+    /// The request (client→server slot) still waits for its response.
+    const REQUEST_PENDING: u8 = 1 << 2;
+    /// `edge[0]`, `edge[1]` are known (`EDGE << i`).
+    const EDGE: u8 = 1 << 3;
+    const EDGE_AT_LAST_DATA: u8 = 1 << 5;
+    const EXCHANGE_IDLE: u8 = 1 << 6;
+    const RESPONSE_END: u8 = 1 << 7;
+
+    fn has(self, f: u8) -> bool {
+        self.0 & f != 0
+    }
+
+    fn set(&mut self, f: u8, on: bool) {
+        if on {
+            self.0 |= f;
+        } else {
+            self.0 &= !f;
+        }
+    }
+
+    /// `value` when `f` is set.
+    fn get<T>(self, f: u8, value: T) -> Option<T> {
+        self.has(f).then_some(value)
+    }
+}
+
+/// The talker's data since the peer last acknowledged all of it, or that ACK: an ACK of
+/// everything takes the unacknowledged data it acknowledged, and new data clears the ACK, so
+/// the two are never both there.
+#[derive(Clone, Copy, Debug, Default)]
+enum Acking {
+    /// Nothing sent since the turn began, or since the ACK below was taken.
+    #[default]
+    Nothing,
+    /// The talker's data not yet acknowledged in full.
+    Unacked(Unacked),
     /// The first segment from the side that is not talking, since the talker's last data,
     /// that acknowledged everything the talker had sent.
-    pending_ack: Option<AckRef>,
-    /// The talker's data not yet acknowledged in full (cleared by an ACK of everything).
-    unacked: Option<Unacked>,
-    /// That side advertised a zero window since the talker's last data.
-    pending_zero_window: bool,
-    /// The talker retransmitted since its last data (capture duplicates aside).
-    pending_retransmit: bool,
-    /// The flight in progress: its first segment, the turn's segments and bytes before it,
-    /// and the first peer segment acknowledging new data since it began.
-    flight: Option<(PacketRef, u32, u64)>,
-    flight_ack: Option<PacketRef>,
-    /// Right edge of the receive window each side advertised (indexed by the direction of the
-    /// data it limits), when the window is known exactly.
-    edge: [Option<SeqNum>; 2],
-    /// The edge that limited the talker when it sent its last data segment.
-    edge_at_last_data: Option<SeqNum>,
-    /// The request (client→server slot) still waits for its response.
-    request_pending: bool,
-    /// Idle time before the exchange that `response` completed.
-    exchange_idle: Option<Duration>,
-    last: Last,
-    turns: u32,
-    exchanges: u32,
-    last_response_end: Option<Timestamp>,
-    /// The slot of the last turn that ended: its brief is the next turn's `previous` (it stays
-    /// in its slot, unchanged, until a later turn starts, which reads the brief first).
-    last_ended: Option<u8>,
+    Acked(AckRef),
+}
+
+impl Default for TurnTracker {
+    fn default() -> TurnTracker {
+        TurnTracker {
+            slot: [None, None, None],
+            active: NO_SLOT,
+            req: 0,
+            exchange_req: 0,
+            last_ended: NO_SLOT,
+            last: Last::Nothing,
+            flags: Flags::default(),
+            exchanges: 0,
+            last_len: 0,
+            last_end: SeqNum(0),
+            last_ack: SeqNum(0),
+            acking: Acking::Nothing,
+            flight_first: PacketRef {
+                frame: 0,
+                ts: Timestamp::ZERO,
+            },
+            flight_segments: 0,
+            flight_bytes: 0,
+            flight_ack: MaybePacket::NONE,
+            edge: [SeqNum(0); 2],
+            edge_at_last_data: SeqNum(0),
+            exchange_idle: 0,
+            last_response_end: Timestamp::ZERO,
+        }
+    }
 }
 
 impl TurnTracker {
@@ -406,9 +508,11 @@ impl TurnTracker {
         let mut out = Ended::default();
         self.last = Last::Nothing;
         if ev.has_ack && !ev.syn {
-            self.edge[ev.dir.reverse().index()] = ev
-                .window_exact
-                .then(|| ev.ack.plus(ev.window.min(u64::from(u32::MAX >> 1)) as u32));
+            let i = ev.dir.reverse().index();
+            self.flags.set(Flags::EDGE << i, ev.window_exact);
+            if ev.window_exact {
+                self.edge[i] = ev.ack.plus(ev.window.min(u64::from(u32::MAX >> 1)) as u32);
+            }
         }
         let carries_new_data = matches!(
             ev.kind,
@@ -416,66 +520,63 @@ impl TurnTracker {
         );
         if !carries_new_data {
             if let Some(turn) = self
-                .active
-                .and_then(|i| self.slot[usize::from(i)].as_deref_mut())
+                .slot
+                .get_mut(usize::from(self.active))
+                .and_then(|t| t.as_deref_mut())
             {
                 if ev.kind == SegmentKind::Retransmission && ev.dir == turn.dir {
                     turn.retransmissions += 1;
-                    self.pending_retransmit |= self
-                        .last_data
-                        .is_none_or(|d| ev.pkt.ts.since(d.pkt.ts) > DUPLICATE);
+                    // The talker's last data is the active turn's last segment.
+                    if ev.pkt.ts.since(turn.last.ts) > DUPLICATE {
+                        self.flags.set(Flags::RETRANSMIT, true);
+                    }
                 } else if ev.dir != turn.dir && ev.has_ack && !ev.syn {
                     if ev.newly_acked > 0 {
                         self.flight_ack.get_or_insert(ev.pkt);
                     }
-                    if ev.acks_all_peer_data {
-                        if let Some(u) = self.unacked.take() {
-                            self.pending_ack.get_or_insert(AckRef {
-                                pkt: ev.pkt,
-                                pure: ev.len == 0 && !ev.fin && !ev.rst,
-                                acked: u,
-                            });
-                        }
+                    if let (true, Acking::Unacked(u)) = (ev.acks_all_peer_data, self.acking) {
+                        self.acking = Acking::Acked(AckRef {
+                            pkt: ev.pkt,
+                            pure: ev.len == 0 && !ev.fin && !ev.rst,
+                            acked: u,
+                        });
                     }
-                    self.pending_zero_window |= ev.window == 0;
+                    if ev.window == 0 {
+                        self.flags.set(Flags::ZERO_WINDOW, true);
+                    }
                 }
             }
             return out;
         }
 
-        let active_dir = self
-            .active
-            .and_then(|i| self.slot[usize::from(i)].as_deref())
-            .map(|t| t.dir);
-        if active_dir.is_some_and(|d| d != ev.dir) {
-            if let Some(turn) = self
-                .active
-                .and_then(|i| self.slot[usize::from(i)].as_deref_mut())
-            {
-                turn.ended_by_ack = ev.has_ack.then_some(ev.ack);
-            }
+        if let Some(turn) = self
+            .slot
+            .get_mut(usize::from(self.active))
+            .and_then(|t| t.as_deref_mut())
+            .filter(|t| t.dir != ev.dir)
+        {
+            turn.ended_by_ack = ev.ack;
+            turn.ended_by_ack_seen = ev.has_ack;
             out = self.finish();
         }
-        let i = match self.active {
-            Some(i) => usize::from(i),
-            None => {
-                let slot = match ev.dir {
-                    Direction::ClientToServer => {
-                        self.req = 1 - self.req;
-                        self.req
-                    }
-                    Direction::ServerToClient => 2,
-                };
-                let i = usize::from(slot);
-                let previous = self.previous();
-                match &mut self.slot[i] {
-                    Some(turn) => turn.restart(ev.dir, self.turns, ev, previous),
-                    empty => *empty = Some(Box::new(Turn::start(ev.dir, self.turns, ev, previous))),
+        let i = if self.active != NO_SLOT {
+            usize::from(self.active)
+        } else {
+            let slot = match ev.dir {
+                Direction::ClientToServer => {
+                    self.req = 1 - self.req;
+                    self.req
                 }
-                self.turns += 1;
-                self.active = Some(slot);
-                i
+                Direction::ServerToClient => 2,
+            };
+            let i = usize::from(slot);
+            let previous = self.previous();
+            match &mut self.slot[i] {
+                Some(turn) => turn.restart(ev.dir, ev, previous),
+                empty => *empty = Some(Box::new(Turn::start(ev.dir, ev, previous))),
             }
+            self.active = slot;
+            i
         };
         let Some(turn) = self.slot[i].as_deref_mut() else {
             return out;
@@ -487,35 +588,43 @@ impl TurnTracker {
             ack: if ev.has_ack { ev.ack } else { SeqNum(0) },
         };
         if turn.segments == 0 {
-            self.flight = Some((ev.pkt, 0, 0));
-            self.flight_ack = None;
-        }
-        if let Some(prev) = self.last_data {
-            if turn.segments > 0 && ev.pkt.ts.since(prev.pkt.ts) >= PAUSE_MIN {
-                let (first, segments, bytes) = self.flight.unwrap_or((prev.pkt, 0, 0));
-                let flight = Flight {
-                    first,
-                    segments: turn.segments - segments,
-                    bytes: turn.bytes - bytes,
-                    first_ack: self.flight_ack,
-                };
-                self.flight = Some((ev.pkt, turn.segments, turn.bytes));
-                self.flight_ack = None;
-                if turn.pauses.len() < PAUSES_KEPT {
-                    turn.pauses.push(Pause {
-                        flight,
-                        before: prev,
-                        after: this,
-                        ack: self.pending_ack,
-                        retransmitted: self.pending_retransmit,
-                        window_limited: self.pending_zero_window
-                            || self
-                                .edge_at_last_data
-                                .is_some_and(|edge| edge.diff(prev.end) < i64::from(ev.len)),
-                    });
-                } else {
-                    turn.pauses_dropped += 1;
-                }
+            (self.flight_first, self.flight_segments, self.flight_bytes) = (ev.pkt, 0, 0);
+            self.flight_ack = MaybePacket::NONE;
+        } else if ev.pkt.ts.since(turn.last.ts) >= PAUSE_MIN {
+            // The talker's last data segment (the turn's last, so far).
+            let prev = DataRef {
+                pkt: turn.last,
+                len: self.last_len,
+                end: self.last_end,
+                ack: self.last_ack,
+            };
+            let flight = Flight {
+                first: self.flight_first,
+                segments: turn.segments - self.flight_segments,
+                bytes: turn.bytes - self.flight_bytes,
+                first_ack: self.flight_ack.get(),
+            };
+            (self.flight_first, self.flight_segments, self.flight_bytes) =
+                (ev.pkt, turn.segments, turn.bytes);
+            self.flight_ack = MaybePacket::NONE;
+            if turn.pauses.len() < PAUSES_KEPT {
+                let edge = self
+                    .flags
+                    .get(Flags::EDGE_AT_LAST_DATA, self.edge_at_last_data);
+                turn.pauses.push(Pause {
+                    flight,
+                    before: prev,
+                    after: this,
+                    ack: match self.acking {
+                        Acking::Acked(a) => Some(a),
+                        _ => None,
+                    },
+                    retransmitted: self.flags.has(Flags::RETRANSMIT),
+                    window_limited: self.flags.has(Flags::ZERO_WINDOW)
+                        || edge.is_some_and(|edge| edge.diff(prev.end) < i64::from(ev.len)),
+                });
+            } else {
+                turn.pauses_dropped += 1;
             }
         }
         turn.last = ev.pkt;
@@ -524,53 +633,48 @@ impl TurnTracker {
         if ev.seq.plus(ev.len).diff(turn.seq_end) > 0 {
             turn.seq_end = ev.seq.plus(ev.len);
         }
-        turn.max_segment = turn.max_segment.max(ev.len);
         turn.sizes.push(ev.len);
-        self.unacked = Some(match self.unacked {
-            Some(u) => Unacked {
+        self.acking = Acking::Unacked(match self.acking {
+            Acking::Unacked(u) => Unacked {
                 segments: u.segments + 1,
                 smallest: u.smallest.min(ev.len),
                 bytes: u.bytes + u64::from(ev.len),
                 ..u
             },
-            None => Unacked {
+            _ => Unacked {
                 oldest: ev.pkt,
                 segments: 1,
                 smallest: ev.len,
                 bytes: u64::from(ev.len),
             },
         });
-        self.last_data = Some(this);
-        self.edge_at_last_data = self.edge[ev.dir.index()];
-        self.pending_ack = None;
-        self.pending_zero_window = false;
-        self.pending_retransmit = false;
+        (self.last_len, self.last_end, self.last_ack) = (this.len, this.end, this.ack);
+        let d = ev.dir.index();
+        self.flags
+            .set(Flags::EDGE_AT_LAST_DATA, self.flags.has(Flags::EDGE << d));
+        self.edge_at_last_data = self.edge[d];
+        self.flags
+            .set(Flags::ZERO_WINDOW | Flags::RETRANSMIT, false);
         out
     }
 
     /// Ends the current turn (the other side spoke, or the flow ended).
     pub fn finish(&mut self) -> Ended {
-        let Some((i, turn)) = self
-            .active
-            .take()
-            .and_then(|i| Some((i, self.slot[usize::from(i)].as_deref()?)))
-        else {
+        let i = std::mem::replace(&mut self.active, NO_SLOT);
+        let Some(turn) = self.slot.get(usize::from(i)).and_then(|t| t.as_deref()) else {
             self.last = Last::Nothing;
             return Ended::default();
         };
         let dir = turn.dir;
-        self.last_ended = Some(i);
+        self.last_ended = i;
         let turn_last = turn.last.ts;
-        self.pending_ack = None;
-        self.pending_zero_window = false;
-        self.pending_retransmit = false;
-        self.last_data = None;
-        self.unacked = None;
-        self.flight = None;
-        self.flight_ack = None;
+        self.acking = Acking::Nothing;
+        self.flags
+            .set(Flags::ZERO_WINDOW | Flags::RETRANSMIT, false);
+        self.flight_ack = MaybePacket::NONE;
         match dir {
             Direction::ClientToServer => {
-                self.request_pending = true;
+                self.flags.set(Flags::REQUEST_PENDING, true);
                 self.last = Last::Request;
                 Ended {
                     turn: true,
@@ -578,15 +682,21 @@ impl TurnTracker {
                 }
             }
             Direction::ServerToClient => {
-                let paired = std::mem::take(&mut self.request_pending);
+                let paired = self.flags.has(Flags::REQUEST_PENDING);
+                self.flags.set(Flags::REQUEST_PENDING, false);
                 if paired {
                     self.exchange_req = self.req;
                     let request = self.slot[usize::from(self.req)].as_deref();
-                    self.exchange_idle = match (request, self.last_response_end) {
+                    let end = self.flags.get(Flags::RESPONSE_END, self.last_response_end);
+                    let idle = match (request, end) {
                         (Some(r), Some(end)) => Some(r.first.ts.since(end)),
                         _ => None,
                     };
-                    self.last_response_end = Some(turn_last);
+                    self.flags.set(Flags::EXCHANGE_IDLE, idle.is_some());
+                    // A `Timestamp::since`: it fits in u64 nanoseconds.
+                    self.exchange_idle = idle.map_or(0, |d| d.as_nanos() as u64);
+                    self.flags.set(Flags::RESPONSE_END, true);
+                    self.last_response_end = turn_last;
                     self.exchanges += 1;
                 }
                 self.last = if paired {
@@ -604,8 +714,10 @@ impl TurnTracker {
 
     /// Brief of the last turn that ended, for the next turn's `previous`.
     fn previous(&self) -> Option<TurnBrief> {
-        let i = usize::from(self.last_ended?);
-        self.slot[i].as_deref().map(Turn::brief)
+        self.slot
+            .get(usize::from(self.last_ended))?
+            .as_deref()
+            .map(Turn::brief)
     }
 
     /// The turn that the last call ended, if it ended one.
@@ -628,14 +740,13 @@ impl TurnTracker {
                 index: self.exchanges - 1,
                 request,
                 response,
-                idle_before: self.exchange_idle,
+                idle_before: self.flags.get(
+                    Flags::EXCHANGE_IDLE,
+                    Duration::from_nanos(self.exchange_idle),
+                ),
             }),
             _ => None,
         }
-    }
-
-    pub fn turns(&self) -> u32 {
-        self.turns
     }
 
     pub fn exchanges(&self) -> u32 {
@@ -661,7 +772,7 @@ mod tests {
             assert_eq!(&*s, &expect[..], "after {n} pushes");
         }
         let mut restarted = s.clone();
-        restarted.len = 0;
+        restarted.clear();
         restarted.push(10);
         let mut small = Sizes::default();
         small.push(10);
@@ -756,7 +867,6 @@ mod tests {
         let ex = t.ended_exchange().unwrap();
         assert_eq!(ex.index, 1);
         assert_eq!(ex.idle_before, Some(Duration::from_micros(990)));
-        assert_eq!(t.turns(), 5);
         assert_eq!(t.exchanges(), 2);
     }
 

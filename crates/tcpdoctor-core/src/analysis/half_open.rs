@@ -47,33 +47,76 @@ pub const MAX_HALF_OPEN: usize = 65_536;
 /// times and a SYN-ACK 1 + `tcp_synack_retries` (5) times; a retry beyond this promotes.
 pub const MAX_RETRIES: usize = 16;
 
-/// One kept segment: the flow key holds the endpoints, `from_first` says which sent it.
+/// One kept segment: the flow key holds the endpoints, [`Kept::sent_by_first`] says which sent
+/// it. Its options are kept flat, their presence and small values in `bits`: 40 bytes, not 48
+/// (an attempt holds two: issue 29 wants it a small fraction of an open flow).
 #[derive(Clone, Copy, Debug)]
 struct Kept {
     pkt: PacketRef,
-    from_first: bool,
     seq: u32,
     ack: u32,
-    flags: TcpFlags,
+    /// The timestamp option's (TSval, TSecr), when [`Kept::TIMESTAMP`].
+    timestamp: (u32, u32),
+    /// The MSS option, when [`Kept::MSS`].
+    mss: u16,
     window: u16,
-    options: TcpOptions,
+    window_scale: Option<u8>,
+    flags: TcpFlags,
+    /// [`Kept::FROM_FIRST`], [`Kept::TIMESTAMP`], [`Kept::MSS`], [`Kept::SACK_PERMITTED`], and
+    /// the SACK blocks (at most 4: 40 bytes of options) from bit [`Kept::BLOCKS_SHIFT`].
+    bits: u8,
 }
 
 impl Kept {
+    const FROM_FIRST: u8 = 1;
+    const TIMESTAMP: u8 = 1 << 1;
+    const MSS: u8 = 1 << 2;
+    const SACK_PERMITTED: u8 = 1 << 3;
+    const BLOCKS_SHIFT: u8 = 4;
+
     fn of(key: &FlowKey, seg: &TcpSegment, pkt: PacketRef) -> Kept {
+        let o = &seg.options;
+        debug_assert!(
+            o.sack_blocks < 16,
+            "40 bytes of options hold at most 4 blocks"
+        );
+        let bit = |on: bool, b: u8| if on { b } else { 0 };
         Kept {
             pkt,
-            from_first: seg.src == key.0 && seg.dst == key.1,
             seq: seg.seq,
             ack: seg.ack,
-            flags: seg.flags,
+            timestamp: o.timestamp.unwrap_or_default(),
+            mss: o.mss.unwrap_or_default(),
             window: seg.window,
-            options: seg.options,
+            window_scale: o.window_scale,
+            flags: seg.flags,
+            bits: bit(seg.src == key.0 && seg.dst == key.1, Kept::FROM_FIRST)
+                | bit(o.timestamp.is_some(), Kept::TIMESTAMP)
+                | bit(o.mss.is_some(), Kept::MSS)
+                | bit(o.sack_permitted, Kept::SACK_PERMITTED)
+                | (o.sack_blocks.min(15) << Kept::BLOCKS_SHIFT),
+        }
+    }
+
+    /// Sent from the flow key's first endpoint.
+    fn sent_by_first(&self) -> bool {
+        self.bits & Kept::FROM_FIRST != 0
+    }
+
+    /// Its TCP options, as they came.
+    fn options(&self) -> TcpOptions {
+        let has = |b: u8| self.bits & b != 0;
+        TcpOptions {
+            mss: has(Kept::MSS).then_some(self.mss),
+            window_scale: self.window_scale,
+            sack_permitted: has(Kept::SACK_PERMITTED),
+            sack_blocks: self.bits >> Kept::BLOCKS_SHIFT,
+            timestamp: has(Kept::TIMESTAMP).then_some(self.timestamp),
         }
     }
 
     fn segment(&self, key: &FlowKey) -> TcpSegment {
-        let (src, dst) = if self.from_first {
+        let (src, dst) = if self.sent_by_first() {
             (key.0, key.1)
         } else {
             (key.1, key.0)
@@ -86,7 +129,7 @@ impl Kept {
             flags: self.flags,
             window: self.window,
             payload_len: 0,
-            options: self.options,
+            options: self.options(),
         }
     }
 }
@@ -104,17 +147,18 @@ struct Retry {
 impl Retry {
     /// `seg` as a retry of `k`, if it is one: the same but for its timestamp and window.
     fn of(k: &Kept, key: &FlowKey, seg: &TcpSegment, pkt: PacketRef) -> Option<Retry> {
+        let kept_options = k.options();
         let same_options = TcpOptions {
-            timestamp: k.options.timestamp,
+            timestamp: kept_options.timestamp,
             ..seg.options
-        } == k.options;
-        let same = (seg.src == key.0 && seg.dst == key.1) == k.from_first
+        } == kept_options;
+        let same = (seg.src == key.0 && seg.dst == key.1) == k.sent_by_first()
             && seg.seq == k.seq
             && seg.ack == k.ack
             && seg.flags == k.flags
             && seg.payload_len == 0
             && same_options
-            && k.options.timestamp.is_some() == seg.options.timestamp.is_some();
+            && kept_options.timestamp.is_some() == seg.options.timestamp.is_some();
         same.then_some(Retry {
             pkt,
             timestamp: seg.options.timestamp,
@@ -125,13 +169,16 @@ impl Retry {
 
     /// The retried segment as it came, from the kept one.
     fn kept(&self, k: &Kept) -> Kept {
+        let has_timestamp = if self.timestamp.is_some() {
+            Kept::TIMESTAMP
+        } else {
+            0
+        };
         Kept {
             pkt: self.pkt,
             window: self.window,
-            options: TcpOptions {
-                timestamp: self.timestamp,
-                ..k.options
-            },
+            timestamp: self.timestamp.unwrap_or_default(),
+            bits: k.bits & !Kept::TIMESTAMP | has_timestamp,
             ..*k
         }
     }
@@ -198,7 +245,7 @@ impl Attempt {
             && !seg.flags.fin()
             && !seg.flags.rst()
             && seg.payload_len == 0
-            && (seg.src == key.0) != syn.from_first
+            && (seg.src == key.0) != syn.sent_by_first()
             && seg.ack == syn.seq.wrapping_add(1);
         if answers {
             self.answer = Some(Kept::of(key, seg, pkt));

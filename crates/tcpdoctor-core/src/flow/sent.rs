@@ -18,13 +18,15 @@ pub(super) struct SentSegment {
 }
 
 /// A FIFO of [`SentSegment`]s: none, one inline, or a queue once two were in flight at once
-/// (kept, with its capacity, from then on: a flow that had two has a bulk direction).
+/// (kept, with its capacity, from then on: a flow that had two has a bulk direction). The
+/// queue is boxed: 32 bytes for every direction of every open flow, not 40.
 #[derive(Clone, Debug, Default)]
 pub(super) enum SentLog {
     #[default]
     Empty,
     One(SentSegment),
-    Many(VecDeque<SentSegment>),
+    #[allow(clippy::box_collection)]
+    Many(Box<VecDeque<SentSegment>>),
 }
 
 impl SentLog {
@@ -59,7 +61,7 @@ impl SentLog {
     pub fn push_back(&mut self, s: SentSegment) {
         match self {
             SentLog::Empty => *self = SentLog::One(s),
-            SentLog::One(first) => *self = SentLog::Many(VecDeque::from([*first, s])),
+            SentLog::One(first) => *self = SentLog::Many(Box::new(VecDeque::from([*first, s]))),
             SentLog::Many(q) => q.push_back(s),
         }
     }
