@@ -30,6 +30,22 @@ fn send(
     ack: u32,
     flags: u8,
 ) {
+    send_segment(an, frame, secs, c, to_server, seq, ack, flags, 0);
+}
+
+/// [`send`] with `len` bytes of payload.
+#[allow(clippy::too_many_arguments)]
+fn send_segment(
+    an: &mut Analyzer,
+    frame: u64,
+    secs: f64,
+    c: u32,
+    to_server: bool,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    len: u32,
+) {
     let (client, server) = (ep(0x0a00_0000 + c, 40000), ep(SERVER, 80));
     let (src, dst) = if to_server {
         (client, server)
@@ -43,7 +59,7 @@ fn send(
         ack,
         flags: TcpFlags(flags),
         window: 1000,
-        payload_len: 0,
+        payload_len: len,
         options: TcpOptions::default(),
     };
     let ts = Timestamp::from_nanos((secs * 1e9) as u64);
@@ -362,24 +378,8 @@ fn send_data(
     ack: u32,
     len: u32,
 ) {
-    let (client, server) = (ep(0x0a00_0000 + c, 40000), ep(SERVER, 80));
-    let (src, dst) = if to_server {
-        (client, server)
-    } else {
-        (server, client)
-    };
-    let seg = TcpSegment {
-        src,
-        dst,
-        seq,
-        ack,
-        flags: TcpFlags(ACK | TcpFlags::PSH),
-        window: 1000,
-        payload_len: len,
-        options: TcpOptions::default(),
-    };
-    let ts = Timestamp::from_nanos((secs * 1e9) as u64);
-    an.on_segment(PacketRef { frame, ts }, &seg);
+    let flags = ACK | TcpFlags::PSH;
+    send_segment(an, frame, secs, c, to_server, seq, ack, flags, len);
 }
 
 /// Past the cap on hop legs, the legs kept are those of the flows that began first, whatever
