@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::flow::{Direction, MaybePacket, PacketRef, SegmentEvent, SegmentKind};
 use crate::seq::SeqNum;
-use crate::time::Timestamp;
+use crate::time::{Nanos, Timestamp};
 
 /// Silences inside a turn shorter than this are not recorded as pauses.
 pub const PAUSE_MIN: Duration = Duration::from_millis(1);
@@ -415,7 +415,7 @@ pub struct TurnTracker {
     edge_at_last_data: SeqNum,
     /// Idle time before the exchange that `response` completed, in nanoseconds
     /// ([`Flags::EXCHANGE_IDLE`]).
-    exchange_idle: u64,
+    exchange_idle: Nanos,
     /// When the last exchange's response ended ([`Flags::RESPONSE_END`]).
     last_response_end: Timestamp,
 }
@@ -497,7 +497,7 @@ impl Default for TurnTracker {
             flight_ack: MaybePacket::NONE,
             edge: [SeqNum(0); 2],
             edge_at_last_data: SeqNum(0),
-            exchange_idle: 0,
+            exchange_idle: Nanos::ZERO,
             last_response_end: Timestamp::ZERO,
         }
     }
@@ -694,7 +694,7 @@ impl TurnTracker {
                     };
                     self.flags.set(Flags::EXCHANGE_IDLE, idle.is_some());
                     // A `Timestamp::since`: it fits in u64 nanoseconds.
-                    self.exchange_idle = idle.map_or(0, |d| d.as_nanos() as u64);
+                    self.exchange_idle = idle.map_or(Nanos::ZERO, Nanos::new);
                     self.flags.set(Flags::RESPONSE_END, true);
                     self.last_response_end = turn_last;
                     self.exchanges += 1;
@@ -740,10 +740,9 @@ impl TurnTracker {
                 index: self.exchanges - 1,
                 request,
                 response,
-                idle_before: self.flags.get(
-                    Flags::EXCHANGE_IDLE,
-                    Duration::from_nanos(self.exchange_idle),
-                ),
+                idle_before: self
+                    .flags
+                    .get(Flags::EXCHANGE_IDLE, self.exchange_idle.get()),
             }),
             _ => None,
         }

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::PacketRef;
-use crate::time::Timestamp;
+use crate::time::{Nanos, Timestamp};
 
 /// The frame number that stands for "none".
 const NO_FRAME: u64 = u64::MAX;
@@ -73,7 +73,7 @@ impl From<Option<PacketRef>> for MaybePacket {
 /// bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct MaybeRtt {
-    nanos: u64,
+    nanos: Nanos,
     frames: [u64; 2],
 }
 
@@ -85,19 +85,19 @@ impl Default for MaybeRtt {
 
 impl MaybeRtt {
     pub const NONE: MaybeRtt = MaybeRtt {
-        nanos: 0,
+        nanos: Nanos::ZERO,
         frames: [NO_FRAME, 0],
     };
 
     #[inline]
     pub fn get(self) -> Option<(Duration, [u64; 2])> {
-        (self.frames[0] != NO_FRAME).then(|| (Duration::from_nanos(self.nanos), self.frames))
+        (self.frames[0] != NO_FRAME).then(|| (self.nanos.get(), self.frames))
     }
 
     /// The RTT alone, without rebuilding the frames.
     #[inline]
     pub fn nanos(self) -> Option<u64> {
-        (self.frames[0] != NO_FRAME).then_some(self.nanos)
+        (self.frames[0] != NO_FRAME).then_some(self.nanos.as_u64())
     }
 }
 
@@ -108,8 +108,7 @@ impl From<Option<(Duration, [u64; 2])>> for MaybeRtt {
             Some((rtt, frames)) => {
                 debug_assert_ne!(frames[0], NO_FRAME);
                 MaybeRtt {
-                    // Every RTT here is a `Timestamp::since`: it fits in u64 nanoseconds.
-                    nanos: rtt.as_nanos().min(u128::from(u64::MAX)) as u64,
+                    nanos: Nanos::new(rtt),
                     frames,
                 }
             }
