@@ -73,13 +73,7 @@ impl Detector for ConnectionChurn {
         }
     }
 
-    fn mergeable(&self) -> bool {
-        true
-    }
-
-    fn take_state(&mut self) -> Box<dyn Any + Send> {
-        super::hand_over(&mut self.state)
-    }
+    super::hands_over_its_state!();
 
     fn absorb(&mut self, state: Box<dyn Any + Send>, map: &ShardMap) {
         let other: PerGroup<State> = super::handed(state);

@@ -25,6 +25,7 @@ use crate::analysis::ScriptedClient;
 use crate::flow::{Direction, Flow, SegmentEvent};
 use crate::hops::{Hop, HopSender};
 use crate::report::{Finding, FindingKind, FlowRef, Severity};
+pub(crate) use crate::time::Nanos;
 use crate::time::Timestamp;
 use crate::turns::{Exchange, Turn};
 use crate::wire::Endpoint;
@@ -243,6 +244,22 @@ impl<T: Default> PerGroup<T> {
     }
 }
 
+/// [`Detector::mergeable`] and [`Detector::take_state`] of a detector whose findings come from
+/// its `state` field alone: that field is what it hands over to another shard's detector, which
+/// folds it in with its own [`Detector::absorb`].
+macro_rules! hands_over_its_state {
+    () => {
+        fn mergeable(&self) -> bool {
+            true
+        }
+
+        fn take_state(&mut self) -> Box<dyn std::any::Any + Send> {
+            super::hand_over(&mut self.state)
+        }
+    };
+}
+pub(crate) use hands_over_its_state;
+
 /// [`Detector::take_state`] of a detector whose findings come from one field: the field,
 /// left empty.
 pub(crate) fn hand_over<T: Default + Send + 'static>(state: &mut T) -> Box<dyn Any + Send> {
@@ -332,29 +349,6 @@ impl<T: Default> Slots<T> {
             }
             _ => None,
         }
-    }
-}
-
-/// A duration kept per open flow, in nanoseconds: 8 bytes where a `Duration` takes 16. Each is
-/// a difference of two capture timestamps (u64 nanoseconds, [`Timestamp::since`]) or a sum of
-/// such over one flow's exchanges, so it holds the `Duration` it was made from exactly.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Nanos(u64);
-
-impl Nanos {
-    #[inline]
-    pub fn new(d: Duration) -> Nanos {
-        Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-    }
-
-    #[inline]
-    pub fn get(self) -> Duration {
-        Duration::from_nanos(self.0)
-    }
-
-    #[inline]
-    pub fn add(&mut self, d: Duration) {
-        self.0 = self.0.saturating_add(Nanos::new(d).0);
     }
 }
 
