@@ -53,15 +53,10 @@ fn specimen(args: &[&str]) -> Server {
 #[test]
 fn prometheus_sees_busy_poll_for_the_spinning_server_and_not_for_its_twin() {
     let test = "watch_busy::prometheus_sees_busy_poll";
-    let (Some(binary), Some(promtool)) = (
-        common::installed("prometheus"),
-        common::installed("promtool"),
-    ) else {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            test,
-            "prometheus and promtool (Debian's prometheus) are not installed",
-        );
+    let Some(binary) = common::watch::prometheus_tool(test, "prometheus") else {
+        return;
+    };
+    let Some(promtool) = common::watch::prometheus_tool(test, "promtool") else {
         return;
     };
     let spin = specimen(&["--writes", "whole", "--drain", "spin"]);

@@ -70,12 +70,9 @@ fn a_server_s_series_counts_its_connection_and_the_bytes_it_received() {
 
 #[test]
 fn the_exposition_passes_promtool() {
-    let Some(promtool) = common::installed("promtool") else {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            "watch_cli::the_exposition_passes_promtool",
-            "promtool (Debian's prometheus) is not installed",
-        );
+    let Some(promtool) =
+        common::watch::prometheus_tool("watch_cli::the_exposition_passes_promtool", "promtool")
+    else {
         return;
     };
     let w = Exporter::start(&[]);
@@ -139,12 +136,7 @@ fn bad_flags_and_a_taken_address_exit_2_naming_them() {
 #[test]
 fn prometheus_scrapes_it_and_rate_shows_which_server_is_receiving() {
     let test = "watch_cli::prometheus_scrapes_it";
-    let Some(binary) = common::installed("prometheus") else {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            test,
-            "prometheus (Debian's prometheus) is not installed",
-        );
+    let Some(binary) = common::watch::prometheus_tool(test, "prometheus") else {
         return;
     };
     if !common::has_python3(test) {

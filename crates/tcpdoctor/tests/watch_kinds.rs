@@ -54,15 +54,10 @@ fn ports(answer: &Value, kind: &str) -> Vec<String> {
 #[test]
 fn prometheus_rates_nagle_held_time_for_the_per_line_server_and_not_for_its_nodelay_twin() {
     let test = "watch_kinds::prometheus_rates_nagle";
-    let (Some(binary), Some(promtool)) = (
-        common::installed("prometheus"),
-        common::installed("promtool"),
-    ) else {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            test,
-            "prometheus and promtool (Debian's prometheus) are not installed",
-        );
+    let Some(binary) = common::watch::prometheus_tool(test, "prometheus") else {
+        return;
+    };
+    let Some(promtool) = common::watch::prometheus_tool(test, "promtool") else {
         return;
     };
     if !common::has_python3(test) {

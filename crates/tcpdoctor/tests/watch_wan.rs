@@ -77,12 +77,7 @@ fn pid_named(comm: &str) -> Option<u32> {
 #[test]
 fn a_small_fixed_send_buffer_across_a_wan_path_shows_send_buffer_limited_time() {
     let test = "watch_wan::a_small_fixed_send_buffer";
-    let Some(prometheus) = common::installed("prometheus") else {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            test,
-            "prometheus (Debian's prometheus) is not installed",
-        );
+    let Some(prometheus) = common::watch::prometheus_tool(test, "prometheus") else {
         return;
     };
     if !common::has_python3(test) {
@@ -345,12 +340,7 @@ fn processes_that_come_and_go_leave_no_series_and_one_that_comes_back_starts_fro
     if !common::has_python3(test) {
         return;
     }
-    let Some(prometheus) = common::installed("prometheus") else {
-        common::skip_unless_required(
-            "TCPDOCTOR_REQUIRE_TOOLS",
-            test,
-            "prometheus (Debian's prometheus) is not installed",
-        );
+    let Some(prometheus) = common::watch::prometheus_tool(test, "prometheus") else {
         return;
     };
     // Wave 1, running before the exporter starts (its first sample places every process).

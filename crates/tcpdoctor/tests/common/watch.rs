@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -279,4 +280,18 @@ pub fn client(
         }
     });
     (h, count)
+}
+
+/// A tool of Debian's `prometheus` package (`prometheus`, `promtool`), or `None` after saying
+/// the test is skipped (a failure when TCPDOCTOR_REQUIRE_TOOLS is set).
+pub fn prometheus_tool(test: &str, name: &str) -> Option<PathBuf> {
+    let found = super::installed(name);
+    if found.is_none() {
+        super::skip_unless_required(
+            "TCPDOCTOR_REQUIRE_TOOLS",
+            test,
+            &format!("{name} (Debian's prometheus) is not installed"),
+        );
+    }
+    found
 }
