@@ -88,8 +88,10 @@ use crate::seq::SeqNum;
 use crate::time::Timestamp;
 use crate::wire::Endpoint;
 
+mod proof;
 mod text;
 
+use proof::AckIndex;
 use text::finding;
 
 /// Segments of a burst, at least.
@@ -381,6 +383,7 @@ impl UnbatchedMessages {
             st.dir_segments += segs.iter().filter(|s| s.dir == dir).count() as u64;
         }
         if let Some(c) = &counts {
+            let mut acks: [Option<AckIndex>; 2] = [None, None];
             for mut burst in bursts(segs, c, full) {
                 // The framing knows better than the sizes (rule 6′).
                 if burst.segs.iter().any(|s| s.cut == Cut::NotWhole)
@@ -388,7 +391,7 @@ impl UnbatchedMessages {
                 {
                     continue;
                 }
-                let Some(p) = proof(segs, &burst) else {
+                let Some(p) = proof(segs, &burst, &mut acks) else {
                     continue;
                 };
                 burst.proof = Some(Proof::Ack(p));
@@ -558,14 +561,12 @@ fn runs(segs: &[Seg], full: [u32; 2], one: impl Fn(&Seg) -> Option<Option<u64>>)
 
 /// Rule 6: the first of the peer's data segments whose ACK number falls strictly inside the
 /// burst's bytes — the peer had received a first part of the burst, not all of it, and sent
-/// data — when there is one.
-fn proof(segs: &[Seg], b: &Burst) -> Option<Seg> {
+/// data — when there is one. `acks` keeps each direction's [`AckIndex`] once built.
+fn proof(segs: &[Seg], b: &Burst, acks: &mut [Option<AckIndex>; 2]) -> Option<Seg> {
     let first = b.segs[0];
     let last = b.segs[b.segs.len() - 1];
-    let (lo, hi) = (first.seq, last.seq.plus(last.len));
-    segs.iter()
-        .copied()
-        .find(|p| p.dir != first.dir && p.ack.is_some_and(|a| a.diff(lo) > 0 && hi.diff(a) > 0))
+    let index = acks[first.dir.index()].get_or_insert_with(|| AckIndex::new(segs, first.dir));
+    index.first_inside(segs, first.seq, last.seq.plus(last.len))
 }
 
 fn close(open: &mut Option<Burst>, out: &mut Vec<Burst>) {
