@@ -24,10 +24,10 @@
 # Goals, each printed as PASS or MISS: tcpdoctor >= 500 MB/s on one thread, >= 50x faster than
 # tshark on one thread and with all cores (tshark uses one), peak RSS < 200 MB, all cores >= 1.7x
 # one thread — with the evidence audit on (it always is: it re-reads only the frames findings
-# cite; the `evidence audit` line says what it read). A gzip-compressed copy (gzip -1) is then timed once against `zcat F.gz > /dev/null`,
-# the decompression ceiling, at one thread and at all cores. MB = 10^6 bytes throughout. The
-# script exits 0 whatever the figures
-# (a benchmark, not a test); non-zero only if a step failed.
+# cite; the `evidence audit` line says what it read). A gzip-compressed copy (gzip -1) is then
+# timed once against `zcat F.gz > /dev/null`, the decompression ceiling, at one thread and at all
+# cores. MB = 10^6 bytes throughout. The script exits 0 whatever the figures (a benchmark, not a
+# test); non-zero only if a step failed.
 #
 # Run (as root: tcpdump needs it; ~4 min at 1 GiB on 2 cores, most of it tshark; tshark needs
 # ~6 GB of memory at 1 GiB):
