@@ -261,6 +261,8 @@ pub struct UnbatchedMessages {
     /// The flow each recorded connection's ends were given to: the first flow on its
     /// endpoints (a later connection reusing them is not the recorded one).
     taken: FxHashMap<(Endpoint, Endpoint), u64>,
+    /// The stretch being judged, unpacked: one vector for every stretch of every flow.
+    scratch: Vec<Seg>,
 }
 
 impl Detector for UnbatchedMessages {
@@ -275,8 +277,11 @@ impl Detector for UnbatchedMessages {
         let segs = self.stretch.get_or_default(flow);
         crate::compact::push(segs, Kept::new(ev));
         if segs.len() >= STRETCH_MAX {
-            let segs = std::mem::take(segs);
+            // The flow's next stretch fills the same vector: it was about to hold as many.
+            let mut segs = std::mem::take(segs);
             self.judge(flow, &segs);
+            segs.clear();
+            *self.stretch.get_or_default(flow) = segs;
         }
     }
 
@@ -345,15 +350,22 @@ impl UnbatchedMessages {
 
     /// Rules 1–7 over one stretch of a flow.
     fn judge(&mut self, flow: &FlowView, kept: &[Kept]) {
+        let mut segs = std::mem::take(&mut self.scratch);
+        segs.clear();
         let framing = self.framing(flow);
-        let segs = match framing
+        match framing
             .as_ref()
             .and_then(|e| e.get(flow.flow.client, flow.flow.server))
         {
-            Some(ends) => with_cuts(flow, kept, ends),
-            None => kept.iter().map(|k| k.seg(Cut::Unknown)).collect(),
-        };
-        let segs = &segs[..];
+            Some(ends) => segs.extend(with_cuts(flow, kept, ends)),
+            None => segs.extend(kept.iter().map(|k| k.seg(Cut::Unknown))),
+        }
+        self.judge_segments(flow, framing, &segs);
+        self.scratch = segs;
+    }
+
+    /// Rules 1–7 over one stretch, its segments placed against the framing when known.
+    fn judge_segments(&mut self, flow: &FlowView, framing: Option<Arc<MessageEnds>>, segs: &[Seg]) {
         let full = [
             flow.flow.full_segment(Direction::ClientToServer).max(1),
             flow.flow.full_segment(Direction::ServerToClient).max(1),
@@ -443,23 +455,25 @@ pub(super) fn per_flow_sizes() -> Vec<(&'static str, usize)> {
 /// The stretch with each segment placed against the driver's message ends (rule 6′). A
 /// direction whose ISN the capture did not show, or whose stream passed 2³² bytes (where
 /// sequence numbers no longer name one offset), stays unknown.
-fn with_cuts(flow: &FlowView, segs: &[Kept], ends: &ConnectionEnds) -> Vec<Seg> {
+fn with_cuts<'a>(
+    flow: &FlowView,
+    segs: &'a [Kept],
+    ends: &'a ConnectionEnds,
+) -> impl Iterator<Item = Seg> + 'a {
     let isn = [Direction::ClientToServer, Direction::ServerToClient].map(|d| {
         let half = flow.flow.half(d);
         half.isn.filter(|_| half.data_bytes <= u64::from(u32::MAX))
     });
-    segs.iter()
-        .map(|&s| {
-            let cut = match isn[s.dir.index()] {
-                Some(isn) => {
-                    let start = u64::from(s.seq.0.wrapping_sub(isn.0).wrapping_sub(1));
-                    ends.cut(s.dir, start, start + u64::from(s.len))
-                }
-                None => Cut::Unknown,
-            };
-            s.seg(cut)
-        })
-        .collect()
+    segs.iter().map(move |&s| {
+        let cut = match isn[s.dir.index()] {
+            Some(isn) => {
+                let start = u64::from(s.seq.0.wrapping_sub(isn.0).wrapping_sub(1));
+                ends.cut(s.dir, start, start + u64::from(s.len))
+            }
+            None => Cut::Unknown,
+        };
+        s.seg(cut)
+    })
 }
 
 /// Whether two bursts share a segment.

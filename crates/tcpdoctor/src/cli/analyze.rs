@@ -124,6 +124,7 @@ pub(crate) fn parse_fail_on(s: &str) -> Result<FailOn, String> {
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
+    crate::limits::keep_freed_heap();
     if args.ends {
         if args.files.len() != 2 {
             eprintln!(
