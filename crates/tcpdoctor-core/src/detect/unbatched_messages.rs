@@ -525,7 +525,9 @@ fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
 /// condition, or rule 6′: then which message, and a burst's messages follow each other).
 fn runs(segs: &[Seg], full: [u32; 2], one: impl Fn(&Seg) -> Option<Option<u64>>) -> Vec<Burst> {
     let mut out = Vec::new();
-    let mut open: [Option<Burst>; 2] = [None, None];
+    // Each side's open run (none while its `segs` is empty): one vector per side, reused, so
+    // that the many runs that never reach a burst allocate nothing.
+    let mut open: [Burst; 2] = Default::default();
     for &s in segs {
         let i = s.dir.index();
         let number = one(&s);
@@ -535,36 +537,30 @@ fn runs(segs: &[Seg], full: [u32; 2], one: impl Fn(&Seg) -> Option<Option<u64>>)
             && s.ack.is_some()
             && s.tsval.is_some();
         let number = number.flatten();
-        let continues = one_small
-            && open[i].as_ref().is_some_and(|b| {
-                let (first, last) = (b.segs[0], b.segs[b.segs.len() - 1]);
-                let next = match (b.messages, number) {
-                    (None, None) => true,
-                    (Some((_, at)), Some(n)) => n == at + 1,
-                    _ => false,
-                };
-                next && last.ack == s.ack
-                    && first.tsval == s.tsval
-                    && s.ts.since(first.ts) <= SPAN_MAX
-            });
+        let b = &mut open[i];
+        let continues = one_small && !b.segs.is_empty() && {
+            let (first, last) = (b.segs[0], b.segs[b.segs.len() - 1]);
+            let next = match (b.messages, number) {
+                (None, None) => true,
+                (Some((_, at)), Some(n)) => n == at + 1,
+                _ => false,
+            };
+            next && last.ack == s.ack && first.tsval == s.tsval && s.ts.since(first.ts) <= SPAN_MAX
+        };
         if continues {
-            if let Some(b) = open[i].as_mut() {
-                b.segs.push(s);
-                b.bytes += u64::from(s.len);
-                if let (Some(m), Some(n)) = (b.messages.as_mut(), number) {
-                    m.1 = n;
-                }
+            b.segs.push(s);
+            b.bytes += u64::from(s.len);
+            if let (Some(m), Some(n)) = (b.messages.as_mut(), number) {
+                m.1 = n;
             }
             continue;
         }
-        close(&mut open[i], &mut out);
+        close(b, &mut out);
         if one_small {
-            open[i] = Some(Burst {
-                segs: vec![s],
-                bytes: u64::from(s.len),
-                messages: number.map(|n| (n, n)),
-                proof: None,
-            });
+            b.segs.push(s);
+            b.bytes = u64::from(s.len);
+            b.messages = number.map(|n| (n, n));
+            b.proof = None;
         }
     }
     for b in &mut open {
@@ -583,11 +579,11 @@ fn proof(segs: &[Seg], b: &Burst, acks: &mut [Option<AckIndex>; 2]) -> Option<Se
     index.first_inside(segs, first.seq, last.seq.plus(last.len))
 }
 
-fn close(open: &mut Option<Burst>, out: &mut Vec<Burst>) {
-    if let Some(b) = open.take() {
-        if b.segs.len() >= MIN_BURST {
-            out.push(b);
-        }
+fn close(open: &mut Burst, out: &mut Vec<Burst>) {
+    if open.segs.len() >= MIN_BURST {
+        out.push(std::mem::take(open));
+    } else {
+        open.segs.clear();
     }
 }
 
