@@ -121,6 +121,48 @@ pub struct FragmentedWrites {
 }
 
 impl FragmentedWrites {
+    /// Counts a turn sent in pieces (kept out of `on_turn`: most turns are whole, and they
+    /// need not pay for this one's stack frame).
+    #[inline(never)]
+    fn record(&mut self, flow: &FlowView, turn: &Turn, frag: Fragmented) {
+        let st = self.state.get(flow.group, turn.dir);
+        st.fragmented += 1;
+        if frag.held > Duration::ZERO {
+            st.held_by_nagle += 1;
+            st.held += frag.held;
+        }
+        st.extra_segments += frag.extra;
+        st.segments_per_turn.record(turn.segments);
+        for &s in turn.sizes.iter() {
+            st.sizes.record(s);
+        }
+        self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
+        if !frag.waits.is_empty() {
+            st.window_turns += 1;
+            st.window_waits += frag.waits.len() as u64;
+            st.window += frag.window;
+        }
+        // Rule 12: a window wait shown when there is one (its frames must be on the example
+        // flow), else the pieces themselves (no Nagle hold), the first of its kind.
+        let kind = if !frag.waits.is_empty() {
+            0
+        } else if turn.pauses.is_empty() {
+            1
+        } else {
+            2
+        };
+        let rank = (kind, flow.at);
+        if st.example.as_ref().is_none_or(|e| rank < e.rank) {
+            st.example = Some(Example {
+                rank,
+                flow: flow.flow_ref(),
+                turn: turn.clone(),
+                full: flow.flow.full_segment(turn.dir),
+                wait: frag.waits.into_iter().next(),
+            });
+        }
+    }
+
     /// The detector told where `run`'s driver knows its messages ended (rule 11).
     pub fn with_ends(ends: Option<std::sync::Arc<crate::message_ends::MessageEnds>>) -> Self {
         FragmentedWrites {
@@ -215,42 +257,7 @@ impl Detector for FragmentedWrites {
         if self.whole_messages(flow, turn) {
             return;
         }
-        let st = self.state.get(flow.group, turn.dir);
-        st.fragmented += 1;
-        if frag.held > Duration::ZERO {
-            st.held_by_nagle += 1;
-            st.held += frag.held;
-        }
-        st.extra_segments += frag.extra;
-        st.segments_per_turn.record(turn.segments);
-        for &s in turn.sizes.iter() {
-            st.sizes.record(s);
-        }
-        self.marks.count(flow.flow.id, turn.dir, &mut st.flows);
-        if !frag.waits.is_empty() {
-            st.window_turns += 1;
-            st.window_waits += frag.waits.len() as u64;
-            st.window += frag.window;
-        }
-        // Rule 12: a window wait shown when there is one (its frames must be on the example
-        // flow), else the pieces themselves (no Nagle hold), the first of its kind.
-        let kind = if !frag.waits.is_empty() {
-            0
-        } else if turn.pauses.is_empty() {
-            1
-        } else {
-            2
-        };
-        let rank = (kind, flow.at);
-        if st.example.as_ref().is_none_or(|e| rank < e.rank) {
-            st.example = Some(Example {
-                rank,
-                flow: flow.flow_ref(),
-                turn: turn.clone(),
-                full: flow.flow.full_segment(turn.dir),
-                wait: frag.waits.into_iter().next(),
-            });
-        }
+        self.record(flow, turn, frag);
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
