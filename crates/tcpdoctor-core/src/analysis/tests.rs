@@ -285,7 +285,7 @@ fn per_flow_state_stays_small() {
         ("HalfFlow", size_of::<crate::flow::HalfFlow>(), 144),
         ("Handshake", size_of::<crate::flow::Handshake>(), 56),
         ("TurnTracker", size_of::<TurnTracker>(), 176),
-        ("Turn", size_of::<crate::turns::Turn>(), 152),
+        ("Turn", size_of::<crate::turns::Turn>(), 96),
         ("Sizes", size_of::<crate::turns::Sizes>(), 16),
         ("LegRecord", size_of::<LegRecord>(), 104),
     ];

@@ -432,7 +432,7 @@ impl Detector for RttBound {
                 bump(&mut fs.sequential_after_idle, idle.is_some());
                 fs.latency_sum.add(latency);
                 fs.waiting.add(own + before);
-                let previous = ex.idle_before.and(ex.request.previous).map(|p| p.last);
+                let previous = ex.previous_response;
                 // The first sequential exchange, or a later one that follows a response
                 // (it shows both round trips).
                 let better = match &fs.example {
