@@ -18,7 +18,6 @@
 //! the capture's elapsed time, which a step back of the timestamps does not move (see
 //! [`clock`]); the capture spans its earliest to its latest timestamp.
 
-use std::collections::hash_map::Entry as MapEntry;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
@@ -38,9 +37,11 @@ pub mod half_open;
 pub mod shard;
 #[cfg(test)]
 mod shard_tests;
+mod table;
 use clock::CaptureClock;
 pub use half_open::MAX_HALF_OPEN;
 use half_open::{Attempt, HalfOpen};
+use table::{FlowTable, Slot};
 
 /// A flow with no packet for this long (capture time) is ended.
 pub const IDLE_FLOW_TIMEOUT: Duration = Duration::from_secs(600);
@@ -455,9 +456,9 @@ impl Sinks {
 
 /// Analyses one capture, packet by packet.
 pub struct Analyzer {
-    /// Boxed: an entry is over a kilobyte, and probing and growing the table should touch
-    /// keys and pointers only.
-    flows: FxHashMap<FlowKey, Box<Entry>>,
+    /// Boxed: an entry is most of a kilobyte, and growing the table should move pointers
+    /// only (the table keeps nothing else: [`table`]).
+    flows: FlowTable,
     /// Connection attempts displaced by a SYN with another ISN on the same endpoints.
     parked: FxHashMap<FlowKey, Vec<Entry>>,
     /// Flows that are only a SYN (and its SYN-ACK) so far, compact and capped.
@@ -515,7 +516,7 @@ impl Analyzer {
 
     pub fn new(detectors: Vec<Box<dyn Detector>>) -> Analyzer {
         Analyzer {
-            flows: FxHashMap::default(),
+            flows: FlowTable::default(),
             parked: FxHashMap::default(),
             half_open: HalfOpen::default(),
             next_flow_id: 1,
@@ -674,7 +675,7 @@ impl Analyzer {
             self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);
         }
         let entry = match self.flows.entry(key) {
-            MapEntry::Occupied(o) if !expired(o.get(), now) => {
+            Slot::Occupied(o) if !expired(o.get(), now) => {
                 let e = o.into_mut();
                 Self::displace_in(
                     &mut self.parked,
@@ -689,17 +690,17 @@ impl Analyzer {
                 );
                 e
             }
-            MapEntry::Occupied(o) => {
+            Slot::Occupied(o) => {
                 // What a sweep just before this segment would have done: end the flow and
                 // forget it, so that the segment starts a flow of its own.
-                let mut old = o.remove();
+                let mut old = o.remove().0;
                 self.sinks.end_flow(&mut old);
                 if !self.start_flow(key, seg, pkt, now) {
                     return;
                 }
                 self.flows.get_mut(&key).expect("just started")
             }
-            MapEntry::Vacant(_) => {
+            Slot::Vacant(_) => {
                 if !self.start_flow(key, seg, pkt, now) {
                     return;
                 }
@@ -727,7 +728,7 @@ impl Analyzer {
         pkt: PacketRef,
         now: Timestamp,
     ) -> bool {
-        let MapEntry::Vacant(v) = self.flows.entry(key) else {
+        let Slot::Vacant(v) = self.flows.entry(key) else {
             unreachable!("start_flow is called for endpoints without a flow");
         };
         if self
@@ -747,7 +748,7 @@ impl Analyzer {
                 return false;
             }
             let a = self.half_open.remove(&key).expect("just found");
-            let e = v.insert(promote(&mut self.sinks, key, a));
+            let e = v.insert(promote(&mut self.sinks, key, a)).into_mut();
             Self::displace_in(
                 &mut self.parked,
                 &mut self.sinks,
@@ -829,7 +830,7 @@ impl Analyzer {
                 }
                 FlowState::Open => now.since(e.seen) > IDLE_FLOW_TIMEOUT,
             })
-            .map(|(k, _)| *k)
+            .map(|(k, _)| k)
             .collect();
         let mut ending: Vec<Ending> = stale
             .into_iter()
