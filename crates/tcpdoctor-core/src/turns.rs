@@ -876,6 +876,37 @@ mod tests {
         assert_eq!(t.exchanges(), 2);
     }
 
+    /// What a turn used to copy of the turn before it, read where it now lives: whether there
+    /// was one (the first turn has none), and for an exchange the previous exchange's
+    /// response's last segment (none for the first exchange, nor after a greeting alone).
+    #[test]
+    fn the_turn_before_is_told_without_a_copy() {
+        let mut t = TurnTracker::default();
+        t.on_segment(&ev(1, 0, S2C, 20, true));
+        t.on_segment(&ev(2, 100, C2S, 5, true));
+        assert!(
+            !t.ended_turn().unwrap().follows_a_turn(),
+            "the greeting is first"
+        );
+        t.on_segment(&ev(3, 200, S2C, 5, true));
+        assert!(
+            t.ended_turn().unwrap().follows_a_turn(),
+            "the request follows it"
+        );
+        t.on_segment(&ev(4, 300, S2C, 5, true));
+        assert!(t.on_segment(&ev(5, 1_000, C2S, 5, true)).exchange);
+        let ex = t.ended_exchange().unwrap();
+        assert_eq!((ex.previous_response, ex.idle_before), (None, None));
+        assert_eq!(ex.request.first.frame, 2);
+        t.on_segment(&ev(6, 1_100, S2C, 5, true));
+        assert!(t.finish().exchange);
+        let ex = t.ended_exchange().unwrap();
+        let previous = ex.previous_response.expect("the first exchange's response");
+        assert_eq!(previous.frame, 4, "its last segment");
+        assert_eq!(ex.idle_before, Some(Duration::from_micros(700)));
+        assert_eq!((ex.request.first.frame, ex.response.first.frame), (5, 6));
+    }
+
     #[test]
     fn short_silences_are_not_pauses_and_acks_do_not_end_turns() {
         let mut t = TurnTracker::default();

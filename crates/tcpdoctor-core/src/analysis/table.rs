@@ -79,3 +79,76 @@ impl FlowTable {
         self.table.into_iter()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::Analyzer;
+    use crate::flow::PacketRef;
+    use crate::time::Timestamp;
+    use crate::wire::{TcpFlags, TcpOptions, TcpSegment};
+
+    fn seg(src: u16, dst: u16, flags: u8) -> TcpSegment {
+        let ep = |port| Endpoint {
+            ip: "10.0.0.1".parse().unwrap(),
+            port,
+        };
+        TcpSegment {
+            src: ep(src),
+            dst: ep(dst),
+            seq: 1,
+            ack: 1,
+            flags: TcpFlags(flags),
+            window: 1000,
+            payload_len: 10,
+            options: TcpOptions::default(),
+        }
+    }
+
+    /// A flow is found by the key of a segment either way, and only by its own endpoints;
+    /// removed, it is gone; taken out, the table is empty.
+    #[test]
+    fn flows_are_found_by_their_endpoints_either_way() {
+        let mut an = Analyzer::default();
+        let pkt = PacketRef {
+            frame: 1,
+            ts: Timestamp(1000),
+        };
+        // Mid-stream data: each makes a flow at once (no handshake to wait for).
+        for port in [40_000, 40_001, 40_002] {
+            an.on_segment(pkt, &seg(port, 80, TcpFlags::ACK));
+        }
+        assert_eq!(an.flows.len(), 3);
+        let there = FlowKey::of(&seg(40_001, 80, 0));
+        let back = FlowKey::of(&seg(80, 40_001, 0));
+        assert_eq!(there, back);
+        let id = an
+            .flows
+            .get_mut(&back)
+            .expect("found from either side")
+            .flow
+            .id;
+        assert_eq!(id, 2);
+        let found: Vec<u64> = an
+            .flows
+            .iter()
+            .filter(|(k, _)| *k == there)
+            .map(|(_, e)| e.flow.id)
+            .collect();
+        assert_eq!(found, [2]);
+        assert!(an
+            .flows
+            .get_mut(&FlowKey::of(&seg(40_009, 80, 0)))
+            .is_none());
+        assert_eq!(an.flows.remove(&there).map(|e| e.flow.id), Some(2));
+        assert!(an.flows.get_mut(&there).is_none());
+        assert_eq!(an.flows.len(), 2);
+        let mut rest: Vec<u64> = std::mem::take(&mut an.flows)
+            .into_values()
+            .map(|e| e.flow.id)
+            .collect();
+        rest.sort_unstable();
+        assert_eq!(rest, [1, 3]);
+        assert_eq!(an.flows.len(), 0);
+    }
+}
