@@ -999,7 +999,7 @@ impl Analyzer {
 
     /// Ends every flow still open, in the order flows began (as [`end_in_order`] would).
     /// The flow table is freed first, and the flows are listed by pointer (8 bytes each, not
-    /// an [`Ending`]'s 56), beside the compact attempts: what the detectors keep as flows end
+    /// an [`Ending`], which has room for endpoints), beside the compact attempts: what the detectors keep as flows end
     /// is allocated while the table's memory is free again (issue 29).
     fn end_all(&mut self) {
         let parked = std::mem::take(&mut self.parked);
