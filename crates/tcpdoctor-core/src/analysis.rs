@@ -18,7 +18,6 @@
 //! the capture's elapsed time, which a step back of the timestamps does not move (see
 //! [`clock`]); the capture spans its earliest to its latest timestamp.
 
-use std::collections::hash_map::Entry as MapEntry;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
@@ -38,9 +37,11 @@ pub mod half_open;
 pub mod shard;
 #[cfg(test)]
 mod shard_tests;
+mod table;
 use clock::CaptureClock;
 pub use half_open::MAX_HALF_OPEN;
 use half_open::{Attempt, HalfOpen};
+use table::{FlowTable, Slot};
 
 /// A flow with no packet for this long (capture time) is ended.
 pub const IDLE_FLOW_TIMEOUT: Duration = Duration::from_secs(600);
@@ -362,6 +363,7 @@ impl Sinks {
             exchanges: entry.turns.exchanges(),
             first_data: entry.first_data(),
             at,
+            answers: None,
         }
     }
 
@@ -401,8 +403,12 @@ impl Sinks {
             return;
         }
         if let Some(turn) = turns.ended_turn() {
+            let view = FlowView {
+                answers: turns.ended_exchange().map(|ex| ex.request),
+                ..*view
+            };
             for &i in &self.per_turn {
-                self.detectors[i].on_turn(view, turn);
+                self.detectors[i].on_turn(&view, turn);
             }
         }
         if let Some(ex) = &turns.ended_exchange() {
@@ -450,9 +456,9 @@ impl Sinks {
 
 /// Analyses one capture, packet by packet.
 pub struct Analyzer {
-    /// Boxed: an entry is over a kilobyte, and probing and growing the table should touch
-    /// keys and pointers only.
-    flows: FxHashMap<FlowKey, Box<Entry>>,
+    /// Boxed: an entry is most of a kilobyte, and growing the table should move pointers
+    /// only (the table keeps nothing else: [`table`]).
+    flows: FlowTable,
     /// Connection attempts displaced by a SYN with another ISN on the same endpoints.
     parked: FxHashMap<FlowKey, Vec<Entry>>,
     /// Flows that are only a SYN (and its SYN-ACK) so far, compact and capped.
@@ -510,7 +516,7 @@ impl Analyzer {
 
     pub fn new(detectors: Vec<Box<dyn Detector>>) -> Analyzer {
         Analyzer {
-            flows: FxHashMap::default(),
+            flows: FlowTable::default(),
             parked: FxHashMap::default(),
             half_open: HalfOpen::default(),
             next_flow_id: 1,
@@ -669,7 +675,7 @@ impl Analyzer {
             self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);
         }
         let entry = match self.flows.entry(key) {
-            MapEntry::Occupied(o) if !expired(o.get(), now) => {
+            Slot::Occupied(o) if !expired(o.get(), now) => {
                 let e = o.into_mut();
                 Self::displace_in(
                     &mut self.parked,
@@ -684,17 +690,17 @@ impl Analyzer {
                 );
                 e
             }
-            MapEntry::Occupied(o) => {
+            Slot::Occupied(o) => {
                 // What a sweep just before this segment would have done: end the flow and
                 // forget it, so that the segment starts a flow of its own.
-                let mut old = o.remove();
+                let mut old = o.remove().0;
                 self.sinks.end_flow(&mut old);
                 if !self.start_flow(key, seg, pkt, now) {
                     return;
                 }
                 self.flows.get_mut(&key).expect("just started")
             }
-            MapEntry::Vacant(_) => {
+            Slot::Vacant(_) => {
                 if !self.start_flow(key, seg, pkt, now) {
                     return;
                 }
@@ -722,7 +728,7 @@ impl Analyzer {
         pkt: PacketRef,
         now: Timestamp,
     ) -> bool {
-        let MapEntry::Vacant(v) = self.flows.entry(key) else {
+        let Slot::Vacant(v) = self.flows.entry(key) else {
             unreachable!("start_flow is called for endpoints without a flow");
         };
         if self
@@ -742,7 +748,7 @@ impl Analyzer {
                 return false;
             }
             let a = self.half_open.remove(&key).expect("just found");
-            let e = v.insert(promote(&mut self.sinks, key, a));
+            let e = v.insert(promote(&mut self.sinks, key, a)).into_mut();
             Self::displace_in(
                 &mut self.parked,
                 &mut self.sinks,
@@ -824,7 +830,7 @@ impl Analyzer {
                 }
                 FlowState::Open => now.since(e.seen) > IDLE_FLOW_TIMEOUT,
             })
-            .map(|(k, _)| *k)
+            .map(|(k, _)| k)
             .collect();
         let mut ending: Vec<Ending> = stale
             .into_iter()
@@ -938,7 +944,11 @@ impl Analyzer {
         let mut legs = BinaryHeap::new();
         let (mut exchanges, mut dropped) = (0, 0);
         let mut states: Vec<Vec<Box<dyn std::any::Any + Send>>> = Vec::new();
-        for (s, map) in shards.iter_mut().zip(&maps) {
+        let mut merged = None;
+        // Each shard but the first is dropped once its state is taken, before the states are
+        // merged: its (empty) flow table and detector slots are not kept through the merge.
+        for (mut s, map) in shards.into_iter().zip(&maps) {
+            s.sinks.shard = None;
             let sinks = &mut s.sinks;
             for (g, (info, t)) in sinks.groups.iter().zip(sinks.totals.drain(..)).enumerate() {
                 let into = map.group(g);
@@ -953,8 +963,9 @@ impl Analyzer {
             exchanges += sinks.exchanges;
             dropped += s.half_open.dropped;
             states.push(sinks.detectors.iter_mut().map(|d| d.take_state()).collect());
+            merged.get_or_insert(s);
         }
-        let mut merged = shards.swap_remove(0);
+        let mut merged = merged.expect("a shard");
         for (shard_states, map) in states.into_iter().zip(&maps) {
             for (d, state) in merged.sinks.detectors.iter_mut().zip(shard_states) {
                 d.absorb(state, map);
@@ -976,22 +987,47 @@ impl Analyzer {
         merged.report(file, format)
     }
 
-    /// Ends every flow still open, in the order flows began.
+    /// Ends every flow still open, in the order flows began, as [`Analyzer::finish`] and
+    /// [`Analyzer::merge`] do first. A shard's thread calls it once its segments are done: its
+    /// flows then end in parallel with the other shards', and their memory is freed to the
+    /// allocator of the thread that allocated it (ended in the merging thread, what the
+    /// detectors keep at a flow's end was allocated anew while the shards' freed memory sat in
+    /// their threads' arenas: issue 29). The report is the same either way.
+    pub fn end_flows(&mut self) {
+        self.end_all();
+    }
+
+    /// Ends every flow still open, in the order flows began (as [`end_in_order`] would).
+    /// The flow table is freed first, and the flows are listed by pointer (8 bytes each, not
+    /// an [`Ending`], which has room for endpoints), beside the compact attempts: what the detectors keep as flows end
+    /// is allocated while the table's memory is free again (issue 29).
     fn end_all(&mut self) {
-        let open: Vec<Ending> = self
-            .flows
-            .drain()
-            .map(|(_, e)| e)
-            .chain(self.parked.drain().flat_map(|(_, p)| p).map(Box::new))
-            .map(Ending::Flow)
-            .chain(
-                self.half_open
-                    .all()
-                    .into_iter()
-                    .map(|(id, k)| Ending::Attempt(id, k)),
-            )
-            .collect();
-        end_in_order(&mut self.sinks, &mut self.half_open, open);
+        let parked = std::mem::take(&mut self.parked);
+        let mut open: Vec<Box<Entry>> =
+            Vec::with_capacity(self.flows.len() + parked.values().map(Vec::len).sum::<usize>());
+        open.extend(std::mem::take(&mut self.flows).into_values());
+        open.extend(parked.into_values().flatten().map(Box::new));
+        open.sort_unstable_by_key(|e| e.flow.id);
+        let mut attempts = self.half_open.all();
+        attempts.sort_unstable_by_key(|&(id, _)| id);
+        let mut attempts = attempts.into_iter().peekable();
+        for mut entry in open {
+            while let Some((_, key)) = attempts.next_if(|&(id, _)| id < entry.flow.id) {
+                self.end_attempt(key);
+            }
+            self.sinks.end_flow(&mut entry);
+        }
+        for (_, key) in attempts {
+            self.end_attempt(key);
+        }
+    }
+
+    /// Ends a compact attempt still in its table (promoted first, [`half_open`] rule 3).
+    fn end_attempt(&mut self, key: FlowKey) {
+        if let Some(a) = self.half_open.remove(&key) {
+            let mut entry = promote(&mut self.sinks, key, a);
+            self.sinks.end_flow(&mut entry);
+        }
     }
 
     /// The report, once every flow has ended.

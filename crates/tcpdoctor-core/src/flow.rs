@@ -831,16 +831,20 @@ impl FlowKey {
     /// common case, compares and hashes as plain integers.
     #[inline(always)]
     pub fn of(seg: &TcpSegment) -> FlowKey {
-        let src_first = match (seg.src.ip, seg.dst.ip) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => {
-                (a.to_bits(), seg.src.port) <= (b.to_bits(), seg.dst.port)
-            }
-            _ => (seg.src.ip, seg.src.port) <= (seg.dst.ip, seg.dst.port),
+        FlowKey::new(seg.src, seg.dst)
+    }
+
+    /// The key of the flow between `a` and `b`, whichever order they are given in.
+    #[inline(always)]
+    pub fn new(a: Endpoint, b: Endpoint) -> FlowKey {
+        let a_first = match (a.ip, b.ip) {
+            (IpAddr::V4(x), IpAddr::V4(y)) => (x.to_bits(), a.port) <= (y.to_bits(), b.port),
+            _ => (a.ip, a.port) <= (b.ip, b.port),
         };
-        if src_first {
-            FlowKey(seg.src, seg.dst)
+        if a_first {
+            FlowKey(a, b)
         } else {
-            FlowKey(seg.dst, seg.src)
+            FlowKey(b, a)
         }
     }
 }

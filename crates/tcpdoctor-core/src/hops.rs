@@ -122,6 +122,26 @@ impl Shape {
     }
 }
 
+/// A [`Shape`] as a leg record keeps it: in 12 bytes, not 24 (every open flow holds two: issue
+/// 29). The counts saturate at 2³² − 1 (a flow of more turns or segments would take terabytes
+/// of capture).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    messages: u32,
+    segments: u32,
+    whole: u32,
+}
+
+impl Counts {
+    fn shape(self) -> Shape {
+        Shape {
+            messages: u64::from(self.messages),
+            segments: u64::from(self.segments),
+            whole: u64::from(self.whole),
+        }
+    }
+}
+
 /// When one response crossed a leg (rule 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ResponseTimes {
@@ -136,7 +156,7 @@ struct ResponseTimes {
 pub struct LegRecord {
     turns: Vec<TurnSig>,
     /// Per direction: its turns (messages), their segments, those sent whole.
-    shape: [Shape; 2],
+    shape: [Counts; 2],
     /// Kept responses (rule 5): response `j × stride` of the leg is `responses[j]`.
     responses: Vec<ResponseTimes>,
     /// The sample's stride (0 until the first response: read as 1).
@@ -154,7 +174,7 @@ impl LegRecord {
         }
         if turn.dir == Direction::ServerToClient {
             // Counted in its shape below: this is response number `messages` (from 0).
-            let k = self.shape[Direction::ServerToClient.index()].messages;
+            let k = u64::from(self.shape[Direction::ServerToClient.index()].messages);
             self.keep_response(
                 k,
                 ResponseTimes {
@@ -166,11 +186,11 @@ impl LegRecord {
         }
         let full = u64::from(flow.full_segment(turn.dir).max(1));
         let s = &mut self.shape[turn.dir.index()];
-        s.messages += 1;
-        s.segments += u64::from(turn.segments);
+        s.messages = s.messages.saturating_add(1);
+        s.segments = s.segments.saturating_add(turn.segments);
         // segments ≤ max(1, ⌈bytes / full⌉), without a division: (segments − 1) × full < bytes.
         let whole = turn.segments <= 1 || u64::from(turn.segments - 1) * full < turn.bytes;
-        s.whole += u64::from(whole);
+        s.whole = s.whole.saturating_add(u32::from(whole));
     }
 
     /// Rule 5's decimating sample: keeps response `k` while `k` is a multiple of the stride;
@@ -197,7 +217,7 @@ impl LegRecord {
 
     /// Turns recorded.
     fn count(&self) -> u64 {
-        self.shape[0].messages + self.shape[1].messages
+        u64::from(self.shape[0].messages) + u64::from(self.shape[1].messages)
     }
 
     /// The kept response of index `k`, if `k` is in the sample.
@@ -404,8 +424,8 @@ pub fn pair(legs: &[Leg]) -> Vec<Hop> {
                 upstream: b.server,
                 client_flow: a.flow,
                 upstream_flow: b.flow,
-                requests: a.record.shape[Direction::ClientToServer.index()],
-                responses: b.record.shape[Direction::ServerToClient.index()],
+                requests: a.record.shape[Direction::ClientToServer.index()].shape(),
+                responses: b.record.shape[Direction::ServerToClient.index()].shape(),
                 forwarding: Forwarding::of(&b.record, &a.record),
             });
         }
@@ -459,8 +479,8 @@ mod tests {
             });
             let s = &mut record.shape[Direction::ServerToClient.index()];
             s.messages += 1;
-            s.segments += segs;
-            s.whole += u64::from(segs == 1);
+            s.segments += u32::try_from(segs).unwrap();
+            s.whole += u32::from(segs == 1);
         }
         record.shape[Direction::ClientToServer.index()].messages = 3;
         Leg {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::flow::{Direction, MaybePacket, PacketRef, SegmentEvent, SegmentKind};
 use crate::seq::SeqNum;
-use crate::time::{Nanos, Timestamp};
+use crate::time::Timestamp;
 
 /// Silences inside a turn shorter than this are not recorded as pauses.
 pub const PAUSE_MIN: Duration = Duration::from_millis(1);
@@ -94,7 +94,9 @@ impl Pause {
 /// A run of data from one side.
 ///
 /// Boxed in its tracker (two per open flow of request/response traffic: issue 29 counts their
-/// bytes): 152 bytes.
+/// bytes): 96 bytes. The turn before it is not copied into it: a response's request is told
+/// beside it ([`crate::detect::FlowView::answers`]), and a request's previous response by its
+/// exchange ([`Exchange::previous_response`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Turn {
     pub dir: Direction,
@@ -109,8 +111,8 @@ pub struct Turn {
     pub pauses: Pauses,
     /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
     pub pauses_dropped: u32,
-    /// The flow's turn just before this one (the other side's), in brief.
-    pub previous: Option<TurnBrief>,
+    /// The flow had a turn before this one (the other side's).
+    follows: bool,
     /// Sequence numbers of its first byte and just past its last new byte.
     pub seq_first: SeqNum,
     pub seq_end: SeqNum,
@@ -130,7 +132,7 @@ pub struct TurnBrief {
 }
 
 impl Turn {
-    fn start(dir: Direction, ev: &SegmentEvent, previous: Option<TurnBrief>) -> Turn {
+    fn start(dir: Direction, ev: &SegmentEvent, follows: bool) -> Turn {
         Turn {
             dir,
             first: ev.pkt,
@@ -141,7 +143,7 @@ impl Turn {
             sizes: Sizes::default(),
             pauses: Pauses::default(),
             pauses_dropped: 0,
-            previous,
+            follows,
             seq_first: ev.seq,
             seq_end: ev.seq,
             ended_by_ack: SeqNum(0),
@@ -151,7 +153,7 @@ impl Turn {
 
     /// Makes this (ended) turn a new one, as [`Turn::start`] would, in place: the sizes are
     /// not rewritten and the pauses keep their allocation.
-    fn restart(&mut self, dir: Direction, ev: &SegmentEvent, previous: Option<TurnBrief>) {
+    fn restart(&mut self, dir: Direction, ev: &SegmentEvent, follows: bool) {
         self.dir = dir;
         self.first = ev.pkt;
         self.last = ev.pkt;
@@ -161,11 +163,16 @@ impl Turn {
         self.sizes.clear();
         self.pauses.clear();
         self.pauses_dropped = 0;
-        self.previous = previous;
+        self.follows = follows;
         self.seq_first = ev.seq;
         self.seq_end = ev.seq;
         self.ended_by_ack = SeqNum(0);
         self.ended_by_ack_seen = false;
+    }
+
+    /// Whether the flow had a turn before this one (the other side's): false for its first.
+    pub fn follows_a_turn(&self) -> bool {
+        self.follows
     }
 
     /// The ACK number of the other side's data segment that ended it, when one did.
@@ -234,8 +241,8 @@ const SIZES_INLINE: usize = 3;
 /// turns), then all [`SIZES_KEPT`] in one allocation, kept when the turn is restarted. Only
 /// the first `len` are meaningful (a restarted turn leaves older ones behind): equality
 /// compares those. The count sits beside the enum's tag, and three sizes fit beside them in
-/// the 16 bytes the boxed form takes: 16 bytes, not 32 (a turn is then 152 bytes, which
-/// malloc keeps in a 160-byte chunk rather than 176).
+/// the 16 bytes the boxed form takes: 16 bytes, not 32 (a turn is then 96 bytes, which
+/// malloc keeps in a 112-byte chunk rather than 128).
 #[derive(Clone, Debug)]
 pub struct Sizes(SizeBuf);
 
@@ -318,6 +325,9 @@ pub struct Exchange<'a> {
     pub response: &'a Turn,
     /// Idle time between the previous exchange's last response byte and this request.
     pub idle_before: Option<Duration>,
+    /// The previous exchange's response's last segment (the turn just before this request),
+    /// when there was one: `idle_before` is counted from it.
+    pub previous_response: Option<PacketRef>,
 }
 
 impl Exchange<'_> {
@@ -374,7 +384,7 @@ pub struct Unacked {
 /// as they never coexist; small options are values beside bits of [`Flags`], slots are bytes.
 #[derive(Debug)]
 pub struct TurnTracker {
-    /// Boxed: a turn is 152 bytes and a flow has at most two alive at once (a request
+    /// Boxed: a turn is 96 bytes and a flow has at most two alive at once (a request
     /// waiting for its response, and that response), so an open flow carries two allocations
     /// rather than three turns inline, and an ended one none.
     slot: [Option<Box<Turn>>; 3],
@@ -387,9 +397,8 @@ pub struct TurnTracker {
     req: u8,
     /// The slot of the request of the last completed exchange.
     exchange_req: u8,
-    /// The slot of the last turn that ended, or [`NO_SLOT`]: its brief is the next turn's
-    /// `previous` (it stays in its slot, unchanged, until a later turn starts, which reads the
-    /// brief first).
+    /// The slot of the last turn that ended, or [`NO_SLOT`] (none has: the next turn is the
+    /// flow's first).
     last_ended: u8,
     last: Last,
     flags: Flags,
@@ -413,11 +422,10 @@ pub struct TurnTracker {
     /// The edge that limited the talker when it sent its last data segment
     /// ([`Flags::EDGE_AT_LAST_DATA`]).
     edge_at_last_data: SeqNum,
-    /// Idle time before the exchange that `response` completed, in nanoseconds
-    /// ([`Flags::EXCHANGE_IDLE`]).
-    exchange_idle: Nanos,
-    /// When the last exchange's response ended ([`Flags::RESPONSE_END`]).
-    last_response_end: Timestamp,
+    /// The last segment of the latest response that completed an exchange, once the next
+    /// response begins ([`Flags::RESPONSE_END`]; until then the response is in its slot,
+    /// [`Flags::RESPONSE_IN_SLOT`]): what the next exchange's idle time is counted from.
+    last_response_end: PacketRef,
 }
 
 /// No slot: no turn active, or none ended yet.
@@ -437,7 +445,10 @@ impl Flags {
     /// `edge[0]`, `edge[1]` are known (`EDGE << i`).
     const EDGE: u8 = 1 << 3;
     const EDGE_AT_LAST_DATA: u8 = 1 << 5;
-    const EXCHANGE_IDLE: u8 = 1 << 6;
+    /// The server→client slot holds a response that completed an exchange: its end becomes
+    /// `last_response_end` when the next response starts there (until then the exchange it
+    /// completed can still be read, with the end before it).
+    const RESPONSE_IN_SLOT: u8 = 1 << 6;
     const RESPONSE_END: u8 = 1 << 7;
 
     fn has(self, f: u8) -> bool {
@@ -497,8 +508,10 @@ impl Default for TurnTracker {
             flight_ack: MaybePacket::NONE,
             edge: [SeqNum(0); 2],
             edge_at_last_data: SeqNum(0),
-            exchange_idle: Nanos::ZERO,
-            last_response_end: Timestamp::ZERO,
+            last_response_end: PacketRef {
+                frame: 0,
+                ts: Timestamp::ZERO,
+            },
         }
     }
 }
@@ -570,10 +583,19 @@ impl TurnTracker {
                 Direction::ServerToClient => 2,
             };
             let i = usize::from(slot);
-            let previous = self.previous();
+            let follows = self.last_ended != NO_SLOT;
+            if self.flags.has(Flags::RESPONSE_IN_SLOT) && slot == 2 {
+                // The response about to be overwritten completed an exchange: the next
+                // exchange's idle time counts from its end.
+                if let Some(r) = self.slot[2].as_deref() {
+                    self.last_response_end = r.last;
+                    self.flags.set(Flags::RESPONSE_END, true);
+                }
+                self.flags.set(Flags::RESPONSE_IN_SLOT, false);
+            }
             match &mut self.slot[i] {
-                Some(turn) => turn.restart(ev.dir, ev, previous),
-                empty => *empty = Some(Box::new(Turn::start(ev.dir, ev, previous))),
+                Some(turn) => turn.restart(ev.dir, ev, follows),
+                empty => *empty = Some(Box::new(Turn::start(ev.dir, ev, follows))),
             }
             self.active = slot;
             i
@@ -667,7 +689,6 @@ impl TurnTracker {
         };
         let dir = turn.dir;
         self.last_ended = i;
-        let turn_last = turn.last.ts;
         self.acking = Acking::Nothing;
         self.flags
             .set(Flags::ZERO_WINDOW | Flags::RETRANSMIT, false);
@@ -686,17 +707,9 @@ impl TurnTracker {
                 self.flags.set(Flags::REQUEST_PENDING, false);
                 if paired {
                     self.exchange_req = self.req;
-                    let request = self.slot[usize::from(self.req)].as_deref();
-                    let end = self.flags.get(Flags::RESPONSE_END, self.last_response_end);
-                    let idle = match (request, end) {
-                        (Some(r), Some(end)) => Some(r.first.ts.since(end)),
-                        _ => None,
-                    };
-                    self.flags.set(Flags::EXCHANGE_IDLE, idle.is_some());
-                    // A `Timestamp::since`: it fits in u64 nanoseconds.
-                    self.exchange_idle = idle.map_or(Nanos::ZERO, Nanos::new);
-                    self.flags.set(Flags::RESPONSE_END, true);
-                    self.last_response_end = turn_last;
+                    // Its end is kept when the next response starts (the exchange read now
+                    // counts its idle time from the end before).
+                    self.flags.set(Flags::RESPONSE_IN_SLOT, true);
                     self.exchanges += 1;
                 }
                 self.last = if paired {
@@ -710,14 +723,6 @@ impl TurnTracker {
                 }
             }
         }
-    }
-
-    /// Brief of the last turn that ended, for the next turn's `previous`.
-    fn previous(&self) -> Option<TurnBrief> {
-        self.slot
-            .get(usize::from(self.last_ended))?
-            .as_deref()
-            .map(Turn::brief)
     }
 
     /// The turn that the last call ended, if it ended one.
@@ -736,14 +741,16 @@ impl TurnTracker {
             self.slot[usize::from(self.exchange_req)].as_deref(),
             self.slot[2].as_deref(),
         ) {
-            (Last::Exchange, Some(request), Some(response)) => Some(Exchange {
-                index: self.exchanges - 1,
-                request,
-                response,
-                idle_before: self
-                    .flags
-                    .get(Flags::EXCHANGE_IDLE, self.exchange_idle.get()),
-            }),
+            (Last::Exchange, Some(request), Some(response)) => {
+                let previous = self.flags.get(Flags::RESPONSE_END, self.last_response_end);
+                Some(Exchange {
+                    index: self.exchanges - 1,
+                    request,
+                    response,
+                    idle_before: previous.map(|p| request.first.ts.since(p.ts)),
+                    previous_response: previous,
+                })
+            }
             _ => None,
         }
     }
@@ -867,6 +874,37 @@ mod tests {
         assert_eq!(ex.index, 1);
         assert_eq!(ex.idle_before, Some(Duration::from_micros(990)));
         assert_eq!(t.exchanges(), 2);
+    }
+
+    /// What a turn used to copy of the turn before it, read where it now lives: whether there
+    /// was one (the first turn has none), and for an exchange the previous exchange's
+    /// response's last segment (none for the first exchange, nor after a greeting alone).
+    #[test]
+    fn the_turn_before_is_told_without_a_copy() {
+        let mut t = TurnTracker::default();
+        t.on_segment(&ev(1, 0, S2C, 20, true));
+        t.on_segment(&ev(2, 100, C2S, 5, true));
+        assert!(
+            !t.ended_turn().unwrap().follows_a_turn(),
+            "the greeting is first"
+        );
+        t.on_segment(&ev(3, 200, S2C, 5, true));
+        assert!(
+            t.ended_turn().unwrap().follows_a_turn(),
+            "the request follows it"
+        );
+        t.on_segment(&ev(4, 300, S2C, 5, true));
+        assert!(t.on_segment(&ev(5, 1_000, C2S, 5, true)).exchange);
+        let ex = t.ended_exchange().unwrap();
+        assert_eq!((ex.previous_response, ex.idle_before), (None, None));
+        assert_eq!(ex.request.first.frame, 2);
+        t.on_segment(&ev(6, 1_100, S2C, 5, true));
+        assert!(t.finish().exchange);
+        let ex = t.ended_exchange().unwrap();
+        let previous = ex.previous_response.expect("the first exchange's response");
+        assert_eq!(previous.frame, 4, "its last segment");
+        assert_eq!(ex.idle_before, Some(Duration::from_micros(700)));
+        assert_eq!((ex.request.first.frame, ex.response.first.frame), (5, 6));
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub fn run<T>(
                     batch.clear();
                     let _ = btx.try_send(batch);
                 }
+                // Here, in parallel and in this thread's arena, not in the merge.
+                a.end_flows();
                 a
             }));
             to.push(tx);

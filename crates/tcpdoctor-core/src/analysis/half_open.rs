@@ -598,8 +598,10 @@ mod tests {
         let open = std::mem::size_of::<(FlowKey, Box<super::super::Entry>)>()
             + std::mem::size_of::<super::super::Entry>()
             + 2 * std::mem::size_of::<crate::turns::Turn>();
+        // Under a quarter (208 B against 992): it was under a fifth until an open flow's
+        // turns shrank from 152 to 96 bytes each.
         assert!(
-            attempt * 5 < open,
+            attempt * 4 < open,
             "attempt {attempt} B, open flow {open} B"
         );
     }

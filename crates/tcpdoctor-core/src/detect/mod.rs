@@ -78,6 +78,9 @@ pub struct FlowView<'a> {
     pub first_data: Option<Timestamp>,
     /// Where the event being told happened ([`At`]).
     pub at: At,
+    /// While a response turn that completes an exchange is told ([`Detector::on_turn`]), the
+    /// request turn it answers (the turn just before it); None otherwise.
+    pub answers: Option<&'a Turn>,
 }
 
 impl FlowView<'_> {

@@ -98,8 +98,9 @@ impl Detector for NagleDelayedAck {
                     flow: flow.flow_ref(),
                     turn: turn.clone(),
                     release: r,
-                    before: turn
-                        .previous
+                    before: flow
+                        .answers
+                        .map(Turn::brief)
                         .filter(|_| turn.dir == Direction::ServerToClient),
                     claim: r.claim(flow.flow, turn.dir, ReleasedBy::DelayedAck),
                 });

@@ -144,23 +144,25 @@ struct Peers {
     /// The spans of those that ended, flagged ones included.
     ended: Vec<Span>,
     /// The spans of the flagged ones whose overlaps are not counted yet (each also in
-    /// `ended`).
-    flagged: Vec<Span>,
+    /// `ended`). Allocated at the first: most clients have none, and the table holds one
+    /// entry per client (8 bytes, not a `Vec`'s 24, in each of up to [`MAX_SPANS`] buckets).
+    #[allow(clippy::box_collection)]
+    flagged: Option<Box<Vec<Span>>>,
 }
 
 impl Peers {
     /// Rule 5 for the flagged flows not counted yet: how many of the client's other ended
     /// flows overlapped each, into its server's state. O(n log n) in the client's spans.
     fn settle(&mut self, group: GroupId, state: &mut PerGroup<State>) {
-        if self.flagged.is_empty() {
+        let Some(flagged) = self.flagged.take().filter(|f| !f.is_empty()) else {
             return;
-        }
+        };
         let st = state.get(group, Direction::ClientToServer);
         let mut starts: Vec<Timestamp> = self.ended.iter().map(|s| s.0).collect();
         let mut ends: Vec<Timestamp> = self.ended.iter().map(|s| s.1).collect();
         starts.sort_unstable();
         ends.sort_unstable();
-        for (first, last) in self.flagged.drain(..) {
+        for &(first, last) in flagged.iter() {
             // A span misses this one when it starts at or after its end or ends at or before
             // its start, never both (a flagged flow's span is not empty: rule 3's saving lies
             // in it); the flow's own span is among them and overlaps.
@@ -356,7 +358,7 @@ impl RttBound {
         }
         peers.ended.push(span);
         if flagged {
-            peers.flagged.push(span);
+            peers.flagged.get_or_insert_default().push(span);
         }
         self.kept += 1;
         if peers.open == 0 && !peers.queued {
@@ -432,7 +434,7 @@ impl Detector for RttBound {
                 bump(&mut fs.sequential_after_idle, idle.is_some());
                 fs.latency_sum.add(latency);
                 fs.waiting.add(own + before);
-                let previous = ex.idle_before.and(ex.request.previous).map(|p| p.last);
+                let previous = ex.previous_response;
                 // The first sequential exchange, or a later one that follows a response
                 // (it shows both round trips).
                 let better = match &fs.example {
@@ -527,7 +529,9 @@ impl Detector for RttBound {
             self.kept += p.ended.len();
             let peers = self.clients.entry((map.group(g), ip)).or_default();
             peers.ended.extend(p.ended);
-            peers.flagged.extend(p.flagged);
+            if let Some(f) = p.flagged {
+                peers.flagged.get_or_insert_default().extend(*f);
+            }
         }
     }
 
@@ -562,7 +566,13 @@ impl Detector for RttBound {
 /// The state this detector keeps per open flow, by size ([`super::tests`] keeps it small).
 #[cfg(test)]
 pub(super) fn per_flow_sizes() -> Vec<(&'static str, usize)> {
-    vec![("rtt_bound slot", std::mem::size_of::<(u64, FlowState)>())]
+    vec![
+        ("rtt_bound slot", std::mem::size_of::<(u64, FlowState)>()),
+        (
+            "rtt_bound client",
+            std::mem::size_of::<((GroupId, IpAddr), Peers)>(),
+        ),
+    ]
 }
 
 /// What rule 3 measured of a flow it flags.

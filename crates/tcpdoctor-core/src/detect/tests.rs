@@ -534,6 +534,7 @@ fn a_reused_slot_starts_empty() {
         exchanges: 0,
         first_data: None,
         at: At::default(),
+        answers: None,
     };
     let mut slots: Slots<u32> = Slots::default();
     assert_eq!(slots.get(&view(&f1)), None);
@@ -556,6 +557,7 @@ fn per_flow_detector_state_stays_small() {
         ("window_limited::Transfer", 88),
         ("window_limited slot", 40),
         ("rtt_bound slot", 72),
+        ("rtt_bound client", 72),
         ("unbatched_messages slot", 32),
         ("unbatched_messages::Kept", 40),
     ];
@@ -608,6 +610,7 @@ fn slots_grow_by_an_eighth() {
             exchanges: 0,
             first_data: None,
             at: super::At::default(),
+            answers: None,
         };
         *slots.get_or_default(&view) = slot as u64;
         grew += usize::from(slots.slots.capacity() != before);

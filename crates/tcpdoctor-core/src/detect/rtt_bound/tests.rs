@@ -44,6 +44,7 @@ fn view(flow: &Flow, slot: usize) -> FlowView<'_> {
         exchanges: 1,
         first_data: None,
         at: At::default(),
+        answers: None,
     }
 }
 
