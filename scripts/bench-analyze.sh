@@ -339,7 +339,7 @@ awk -v b="$FILE_BYTES" -v p="${G[packets]}" -v runs="$RUNS" \
   }
   print ""
   print "goals:"
-  gfmt = "  %-4s  %-42s %s\n"
+  gfmt = "  %-4s  %-50s %s\n"
   printf gfmt, (mbs >= 500 ? "PASS" : "MISS"), "tcpdoctor >= 500 MB/s, single-threaded", sprintf("%.1f MB/s", mbs)
   if (sw != "") printf gfmt, (sp >= 50 ? "PASS" : "MISS"), "tcpdoctor >= 50x faster than tshark, one thread", sprintf("%.1fx", sp)
   else          printf gfmt, "n/a", "tcpdoctor >= 50x faster than tshark, one thread", "(--no-tshark)"
