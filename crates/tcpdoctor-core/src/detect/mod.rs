@@ -83,6 +83,22 @@ pub struct FlowView<'a> {
     pub answers: Option<&'a Turn>,
 }
 
+impl<'a> FlowView<'a> {
+    /// A view of `flow` in `slot` with nothing else known (tests of per-flow state).
+    #[cfg(test)]
+    pub(crate) fn in_slot(flow: &'a Flow, slot: usize) -> FlowView<'a> {
+        FlowView {
+            flow,
+            group: 0,
+            slot,
+            exchanges: 0,
+            first_data: None,
+            at: At::default(),
+            answers: None,
+        }
+    }
+}
+
 impl FlowView<'_> {
     pub fn flow_ref(&self) -> FlowRef {
         FlowRef {

@@ -506,13 +506,9 @@ fn overlapping_timeout_stalls_cost_the_time_they_span() {
     assert!((r.time_lost_ms - 2300.1).abs() < 1.0, "{}", r.time_lost_ms);
 }
 
-/// A slot freed by an ended flow and handed to the next one never gives that flow the state
-/// of the earlier one, even if a detector forgot to take it out.
-#[test]
-fn a_reused_slot_starts_empty() {
-    use super::{At, FlowView, Slots};
-    use crate::flow::Flow;
-    let syn = TcpSegment {
+/// The SYN that opens the flows of the slot tests.
+fn slot_test_syn() -> TcpSegment {
+    TcpSegment {
         src: ep(40000),
         dst: ep(7000),
         seq: 1,
@@ -521,21 +517,22 @@ fn a_reused_slot_starts_empty() {
         window: 1000,
         payload_len: 0,
         options: TcpOptions::default(),
-    };
+    }
+}
+
+/// A slot freed by an ended flow and handed to the next one never gives that flow the state
+/// of the earlier one, even if a detector forgot to take it out.
+#[test]
+fn a_reused_slot_starts_empty() {
+    use super::{FlowView, Slots};
+    use crate::flow::Flow;
+    let syn = slot_test_syn();
     let pkt = PacketRef {
         frame: 1,
         ts: Timestamp(0),
     };
     let (f1, f2) = (Flow::new(1, &syn, pkt), Flow::new(2, &syn, pkt));
-    let view = |flow| FlowView {
-        flow,
-        group: 0,
-        slot: 3,
-        exchanges: 0,
-        first_data: None,
-        at: At::default(),
-        answers: None,
-    };
+    let view = |flow| FlowView::in_slot(flow, 3);
     let mut slots: Slots<u32> = Slots::default();
     assert_eq!(slots.get(&view(&f1)), None);
     *slots.get_or_default(&view(&f1)) = 7;
@@ -581,16 +578,7 @@ fn per_flow_detector_state_stays_small() {
 fn slots_grow_by_an_eighth() {
     use super::{FlowView, Slots};
     use crate::flow::Flow;
-    let syn = TcpSegment {
-        src: ep(40000),
-        dst: ep(7000),
-        seq: 1,
-        ack: 0,
-        flags: TcpFlags(TcpFlags::SYN),
-        window: 1000,
-        payload_len: 0,
-        options: TcpOptions::default(),
-    };
+    let syn = slot_test_syn();
     let flow = Flow::new(
         1,
         &syn,
@@ -603,15 +591,7 @@ fn slots_grow_by_an_eighth() {
     let mut grew = 0;
     for slot in 0..100_000 {
         let before = slots.slots.capacity();
-        let view = FlowView {
-            flow: &flow,
-            group: 0,
-            slot,
-            exchanges: 0,
-            first_data: None,
-            at: super::At::default(),
-            answers: None,
-        };
+        let view = FlowView::in_slot(&flow, slot);
         *slots.get_or_default(&view) = slot as u64;
         grew += usize::from(slots.slots.capacity() != before);
         assert!(

@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::{Detector, FlowView, RttBound, Span};
-use crate::detect::{At, ShardMap};
+use crate::detect::ShardMap;
 use crate::flow::{Direction, Flow, PacketRef};
 use crate::time::Timestamp;
 use crate::wire::{Endpoint, TcpFlags, TcpOptions, TcpSegment};
@@ -38,13 +38,8 @@ fn ip(host: u8) -> IpAddr {
 
 fn view(flow: &Flow, slot: usize) -> FlowView<'_> {
     FlowView {
-        flow,
-        group: 0,
-        slot,
         exchanges: 1,
-        first_data: None,
-        at: At::default(),
-        answers: None,
+        ..FlowView::in_slot(flow, slot)
     }
 }
 
