@@ -884,7 +884,7 @@ impl Analyzer {
 
     /// Ends every flow and collects the findings. `file` names the capture in findings.
     pub fn finish(mut self, file: &str, format: &str) -> (CaptureSummary, Vec<Finding>) {
-        self.end_all();
+        self.end_flows();
         self.report(file, format)
     }
 
@@ -918,7 +918,7 @@ impl Analyzer {
     ) -> (CaptureSummary, Vec<Finding>) {
         assert!(!shards.is_empty(), "no shard to merge");
         for s in shards.iter_mut() {
-            s.end_all();
+            s.end_flows();
         }
         let servers: Vec<Vec<Endpoint>> = shards
             .iter()
@@ -993,15 +993,12 @@ impl Analyzer {
     /// allocator of the thread that allocated it (ended in the merging thread, what the
     /// detectors keep at a flow's end was allocated anew while the shards' freed memory sat in
     /// their threads' arenas: issue 29). The report is the same either way.
+    ///
+    /// As [`end_in_order`] would, but the flow table is freed first and the flows are listed
+    /// by pointer (8 bytes each, not an [`Ending`], which has room for endpoints), beside the
+    /// compact attempts: what the detectors keep as flows end is allocated while the table's
+    /// memory is free again (issue 29).
     pub fn end_flows(&mut self) {
-        self.end_all();
-    }
-
-    /// Ends every flow still open, in the order flows began (as [`end_in_order`] would).
-    /// The flow table is freed first, and the flows are listed by pointer (8 bytes each, not
-    /// an [`Ending`], which has room for endpoints), beside the compact attempts: what the detectors keep as flows end
-    /// is allocated while the table's memory is free again (issue 29).
-    fn end_all(&mut self) {
         let parked = std::mem::take(&mut self.parked);
         let mut open: Vec<Box<Entry>> =
             Vec::with_capacity(self.flows.len() + parked.values().map(Vec::len).sum::<usize>());

@@ -426,7 +426,7 @@ fn legs_past_the_cap_are_those_of_the_first_begun_flows() {
         send(&mut an, frame, 1.0, c, true, 141, 541, TcpFlags::RST);
         frame += 1;
     }
-    an.end_all();
+    an.end_flows();
     let mut kept: Vec<u64> = an.sinks.legs.iter().map(|l| l.0.flow).collect();
     kept.sort_unstable();
     assert_eq!(kept, [1, 2], "the legs of the first two flows to begin");
