@@ -91,7 +91,7 @@ impl Entry {
     /// When the flow's first new data (either way) was seen: the earlier of the two
     /// directions' first data segments (the flow records both, so the entry keeps none).
     fn first_data(&self) -> Option<Timestamp> {
-        let [a, b] = [&self.flow.half[0], &self.flow.half[1]].map(|h| h.first_data);
+        let [a, b] = [&self.flow.half[0], &self.flow.half[1]].map(|h| h.first_data());
         match (a, b) {
             (Some(a), Some(b)) => Some(if a.frame <= b.frame { a.ts } else { b.ts }),
             (a, b) => a.or(b).map(|p| p.ts),

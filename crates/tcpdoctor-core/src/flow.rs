@@ -199,8 +199,8 @@ pub struct HalfFlow {
     holes: Option<Box<Vec<(SeqNum, SeqNum)>>>,
     /// Recently sent, not yet acknowledged segments: (start, end, first sent, retransmitted).
     unacked: SentLog,
-    /// This side's first new data (not a retransmission).
-    pub first_data: Option<PacketRef>,
+    /// This side's first new data (not a retransmission): [`HalfFlow::first_data`].
+    first_data: MaybePacket,
     pub data_bytes: u64,
     pub retransmissions: u64,
     pub max_payload: u32,
@@ -227,6 +227,12 @@ impl HalfFlow {
     #[inline]
     pub fn acked(&self) -> Option<SeqNum> {
         self.acked_seen.then_some(self.acked)
+    }
+
+    /// This side's first new data (not a retransmission).
+    #[inline]
+    pub fn first_data(&self) -> Option<PacketRef> {
+        self.first_data.get()
     }
 
     /// The MSS this side's SYN announced.

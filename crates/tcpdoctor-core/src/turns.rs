@@ -94,7 +94,7 @@ impl Pause {
 /// A run of data from one side.
 ///
 /// Boxed in its tracker (two per open flow of request/response traffic: issue 29 counts their
-/// bytes): 96 bytes. The turn before it is not copied into it: a response's request is told
+/// bytes): 88 bytes. The turn before it is not copied into it: a response's request is told
 /// beside it ([`crate::detect::FlowView::answers`]), and a request's previous response by its
 /// exchange ([`Exchange::previous_response`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,8 +109,6 @@ pub struct Turn {
     /// Payload sizes of the first [`SIZES_KEPT`] segments.
     pub sizes: Sizes,
     pub pauses: Pauses,
-    /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
-    pub pauses_dropped: u32,
     /// The flow had a turn before this one (the other side's).
     follows: bool,
     /// Sequence numbers of its first byte and just past its last new byte.
@@ -142,7 +140,6 @@ impl Turn {
             retransmissions: 0,
             sizes: Sizes::default(),
             pauses: Pauses::default(),
-            pauses_dropped: 0,
             follows,
             seq_first: ev.seq,
             seq_end: ev.seq,
@@ -162,7 +159,6 @@ impl Turn {
         self.retransmissions = 0;
         self.sizes.clear();
         self.pauses.clear();
-        self.pauses_dropped = 0;
         self.follows = follows;
         self.seq_first = ev.seq;
         self.seq_end = ev.seq;
@@ -198,21 +194,41 @@ impl Turn {
     }
 }
 
-/// A turn's pauses (at most [`PAUSES_KEPT`]), read as a slice. Most turns of request/response
-/// traffic have none, and every open flow holds one or two turns: none costs 8 bytes, not a
-/// `Vec`'s 24.
+/// A turn's pauses (at most [`PAUSES_KEPT`]), read as a slice, and the count of those past
+/// it. Most turns of request/response traffic have none, and every open flow holds one or two
+/// turns: none costs 8 bytes, not a `Vec`'s 24, and the count lives in the allocation (a
+/// pause is dropped only once [`PAUSES_KEPT`] are kept), so that a turn is 88 bytes, which
+/// malloc keeps in a 96-byte chunk rather than 112.
 #[derive(Clone, Debug, Default)]
-pub struct Pauses(#[allow(clippy::box_collection)] Option<Box<Vec<Pause>>>);
+pub struct Pauses(Option<Box<PauseLog>>);
+
+#[derive(Clone, Debug, Default)]
+struct PauseLog {
+    kept: Vec<Pause>,
+    dropped: u32,
+}
 
 impl Pauses {
     fn push(&mut self, p: Pause) {
-        self.0.get_or_insert_with(Box::default).push(p);
+        self.0.get_or_insert_with(Box::default).kept.push(p);
+    }
+
+    /// Counts a pause past the kept ones.
+    fn drop_one(&mut self) {
+        let log = self.0.get_or_insert_with(Box::default);
+        log.dropped = log.dropped.saturating_add(1);
+    }
+
+    /// Pauses beyond [`PAUSES_KEPT`] that were counted but not kept.
+    pub fn dropped(&self) -> u32 {
+        self.0.as_ref().map_or(0, |log| log.dropped)
     }
 
     /// Empties it, keeping its allocation for the turn restarted in its place.
     fn clear(&mut self) {
-        if let Some(v) = &mut self.0 {
-            v.clear();
+        if let Some(log) = &mut self.0 {
+            log.kept.clear();
+            log.dropped = 0;
         }
     }
 }
@@ -221,13 +237,13 @@ impl std::ops::Deref for Pauses {
     type Target = [Pause];
 
     fn deref(&self) -> &[Pause] {
-        self.0.as_deref().map_or(&[], |v| v)
+        self.0.as_deref().map_or(&[], |log| &log.kept)
     }
 }
 
 impl PartialEq for Pauses {
     fn eq(&self, other: &Pauses) -> bool {
-        **self == **other
+        **self == **other && self.dropped() == other.dropped()
     }
 }
 
@@ -241,8 +257,8 @@ const SIZES_INLINE: usize = 3;
 /// turns), then all [`SIZES_KEPT`] in one allocation, kept when the turn is restarted. Only
 /// the first `len` are meaningful (a restarted turn leaves older ones behind): equality
 /// compares those. The count sits beside the enum's tag, and three sizes fit beside them in
-/// the 16 bytes the boxed form takes: 16 bytes, not 32 (a turn is then 96 bytes, which
-/// malloc keeps in a 112-byte chunk rather than 128).
+/// the 16 bytes the boxed form takes: 16 bytes, not 32 (a turn is then 88 bytes, not
+/// 104).
 #[derive(Clone, Debug)]
 pub struct Sizes(SizeBuf);
 
@@ -384,7 +400,7 @@ pub struct Unacked {
 /// as they never coexist; small options are values beside bits of [`Flags`], slots are bytes.
 #[derive(Debug)]
 pub struct TurnTracker {
-    /// Boxed: a turn is 96 bytes and a flow has at most two alive at once (a request
+    /// Boxed: a turn is 88 bytes and a flow has at most two alive at once (a request
     /// waiting for its response, and that response), so an open flow carries two allocations
     /// rather than three turns inline, and an ended one none.
     slot: [Option<Box<Turn>>; 3],
@@ -646,7 +662,7 @@ impl TurnTracker {
                         || edge.is_some_and(|edge| edge.diff(prev.end) < i64::from(ev.len)),
                 });
             } else {
-                turn.pauses_dropped += 1;
+                turn.pauses.drop_one();
             }
         }
         turn.last = ev.pkt;

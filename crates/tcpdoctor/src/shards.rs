@@ -108,6 +108,8 @@ pub fn run<T>(
             .into_iter()
             .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect();
+        // The shards' flows are freed; the merge allocates elsewhere.
+        crate::limits::release_freed_heap();
         let (d, extra) = read?;
         Ok((d, shards, extra))
     })

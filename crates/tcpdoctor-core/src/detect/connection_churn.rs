@@ -53,7 +53,7 @@ impl Detector for ConnectionChurn {
         let (Some(syn), true) = (hs.first_syn(), hs.completed()) else {
             return;
         };
-        let Some(request) = flow.flow.half(Direction::ClientToServer).first_data else {
+        let Some(request) = flow.flow.half(Direction::ClientToServer).first_data() else {
             return;
         };
         let st = self.state.get(flow.group, Direction::ClientToServer);

@@ -188,7 +188,7 @@ pub fn round_trip_hold(flow: &Flow, turn: &Turn) -> Option<NagleRelease> {
         return None;
     };
     let completes_a_message =
-        turn.follows_a_turn() && turn.pauses_dropped == 0 && pause.after.pkt == turn.last;
+        turn.follows_a_turn() && turn.pauses.dropped() == 0 && pause.after.pkt == turn.last;
     if !completes_a_message {
         return None;
     }
