@@ -34,6 +34,7 @@ use crate::wire::{decode_frame, Decoded, Endpoint, LinkType, Packets, TcpSegment
 
 pub mod clock;
 pub mod half_open;
+mod linger;
 pub mod shard;
 #[cfg(test)]
 mod shard_tests;
@@ -41,6 +42,7 @@ mod table;
 use clock::CaptureClock;
 pub use half_open::MAX_HALF_OPEN;
 use half_open::{Attempt, HalfOpen};
+use linger::Lingering;
 use table::{FlowTable, Slot};
 
 /// A flow with no packet for this long (capture time) is ended.
@@ -459,6 +461,8 @@ pub struct Analyzer {
     /// Boxed: an entry is most of a kilobyte, and growing the table should move pointers
     /// only (the table keeps nothing else: [`table`]).
     flows: FlowTable,
+    /// Flows that ended, kept a while to absorb their last segments ([`linger`]).
+    lingering: FlowTable<Lingering>,
     /// Connection attempts displaced by a SYN with another ISN on the same endpoints.
     parked: FxHashMap<FlowKey, Vec<Entry>>,
     /// Flows that are only a SYN (and its SYN-ACK) so far, compact and capped.
@@ -517,6 +521,7 @@ impl Analyzer {
     pub fn new(detectors: Vec<Box<dyn Detector>>) -> Analyzer {
         Analyzer {
             flows: FlowTable::default(),
+            lingering: FlowTable::default(),
             parked: FxHashMap::default(),
             half_open: HalfOpen::default(),
             next_flow_id: 1,
@@ -671,7 +676,10 @@ impl Analyzer {
         // so its count can step over the one the sweep was due at.
         if self.tcp_segments >= self.next_sweep {
             self.sweep(now);
-            let table = (self.flows.len() + self.parked.len() + self.half_open.len()) as u64;
+            let table = (self.flows.len()
+                + self.lingering.len()
+                + self.parked.len()
+                + self.half_open.len()) as u64;
             self.next_sweep = self.tcp_segments + table.max(SWEEP_EVERY);
         }
         let entry = match self.flows.entry(key) {
@@ -700,21 +708,58 @@ impl Analyzer {
                 }
                 self.flows.get_mut(&key).expect("just started")
             }
-            Slot::Vacant(_) => {
-                if !self.start_flow(key, seg, pkt, now) {
-                    return;
+            Slot::Vacant(_) => match self.lingering.get_mut(&key) {
+                Some(ended) if !ended.expired(now) => {
+                    if !ended.opens_another(seg) {
+                        ended.absorb(now);
+                        return;
+                    }
+                    // Another connection on the ended one's endpoints: it ends lingering.
+                    self.lingering.remove(&key);
+                    let next = match take_parked(
+                        &mut self.parked,
+                        &mut self.sinks,
+                        now,
+                        key,
+                        seg.src,
+                        SeqNum(seg.seq),
+                    ) {
+                        Some(p) => p,
+                        None => new_entry(
+                            &mut self.next_flow_id,
+                            &mut self.group_of,
+                            &mut self.sinks,
+                            seg,
+                            pkt,
+                            now,
+                        ),
+                    };
+                    self.flows.insert(next)
                 }
-                self.flows.get_mut(&key).expect("just started")
-            }
+                expired => {
+                    if expired.is_some() {
+                        // What a sweep just before this segment would have done.
+                        self.lingering.remove(&key);
+                    }
+                    if !self.start_flow(key, seg, pkt, now) {
+                        return;
+                    }
+                    self.flows.get_mut(&key).expect("just started")
+                }
+            },
         };
         entry.seen = now;
-        if entry.flow.state == FlowState::Ended {
-            entry.flow.last_ts = entry.flow.last_ts.max(pkt.ts);
-            return;
-        }
+        debug_assert_eq!(
+            entry.flow.state,
+            FlowState::Open,
+            "ended flows linger apart"
+        );
         self.sinks.on_segment(entry, seg, pkt);
         if entry.flow.is_closed() {
             self.sinks.end_flow(entry);
+            let ended = Box::new(Lingering::of(entry));
+            self.flows.remove(&key);
+            self.lingering.insert(ended);
         }
     }
 
@@ -843,6 +888,7 @@ impl Analyzer {
                 .map(|(id, k)| Ending::Attempt(id, k)),
         );
         end_in_order(&mut self.sinks, &mut self.half_open, ending);
+        self.lingering.retain(|ended| !ended.expired(now));
         let sinks = &mut self.sinks;
         self.parked.retain(|_, attempts| {
             attempts.retain_mut(|e| {
@@ -860,6 +906,9 @@ impl Analyzer {
     /// that hash to it (`index`, from 0); [`Analyzer::merge`] makes one report of them.
     pub fn sharded(detectors: Vec<Box<dyn Detector>>, index: usize, count: usize) -> Analyzer {
         let mut a = Analyzer::new(detectors);
+        for d in a.sinks.detectors.iter_mut() {
+            d.divide(count);
+        }
         a.sinks.shard = Some(shard::ShardLog::new(index, count));
         // Its share of the half-open cap: while no shard passes its share, the shards hold no
         // more attempts together than the cap, so one analyzer would have dropped none
@@ -999,6 +1048,7 @@ impl Analyzer {
     /// compact attempts: what the detectors keep as flows end is allocated while the table's
     /// memory is free again (issue 29).
     pub fn end_flows(&mut self) {
+        self.lingering = FlowTable::default();
         let parked = std::mem::take(&mut self.parked);
         let mut open: Vec<Box<Entry>> =
             Vec::with_capacity(self.flows.len() + parked.values().map(Vec::len).sum::<usize>());

@@ -170,6 +170,32 @@ pub struct SegmentEvent {
     pub tsval: Option<u32>,
 }
 
+/// What one side of a flow tells of a SYN it might send ([`Flow::syn_clue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynClue {
+    /// Its SYN was seen, with this ISN: a SYN with another opens another connection.
+    Isn(SeqNum),
+    /// No SYN of its was seen, but it sent: it was past its SYN, any SYN is another one.
+    Sent,
+    /// No SYN of its was seen and it sent nothing, but the peer acknowledged up to here: a
+    /// SYN whose ISN this does not acknowledge is another connection's.
+    Acked(SeqNum),
+    /// Nothing: a SYN may be this side's first.
+    Nothing,
+}
+
+impl SynClue {
+    /// Whether a SYN carrying `isn` opens another connection rather than retrying this one's.
+    pub fn opens_another(self, isn: SeqNum) -> bool {
+        match self {
+            SynClue::Isn(own) => own != isn,
+            SynClue::Sent => true,
+            SynClue::Acked(a) => a != isn.plus(1),
+            SynClue::Nothing => false,
+        }
+    }
+}
+
 /// The state of one direction of a flow (the side that sends in that direction).
 #[derive(Clone, Debug, Default)]
 pub struct HalfFlow {
@@ -753,11 +779,19 @@ impl Flow {
     /// this side was already past its SYN (it sent data, or the peer acknowledged something
     /// else) when no SYN of its was seen.
     pub fn is_new_connection(&self, syn: &TcpSegment) -> bool {
-        let seq = SeqNum(syn.seq);
-        let h = self.half(self.direction_of(syn));
-        match h.isn {
-            Some(isn) => isn != seq,
-            None => h.next_seq().is_some() || h.acked().is_some_and(|a| a != seq.plus(1)),
+        self.syn_clue(self.direction_of(syn))
+            .opens_another(SeqNum(syn.seq))
+    }
+
+    /// What the side sending in `dir` tells of a SYN it might send again
+    /// ([`Flow::is_new_connection`]), in 8 bytes: all an ended flow keeps of its halves.
+    pub fn syn_clue(&self, dir: Direction) -> SynClue {
+        let h = self.half(dir);
+        match (h.isn, h.next_seq(), h.acked()) {
+            (Some(isn), _, _) => SynClue::Isn(isn),
+            (None, Some(_), _) => SynClue::Sent,
+            (None, None, Some(a)) => SynClue::Acked(a),
+            (None, None, None) => SynClue::Nothing,
         }
     }
 

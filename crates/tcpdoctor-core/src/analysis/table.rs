@@ -1,4 +1,4 @@
-//! The table of tracked flows, by their endpoints, in 8 bytes per bucket (issue 29).
+//! The tables of tracked flows, by their endpoints, in 8 bytes per bucket (issue 29).
 //!
 //! A map from [`FlowKey`] to a boxed entry keeps the key in every bucket beside the pointer:
 //! 48 bytes, where the flow itself already knows its endpoints. This table keeps the pointer
@@ -16,12 +16,33 @@ use crate::flow::FlowKey;
 use crate::fxhash::FxHasher;
 use crate::wire::Endpoint;
 
-/// One hash table slot's view of a flow: its entry, or room for one.
-pub(crate) type Slot<'a> = hash_table::Entry<'a, Box<Entry>>;
+/// What a table keeps: something that knows its flow's two endpoints.
+pub(crate) trait Endpoints {
+    /// The flow's client and server.
+    fn endpoints(&self) -> (Endpoint, Endpoint);
+}
 
-#[derive(Default)]
-pub(crate) struct FlowTable {
-    table: HashTable<Box<Entry>>,
+impl Endpoints for Entry {
+    #[inline(always)]
+    fn endpoints(&self) -> (Endpoint, Endpoint) {
+        (self.flow.client, self.flow.server)
+    }
+}
+
+/// One hash table slot's view of a flow: its entry, or room for one.
+pub(crate) type Slot<'a, T = Entry> = hash_table::Entry<'a, Box<T>>;
+
+/// Open flows ([`Entry`]), or ended ones lingering ([`super::linger::Lingering`]).
+pub(crate) struct FlowTable<T = Entry> {
+    table: HashTable<Box<T>>,
+}
+
+impl<T> Default for FlowTable<T> {
+    fn default() -> Self {
+        FlowTable {
+            table: HashTable::new(),
+        }
+    }
 }
 
 #[inline(always)]
@@ -31,51 +52,66 @@ fn hash(key: &FlowKey) -> u64 {
 
 /// The key of a tracked flow: its two endpoints in the canonical order.
 #[inline]
-fn key_of(e: &Entry) -> FlowKey {
-    FlowKey::new(e.flow.client, e.flow.server)
+fn key_of<T: Endpoints>(e: &T) -> FlowKey {
+    let (c, s) = e.endpoints();
+    FlowKey::new(c, s)
 }
 
 /// Whether `e` is the flow between the endpoints of `key` (in either role).
 #[inline(always)]
-fn is(e: &Entry, key: &FlowKey) -> bool {
-    let (c, s): (Endpoint, Endpoint) = (e.flow.client, e.flow.server);
+fn is<T: Endpoints>(e: &T, key: &FlowKey) -> bool {
+    let (c, s) = e.endpoints();
     (c == key.0 && s == key.1) || (c == key.1 && s == key.0)
 }
 
-impl FlowTable {
+impl<T: Endpoints> FlowTable<T> {
     pub(crate) fn len(&self) -> usize {
         self.table.len()
     }
 
     #[inline(always)]
-    pub(crate) fn entry(&mut self, key: FlowKey) -> Slot<'_> {
+    pub(crate) fn entry(&mut self, key: FlowKey) -> Slot<'_, T> {
         self.table
-            .entry(hash(&key), |e| is(e, &key), |e| hash(&key_of(e)))
+            .entry(hash(&key), |e| is(&**e, &key), |e| hash(&key_of(&**e)))
     }
 
-    pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Box<Entry>> {
-        self.table.find_mut(hash(key), |e| is(e, key))
+    pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Box<T>> {
+        self.table.find_mut(hash(key), |e| is(&**e, key))
     }
 
-    pub(crate) fn remove(&mut self, key: &FlowKey) -> Option<Box<Entry>> {
-        match self.table.find_entry(hash(key), |e| is(e, key)) {
+    /// Puts `value` in the table, under the key it knows; the key must not be there yet.
+    pub(crate) fn insert(&mut self, value: Box<T>) -> &mut Box<T> {
+        let key = key_of(&*value);
+        match self.entry(key) {
+            hash_table::Entry::Vacant(v) => v.insert(value).into_mut(),
+            hash_table::Entry::Occupied(_) => unreachable!("a flow inserted twice"),
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: &FlowKey) -> Option<Box<T>> {
+        match self.table.find_entry(hash(key), |e| is(&**e, key)) {
             Ok(o) => Some(o.remove().0),
             Err(_) => None,
         }
     }
 
+    /// Keeps only what `keep` says to.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        self.table.retain(|e| keep(&**e));
+    }
+
     /// Every flow's key, with its entry.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (FlowKey, &Entry)> {
-        self.table.iter().map(|e| (key_of(e), &**e))
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (FlowKey, &T)> {
+        self.table.iter().map(|e| (key_of(&**e), &**e))
     }
 
     #[cfg(test)]
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Entry> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.table.iter().map(|e| &**e)
     }
 
     /// Every flow, the table freed.
-    pub(crate) fn into_values(self) -> impl Iterator<Item = Box<Entry>> {
+    pub(crate) fn into_values(self) -> impl Iterator<Item = Box<T>> {
         self.table.into_iter()
     }
 }

@@ -54,10 +54,12 @@
 //! counted against the spans they have and are forgotten; when every client has an open
 //! flow, the client of the flow that ended does the same and keeps its newer half. Rule 4's
 //! spans are folded into a total beyond [`SPANS_KEPT`] per server. Both caps apply per
-//! analyzer: with the flows divided among threads ([`crate::analysis::shard`]) each thread
-//! keeps its own, so a capture that reaches one may count overlaps (rule 5) or the elapsed
-//! time (rule 4) differently than one thread would; below them the merged report is one
-//! thread's, byte for byte.
+//! analyzer: with the flows divided among N threads ([`crate::analysis::shard`]) each thread
+//! keeps its own, [`MAX_SPANS`] / N spans (so that memory does not grow with the threads) and
+//! [`SPANS_KEPT`] per server, so a capture that reaches one may count overlaps (rule 5) or
+//! the elapsed time (rule 4) differently than one thread would; below them the merged report
+//! is one thread's, byte for byte. The table of clients holds 64 bytes per client, and a
+//! client's first span inline.
 
 use crate::analysis::ScriptedClient;
 use crate::fxhash::FxHashMap as HashMap;
@@ -66,6 +68,8 @@ use std::collections::hash_map::Entry as MapEntry;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
+
+use smallvec::SmallVec;
 
 use super::{
     At, Detector, FindingHead, FlowView, GroupId, Groups, Nanos, PerGroup, ShardMap, Slots,
@@ -97,6 +101,19 @@ const SPANS_KEPT: usize = 4096;
 
 /// A flow's exchanges' time: its first request byte to its last response byte.
 type Span = (Timestamp, Timestamp);
+
+/// A client of a server: the server's group (as u32: the key is 24 bytes, not 32) and the
+/// client's address.
+type ClientKey = (u32, IpAddr);
+
+fn client_key(group: GroupId, ip: IpAddr) -> ClientKey {
+    // Groups are servers seen in one capture: never 2³² of them.
+    (u32::try_from(group).expect("fewer than 2^32 servers"), ip)
+}
+
+fn group_of(key: &ClientKey) -> GroupId {
+    key.0 as GroupId
+}
 
 /// What a flow's exchanges showed so far: 64 bytes in the slot of every open flow. Made at the
 /// flow's first exchange. The counts saturate at 2³² − 1 exchanges (a flow of more would take
@@ -141,8 +158,9 @@ struct Peers {
     open: u32,
     /// Whether the client is in [`RttBound::idle`].
     queued: bool,
-    /// The spans of those that ended, flagged ones included.
-    ended: Vec<Span>,
+    /// The spans of those that ended, flagged ones included (most clients have one: kept
+    /// inline).
+    ended: SmallVec<[Span; 1]>,
     /// The spans of the flagged ones whose overlaps are not counted yet (each also in
     /// `ended`). Allocated at the first: most clients have none, and the table holds one
     /// entry per client (8 bytes, not a `Vec`'s 24, in each of up to [`MAX_SPANS`] buckets).
@@ -287,20 +305,25 @@ fn merge(spans: &mut Vec<Span>) {
 /// ended flows, every flow having ended.
 struct Handed {
     state: PerGroup<State>,
-    clients: HashMap<(GroupId, IpAddr), Peers>,
+    clients: HashMap<ClientKey, Peers>,
 }
 
 pub struct RttBound {
     /// The client, when `run` says it is its own scripted driver (rule 7).
     client: Option<ScriptedClient>,
     open: Slots<FlowState>,
+    /// The state of the flow whose first exchange was told as it ended ([`At::end`]), with
+    /// its id: it is judged a moment later, at its end, and takes no slot. (A busy server's
+    /// flows often carry one exchange, told at their end: in slots, this state would take
+    /// 72 bytes for every open flow, allocated as the flows close.)
+    ending: Option<(u64, FlowState)>,
     /// Flows with exchanges per server and client address, to tell parallel connections.
-    clients: HashMap<(GroupId, IpAddr), Peers>,
+    clients: HashMap<ClientKey, Peers>,
     /// Ended spans in [`RttBound::clients`].
     kept: usize,
     /// Clients whose open flows all ended, oldest first: the ones forgotten first once more
     /// than [`MAX_SPANS`] spans are kept (each client at most once: [`Peers::queued`]).
-    idle: VecDeque<(GroupId, IpAddr)>,
+    idle: VecDeque<ClientKey>,
     /// [`MAX_SPANS`], smaller in tests.
     max_spans: usize,
     state: PerGroup<State>,
@@ -311,6 +334,7 @@ impl Default for RttBound {
         RttBound {
             client: None,
             open: Slots::default(),
+            ending: None,
             clients: HashMap::default(),
             kept: 0,
             idle: VecDeque::new(),
@@ -331,14 +355,23 @@ impl RttBound {
     /// The flow's state; on its first exchange (which starts at `start`), the flow joins its
     /// client's open flows.
     fn join_peer(&mut self, flow: &FlowView, start: Timestamp) -> &mut FlowState {
-        let joins = self.open.get(flow).is_none();
+        let id = flow.flow.id;
+        let in_slot = self.open.get(flow).is_some();
+        let joins = !in_slot && self.ending.as_ref().is_none_or(|(e, _)| *e != id);
         if joins {
             self.clients
-                .entry((flow.group, flow.flow.client.ip))
+                .entry(client_key(flow.group, flow.flow.client.ip))
                 .or_default()
                 .open += 1;
         }
-        let fs = self.open.get_or_default(flow);
+        let fs = if !in_slot && flow.at.end == 1 {
+            if joins {
+                self.ending = Some((id, FlowState::default()));
+            }
+            &mut self.ending.as_mut().expect("just set").1
+        } else {
+            self.open.get_or_default(flow)
+        };
         if joins {
             fs.first = start;
         }
@@ -347,15 +380,11 @@ impl RttBound {
 
     /// A flow of `key` that had exchanges over `span` ended (`flagged` by rule 3): its span
     /// joins the client's ended ones. O(1), amortised over the spans forgotten.
-    fn leave_peer(&mut self, key: (GroupId, IpAddr), span: Span, flagged: bool) {
+    fn leave_peer(&mut self, key: ClientKey, span: Span, flagged: bool) {
         let Some(peers) = self.clients.get_mut(&key) else {
             return;
         };
         peers.open = peers.open.saturating_sub(1);
-        if peers.ended.capacity() == 0 {
-            // Most clients have one flow: room for one span, not the four a push allots.
-            peers.ended.reserve_exact(1);
-        }
         peers.ended.push(span);
         if flagged {
             peers.flagged.get_or_insert_default().push(span);
@@ -375,7 +404,7 @@ impl RttBound {
     /// flows) and forgotten; when every client has an open flow, `key`'s client is settled
     /// and keeps its newer half. Amortised O(1) per span: each client enters the queue once
     /// per time it falls idle, and a span is forgotten once.
-    fn forget(&mut self, key: (GroupId, IpAddr)) {
+    fn forget(&mut self, key: ClientKey) {
         while self.kept > self.max_spans {
             let Some(k) = self.idle.pop_front() else {
                 break;
@@ -388,12 +417,12 @@ impl RttBound {
                 continue;
             }
             let mut peers = e.remove();
-            peers.settle(k.0, &mut self.state);
+            peers.settle(group_of(&k), &mut self.state);
             self.kept -= peers.ended.len();
         }
         if self.kept > self.max_spans {
             if let Some(peers) = self.clients.get_mut(&key) {
-                peers.settle(key.0, &mut self.state);
+                peers.settle(group_of(&key), &mut self.state);
                 let old = peers.ended.len() / 2;
                 peers.ended.drain(..old);
                 self.kept -= old;
@@ -403,8 +432,8 @@ impl RttBound {
 
     /// Rule 5 for every flagged flow not counted yet, every flow having ended.
     fn settle_all(&mut self) {
-        for ((group, _), mut peers) in self.clients.drain() {
-            peers.settle(group, &mut self.state);
+        for (key, mut peers) in self.clients.drain() {
+            peers.settle(group_of(&key), &mut self.state);
         }
         self.idle.clear();
         self.kept = 0;
@@ -456,13 +485,14 @@ impl Detector for RttBound {
     }
 
     fn on_flow_end(&mut self, flow: &FlowView) {
-        let Some(fs) = self.open.remove(flow) else {
+        let ending = self.ending.take_if(|(id, _)| *id == flow.flow.id);
+        let Some(fs) = ending.map(|(_, fs)| fs).or_else(|| self.open.remove(flow)) else {
             return;
         };
         let first = fs.first;
         let judged = judge(flow, &fs);
         self.leave_peer(
-            (flow.group, flow.flow.client.ip),
+            client_key(flow.group, flow.flow.client.ip),
             (first, fs.last),
             judged.is_some(),
         );
@@ -512,6 +542,10 @@ impl Detector for RttBound {
         true
     }
 
+    fn divide(&mut self, shards: usize) {
+        self.max_spans = (self.max_spans / shards.max(1)).max(1);
+    }
+
     fn take_state(&mut self) -> Box<dyn Any + Send> {
         self.idle.clear();
         self.kept = 0;
@@ -525,9 +559,10 @@ impl Detector for RttBound {
         let other: Handed = super::handed(state);
         self.state
             .absorb(other.state, map, |st, o| st.absorb(o, map));
-        for ((g, ip), p) in other.clients {
+        for (key, p) in other.clients {
             self.kept += p.ended.len();
-            let peers = self.clients.entry((map.group(g), ip)).or_default();
+            let into = client_key(map.group(group_of(&key)), key.1);
+            let peers = self.clients.entry(into).or_default();
             peers.ended.extend(p.ended);
             if let Some(f) = p.flagged {
                 peers.flagged.get_or_insert_default().extend(*f);
@@ -570,7 +605,7 @@ pub(super) fn per_flow_sizes() -> Vec<(&'static str, usize)> {
         ("rtt_bound slot", std::mem::size_of::<(u64, FlowState)>()),
         (
             "rtt_bound client",
-            std::mem::size_of::<((GroupId, IpAddr), Peers)>(),
+            std::mem::size_of::<(ClientKey, Peers)>(),
         ),
     ]
 }
