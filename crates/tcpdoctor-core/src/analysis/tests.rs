@@ -272,6 +272,50 @@ fn an_idle_flow_has_ended_whether_or_not_a_sweep_ran_meanwhile() {
     assert_eq!(run(SWEEP_EVERY + 10), 3, "and the same after a sweep");
 }
 
+/// A closed flow leaves the table of open flows for the compact one of ended flows
+/// ([`linger`]): its last ACK and a retransmitted FIN are absorbed there, each keeping it
+/// longer, and so is its own SYN again; a SYN with another ISN opens a new flow on its
+/// endpoints; a segment past the linger time starts one as the sweep would have left it; the
+/// sweep forgets it.
+#[test]
+fn a_closed_flow_lingers_compact_and_absorbs_its_last_segments() {
+    const FIN: u8 = TcpFlags::FIN;
+    let tables = |an: &Analyzer| (an.flows.len(), an.lingering.len());
+    let closed = |c: u32, secs: f64| {
+        let mut an = Analyzer::default();
+        handshake(&mut an, 1, secs, c);
+        send(&mut an, 4, secs + 0.1, c, true, 101, 501, FIN | ACK);
+        send(&mut an, 5, secs + 0.1, c, false, 501, 102, FIN | ACK);
+        an
+    };
+    let mut an = closed(1, 0.0);
+    assert_eq!(tables(&an), (0, 1));
+    send(&mut an, 6, 0.2, 1, true, 102, 502, ACK);
+    send(&mut an, 7, 4.0, 1, false, 501, 102, FIN | ACK);
+    send(&mut an, 8, 8.5, 1, true, 102, 502, ACK);
+    send(&mut an, 9, 9.0, 1, true, 100, 0, SYN);
+    assert_eq!(tables(&an), (0, 1), "absorbed, 4.5 s apart at most");
+    assert_eq!(an.half_open.len(), 0);
+    send(&mut an, 10, 9.5, 1, true, 9000, 0, SYN);
+    assert_eq!(tables(&an), (1, 0), "another ISN: another connection");
+    assert_eq!(an.finish("t", "pcap").0.flows, 2);
+
+    let mut an = closed(1, 0.0);
+    send(&mut an, 6, 5.2, 1, true, 102, 502, ACK);
+    assert_eq!(
+        tables(&an),
+        (1, 0),
+        "past the linger time: a flow of its own"
+    );
+    assert_eq!(an.finish("t", "pcap").0.flows, 2);
+
+    let mut an = closed(1, 0.0);
+    an.sweep(Timestamp::from_nanos(5_000_000_000));
+    assert_eq!(tables(&an), (0, 1), "within the linger time");
+    an.sweep(Timestamp::from_nanos(5_200_000_000));
+    assert_eq!(tables(&an), (0, 0), "forgotten");
+}
+
 /// What every open flow carries inline (issue 29: peak memory per open connection). Printed
 /// for the record (`-- --nocapture`), and held under the sizes reached on 64-bit targets, so
 /// that a field added to the per-flow state is a decision, not an accident.

@@ -225,3 +225,38 @@ fn a_client_busy_again_is_not_forgotten_for_its_earlier_idleness() {
     );
     assert_eq!(d.kept, 2);
 }
+
+/// A flow whose first exchange is told as it ends (one exchange, its response ended by the
+/// close: most flows of a busy server) is judged from `ending` and takes no slot; its client
+/// joins and is left with no open flow. A flow with a slot keeps using it at its end.
+#[test]
+fn an_exchange_told_at_the_end_takes_no_slot() {
+    let mut d = RttBound::default();
+    let key = |f: &Flow| (0, f.client.ip);
+    let f = flow(1, 1, 40_000);
+    let at_end = FlowView {
+        at: view(&f, 5).at.at_end(),
+        ..view(&f, 5)
+    };
+    d.join_peer(&at_end, Timestamp::ZERO);
+    assert!(d.open.slots.is_empty(), "no slot taken");
+    assert_eq!(d.clients[&key(&f)].open, 1);
+    d.on_flow_end(&at_end);
+    assert!(d.ending.is_none());
+    assert_eq!(d.clients[&key(&f)].open, 0);
+    assert_eq!(d.clients[&key(&f)].ended.len(), 1, "its span is kept");
+
+    let g = flow(2, 1, 40_001);
+    d.join_peer(&view(&g, 0), Timestamp::ZERO);
+    let g_end = FlowView {
+        at: view(&g, 0).at.at_end(),
+        ..view(&g, 0)
+    };
+    d.join_peer(&g_end, Timestamp::ZERO);
+    assert!(d.ending.is_none(), "a flow with a slot keeps it");
+    assert_eq!(d.clients[&key(&g)].open, 1, "joined once");
+    d.on_flow_end(&g_end);
+    assert!(d.open.get(&view(&g, 0)).is_none());
+    assert_eq!(d.clients[&key(&g)].open, 0);
+    assert_eq!(d.clients[&key(&g)].ended.len(), 2);
+}
