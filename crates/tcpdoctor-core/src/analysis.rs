@@ -154,8 +154,7 @@ fn retire(
     key: FlowKey,
     mut old: Box<Entry>,
 ) {
-    if old.flow.state == FlowState::Open && old.flow.is_attempt() && !old.flow.is_refused_attempt()
-    {
+    if old.flow.is_attempt() && !old.flow.is_refused_attempt() {
         let attempts = parked.entry(key).or_default();
         if attempts.len() == MAX_PARKED_ATTEMPTS {
             let mut oldest = attempts.remove(0);
@@ -205,19 +204,25 @@ fn stale_refusal(entry: &Entry, now: Timestamp) -> bool {
     entry.flow.is_refused_attempt() && now.since(entry.seen) > ENDED_FLOW_LINGER
 }
 
-/// Whether the sweep, had it run at `now`, would have ended and forgotten this flow: ended
-/// longer ago than the linger time, a refused attempt left alone as long, or open but idle
-/// past the timeout. A segment that finds its flow so is treated as the sweep would have left
-/// it — its endpoints without a flow — so that whether the segment continues a flow, starts
-/// one or is absorbed never depends on when the sweep happened to run (it runs on a packet
-/// count that depends on the table's size). The order in which expired flows end (the sweep
-/// ends its batch in the order flows began; a touched one ends at its segment) still may.
+/// Whether the sweep, had it run at `now`, would have ended this open flow: a refused attempt
+/// left alone longer than the linger time, or a flow idle past the timeout (an ended flow
+/// lingers apart: [`Lingering::expired`]). A segment that finds its flow so is treated as the
+/// sweep would have left it — its endpoints without a flow — so that whether the segment
+/// continues a flow, starts one or is absorbed never depends on when the sweep happened to run
+/// (it runs on a packet count that depends on the table's size). The order in which expired
+/// flows end (the sweep ends its batch in the order flows began; a touched one ends at its
+/// segment) still may.
 fn expired(entry: &Entry, now: Timestamp) -> bool {
+    debug_assert_eq!(
+        entry.flow.state,
+        FlowState::Open,
+        "ended flows linger apart"
+    );
     let idle = now.since(entry.seen);
-    match entry.flow.state {
-        FlowState::Ended => idle > ENDED_FLOW_LINGER,
-        FlowState::Open if entry.flow.is_refused_attempt() => idle > ENDED_FLOW_LINGER,
-        FlowState::Open => idle > IDLE_FLOW_TIMEOUT,
+    if entry.flow.is_refused_attempt() {
+        idle > ENDED_FLOW_LINGER
+    } else {
+        idle > IDLE_FLOW_TIMEOUT
     }
 }
 
@@ -450,9 +455,9 @@ impl Sinks {
             d.on_flow_end(&view);
         }
         self.free_slots.push(entry.slot());
+        // Every caller drops the entry next (a closed flow lingers as a [`Lingering`]): the
+        // state only guards against ending it twice.
         entry.flow.state = FlowState::Ended;
-        entry.flow.forget_history();
-        entry.turns = TurnTracker::default();
     }
 }
 
@@ -868,13 +873,7 @@ impl Analyzer {
         let stale: Vec<FlowKey> = self
             .flows
             .iter()
-            .filter(|(_, e)| match e.flow.state {
-                FlowState::Ended => now.since(e.seen) > ENDED_FLOW_LINGER,
-                FlowState::Open if e.flow.is_refused_attempt() => {
-                    now.since(e.seen) > ENDED_FLOW_LINGER
-                }
-                FlowState::Open => now.since(e.seen) > IDLE_FLOW_TIMEOUT,
-            })
+            .filter(|(_, e)| expired(e, now))
             .map(|(k, _)| k)
             .collect();
         let mut ending: Vec<Ending> = stale
@@ -906,9 +905,6 @@ impl Analyzer {
     /// that hash to it (`index`, from 0); [`Analyzer::merge`] makes one report of them.
     pub fn sharded(detectors: Vec<Box<dyn Detector>>, index: usize, count: usize) -> Analyzer {
         let mut a = Analyzer::new(detectors);
-        for d in a.sinks.detectors.iter_mut() {
-            d.divide(count);
-        }
         a.sinks.shard = Some(shard::ShardLog::new(index, count));
         // Its share of the half-open cap: while no shard passes its share, the shards hold no
         // more attempts together than the cap, so one analyzer would have dropped none

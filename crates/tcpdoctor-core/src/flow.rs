@@ -817,14 +817,6 @@ impl Flow {
         self.half(Direction::ClientToServer).isn
     }
 
-    /// Drops per-segment memory once the flow has ended (it lingers only to absorb late ACKs).
-    pub fn forget_history(&mut self) {
-        for h in &mut self.half {
-            h.unacked = SentLog::Empty;
-            h.holes = None;
-        }
-    }
-
     /// Both sides have closed, or the connection was reset.
     pub fn is_closed(&self) -> bool {
         self.reset || (self.half[0].fin_seen && self.half[1].fin_seen)

@@ -77,7 +77,6 @@ fn open_clients(an: &Analyzer) -> Vec<u32> {
     let mut v: Vec<u32> = an
         .flows
         .values()
-        .filter(|e| e.flow.state == FlowState::Open)
         .map(|e| match e.flow.client.ip {
             IpAddr::V4(a) => u32::from(a) - 0x0a00_0000,
             IpAddr::V6(_) => unreachable!(),
@@ -332,6 +331,7 @@ fn per_flow_state_stays_small() {
         ("Turn", size_of::<crate::turns::Turn>(), 88),
         ("Sizes", size_of::<crate::turns::Sizes>(), 16),
         ("LegRecord", size_of::<LegRecord>(), 104),
+        ("Lingering", size_of::<Lingering>(), 64),
     ];
     for (name, size, most) in sizes {
         eprintln!("size_of::<{name}>() = {size}");

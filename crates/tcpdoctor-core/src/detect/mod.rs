@@ -170,9 +170,6 @@ pub trait Detector: Send {
     /// `map` translates, into this one (emptied by its own `take_state`): the result must be
     /// what one detector fed every flow would hold, whatever the order shards come in.
     fn absorb(&mut self, _state: Box<dyn Any + Send>, _map: &ShardMap) {}
-    /// This detector is one of `shards` that divide a capture's flows among them: a cap that
-    /// bounds its memory takes its share, so that the threads together hold what one would.
-    fn divide(&mut self, _shards: usize) {}
 }
 
 /// Every detector `analyze` runs.

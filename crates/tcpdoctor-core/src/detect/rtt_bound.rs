@@ -54,12 +54,11 @@
 //! counted against the spans they have and are forgotten; when every client has an open
 //! flow, the client of the flow that ended does the same and keeps its newer half. Rule 4's
 //! spans are folded into a total beyond [`SPANS_KEPT`] per server. Both caps apply per
-//! analyzer: with the flows divided among N threads ([`crate::analysis::shard`]) each thread
-//! keeps its own, [`MAX_SPANS`] / N spans (so that memory does not grow with the threads) and
-//! [`SPANS_KEPT`] per server, so a capture that reaches one may count overlaps (rule 5) or
-//! the elapsed time (rule 4) differently than one thread would; below them the merged report
-//! is one thread's, byte for byte. The table of clients holds 64 bytes per client, and a
-//! client's first span inline.
+//! analyzer: with the flows divided among threads ([`crate::analysis::shard`]) each thread
+//! keeps its own (a thread reaches a cap only if one thread would), so a capture that reaches
+//! one may count overlaps (rule 5) or the elapsed time (rule 4) differently than one thread
+//! would; below them the merged report is one thread's, byte for byte. A client takes 64
+//! bytes in the table of clients, its first span inline.
 
 use crate::analysis::ScriptedClient;
 use crate::fxhash::FxHashMap as HashMap;
@@ -540,10 +539,6 @@ impl Detector for RttBound {
 
     fn mergeable(&self) -> bool {
         true
-    }
-
-    fn divide(&mut self, shards: usize) {
-        self.max_spans = (self.max_spans / shards.max(1)).max(1);
     }
 
     fn take_state(&mut self) -> Box<dyn Any + Send> {

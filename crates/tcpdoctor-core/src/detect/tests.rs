@@ -554,7 +554,7 @@ fn per_flow_detector_state_stays_small() {
         ("window_limited::Transfer", 88),
         ("window_limited slot", 40),
         ("rtt_bound slot", 72),
-        ("rtt_bound client", 72),
+        ("rtt_bound client", 64),
         ("unbatched_messages slot", 32),
         ("unbatched_messages::Kept", 40),
     ];
