@@ -198,6 +198,25 @@ fn take_parked(
     Some(Box::new(e))
 }
 
+/// The flow a SYN that opens another connection on the endpoints `key` begins: a parked
+/// attempt of its client with its ISN, else a new flow.
+#[allow(clippy::too_many_arguments)]
+fn next_connection(
+    parked: &mut FxHashMap<FlowKey, Vec<Entry>>,
+    sinks: &mut Sinks,
+    next_flow_id: &mut u64,
+    group_of: &mut FxHashMap<Endpoint, GroupId>,
+    key: FlowKey,
+    seg: &TcpSegment,
+    pkt: PacketRef,
+    now: Timestamp,
+) -> Box<Entry> {
+    match take_parked(parked, sinks, now, key, seg.src, SeqNum(seg.seq)) {
+        Some(p) => p,
+        None => new_entry(next_flow_id, group_of, sinks, seg, pkt, now),
+    }
+}
+
 /// A refused attempt whose client sends its SYN again only after the linger time: a new flow,
 /// as if the refused one had ended and been forgotten.
 fn stale_refusal(entry: &Entry, now: Timestamp) -> bool {
@@ -721,24 +740,16 @@ impl Analyzer {
                     }
                     // Another connection on the ended one's endpoints: it ends lingering.
                     self.lingering.remove(&key);
-                    let next = match take_parked(
+                    let next = next_connection(
                         &mut self.parked,
                         &mut self.sinks,
-                        now,
+                        &mut self.next_flow_id,
+                        &mut self.group_of,
                         key,
-                        seg.src,
-                        SeqNum(seg.seq),
-                    ) {
-                        Some(p) => p,
-                        None => new_entry(
-                            &mut self.next_flow_id,
-                            &mut self.group_of,
-                            &mut self.sinks,
-                            seg,
-                            pkt,
-                            now,
-                        ),
-                    };
+                        seg,
+                        pkt,
+                        now,
+                    );
                     self.flows.insert(next)
                 }
                 expired => {
@@ -850,10 +861,7 @@ impl Analyzer {
     ) {
         let pure_syn = seg.flags.syn() && !seg.flags.ack();
         if pure_syn && (e.flow.is_new_connection(seg) || stale_refusal(e, now)) {
-            let next = match take_parked(parked, sinks, now, key, seg.src, SeqNum(seg.seq)) {
-                Some(p) => p,
-                None => new_entry(next_flow_id, group_of, sinks, seg, pkt, now),
-            };
+            let next = next_connection(parked, sinks, next_flow_id, group_of, key, seg, pkt, now);
             let old = std::mem::replace(e, next);
             retire(parked, sinks, key, old);
         } else if !pure_syn && seg.flags.syn() && e.flow.is_attempt() {
