@@ -740,16 +740,9 @@ impl Analyzer {
                     }
                     // Another connection on the ended one's endpoints: it ends lingering.
                     self.lingering.remove(&key);
-                    let next = next_connection(
-                        &mut self.parked,
-                        &mut self.sinks,
-                        &mut self.next_flow_id,
-                        &mut self.group_of,
-                        key,
-                        seg,
-                        pkt,
-                        now,
-                    );
+                    let (parked, sinks) = (&mut self.parked, &mut self.sinks);
+                    let (ids, groups) = (&mut self.next_flow_id, &mut self.group_of);
+                    let next = next_connection(parked, sinks, ids, groups, key, seg, pkt, now);
                     self.flows.insert(next)
                 }
                 expired => {
