@@ -28,42 +28,6 @@ pub fn raise_fd_limit() -> std::io::Result<u64> {
     Ok(r.rlim_cur)
 }
 
-/// Heap glibc keeps at its top after a free, rather than handing it back to the kernel.
-const KEPT_HEAP_TOP: libc::c_int = 64 << 20;
-/// Allocations from this size up get pages of their own from the kernel (mmap), returned when
-/// freed; smaller ones come from the heap.
-const OWN_PAGES_FROM: libc::c_int = 4 << 20;
-
-/// Lets the heap keep up to [`KEPT_HEAP_TOP`] of freed memory at its top, and serves
-/// allocations under [`OWN_PAGES_FROM`] from it (glibc only; a no-op elsewhere). By default
-/// glibc returns the top of its heap to the kernel whenever 128 KiB or more is free there, and
-/// maps the kernel's pages afresh for each large allocation until a free raises that limit, so
-/// `analyze` — whose flows grow and free vectors of up to a few hundred KiB as they come and
-/// go, and whose threads pass batches of segments of ~0.5 MB — asked the kernel for the same
-/// pages again and again (19,000 page faults on a 300 MB capture on one thread). Peak memory is
-/// not raised: what the heap keeps was in use a moment before.
-pub fn keep_freed_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt sets one parameter of glibc's allocator, under the allocator's own lock.
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, KEPT_HEAP_TOP);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, OWN_PAGES_FROM);
-    }
-}
-
-/// Hands the kernel back the freed pages of every heap (glibc's `malloc_trim`; a no-op
-/// elsewhere). For the moment a large, short-lived structure has been freed and different
-/// ones are about to be built: `analyze`'s shard threads free their flows when they finish,
-/// and the merge then allocates in the reading thread's heap, not in the pages the shards
-/// freed, so without this the process's peak memory would be both added up.
-pub fn release_freed_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only walks the allocator's free lists, under its own locks.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

@@ -8,6 +8,7 @@ mod bench;
 mod capture;
 mod capture_file;
 mod cli;
+mod heap;
 mod inspect;
 mod limits;
 mod output;
