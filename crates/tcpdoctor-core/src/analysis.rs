@@ -1034,11 +1034,9 @@ impl Analyzer {
     }
 
     /// Ends every flow still open, in the order flows began, as [`Analyzer::finish`] and
-    /// [`Analyzer::merge`] do first. A shard's thread calls it once its segments are done: its
-    /// flows then end in parallel with the other shards', and their memory is freed to the
-    /// allocator of the thread that allocated it (ended in the merging thread, what the
-    /// detectors keep at a flow's end was allocated anew while the shards' freed memory sat in
-    /// their threads' arenas: issue 29). The report is the same either way.
+    /// [`Analyzer::merge`] do first. `analyze` calls it once a shard's segments are done, on
+    /// whichever thread is free: the shards' flows then end in parallel, not one shard after
+    /// another in the merging thread. The report is the same either way.
     ///
     /// As [`end_in_order`] would, but the flow table is freed first and the flows are listed
     /// by pointer (8 bytes each, not an [`Ending`], which has room for endpoints), beside the

@@ -1,8 +1,8 @@
 //! How many threads analyse one capture file's flows (`analyze --threads`).
 //!
 //! This thread reads and decodes the file once and hands each TCP segment, in batches, to the
-//! thread of the shard its flow hashes to (`tcpdoctor_core::analysis::shard`); the shards
-//! merge into the report one thread writes. Rules:
+//! shard its flow hashes to (`tcpdoctor_core::analysis::shard`); the shards merge into the
+//! report one thread writes. Rules:
 //! 1. Only a regular, uncompressed file is divided. A gzip-compressed one is inflated ahead on
 //!    a second thread instead (inflating is then the slower part), and `--ends` keeps each
 //!    file's packets in one pass.
@@ -15,9 +15,9 @@
 //! N threads in all: the reading thread and N − 1 others. A shard is not a thread: any of
 //! them analyses any shard's next batch, one thread at a time per shard, so a shard's
 //! segments stay in order. The reading thread takes batches too whenever many wait, and all
-//! of them once the file is read: N shards keep N cores busy, where N analysing threads
-//! beside a reading one would share N cores three ways (on 2 cores they gave 1.5× one
-//! thread, measured on the bench capture).
+//! of them once the file is read. So N threads keep N cores busy, where a thread per shard
+//! beside the reading one made N + 1 threads share N cores (on 2 cores, 1.5× one thread on
+//! the bench capture).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
@@ -28,8 +28,8 @@ use tcpdoctor_core::analysis::Analyzer;
 /// The smallest file divided among threads when `--threads` was not given.
 pub const MIN_BYTES: u64 = 8 << 20;
 /// The most shards: one thread reads and decodes for all of them (about a third of one
-/// thread's work), so past a few shards it is the limit, and each shard holds up to about
-/// 15 MB of batches.
+/// thread's work), so past a few shards it is the limit, and about 8 MB of batches per
+/// shard may wait ([`WAITING`]).
 pub const MAX_SHARDS: usize = 4;
 
 /// The number of shards for a file of `size` bytes, given the `threads` allowed (`explicit`:
@@ -50,13 +50,15 @@ pub fn how_many(
 
 /// Segments handed over at a time.
 const BATCH: usize = 4096;
-/// Batches waiting per shard past which the reading thread stops reading and analyses
-/// waiting batches itself: below it, the other threads have work in hand for a while.
+/// Batches waiting (all shards together, per shard) past which the reading thread stops
+/// reading and analyses waiting batches itself: below it, the other threads have work in
+/// hand for a while. The bench capture at two threads, median of three runs: 2.39 s at 0,
+/// 2.05 s at 1, 1.79 s at 2, 1.74 s at 4, 1.78 s at 8.
 const HELP_ABOVE: usize = 2;
-/// Batches waiting per shard, at most: past it the reading thread waits (when no waiting
-/// batch is free for it to take). About 7 MB per shard (a routed segment is about 120
-/// bytes): enough that a shard busy for a while with a heavy stretch of its connections
-/// does not stop the others.
+/// Batches waiting (all shards together, per shard) past which the reading thread waits
+/// when no waiting batch is free for it to take: at 4,096 segments of about 120 bytes, some
+/// 8 MB per shard. Enough that a shard busy for a while with a heavy stretch of its
+/// connections does not stop the others.
 const WAITING: usize = 16;
 /// Emptied batches kept per shard to be filled again; the others are freed (what waits is
 /// the memory that buys the overlap, what is recycled only saves allocations).
@@ -65,25 +67,33 @@ const RECYCLED: usize = 4;
 /// Analyses one capture with `count` shards: `read` streams the file through the dispatcher
 /// it is given (calling the hook after each frame, which hands full batches to the shards)
 /// and returns it with whatever else it read; the shards' analyzers come from `make(i)`.
-/// Returns the dispatcher, the shards in order, and `read`'s extra.
+/// Returns the dispatcher, the shards in order, `read`'s extra, and how the batches went.
 pub fn run<T>(
     count: usize,
     make: &(dyn Fn(usize) -> Analyzer + Sync),
     read: impl FnOnce(Analyzer, &mut dyn FnMut(&mut Analyzer)) -> anyhow::Result<(Analyzer, T)>,
-) -> anyhow::Result<(Analyzer, Vec<Analyzer>, T)> {
+) -> anyhow::Result<(Analyzer, Vec<Analyzer>, T, Handed)> {
     let pool = Pool::new((0..count).map(make).collect());
-    let read = std::thread::scope(|scope| {
+    let outcome = std::thread::scope(|scope| {
+        // Whatever panics in this thread (reading, decoding, a batch it took), the others
+        // stop rather than wait for batches that will not come.
+        let _stop = StopOnPanic(&pool);
         let others: Vec<_> = (1..count)
-            .map(|_| scope.spawn(|| pool.work(None)))
+            .map(|_| {
+                scope.spawn(|| {
+                    let _stop = StopOnPanic(&pool);
+                    pool.work(None)
+                })
+            })
             .collect();
-        let read = read(Analyzer::dispatcher(count), &mut |d| {
+        let outcome = read(Analyzer::dispatcher(count), &mut |d| {
             if d.batched() >= BATCH {
-                pool.hand_over(d);
+                pool.hand_over(d, true);
             }
         });
-        let read = match read {
+        let outcome = match outcome {
             Ok((mut d, extra)) => {
-                pool.hand_over(&mut d);
+                pool.hand_over(&mut d, false);
                 pool.lock().read = true;
                 pool.changed.notify_all();
                 // The rest with the others: the last batches, then each shard's end.
@@ -100,30 +110,57 @@ pub fn run<T>(
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
         }
-        read
+        outcome
     });
-    let shards = pool.into_analyzers();
-    let (d, extra) = read?;
-    Ok((d, shards, extra))
+    let (d, extra) = outcome?;
+    let q = pool
+        .queues
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    let shards = q
+        .shards
+        .into_iter()
+        .map(|a| *a.expect("every shard is back once all threads are done"))
+        .collect();
+    Ok((d, shards, extra, q.handed))
 }
 
-/// The shards' analyzers and their waiting batches, shared by the threads.
+/// How a capture's batches went (`TCPDOCTOR_TRACE_SHARDS` prints it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Handed {
+    /// Batches handed over, all shards together.
+    pub batches: usize,
+    /// Of those, the ones the reading thread analysed itself while it read (many waited).
+    pub by_reader: usize,
+    /// Times the reading thread waited for room (the most waited, none free to take).
+    pub waits: usize,
+}
+
+/// The shards and their waiting batches, shared by the threads.
 struct Pool {
     queues: Mutex<Queues>,
-    /// Signalled on every change to `queues`: a batch waiting or taken, a shard free again,
-    /// the end of the file, a stop.
+    /// Signalled on every change to `queues` that may let a thread go on: a batch waiting, a
+    /// shard back, the end of the file, a stop.
     changed: Condvar,
-    /// Each locked only by the thread `Queues::busy` says holds it, so never contended.
-    analyzers: Vec<Mutex<Analyzer>>,
+}
+
+/// Stops every thread if the one holding it panics.
+struct StopOnPanic<'a>(&'a Pool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop();
+        }
+    }
 }
 
 /// What waits, and who is at work on what.
 struct Queues {
+    /// Each shard's analyzer; taken (None) while a thread works on it, so one thread at a
+    /// time analyses a shard, its batches in order.
+    shards: Vec<Option<Box<Analyzer>>>,
     waiting: Vec<VecDeque<Vec<Routed>>>,
-    /// Batches waiting, all shards together.
-    total: usize,
-    /// Whether a thread is analysing one of the shard's batches (or ending its flows).
-    busy: Vec<bool>,
     /// Whether the shard's flows are ended (the last thing done to it).
     ended: Vec<bool>,
     /// The whole file is read and handed over.
@@ -131,45 +168,49 @@ struct Queues {
     /// Reading failed or a thread panicked: everyone stops.
     stopped: bool,
     recycled: Vec<Vec<Routed>>,
+    handed: Handed,
 }
 
-/// A piece of work on one shard.
-enum Task {
-    Batch(usize, Vec<Routed>),
-    End(usize),
-}
-
-impl Task {
-    fn shard(&self) -> usize {
-        match *self {
-            Task::Batch(i, _) | Task::End(i) => i,
-        }
-    }
+/// A piece of work on one shard, with the shard's analyzer.
+struct Task {
+    shard: usize,
+    analyzer: Box<Analyzer>,
+    /// A batch to analyse; None: end the shard's flows.
+    batch: Option<Vec<Routed>>,
 }
 
 impl Queues {
-    /// The next piece of work a thread can take, marking its shard busy: a batch of the
-    /// shard `last` worked on (it is warm in this thread's cache), else of the free shard
-    /// with the most waiting; once the file is read and a shard's batches are done, its end.
+    /// The next piece of work a thread can take: a batch of the shard `last` worked on (it
+    /// is warm in this thread's cache), else of the free shard with the most waiting; once
+    /// the file is read and a shard's batches are all done, its end.
     fn claim(&mut self, last: Option<usize>) -> Option<Task> {
-        let free = |q: &Queues, i: usize| !q.busy[i] && !q.waiting[i].is_empty();
+        let free = |q: &Queues, i: usize| q.shards[i].is_some() && !q.waiting[i].is_empty();
         let pick = last.filter(|&i| free(self, i)).or_else(|| {
             (0..self.waiting.len())
                 .filter(|&i| free(self, i))
                 .max_by_key(|&i| (self.waiting[i].len(), std::cmp::Reverse(i)))
         });
         if let Some(i) = pick {
-            let batch = self.waiting[i].pop_front().expect("a waiting batch");
-            self.total -= 1;
-            self.busy[i] = true;
-            return Some(Task::Batch(i, batch));
+            return Some(Task {
+                shard: i,
+                analyzer: self.shards[i].take().expect("a free shard"),
+                batch: self.waiting[i].pop_front(),
+            });
         }
         if !self.read {
             return None;
         }
-        let i = (0..self.ended.len()).find(|&i| !self.ended[i] && !self.busy[i])?;
-        self.busy[i] = true;
-        Some(Task::End(i))
+        let i = (0..self.shards.len())
+            .find(|&i| !self.ended[i] && self.shards[i].is_some() && self.waiting[i].is_empty())?;
+        Some(Task {
+            shard: i,
+            analyzer: self.shards[i].take().expect("a free shard"),
+            batch: None,
+        })
+    }
+
+    fn waiting(&self) -> usize {
+        self.waiting.iter().map(VecDeque::len).sum()
     }
 
     fn finished(&self) -> bool {
@@ -182,16 +223,15 @@ impl Pool {
         let n = analyzers.len();
         Pool {
             queues: Mutex::new(Queues {
+                shards: analyzers.into_iter().map(|a| Some(Box::new(a))).collect(),
                 waiting: (0..n).map(|_| VecDeque::new()).collect(),
-                total: 0,
-                busy: vec![false; n],
                 ended: vec![false; n],
                 read: false,
                 stopped: false,
                 recycled: Vec::new(),
+                handed: Handed::default(),
             }),
             changed: Condvar::new(),
-            analyzers: analyzers.into_iter().map(Mutex::new).collect(),
         }
     }
 
@@ -205,45 +245,58 @@ impl Pool {
         self.changed.notify_all();
     }
 
-    /// Takes the dispatcher's batches; then, while many wait, analyses some in this thread
-    /// (or, with none free to take and the most waiting, waits for room).
-    fn hand_over(&self, d: &mut Analyzer) {
-        let shards = self.analyzers.len();
+    /// Takes the dispatcher's batches (leaving it emptied ones to fill when `refill`, none
+    /// after the last); then, while many wait, analyses some in this thread (or, with none
+    /// free to take and the most waiting, waits for room).
+    fn hand_over(&self, d: &mut Analyzer, refill: bool) {
         let mut q = self.lock();
-        for i in 0..shards {
-            let empty = q
-                .recycled
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(BATCH));
-            let batch = d.take_batch(i, empty).expect("a dispatcher");
-            if q.stopped {
-                // Another thread panicked: its join says so, and nothing here is used.
-                continue;
-            }
-            if batch.is_empty() {
-                q.recycled.push(batch);
-            } else {
+        let shards = q.shards.len();
+        let mut empties: Vec<Option<Vec<Routed>>> = (0..shards)
+            .map(|_| q.recycled.pop().filter(|_| refill))
+            .collect();
+        drop(q);
+        let batches: Vec<Vec<Routed>> = empties
+            .iter_mut()
+            .enumerate()
+            .map(|(i, empty)| {
+                let empty = match (empty.take(), refill) {
+                    (Some(v), _) => v,
+                    (None, true) => Vec::with_capacity(BATCH),
+                    (None, false) => Vec::new(),
+                };
+                d.take_batch(i, empty).expect("a dispatcher")
+            })
+            .collect();
+        let mut q = self.lock();
+        for (i, batch) in batches.into_iter().enumerate() {
+            if !batch.is_empty() && !q.stopped {
                 q.waiting[i].push_back(batch);
-                q.total += 1;
+                q.handed.batches += 1;
+            } else if batch.capacity() > 0 && q.recycled.len() < RECYCLED * shards {
+                // Empty, or not wanted: another thread panicked, its join says so.
+                q.recycled.push(batch);
             }
         }
         self.changed.notify_all();
         let mut last = None;
         loop {
             let task = loop {
-                if q.stopped || q.total <= HELP_ABOVE * shards {
+                let waiting = q.waiting();
+                if q.stopped || waiting <= HELP_ABOVE * shards {
                     return;
                 }
                 if let Some(task) = q.claim(last) {
+                    q.handed.by_reader += 1;
                     break task;
                 }
-                if q.total <= WAITING * shards {
+                if waiting <= WAITING * shards {
                     return;
                 }
+                q.handed.waits += 1;
                 q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
             };
             drop(q);
-            last = Some(task.shard());
+            last = Some(task.shard);
             self.run(task);
             q = self.lock();
         }
@@ -264,59 +317,45 @@ impl Pool {
                 q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
             };
             drop(q);
-            last = Some(task.shard());
+            last = Some(task.shard);
             self.run(task);
         }
     }
 
-    /// Does one piece of work and frees its shard. A panic in it stops everyone.
+    /// Does one piece of work and gives the shard back.
     fn run(&self, task: Task) {
-        struct StopOnPanic<'a>(&'a Pool);
-        impl Drop for StopOnPanic<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.stop();
-                }
+        let Task {
+            shard,
+            mut analyzer,
+            batch,
+        } = task;
+        let batch = batch.map(|mut batch| {
+            for r in &batch {
+                analyzer.on_routed(r);
             }
+            batch.clear();
+            batch
+        });
+        if batch.is_none() {
+            // Here, in parallel, not in the merge.
+            analyzer.end_flows();
         }
-        let guard = StopOnPanic(self);
-        let i = task.shard();
-        let mut a = self.analyzers[i]
-            .try_lock()
-            .expect("a busy shard is locked by its thread only");
-        let recycle = match task {
-            Task::Batch(_, mut batch) => {
-                for r in &batch {
-                    a.on_routed(r);
-                }
-                batch.clear();
-                Some(batch)
+        let mut q = self.lock();
+        q.shards[shard] = Some(analyzer);
+        let cap = RECYCLED * q.shards.len();
+        let surplus = match batch {
+            Some(batch) if q.recycled.len() < cap => {
+                q.recycled.push(batch);
+                None
             }
-            Task::End(_) => {
-                // Here, in parallel, not in the merge.
-                a.end_flows();
+            Some(batch) => Some(batch),
+            None => {
+                q.ended[shard] = true;
                 None
             }
         };
-        drop(a);
-        std::mem::forget(guard);
-        let mut q = self.lock();
-        q.busy[i] = false;
-        match recycle {
-            Some(batch) if q.recycled.len() < RECYCLED * self.analyzers.len() => {
-                q.recycled.push(batch)
-            }
-            Some(_) => {}
-            None => q.ended[i] = true,
-        }
         drop(q);
         self.changed.notify_all();
-    }
-
-    fn into_analyzers(self) -> Vec<Analyzer> {
-        self.analyzers
-            .into_iter()
-            .map(|a| a.into_inner().unwrap_or_else(PoisonError::into_inner))
-            .collect()
+        drop(surplus);
     }
 }

@@ -169,3 +169,76 @@ fn a_divided_file_cut_short_or_broken_mid_file_ends_as_one_thread_ends() {
         assert_eq!(out.status.code(), one.1, "{name}");
     }
 }
+
+/// The corpus's microsecond Ethernet pcaps one after another, again and again, until the file
+/// holds `records` frames: each copy of a file shifted to begin 700 s (past every idle and
+/// half-open timeout) after the one before ended, so every copy's connections are new.
+fn corpus_replayed(records: usize) -> Vec<u8> {
+    let files: Vec<Vec<u8>> = corpus()
+        .iter()
+        .map(|p| std::fs::read(p).expect("read"))
+        // Little-endian microsecond pcap, link type 1 (Ethernet).
+        .filter(|b| b.len() > 24 && b[..4] == [0xd4, 0xc3, 0xb2, 0xa1] && b[20..24] == [1, 0, 0, 0])
+        .collect();
+    assert!(files.len() >= 5, "the corpus has Ethernet pcaps");
+    let mut out = files[0][..24].to_vec();
+    let (mut written, mut start_us) = (0, 0u64);
+    while written < records {
+        for file in &files {
+            let mut frames = Vec::new();
+            let mut off = 24;
+            while off + 16 <= file.len() {
+                let word =
+                    |at: usize| u32::from_le_bytes(file[at..at + 4].try_into().expect("4 bytes"));
+                let (us, caplen) = (
+                    u64::from(word(off)) * 1_000_000 + u64::from(word(off + 4)),
+                    word(off + 8) as usize,
+                );
+                if off + 16 + caplen > file.len() {
+                    break;
+                }
+                frames.push((us, &file[off + 8..off + 16 + caplen]));
+                off += 16 + caplen;
+            }
+            let first = frames.iter().map(|f| f.0).min().unwrap_or(0);
+            let last = frames.iter().map(|f| f.0).max().unwrap_or(0);
+            for (us, rest) in frames {
+                let at = start_us + (us - first);
+                out.extend_from_slice(&((at / 1_000_000) as u32).to_le_bytes());
+                out.extend_from_slice(&((at % 1_000_000) as u32).to_le_bytes());
+                out.extend_from_slice(rest);
+                written += 1;
+            }
+            start_us += last - first + 700_000_000;
+        }
+    }
+    out
+}
+
+#[test]
+fn a_capture_of_many_batches_gives_the_report_of_one_thread_at_every_count() {
+    // Many batches of 4,096 segments per shard, so that the reading thread both analyses
+    // batches itself and waits for room, and any thread takes any shard's next batch.
+    let scratch = Scratch::new("analyze-threads-many");
+    let file = scratch.join("replayed.pcap");
+    std::fs::write(&file, corpus_replayed(300_000)).expect("write");
+    let name = file.display().to_string();
+    let one = analyze("1", std::slice::from_ref(&file));
+    assert_eq!(one.1, Some(0), "{}", one.2);
+    let report: serde_json::Value = serde_json::from_slice(&one.0).expect("json");
+    assert!(
+        report["captures"][0]["tcp_segments"].as_u64() >= Some(250_000),
+        "{}",
+        report["captures"][0]
+    );
+    for n in ["2", "3", "4"] {
+        let out = common::tcpdoctor_env(
+            &["analyze", "--format", "json", "--threads", n, &name],
+            &[("TCPDOCTOR_TRACE_SHARDS", "1")],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("divided among {n} threads")), "{err}");
+        assert!(out.stdout == one.0, "--threads {n} changed the report");
+        assert_eq!(out.status.code(), one.1, "{err}");
+    }
+}

@@ -16,7 +16,7 @@
 //!    link types come from shard 0, which sees every frame as the others do.
 //!
 //! A capture can also be decoded once, by a *dispatcher* that hands each segment (with its
-//! position and the clock) to its shard's thread: the frames are then read and decoded once,
+//! position and the clock) to its shard's analyzer: the frames are then read and decoded once,
 //! and the summary's counts, clock and census come from the dispatcher.
 //!
 //! The result is the single thread's, byte for byte, with one exception stated where its cap

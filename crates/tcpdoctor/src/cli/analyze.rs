@@ -313,7 +313,7 @@ pub(crate) fn analyze_file_as(
             eprintln!("tcpdoctor: {name}: flows divided among {shards} threads");
         }
         let make = |i: usize| make(i, shards);
-        let (dispatcher, analyzers, (truncated, format)) =
+        let (dispatcher, analyzers, (truncated, format), handed) =
             shards::run(shards, &make, |d, hook| {
                 let input = input.take().expect("read once");
                 let (d, truncated, format) =
@@ -334,9 +334,14 @@ pub(crate) fn analyze_file_as(
                 Analyzer::merge_dispatched(dispatcher, analyzers, &name, format);
             if trace {
                 eprintln!(
-                    "tcpdoctor: {name}: read and analysed in {:.3} s, merged in {:.3} s",
+                    "tcpdoctor: {name}: read and analysed in {:.3} s, merged in {:.3} s; \
+                     {} batches, {} analysed by the reading thread as it read, which waited \
+                     {} times for room",
                     read.as_secs_f64(),
-                    (started.elapsed() - read).as_secs_f64()
+                    (started.elapsed() - read).as_secs_f64(),
+                    handed.batches,
+                    handed.by_reader,
+                    handed.waits
                 );
             }
             Some((summary, findings, truncated))
