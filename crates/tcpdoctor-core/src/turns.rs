@@ -198,8 +198,8 @@ impl Turn {
 /// it. Most turns of request/response traffic have none, and every open flow holds one or two
 /// turns: none costs 8 bytes, not a `Vec`'s 24, and the count lives in the allocation (a
 /// pause is dropped only once [`PAUSES_KEPT`] are kept), so that a turn is 88 bytes, which
-/// glibc's malloc keeps in a 96-byte chunk rather than 112 (mimalloc, the tcpdoctor binary's allocator
-/// since, in its 96-byte class either way).
+/// glibc's malloc keeps in a 96-byte chunk rather than 112 (mimalloc, the tcpdoctor
+/// binary's allocator since, in its 96-byte class either way).
 #[derive(Clone, Debug, Default)]
 pub struct Pauses(Option<Box<PauseLog>>);
 
