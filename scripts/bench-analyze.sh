@@ -19,7 +19,8 @@
 #      reads the result without a warning (the script prints anything tshark says on stderr).
 # It then cross-checks frames and flows (generator vs tcpdoctor vs tshark's conversations).
 #
-# The same file is then analysed with every core (`--threads $(nproc)`, as many runs), checking
+# The same file is also analysed with every core (`--threads $(nproc)`, as many runs, each
+# right after a one-thread run, so that both see the same spells of a shared machine), checking
 # that the report is byte-identical to the single thread's.
 # Goals, each printed as PASS or MISS: tcpdoctor >= 500 MB/s on one thread, >= 50x faster than
 # tshark on one thread and with all cores (tshark uses one), peak RSS < 200 MB, all cores >= 1.7x
@@ -228,31 +229,33 @@ timed() {
 say "measure (load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n1))"
 cat "$F" >/dev/null
 TD_WALLS=() TD_RSS_MAX=0 TD_CPUS=()
+# One thread, and with more than one core every core (--threads N: the report must be the
+# same byte for byte), one run of each in turn, so that a slow spell of this machine (shared VMs have them: one thread's time
+# has swung from 3.0 to 4.6 s between runs minutes apart) falls on both, not on one's runs.
+CORES=$(nproc)
+TDN_WALL= TDN_WALLS=() PAIRS=()
 for i in $(seq "$RUNS"); do
   # The first run keeps its report (a few KB; writing it costs nothing) for the cross-check.
   out=/dev/null; [ "$i" = 1 ] && out=$WORK/report.json
   rc=0; timed "$BIN" analyze --threads 1 --format json "$F" >"$out" || rc=$?
   [ "$rc" = 0 ] || { echo "bench-analyze: tcpdoctor exited $rc" >&2; exit 1; }
   echo "tcpdoctor --threads 1 run $i: $T_WALL s wall, $T_CPU s CPU, peak RSS $T_RSS_KIB KiB"
-  TD_WALLS+=("$T_WALL"); TD_CPUS+=("$T_CPU")
+  TD_WALLS+=("$T_WALL"); TD_CPUS+=("$T_CPU"); ONE=$T_WALL
   if [ "$T_RSS_KIB" -gt "$TD_RSS_MAX" ]; then TD_RSS_MAX=$T_RSS_KIB; fi
-done
-median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-TD_WALL=$(printf '%s\n' "${TD_WALLS[@]}" | median)
-TD_CPU=$(printf '%s\n' "${TD_CPUS[@]}" | median)
-# The same with every core (--threads N; a single plain file is analysed on one thread, a
-# gzipped one inflated on a second: the report must be the same byte for byte).
-CORES=$(nproc)
-TDN_WALL=
-if [ "$CORES" -gt 1 ]; then
-  TDN_WALLS=()
-  for i in $(seq "$RUNS"); do
+  if [ "$CORES" -gt 1 ]; then
     rc=0; timed "$BIN" analyze --threads "$CORES" --format json "$F" >"$WORK/report-n.json" || rc=$?
     [ "$rc" = 0 ] || { echo "bench-analyze: tcpdoctor --threads $CORES exited $rc" >&2; exit 1; }
     echo "tcpdoctor --threads $CORES run $i: $T_WALL s wall, $T_CPU s CPU, peak RSS $T_RSS_KIB KiB"
     TDN_WALLS+=("$T_WALL")
-  done
+    PAIRS+=("$(awk -v a="$ONE" -v b="$T_WALL" 'BEGIN {printf "%.2f", a / b}')")
+  fi
+done
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+TD_WALL=$(printf '%s\n' "${TD_WALLS[@]}" | median)
+TD_CPU=$(printf '%s\n' "${TD_CPUS[@]}" | median)
+if [ "$CORES" -gt 1 ]; then
   TDN_WALL=$(printf '%s\n' "${TDN_WALLS[@]}" | median)
+  echo "--threads 1 over --threads $CORES, run by run: ${PAIRS[*]}"
   if cmp -s "$WORK/report.json" "$WORK/report-n.json"; then
     echo "report at --threads $CORES: identical to --threads 1"
   else
