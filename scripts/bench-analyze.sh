@@ -230,32 +230,40 @@ say "measure (load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs: $(s
 cat "$F" >/dev/null
 TD_WALLS=() TD_RSS_MAX=0 TD_CPUS=()
 # One thread, and with more than one core every core (--threads N: the report must be the
-# same byte for byte), one run of each in turn, so that a slow spell of this machine (shared VMs have them: one thread's time
-# has swung from 3.0 to 4.6 s between runs minutes apart) falls on both, not on one's runs.
+# same byte for byte), one run of each in turn (one thread first in odd runs, last in even
+# ones), so that a slow spell of this machine (shared VMs have them: one thread's time has
+# swung from 2.7 to 4.6 s between runs minutes apart) falls on both, not on one's runs.
 CORES=$(nproc)
 TDN_WALL= TDN_WALLS=() PAIRS=()
-for i in $(seq "$RUNS"); do
+one_thread() {
   # The first run keeps its report (a few KB; writing it costs nothing) for the cross-check.
-  out=/dev/null; [ "$i" = 1 ] && out=$WORK/report.json
+  local out=/dev/null; [ "$1" = 1 ] && out=$WORK/report.json
   rc=0; timed "$BIN" analyze --threads 1 --format json "$F" >"$out" || rc=$?
   [ "$rc" = 0 ] || { echo "bench-analyze: tcpdoctor exited $rc" >&2; exit 1; }
-  echo "tcpdoctor --threads 1 run $i: $T_WALL s wall, $T_CPU s CPU, peak RSS $T_RSS_KIB KiB"
+  echo "tcpdoctor --threads 1 run $1: $T_WALL s wall, $T_CPU s CPU, peak RSS $T_RSS_KIB KiB"
   TD_WALLS+=("$T_WALL"); TD_CPUS+=("$T_CPU"); ONE=$T_WALL
   if [ "$T_RSS_KIB" -gt "$TD_RSS_MAX" ]; then TD_RSS_MAX=$T_RSS_KIB; fi
-  if [ "$CORES" -gt 1 ]; then
-    rc=0; timed "$BIN" analyze --threads "$CORES" --format json "$F" >"$WORK/report-n.json" || rc=$?
-    [ "$rc" = 0 ] || { echo "bench-analyze: tcpdoctor --threads $CORES exited $rc" >&2; exit 1; }
-    echo "tcpdoctor --threads $CORES run $i: $T_WALL s wall, $T_CPU s CPU, peak RSS $T_RSS_KIB KiB"
-    TDN_WALLS+=("$T_WALL")
-    PAIRS+=("$(awk -v a="$ONE" -v b="$T_WALL" 'BEGIN {printf "%.2f", a / b}')")
+}
+all_cores() {
+  rc=0; timed "$BIN" analyze --threads "$CORES" --format json "$F" >"$WORK/report-n.json" || rc=$?
+  [ "$rc" = 0 ] || { echo "bench-analyze: tcpdoctor --threads $CORES exited $rc" >&2; exit 1; }
+  echo "tcpdoctor --threads $CORES run $1: $T_WALL s wall, $T_CPU s CPU, peak RSS $T_RSS_KIB KiB"
+  TDN_WALLS+=("$T_WALL"); ALL=$T_WALL
+}
+for i in $(seq "$RUNS"); do
+  if [ "$CORES" -le 1 ]; then
+    one_thread "$i"
+    continue
   fi
+  if [ $((i % 2)) = 1 ]; then one_thread "$i"; all_cores "$i"; else all_cores "$i"; one_thread "$i"; fi
+  PAIRS+=("$(awk -v a="$ONE" -v b="$ALL" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')")
 done
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 TD_WALL=$(printf '%s\n' "${TD_WALLS[@]}" | median)
 TD_CPU=$(printf '%s\n' "${TD_CPUS[@]}" | median)
 if [ "$CORES" -gt 1 ]; then
   TDN_WALL=$(printf '%s\n' "${TDN_WALLS[@]}" | median)
-  echo "--threads 1 over --threads $CORES, run by run: ${PAIRS[*]}"
+  echo "--threads 1 over --threads $CORES, run by run: ${PAIRS[*]} (median $(printf '%s\n' "${PAIRS[@]}" | median))"
   if cmp -s "$WORK/report.json" "$WORK/report-n.json"; then
     echo "report at --threads $CORES: identical to --threads 1"
   else

@@ -1,6 +1,7 @@
 //! The process's allocator: mimalloc on glibc targets (the system's elsewhere, or built
-//! with `--no-default-features`, for a heap profiler), and how `analyze` asks it to keep
-//! what it frees.
+//! with `--no-default-features`, for a heap profiler; glibc's then with its defaults, so
+//! such a build shows the arena waits below), and how `analyze` asks mimalloc to keep what
+//! it frees.
 //!
 //! Why not the system's (glibc's) malloc: `analyze` divides a capture's connections among
 //! shards, and any thread may analyse a shard's next batch (`shards`), so a flow begun in one
@@ -24,13 +25,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[cfg(all(feature = "mimalloc", target_env = "gnu"))]
 const PURGE_DELAY: mi::mi_option_t = 15;
 
-/// Keeps the memory `analyze` frees for its next allocations, rather than handing it back to
-/// the kernel a moment later (mimalloc's default purge) and taking it again, zeroed, at the
-/// next allocation: a capture's flows come and go by the hundred thousand. On a capture of
-/// 400,000 concurrent connections at one thread, the default purged 435 times (569 MiB) and
-/// spent 1.6 s of 3.9 s in the kernel; kept, 0.2 s of 3.0 s. Peak memory stays where it was
-/// (518,368 KiB purging, 519,872 KiB kept): what is kept was in use a moment before. Call it before any other thread starts (mimalloc's
-/// options are not thread-safe to set).
+/// Keeps the memory `analyze` frees for its next allocations, rather than handing it back to the
+/// kernel a moment later (mimalloc's default purge) and taking it again, zeroed, at the next
+/// allocation: a capture's flows come and go by the hundred thousand. On a capture of 400,000
+/// concurrent connections at one thread, the default purged 435 times (569 MiB) and spent 1.6 s of
+/// 3.9 s in the kernel; kept, 0.2 s of 3.0 s. Peak memory stays where it was (518,368 KiB purging,
+/// 519,872 KiB kept): what is kept was in use a moment before. Call it before any other thread
+/// starts (mimalloc's options are not thread-safe to set).
 pub fn keep_freed_memory() {
     #[cfg(all(feature = "mimalloc", target_env = "gnu"))]
     // SAFETY: sets one of mimalloc's options; no other thread is allocating yet.

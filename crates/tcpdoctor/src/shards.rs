@@ -28,8 +28,8 @@ use tcpdoctor_core::analysis::Analyzer;
 /// The smallest file divided among threads when `--threads` was not given.
 pub const MIN_BYTES: u64 = 8 << 20;
 /// The most shards: one thread reads and decodes for all of them (about a third of one
-/// thread's work), so past a few shards it is the limit, and about 8 MB of batches per
-/// shard may wait ([`WAITING`]).
+/// thread's work), so past a few shards it is the limit; and each shard adds up to about
+/// 11 MB of batches ([`WAITING`]).
 pub const MAX_SHARDS: usize = 4;
 
 /// The number of shards for a file of `size` bytes, given the `threads` allowed (`explicit`:
@@ -53,15 +53,17 @@ const BATCH: usize = 4096;
 /// Batches waiting (all shards together, per shard) past which the reading thread stops
 /// reading and analyses waiting batches itself: below it, the other threads have work in
 /// hand for a while. The bench capture at two threads, median of three runs: 2.39 s at 0,
-/// 2.05 s at 1, 1.79 s at 2, 1.74 s at 4, 1.78 s at 8.
+/// 2.05 s at 1, 1.79 s at 2, 1.74 s at 4, 1.78 s at 8; 2 to 8 are within this VM's noise,
+/// and fewer waiting batches are less memory.
 const HELP_ABOVE: usize = 2;
 /// Batches waiting (all shards together, per shard) past which the reading thread waits
-/// when no waiting batch is free for it to take: at 4,096 segments of about 120 bytes, some
-/// 8 MB per shard. Enough that a shard busy for a while with a heavy stretch of its
-/// connections does not stop the others.
+/// when no waiting batch is free for it to take. A batch is 4,096 segments of 120 bytes
+/// (0.5 MB): 8 MB per shard on average, and one shard may hold them all. With the batches
+/// being analysed, filled and recycled, about 11 MB per shard at most. Enough that a shard
+/// busy for a while with a heavy stretch of its connections does not stop the others.
 const WAITING: usize = 16;
-/// Emptied batches kept per shard to be filled again; the others are freed (what waits is
-/// the memory that buys the overlap, what is recycled only saves allocations).
+/// Emptied batches kept per shard to be filled again (2 MB); the others are freed: what waits
+/// is the memory that buys the overlap, what is recycled saves allocations.
 const RECYCLED: usize = 4;
 
 /// Analyses one capture with `count` shards: `read` streams the file through the dispatcher
@@ -251,22 +253,22 @@ impl Pool {
     fn hand_over(&self, d: &mut Analyzer, refill: bool) {
         let mut q = self.lock();
         let shards = q.shards.len();
-        let mut empties: Vec<Option<Vec<Routed>>> = (0..shards)
-            .map(|_| q.recycled.pop().filter(|_| refill))
-            .collect();
+        // After the last batch the recycled ones are freed (below, not under the lock).
+        let mut empties: Vec<Option<Vec<Routed>>> = (0..shards).map(|_| q.recycled.pop()).collect();
         drop(q);
         let batches: Vec<Vec<Routed>> = empties
             .iter_mut()
             .enumerate()
             .map(|(i, empty)| {
-                let empty = match (empty.take(), refill) {
-                    (Some(v), _) => v,
-                    (None, true) => Vec::with_capacity(BATCH),
-                    (None, false) => Vec::new(),
+                let empty = match (refill, empty.take()) {
+                    (true, Some(v)) => v,
+                    (true, None) => Vec::with_capacity(BATCH),
+                    (false, _) => Vec::new(),
                 };
                 d.take_batch(i, empty).expect("a dispatcher")
             })
             .collect();
+        let mut unwanted = empties;
         let mut q = self.lock();
         for (i, batch) in batches.into_iter().enumerate() {
             if !batch.is_empty() && !q.stopped {
@@ -275,9 +277,14 @@ impl Pool {
             } else if batch.capacity() > 0 && q.recycled.len() < RECYCLED * shards {
                 // Empty, or not wanted: another thread panicked, its join says so.
                 q.recycled.push(batch);
+            } else {
+                unwanted.push(Some(batch));
             }
         }
         self.changed.notify_all();
+        drop(q);
+        drop(unwanted);
+        let mut q = self.lock();
         let mut last = None;
         loop {
             let task = loop {

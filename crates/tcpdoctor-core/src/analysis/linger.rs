@@ -1,10 +1,10 @@
-//! Flows that ended (both FINs seen, or a reset), kept [`ENDED_FLOW_LINGER`] to absorb their
-//! last ACKs and retransmissions, in 64 bytes rather than their whole entry (issue 29: on a
-//! busy server's capture, every connection that closed in the last few seconds lingers; at
-//! 400,000 of them the entries held 300 MB). A record is boxed (64 bytes in mimalloc, 80 in
-//! glibc's malloc, and an 8-byte pointer in its table), not kept inline in the table: it is allocated as its
-//! flow's entry is freed and reuses those pages, where a table of 64-byte buckets would be
-//! pages of its own, added to the peak.
+//! Flows that ended (both FINs seen, or a reset), kept [`ENDED_FLOW_LINGER`] to absorb their last
+//! ACKs and retransmissions, in 64 bytes rather than their whole entry (issue 29: on a busy
+//! server's capture, every connection that closed in the last few seconds lingers; at 400,000 of
+//! them the entries held 300 MB). A record is boxed (64 bytes in mimalloc, 80 in glibc's malloc,
+//! and an 8-byte pointer in its table), not kept inline in the table: it is allocated as its flow's
+//! entry is freed and reuses those pages, where a table of 64-byte buckets would be pages of its
+//! own, added to the peak.
 //!
 //! An ended flow has told the detectors all it will: a segment it absorbs changes nothing
 //! but when it was last seen. It keeps only what decides whether a segment on its endpoints

@@ -66,15 +66,15 @@ pub struct AnalyzeArgs {
     pub ends: bool,
 
     /// Threads to use (default: the cores available). With more than one, several FILEs are
-    /// analysed at once (up to N at a time); a single file's connections (a regular,
-    /// uncompressed file of 8 MiB or more, or any size when --threads is given) are divided
-    /// among N shards, 4 at most, by the hash of their endpoints, and the N threads analyse
-    /// them (one also reads and decodes the file); a single gzip-compressed FILE is inflated on a thread of its own, ahead of the analysis. The
-    /// report (stdout, and the exit status) is the same whatever N is, but for a divided
-    /// file past rtt_bound's cap of 131,072 ended client spans, which each shard applies to
-    /// its own share (a divided file past the
-    /// cap of 65,536 half-open attempts at once is analysed again on one thread). Warnings
-    /// on stderr come as each file is read. N files at once hold N analyses in memory.
+    /// analysed at once (up to N at a time); a single file's connections (a regular, uncompressed
+    /// file of 8 MiB or more, or any size when --threads is given) are divided among N shards, 4 at
+    /// most, by the hash of their endpoints, and as many threads analyse them (one also reads and
+    /// decodes the file); a single gzip-compressed FILE is inflated on a thread of its own, ahead
+    /// of the analysis. The report (stdout, and the exit status) is the same whatever N is, but for
+    /// a divided file past rtt_bound's cap of 131,072 ended client spans, which each shard applies
+    /// to its own share (a divided file past the cap of 65,536 half-open attempts at once is
+    /// analysed again on one thread). Warnings on stderr come as each file is read. N files at once
+    /// hold N analyses in memory.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
