@@ -124,7 +124,7 @@ pub(crate) fn parse_fail_on(s: &str) -> Result<FailOn, String> {
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
-    crate::heap::keep_freed_memory();
+    crate::heap::prepare_for_analysis();
     if args.ends {
         if args.files.len() != 2 {
             eprintln!(
