@@ -20,8 +20,10 @@
 # It then cross-checks frames and flows (generator vs tcpdoctor vs tshark's conversations).
 #
 # The same file is also analysed with every core (`--threads $(nproc)`, as many runs, each
-# right after a one-thread run, so that both see the same spells of a shared machine), checking
-# that the report is byte-identical to the single thread's.
+# paired with a one-thread run, so that both see the same spells of a shared machine), checking
+# that the report is byte-identical to the single thread's; after each pair, $(nproc)
+# one-thread runs at once say what the machine's cores give (on a VM whose vCPUs share a
+# physical core, less than $(nproc)x, and then no division of the work can reach it).
 # Goals, each printed as PASS or MISS: tcpdoctor >= 500 MB/s on one thread, >= 50x faster than
 # tshark on one thread and with all cores (tshark uses one), peak RSS < 200 MB, all cores >= 1.7x
 # one thread — with the evidence audit on (it always is: it re-reads only the frames findings
@@ -250,6 +252,25 @@ all_cores() {
   echo "tcpdoctor --threads $CORES run $1: $T_WALL s wall, $T_CPU s CPU, peak RSS $T_RSS_KIB KiB"
   TDN_WALLS+=("$T_WALL"); ALL=$T_WALL
 }
+# What this machine's cores give: CORES one-thread runs at once, each as long as one alone
+# when the cores are whole (a VM's two vCPUs on one physical core's two hyperthreads are not:
+# then no program gets 2x). Taken after each pair, so that it sees the same spells.
+side_by_side() {
+  local pids=() k slowest=0 w
+  for k in $(seq "$CORES"); do
+    /usr/bin/time -f '%e' -o "$WORK/side.$k" "$BIN" analyze --threads 1 --format json "$F" \
+      >/dev/null 2>&1 &
+    pids+=($!)
+  done
+  for k in "${pids[@]}"; do wait "$k" || { echo "bench-analyze: a side-by-side run failed" >&2; exit 1; }; done
+  for k in $(seq "$CORES"); do
+    w=$(tail -n 1 "$WORK/side.$k")
+    slowest=$(awk -v a="$slowest" -v b="$w" 'BEGIN {print (b > a) ? b : a}')
+  done
+  echo "$CORES one-thread runs at once, run $1: the slowest $slowest s"
+  SIDE+=("$(awk -v a="$ONE" -v b="$slowest" -v n="$CORES" 'BEGIN {printf "%.2f", (b > 0) ? n * a / b : 0}')")
+}
+SIDE=()
 for i in $(seq "$RUNS"); do
   if [ "$CORES" -le 1 ]; then
     one_thread "$i"
@@ -257,6 +278,7 @@ for i in $(seq "$RUNS"); do
   fi
   if [ $((i % 2)) = 1 ]; then one_thread "$i"; all_cores "$i"; else all_cores "$i"; one_thread "$i"; fi
   PAIRS+=("$(awk -v a="$ONE" -v b="$ALL" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')")
+  side_by_side "$i"
 done
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 TD_WALL=$(printf '%s\n' "${TD_WALLS[@]}" | median)
@@ -264,6 +286,7 @@ TD_CPU=$(printf '%s\n' "${TD_CPUS[@]}" | median)
 if [ "$CORES" -gt 1 ]; then
   TDN_WALL=$(printf '%s\n' "${TDN_WALLS[@]}" | median)
   echo "--threads 1 over --threads $CORES, run by run: ${PAIRS[*]} (median $(printf '%s\n' "${PAIRS[@]}" | median))"
+  echo "what the cores gave $CORES one-thread runs at once (the most any division can), run by run: ${SIDE[*]} (median $(printf '%s\n' "${SIDE[@]}" | median))"
   if cmp -s "$WORK/report.json" "$WORK/report-n.json"; then
     echo "report at --threads $CORES: identical to --threads 1"
   else
