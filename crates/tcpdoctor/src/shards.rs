@@ -253,22 +253,22 @@ impl Pool {
     fn hand_over(&self, d: &mut Analyzer, refill: bool) {
         let mut q = self.lock();
         let shards = q.shards.len();
-        // After the last batch the recycled ones are freed (below, not under the lock).
-        let mut empties: Vec<Option<Vec<Routed>>> = (0..shards).map(|_| q.recycled.pop()).collect();
+        // Emptied batches for the dispatcher to fill; none after the last hand-over.
+        let mut spare: Vec<Vec<Routed>> = match refill {
+            true => (0..shards).filter_map(|_| q.recycled.pop()).collect(),
+            false => Vec::new(),
+        };
         drop(q);
-        let batches: Vec<Vec<Routed>> = empties
-            .iter_mut()
-            .enumerate()
-            .map(|(i, empty)| {
-                let empty = match (refill, empty.take()) {
-                    (true, Some(v)) => v,
-                    (true, None) => Vec::with_capacity(BATCH),
-                    (false, _) => Vec::new(),
+        let batches: Vec<Vec<Routed>> = (0..shards)
+            .map(|i| {
+                let empty = match refill {
+                    true => spare.pop().unwrap_or_else(|| Vec::with_capacity(BATCH)),
+                    false => Vec::new(),
                 };
                 d.take_batch(i, empty).expect("a dispatcher")
             })
             .collect();
-        let mut unwanted = empties;
+        let mut unwanted = Vec::new();
         let mut q = self.lock();
         for (i, batch) in batches.into_iter().enumerate() {
             if !batch.is_empty() && !q.stopped {
@@ -278,7 +278,7 @@ impl Pool {
                 // Empty, or not wanted: another thread panicked, its join says so.
                 q.recycled.push(batch);
             } else {
-                unwanted.push(Some(batch));
+                unwanted.push(batch);
             }
         }
         self.changed.notify_all();
