@@ -137,6 +137,17 @@ pub fn packets(file: &Path) -> Vec<Vec<u8>> {
     v
 }
 
+/// Each packet's capture time in nanoseconds, in file order (as [`packets`] lists them).
+pub fn times(file: &Path) -> Vec<u64> {
+    let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let mut r = CaptureReader::new(f).expect("a capture");
+    let mut v = Vec::new();
+    while let Some(fr) = r.next_frame().expect("readable") {
+        v.push(fr.ts.as_nanos());
+    }
+    v
+}
+
 pub fn from(v: &[Vec<u8>], src: [u8; 4]) -> Vec<Vec<u8>> {
     v.iter()
         .filter(|p| ipv4_addr(p, Field::Source) == Some(src))
