@@ -336,12 +336,13 @@ pub(crate) fn analyze_file_as(
                 eprintln!(
                     "tcpdoctor: {name}: read and analysed in {:.3} s, merged in {:.3} s; \
                      {} batches, {} analysed by the reading thread as it read, which waited \
-                     {} times for room",
+                     {} times for room; {} batches moved a shard to another thread",
                     read.as_secs_f64(),
                     (started.elapsed() - read).as_secs_f64(),
                     handed.batches,
                     handed.by_reader,
-                    handed.waits
+                    handed.waits,
+                    handed.moved
                 );
             }
             Some((summary, findings, truncated))
