@@ -263,6 +263,8 @@ pub struct UnbatchedMessages {
     taken: FxHashMap<(Endpoint, Endpoint), u64>,
     /// The stretch being judged, unpacked: one vector for every stretch of every flow.
     scratch: Vec<Seg>,
+    /// One side's segment sizes in the stretch being counted (rule 1), likewise reused.
+    sizes: Vec<u32>,
 }
 
 impl Detector for UnbatchedMessages {
@@ -348,11 +350,16 @@ impl UnbatchedMessages {
         (id == flow.flow.id).then_some(ends)
     }
 
-    /// Rules 1–7 over one stretch of a flow.
+    /// Rules 1–7 over one stretch of a flow. A stretch whose counts disagree (rule 2) and
+    /// that has no framing (rule 6′) holds no burst: it is not unpacked.
     fn judge(&mut self, flow: &FlowView, kept: &[Kept]) {
+        let counts = counts(kept.iter().map(|k| (k.dir, k.len)), &mut self.sizes);
+        let framing = self.framing(flow);
+        if counts.is_none() && framing.is_none() {
+            return;
+        }
         let mut segs = std::mem::take(&mut self.scratch);
         segs.clear();
-        let framing = self.framing(flow);
         match framing
             .as_ref()
             .and_then(|e| e.get(flow.flow.client, flow.flow.server))
@@ -360,17 +367,23 @@ impl UnbatchedMessages {
             Some(ends) => segs.extend(with_cuts(flow, kept, ends)),
             None => segs.extend(kept.iter().map(|k| k.seg(Cut::Unknown))),
         }
-        self.judge_segments(flow, framing, &segs);
+        self.judge_segments(flow, framing, counts, &segs);
         self.scratch = segs;
     }
 
-    /// Rules 1–7 over one stretch, its segments placed against the framing when known.
-    fn judge_segments(&mut self, flow: &FlowView, framing: Option<Arc<MessageEnds>>, segs: &[Seg]) {
+    /// Rules 1–7 over one stretch, its segments placed against the framing when known, with
+    /// its counts (rules 1 and 2) when they agree.
+    fn judge_segments(
+        &mut self,
+        flow: &FlowView,
+        framing: Option<Arc<MessageEnds>>,
+        counts: Option<Counts>,
+        segs: &[Seg],
+    ) {
         let full = [
             flow.flow.full_segment(Direction::ClientToServer).max(1),
             flow.flow.full_segment(Direction::ServerToClient).max(1),
         ];
-        let counts = counts(segs);
         // Rule 6′: one whole message per segment, as the framing numbers them.
         let mut named = match framing {
             Some(_) => runs(segs, full, |s| match s.cut {
@@ -490,21 +503,23 @@ fn median(b: &Burst) -> u32 {
     sizes.get(sizes.len() / 2).copied().unwrap_or(0)
 }
 
-/// Rules 1 and 2: each side's bytes, typical segment and messages, when the counts agree.
-fn counts(segs: &[Seg]) -> Option<Counts> {
+/// Rules 1 and 2 over a stretch's segments (each its direction and length): each side's
+/// bytes, typical segment and messages, when the counts agree. `sizes` is scratch space.
+fn counts(
+    segs: impl Iterator<Item = (Direction, u32)> + Clone,
+    sizes: &mut Vec<u32>,
+) -> Option<Counts> {
     let mut side = [(0u64, 0u32, 0f64); 2];
     for dir in [Direction::ClientToServer, Direction::ServerToClient] {
-        let mut sizes: Vec<u32> = segs
-            .iter()
-            .filter(|s| s.dir == dir)
-            .map(|s| s.len)
-            .collect();
+        sizes.clear();
+        sizes.extend(segs.clone().filter(|s| s.0 == dir).map(|s| s.1));
         if sizes.is_empty() {
             return None;
         }
-        sizes.sort_unstable();
-        let typical = sizes[sizes.len() / 2].max(1);
         let bytes: u64 = sizes.iter().map(|&l| u64::from(l)).sum();
+        // The median as the sorted sizes would have it at len / 2, found in linear time.
+        let mid = sizes.len() / 2;
+        let typical = (*sizes.select_nth_unstable(mid).1).max(1);
         side[dir.index()] = (bytes, typical, bytes as f64 / f64::from(typical));
     }
     let (a, b) = (side[0].2, side[1].2);
@@ -515,9 +530,10 @@ fn counts(segs: &[Seg]) -> Option<Counts> {
 /// Rules 3–5: the bursts of both sides in one stretch whose counts agree.
 fn bursts(segs: &[Seg], counts: &Counts, full: [u32; 2]) -> Vec<Burst> {
     runs(segs, full, |s| {
-        let typical = counts.side[s.dir.index()].1;
-        let messages = (f64::from(s.len) / f64::from(typical)).round() as u64;
-        (messages == 1).then_some(None)
+        // round(len / typical) == 1, in integers: typical / 2 <= len < 3 typical / 2 (a
+        // quotient of two u32s is never within an f64 rounding of a half).
+        let (len, typical) = (u64::from(s.len), u64::from(counts.side[s.dir.index()].1));
+        (2 * len >= typical && 2 * len < 3 * typical).then_some(None)
     })
 }
 
