@@ -7,7 +7,7 @@
 # request, one 200-byte response and a close (8 packets), every one open before the first
 # closes, each from its own client address (10.x.y.z) to one server (172.16.0.1:9000), so every
 # per-flow and per-client table holds N entries at the peak. Then it times, in the same run, page
-# cache warmed first, each under `/usr/bin/time -f '%M'` (peak RSS) and timed by the shell's
+# cache warmed first, each under `/usr/bin/time` (its %M: peak RSS) and timed by the shell's
 # microsecond clock (%e's 10 ms steps were a fifth of the 20000 case):
 #     tcpdoctor analyze --format json F > report     (the median of --runs runs)
 #     tshark -q -z conv,tcp -r F > conv              (1 run)
@@ -27,6 +27,8 @@
 #          --keep DIR (copy the captures there)
 # Binary: $CARGO_TARGET_DIR (default <repo>/target)/release/tcpdoctor, built here (release).
 set -euo pipefail
+# $EPOCHREALTIME and awk read the decimal point as C does, whatever the locale.
+export LC_ALL=C
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/lib.sh
