@@ -318,6 +318,9 @@ pub struct Flow {
     pub packets: u64,
     pub state: FlowState,
     pub reset: bool,
+    /// The side whose FIN or RST (not a refusal of a SYN) came first: the one that ended the
+    /// connection. None while neither has.
+    pub closed_by: Option<Direction>,
     /// Which sample [`Flow::rtt_sample_towards_receiver`] is, per direction: decided by
     /// [`Flow::on_segment`] whenever the handshake or a data → ACK sample changes (the only
     /// places either changes), and read from there (detectors ask for it several times per
@@ -353,6 +356,7 @@ impl Flow {
             packets: 0,
             state: FlowState::Open,
             reset: false,
+            closed_by: None,
             rtt_from: [RttFrom::None; 2],
             full: [0; 2],
         }
@@ -641,6 +645,7 @@ impl Flow {
                 rtt_changed = true;
             } else {
                 self.reset = true;
+                self.closed_by.get_or_insert(dir);
             }
             SegmentKind::Rst
         } else if flags.syn() {
@@ -740,6 +745,7 @@ impl Flow {
                 h.set_next_seq(fin_end);
             }
             h.fin_seen = true;
+            self.closed_by.get_or_insert(dir);
         }
         if full_changed {
             self.remeasure_full_segments();
@@ -954,6 +960,40 @@ mod tests {
             Some(Duration::from_micros(100))
         );
         assert_eq!(f.rtt(), Some(Duration::from_micros(400)));
+    }
+
+    /// `closed_by`: the first FIN or RST, never a refusal of a SYN. A refused connect retried
+    /// and accepted, then closed by the client, was closed by the client; the server's FIN
+    /// after it changes nothing.
+    #[test]
+    fn closed_by_is_the_first_fin_or_rst_not_a_refusal() {
+        const F: u8 = TcpFlags::FIN;
+        let syn = seg(40000, 80, 1000, 0, S, 0);
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        f.on_segment(&seg(80, 40000, 0, 1001, TcpFlags::RST | A, 0), at(2, 100));
+        assert_eq!(f.closed_by, None, "a refusal");
+        f.on_segment(&syn, at(3, 3_000_000));
+        f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(4, 3_000_300));
+        f.on_segment(&seg(40000, 80, 1001, 5001, A, 0), at(5, 3_000_400));
+        f.on_segment(&seg(40000, 80, 1001, 5001, A | P, 10), at(6, 3_000_500));
+        f.on_segment(&seg(80, 40000, 5001, 1011, A | P, 20), at(7, 3_000_600));
+        assert_eq!(f.closed_by, None);
+        f.on_segment(&seg(40000, 80, 1011, 5021, F | A, 0), at(8, 3_000_700));
+        assert_eq!(f.closed_by, Some(Direction::ClientToServer));
+        f.on_segment(&seg(80, 40000, 5021, 1012, F | A, 0), at(9, 3_000_800));
+        assert_eq!(f.closed_by, Some(Direction::ClientToServer));
+
+        // The server's RST after its answer.
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(2, 300));
+        f.on_segment(&seg(40000, 80, 1001, 5001, A | P, 10), at(3, 500));
+        f.on_segment(
+            &seg(80, 40000, 5001, 1011, TcpFlags::RST | A, 0),
+            at(4, 600),
+        );
+        assert_eq!(f.closed_by, Some(Direction::ServerToClient));
     }
 
     /// The memoised RTT samples equal a fresh measurement after every segment, through a

@@ -190,6 +190,36 @@ fn check(expect: &Path) -> Vec<String> {
                     }
                 }
             }
+            ["churn_closed_by", side] => {
+                // Rule 5: who sent the first FIN or RST of most short connections, and the
+                // wording and fix that follow from it.
+                let (verdict_says, fix_starts) = match *side {
+                    "server" => ("closed first by the server", "Find out why the server"),
+                    "client" => ("A new connection per request:", "Reuse connections"),
+                    _ => panic!("{at}: churn_closed_by server|client"),
+                };
+                let mut seen = false;
+                for f in find(&all, "connection_churn") {
+                    seen = true;
+                    let c = &f["evidence"]["counts"];
+                    let short = c["short_connections"].as_u64().unwrap_or(0);
+                    let by = c[format!("closed_by_{side}")].as_u64().unwrap_or(0);
+                    let verdict = f["verdict"].as_str().unwrap_or("");
+                    let fix = f["fix"].as_str().unwrap_or("");
+                    if by * 2 <= short
+                        || !verdict.contains(verdict_says)
+                        || !fix.starts_with(fix_starts)
+                    {
+                        problems.push(format!(
+                            "{name}: connection_churn not told of the {side} closing {by} of \
+                             {short}: {verdict} / {fix} ({at})"
+                        ));
+                    }
+                }
+                if !seen {
+                    problems.push(format!("{name}: no connection_churn to check ({at})"));
+                }
+            }
             ["limiter", which] => {
                 let want = match *which {
                     "receiver_window" => 1,

@@ -12,6 +12,12 @@
 //! 4. The time they cost is each short connection's wait from its first SYN to its first
 //!    request byte: the handshake a reused connection would not pay. Warning from
 //!    [`WARN_LOST`], else info.
+//! 5. Who ended each short connection: the side whose FIN or RST came first
+//!    ([`crate::flow::Flow::closed_by`]). When the server did for more than half of them, the
+//!    finding says so and its fix starts at the server (a reply with `Connection: close`, a
+//!    keep-alive limit of one request, a close after an error reply); the wire cannot tell
+//!    whether the client asked for it (HTTP/1.0, its own `Connection: close`), and the fix
+//!    says that too. Otherwise the client's pooling is the fix.
 
 use std::any::Any;
 use std::time::Duration;
@@ -37,6 +43,9 @@ struct State {
     last_syn: Timestamp,
     handshake_us: Histogram,
     lost: Duration,
+    /// Short connections whose first FIN or RST was the server's, and the client's (rule 5).
+    closed_by_server: u64,
+    closed_by_client: u64,
     exchanges: SizeCounter,
     /// The first short connection to end in the capture (by [`At`]), and its SYN's frame.
     example: Option<(FlowRef, u64, At)>,
@@ -63,6 +72,11 @@ impl Detector for ConnectionChurn {
             return;
         }
         st.short += 1;
+        match flow.flow.closed_by {
+            Some(Direction::ServerToClient) => st.closed_by_server += 1,
+            Some(Direction::ClientToServer) => st.closed_by_client += 1,
+            None => {}
+        }
         st.first_syn = Some(st.first_syn.map_or(syn.ts, |f| f.min(syn.ts)));
         st.last_syn = st.last_syn.max(syn.ts);
         let wait = request.ts.since(syn.ts);
@@ -87,6 +101,8 @@ impl Detector for ConnectionChurn {
             st.last_syn = st.last_syn.max(o.last_syn);
             st.handshake_us.merge(&o.handshake_us);
             st.lost += o.lost;
+            st.closed_by_server += o.closed_by_server;
+            st.closed_by_client += o.closed_by_client;
             st.exchanges.merge(&o.exchanges);
             let theirs = o.example.map(|(f, syn, at)| (map.flow_ref(f), syn, at));
             super::earlier(&mut st.example, theirs, |e| e.2);
@@ -138,12 +154,24 @@ fn finding(
         Severity::Info
     };
     let per_conn = st.exchanges.distribution();
-    let verdict = format!(
-        "A new connection per request: {} connections to this server carried at most {} \
-         exchanges each ({:.0} per second); each paid a handshake ({:.2} ms median here, a \
-         full RTT on a real network) and leaves a TIME_WAIT socket behind.",
-        st.short, MAX_EXCHANGES, rate, hs.p50
-    );
+    // Rule 5: the server ended most of them.
+    let by_server = st.closed_by_server * 2 > st.short;
+    let verdict = if by_server {
+        format!(
+            "A new connection per request, each closed first by the server: {} connections to this \
+             server carried at most {} exchanges each ({:.0} per second), and in {} of them \
+             the server's FIN or RST came first; each paid a handshake ({:.2} ms median here, \
+             a full RTT on a real network).",
+            st.short, MAX_EXCHANGES, rate, st.closed_by_server, hs.p50
+        )
+    } else {
+        format!(
+            "A new connection per request: {} connections to this server carried at most {} \
+             exchanges each ({:.0} per second); each paid a handshake ({:.2} ms median here, \
+             a full RTT on a real network) and leaves a TIME_WAIT socket behind.",
+            st.short, MAX_EXCHANGES, rate, hs.p50
+        )
+    };
     let mut ev = Evidence::default();
     ev.facts.push(format!(
         "connections opened (handshake complete) and used in the capture: {}; short-lived \
@@ -159,6 +187,15 @@ fn finding(
         hs.p50,
         fmt_duration(st.lost)
     ));
+    ev.facts.push(format!(
+        "ended first by the server (its FIN or RST before the client's): {} of the {} short \
+         connections; by the client: {}",
+        st.closed_by_server, st.short, st.closed_by_client
+    ));
+    ev.counts
+        .insert("closed_by_server".into(), st.closed_by_server);
+    ev.counts
+        .insert("closed_by_client".into(), st.closed_by_client);
     ev.counts.insert("connections".into(), st.connections);
     ev.counts.insert("short_connections".into(), st.short);
     ev.values
@@ -167,10 +204,19 @@ fn finding(
     ev.distributions
         .insert("exchanges_per_connection".into(), per_conn);
     ev.frames = vec![syn_frame];
-    let fix = "Reuse connections: HTTP keep-alive or a connection pool in the client (database \
-               and Redis clients have one), or multiplex requests over one long-lived \
-               connection. Each new connection costs a round trip before the first byte, \
-               slow start, and a TIME_WAIT entry.";
+    let fix = if by_server {
+        "Find out why the server ends each connection before pooling in the client: a reply \
+         with `Connection: close` (or an HTTP/1.0 request without keep-alive, or a client that \
+         asks for the close itself: the wire cannot tell), a keep-alive limit or idle timeout \
+         of one request, or an error reply followed by a close (a refused login, a protected \
+         mode, a rate limit). Then keep the connection open and reuse it: each new connection \
+         costs a round trip before the first byte, slow start, and a TIME_WAIT entry."
+    } else {
+        "Reuse connections: HTTP keep-alive or a connection pool in the client (database \
+         and Redis clients have one), or multiplex requests over one long-lived \
+         connection. Each new connection costs a round trip before the first byte, \
+         slow start, and a TIME_WAIT entry."
+    };
     FindingHead {
         kind: FindingKind::ConnectionChurn,
         severity,

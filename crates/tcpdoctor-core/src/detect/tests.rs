@@ -440,6 +440,63 @@ fn connection_per_request_is_churn_and_reuse_is_not() {
     assert_eq!(kinds(&s.findings()), vec![]);
 }
 
+/// Rule 5 of connection_churn: a server that resets each connection after its answer (as one
+/// does after an error reply) is named as the side that closed them, and the fix starts at
+/// the server; the client's own FIN afterwards changes nothing. The same churn closed by the
+/// client keeps the client's fix.
+#[test]
+fn churn_closed_by_the_server_is_told_so() {
+    let mut s = Sim::new();
+    for i in 0..30u16 {
+        let t = u64::from(i) * 10_000;
+        s.connect(42000 + i, t, 30, 10);
+        s.data(C2S, t + 100, 20);
+        s.data(S2C, t + 200, 100);
+        let (c, sv) = (s.cseq, s.sseq);
+        s.raw(
+            S2C,
+            t + 210,
+            sv,
+            c,
+            TcpFlags::RST | ACK,
+            0,
+            TcpOptions::default(),
+        );
+    }
+    let f = s.findings();
+    let churn = get(&f, FindingKind::ConnectionChurn);
+    assert_eq!(churn.evidence.counts["closed_by_server"], 30);
+    assert_eq!(churn.evidence.counts["closed_by_client"], 0);
+    assert!(
+        churn.verdict.contains("closed first by the server"),
+        "{}",
+        churn.verdict
+    );
+    assert!(
+        churn.fix.starts_with("Find out why the server"),
+        "{}",
+        churn.fix
+    );
+
+    let mut s = Sim::new();
+    for i in 0..30u16 {
+        let t = u64::from(i) * 10_000;
+        s.connect(42000 + i, t, 30, 10);
+        s.data(C2S, t + 100, 20);
+        s.data(S2C, t + 200, 100);
+        s.close(t + 300);
+    }
+    let f = s.findings();
+    let churn = get(&f, FindingKind::ConnectionChurn);
+    assert_eq!(churn.evidence.counts["closed_by_client"], 30);
+    assert!(
+        !churn.verdict.contains("closed first by the server"),
+        "{}",
+        churn.verdict
+    );
+    assert!(churn.fix.starts_with("Reuse connections"), "{}", churn.fix);
+}
+
 /// Quick-ack mode at connection start: each line is ACKed at once, so each leaves alone.
 #[test]
 fn many_tiny_segments_per_response_are_fragmented_writes() {
