@@ -321,6 +321,11 @@ pub struct Flow {
     /// The side whose FIN or RST (not a refusal of a SYN) came first: the one that ended the
     /// connection. None while neither has.
     pub closed_by: Option<Direction>,
+    /// The other side's close did not acknowledge the first one (its FIN or RST carried no
+    /// ACK of the first side's FIN, or came after a RST, after which a stack sends nothing):
+    /// both sides closed at once, each before it had the other's close, and which came first
+    /// depends on where the capture was taken.
+    pub closed_together: bool,
     /// Which sample [`Flow::rtt_sample_towards_receiver`] is, per direction: decided by
     /// [`Flow::on_segment`] whenever the handshake or a data → ACK sample changes (the only
     /// places either changes), and read from there (detectors ask for it several times per
@@ -357,6 +362,7 @@ impl Flow {
             state: FlowState::Open,
             reset: false,
             closed_by: None,
+            closed_together: false,
             rtt_from: [RttFrom::None; 2],
             full: [0; 2],
         }
@@ -390,6 +396,22 @@ impl Flow {
     /// Round trip at the capture point towards the side that *receives* in `dir`
     /// (from this side's data passing the capture point to the peer's answer passing it).
     #[inline]
+    /// A FIN or RST (not a refusal) from `dir`, with its ACK number when `has_ack`:
+    /// [`Flow::closed_by`] and [`Flow::closed_together`].
+    fn note_close(&mut self, dir: Direction, has_ack: bool, ack: SeqNum) {
+        match self.closed_by {
+            None => self.closed_by = Some(dir),
+            Some(first) if first != dir => {
+                // The first side's FIN is in its next sequence number; a RST is not.
+                let peer = &self.half[first.index()];
+                let answered =
+                    has_ack && peer.fin_seen && peer.next_seq().is_some_and(|n| ack >= n);
+                self.closed_together |= !answered;
+            }
+            Some(_) => {}
+        }
+    }
+
     pub fn rtt_towards_receiver(&self, dir: Direction) -> Option<Duration> {
         match self.rtt_from[dir.index()] {
             RttFrom::None => None,
@@ -645,7 +667,7 @@ impl Flow {
                 rtt_changed = true;
             } else {
                 self.reset = true;
-                self.closed_by.get_or_insert(dir);
+                self.note_close(dir, flags.ack(), ack);
             }
             SegmentKind::Rst
         } else if flags.syn() {
@@ -745,7 +767,7 @@ impl Flow {
                 h.set_next_seq(fin_end);
             }
             h.fin_seen = true;
-            self.closed_by.get_or_insert(dir);
+            self.note_close(dir, flags.ack(), ack);
         }
         if full_changed {
             self.remeasure_full_segments();
@@ -983,6 +1005,10 @@ mod tests {
         assert_eq!(f.closed_by, Some(Direction::ClientToServer));
         f.on_segment(&seg(80, 40000, 5021, 1012, F | A, 0), at(9, 3_000_800));
         assert_eq!(f.closed_by, Some(Direction::ClientToServer));
+        assert!(
+            !f.closed_together,
+            "the server's FIN acknowledged the client's"
+        );
 
         // The server's RST after its answer.
         let mut f = Flow::new(1, &syn, at(1, 0));
@@ -994,6 +1020,18 @@ mod tests {
             at(4, 600),
         );
         assert_eq!(f.closed_by, Some(Direction::ServerToClient));
+        assert!(!f.closed_together);
+
+        // FINs that cross: the client's acknowledges only the server's data, not its FIN.
+        let mut f = Flow::new(1, &syn, at(1, 0));
+        f.on_segment(&syn, at(1, 0));
+        f.on_segment(&seg(80, 40000, 5000, 1001, S | A, 0), at(2, 300));
+        f.on_segment(&seg(40000, 80, 1001, 5001, A | P, 10), at(3, 500));
+        f.on_segment(&seg(80, 40000, 5001, 1011, A | P, 20), at(4, 600));
+        f.on_segment(&seg(80, 40000, 5021, 1011, F | A, 0), at(5, 700));
+        f.on_segment(&seg(40000, 80, 1011, 5021, F | A, 0), at(6, 710));
+        assert_eq!(f.closed_by, Some(Direction::ServerToClient));
+        assert!(f.closed_together);
     }
 
     /// The memoised RTT samples equal a fresh measurement after every segment, through a

@@ -13,8 +13,10 @@
 //!    request byte: the handshake a reused connection would not pay. Warning from
 //!    [`WARN_LOST`], else info.
 //! 5. Who ended each short connection: the side whose FIN or RST came first
-//!    ([`crate::flow::Flow::closed_by`]). When the server did for more than half of them, the
-//!    finding says so and its fix starts at the server (a reply with `Connection: close`, a
+//!    ([`crate::flow::Flow::closed_by`]), unless the other side's close did not acknowledge it
+//!    (both closed at once: counted apart, [`crate::flow::Flow::closed_together`]). When the
+//!    server closed more than half of them first, the finding says so (each, or how many) and
+//!    its fix starts at the server (a reply with `Connection: close`, a
 //!    keep-alive limit of one request, a close after an error reply); the wire cannot tell
 //!    whether the client asked for it (HTTP/1.0, its own `Connection: close`), and the fix
 //!    says that too. Otherwise the client's pooling is the fix.
@@ -43,9 +45,11 @@ struct State {
     last_syn: Timestamp,
     handshake_us: Histogram,
     lost: Duration,
-    /// Short connections whose first FIN or RST was the server's, and the client's (rule 5).
+    /// Short connections whose first FIN or RST was the server's, the client's, and those
+    /// both sides closed at once (rule 5).
     closed_by_server: u64,
     closed_by_client: u64,
+    closed_together: u64,
     exchanges: SizeCounter,
     /// The first short connection to end in the capture (by [`At`]), and its SYN's frame.
     example: Option<(FlowRef, u64, At)>,
@@ -73,6 +77,7 @@ impl Detector for ConnectionChurn {
         }
         st.short += 1;
         match flow.flow.closed_by {
+            Some(_) if flow.flow.closed_together => st.closed_together += 1,
             Some(Direction::ServerToClient) => st.closed_by_server += 1,
             Some(Direction::ClientToServer) => st.closed_by_client += 1,
             None => {}
@@ -103,6 +108,7 @@ impl Detector for ConnectionChurn {
             st.lost += o.lost;
             st.closed_by_server += o.closed_by_server;
             st.closed_by_client += o.closed_by_client;
+            st.closed_together += o.closed_together;
             st.exchanges.merge(&o.exchanges);
             let theirs = o.example.map(|(f, syn, at)| (map.flow_ref(f), syn, at));
             super::earlier(&mut st.example, theirs, |e| e.2);
@@ -157,11 +163,16 @@ fn finding(
     // Rule 5: the server ended most of them.
     let by_server = st.closed_by_server * 2 > st.short;
     let verdict = if by_server {
+        let which = if st.closed_by_server == st.short {
+            "each".to_string()
+        } else {
+            format!("{} of them", st.closed_by_server)
+        };
         format!(
-            "A new connection per request, each closed first by the server: {} connections to this \
-             server carried at most {} exchanges each ({:.0} per second), and in {} of them \
-             the server's FIN or RST came first; each paid a handshake ({:.2} ms median here, \
-             a full RTT on a real network).",
+            "A new connection per request, {which} closed first by the server: {} connections \
+             to this server carried at most {} exchanges each ({:.0} per second), and in {} of \
+             them the server's FIN or RST came before any close of the client's; each paid a \
+             handshake ({:.2} ms median here, a full RTT on a real network).",
             st.short, MAX_EXCHANGES, rate, st.closed_by_server, hs.p50
         )
     } else {
@@ -188,14 +199,17 @@ fn finding(
         fmt_duration(st.lost)
     ));
     ev.facts.push(format!(
-        "ended first by the server (its FIN or RST before the client's): {} of the {} short \
-         connections; by the client: {}",
-        st.closed_by_server, st.short, st.closed_by_client
+        "closed first by the server (its FIN or RST came first, and any close of the client's \
+         acknowledged it): {} of the {} short connections; by the client: {}; by both at once \
+         (neither close acknowledged the other): {}",
+        st.closed_by_server, st.short, st.closed_by_client, st.closed_together
     ));
     ev.counts
         .insert("closed_by_server".into(), st.closed_by_server);
     ev.counts
         .insert("closed_by_client".into(), st.closed_by_client);
+    ev.counts
+        .insert("closed_together".into(), st.closed_together);
     ev.counts.insert("connections".into(), st.connections);
     ev.counts.insert("short_connections".into(), st.short);
     ev.values
@@ -205,7 +219,7 @@ fn finding(
         .insert("exchanges_per_connection".into(), per_conn);
     ev.frames = vec![syn_frame];
     let fix = if by_server {
-        "Find out why the server ends each connection before pooling in the client: a reply \
+        "Find out why the server ends its connections before pooling in the client: a reply \
          with `Connection: close` (or an HTTP/1.0 request without keep-alive, or a client that \
          asks for the close itself: the wire cannot tell), a keep-alive limit or idle timeout \
          of one request, or an error reply followed by a close (a refused login, a protected \

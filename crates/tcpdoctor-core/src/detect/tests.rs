@@ -442,59 +442,72 @@ fn connection_per_request_is_churn_and_reuse_is_not() {
 
 /// Rule 5 of connection_churn: a server that resets each connection after its answer (as one
 /// does after an error reply) is named as the side that closed them, and the fix starts at
-/// the server; the client's own FIN afterwards changes nothing. The same churn closed by the
-/// client keeps the client's fix.
+/// the server; with 18 of 30 it says how many, not "each". Closes that cross (neither FIN
+/// acknowledges the other) are counted apart, and the same churn closed by the client keeps
+/// the client's fix.
 #[test]
 fn churn_closed_by_the_server_is_told_so() {
-    let mut s = Sim::new();
-    for i in 0..30u16 {
-        let t = u64::from(i) * 10_000;
-        s.connect(42000 + i, t, 30, 10);
-        s.data(C2S, t + 100, 20);
-        s.data(S2C, t + 200, 100);
-        let (c, sv) = (s.cseq, s.sseq);
-        s.raw(
-            S2C,
-            t + 210,
-            sv,
-            c,
-            TcpFlags::RST | ACK,
-            0,
-            TcpOptions::default(),
-        );
+    fn churn(server_closes: u16, crossing: u16) -> Finding {
+        let mut s = Sim::new();
+        for i in 0..30u16 {
+            let t = u64::from(i) * 10_000;
+            s.connect(42000 + i, t, 30, 10);
+            s.data(C2S, t + 100, 20);
+            s.data(S2C, t + 200, 100);
+            let (c, sv) = (s.cseq, s.sseq);
+            let o = TcpOptions::default();
+            if i < server_closes {
+                s.raw(S2C, t + 210, sv, c, TcpFlags::RST | ACK, 0, o);
+            } else if i < server_closes + crossing {
+                // Both FINs acknowledge only the other's data: each left before the other
+                // side's FIN arrived.
+                s.raw(S2C, t + 210, sv, c, TcpFlags::FIN | ACK, 0, o);
+                s.raw(C2S, t + 211, c, sv, TcpFlags::FIN | ACK, 0, o);
+                s.raw(C2S, t + 220, c + 1, sv + 1, ACK, 0, o);
+                s.raw(S2C, t + 221, sv + 1, c + 1, ACK, 0, o);
+            } else {
+                s.close(t + 300);
+            }
+        }
+        let f = s.findings();
+        get(&f, FindingKind::ConnectionChurn).clone()
     }
-    let f = s.findings();
-    let churn = get(&f, FindingKind::ConnectionChurn);
-    assert_eq!(churn.evidence.counts["closed_by_server"], 30);
-    assert_eq!(churn.evidence.counts["closed_by_client"], 0);
+    let all = churn(30, 0);
+    assert_eq!(all.evidence.counts["closed_by_server"], 30);
+    assert_eq!(all.evidence.counts["closed_by_client"], 0);
     assert!(
-        churn.verdict.contains("closed first by the server"),
+        all.verdict.contains("each closed first by the server"),
         "{}",
-        churn.verdict
+        all.verdict
     );
     assert!(
-        churn.fix.starts_with("Find out why the server"),
+        all.fix.starts_with("Find out why the server"),
         "{}",
-        churn.fix
+        all.fix
     );
 
-    let mut s = Sim::new();
-    for i in 0..30u16 {
-        let t = u64::from(i) * 10_000;
-        s.connect(42000 + i, t, 30, 10);
-        s.data(C2S, t + 100, 20);
-        s.data(S2C, t + 200, 100);
-        s.close(t + 300);
-    }
-    let f = s.findings();
-    let churn = get(&f, FindingKind::ConnectionChurn);
-    assert_eq!(churn.evidence.counts["closed_by_client"], 30);
+    let most = churn(18, 4);
+    assert_eq!(most.evidence.counts["closed_by_server"], 18);
+    assert_eq!(most.evidence.counts["closed_together"], 4);
+    assert_eq!(most.evidence.counts["closed_by_client"], 8);
     assert!(
-        !churn.verdict.contains("closed first by the server"),
+        most.verdict
+            .contains("18 of them closed first by the server"),
         "{}",
-        churn.verdict
+        most.verdict
     );
-    assert!(churn.fix.starts_with("Reuse connections"), "{}", churn.fix);
+    assert!(!most.verdict.contains("each closed"), "{}", most.verdict);
+
+    // 14 of 30 closed by the server: not most; the client's wording.
+    let some = churn(14, 2);
+    assert_eq!(some.evidence.counts["closed_by_server"], 14);
+    assert_eq!(some.evidence.counts["closed_by_client"], 14);
+    assert!(some.fix.starts_with("Reuse connections"), "{}", some.fix);
+    assert!(
+        !some.verdict.contains("closed first by the server"),
+        "{}",
+        some.verdict
+    );
 }
 
 /// Quick-ack mode at connection start: each line is ACKed at once, so each leaves alone.
