@@ -182,39 +182,45 @@ fn tool_missing(test: &str, tool: &str) -> bool {
     true
 }
 
-/// memcached (as root it must be told a user) driven over wan:15ms with `args`.
-fn memcached(name: &str, args: &[&str]) -> Option<Value> {
+/// A real server, `server(port)` its command line, driven untraced over wan:15ms with the
+/// script `preset` and `args`. Untraced: the batching of a pipelining server is timing, which
+/// the tracer's stops change (see run_blame.rs's run_pipelined).
+fn served(
+    name: &str,
+    server: impl Fn(u16) -> String,
+    preset: &str,
+    args: &[&str],
+) -> Option<Value> {
     let dir = scratch(name);
     let port = free_port();
+    let mut all = vec!["--preset", preset, "--no-trace"];
+    all.extend_from_slice(args);
+    let r = run_wan(&dir, &server(port), port, &all);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+/// memcached (as root it must be told a user) driven over wan:15ms with `args`.
+fn memcached(name: &str, args: &[&str]) -> Option<Value> {
     let user = if common::live::is_root() {
         "-u root "
     } else {
         ""
     };
-    let server = format!("memcached {user}-l 127.0.0.1 -p {port} -U 0");
-    // Untraced: the batching of a pipelining server is timing, which the tracer's stops
-    // change (see run_blame.rs's run_pipelined).
-    let mut all = vec!["--preset", "memcache", "--no-trace"];
-    all.extend_from_slice(args);
-    let r = run_wan(&dir, &server, port, &all);
-    let _ = std::fs::remove_dir_all(&dir);
-    r
+    let server = |port| format!("memcached {user}-l 127.0.0.1 -p {port} -U 0");
+    served(name, server, "memcache", args)
 }
 
 /// redis-server (protected mode off: the client's address is the path's, not loopback) driven
 /// over wan:15ms with `args`.
 fn redis(name: &str, args: &[&str]) -> Option<Value> {
-    let dir = scratch(name);
-    let port = free_port();
-    let server = format!(
-        "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no \
-         --protected-mode no"
-    );
-    let mut all = vec!["--preset", "resp", "--no-trace"];
-    all.extend_from_slice(args);
-    let r = run_wan(&dir, &server, port, &all);
-    let _ = std::fs::remove_dir_all(&dir);
-    r
+    let server = |port| {
+        format!(
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no \
+             --protected-mode no"
+        )
+    };
+    served(name, server, "resp", args)
 }
 
 const PIPELINED: [&str; 6] = [

@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 
 use common::live::{self, OpenDir};
 use common::wan::{
-    analyze, dropped, exchange, fields, from, kinds, packets, sandbox, seq_len, times, FAR, NEAR,
+    analyze, dropped, exchange, fields, from, kinds, packets, packets_at, sandbox, seq_len, FAR,
+    NEAR,
 };
 use tcpdoctor_core::wire::readdress::{ipv4_addr, Field};
 use tcpdoctor_core::wire::CaptureReader;
@@ -191,9 +192,10 @@ fn lossy_upload(seed: u32, test: &str) -> Option<LossRun> {
         .lines()
         .find(|l| l.starts_with("bytes="))
         .unwrap_or_else(|| panic!("the client said: {said}"));
+    let (near, near_at) = packets_at(&dir.path("l.pcapng"));
     Some(LossRun {
-        near: packets(&dir.path("l.pcapng")),
-        near_at: times(&dir.path("l.pcapng")),
+        near,
+        near_at,
         far: packets(&dir.path("l.server.pcapng")),
         kernel: fields(line),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

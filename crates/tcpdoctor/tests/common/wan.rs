@@ -122,9 +122,14 @@ pub fn kinds(r: &Value) -> Vec<String> {
 
 /// Every packet of a capture, the line's address rewrite undone (so the two ends compare).
 pub fn packets(file: &Path) -> Vec<Vec<u8>> {
+    packets_at(file).0
+}
+
+/// [`packets`], with each one's capture time in nanoseconds, in one read of the file.
+pub fn packets_at(file: &Path) -> (Vec<Vec<u8>>, Vec<u64>) {
     let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let mut r = CaptureReader::new(f).expect("a capture");
-    let mut v = Vec::new();
+    let (mut v, mut at) = (Vec::new(), Vec::new());
     while let Some(fr) = r.next_frame().expect("readable") {
         let mut p = fr.data.to_vec();
         for field in [Field::Source, Field::Destination] {
@@ -133,19 +138,9 @@ pub fn packets(file: &Path) -> Vec<Vec<u8>> {
             }
         }
         v.push(p);
+        at.push(fr.ts.as_nanos());
     }
-    v
-}
-
-/// Each packet's capture time in nanoseconds, in file order (as [`packets`] lists them).
-pub fn times(file: &Path) -> Vec<u64> {
-    let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let mut r = CaptureReader::new(f).expect("a capture");
-    let mut v = Vec::new();
-    while let Some(fr) = r.next_frame().expect("readable") {
-        v.push(fr.ts.as_nanos());
-    }
-    v
+    (v, at)
 }
 
 pub fn from(v: &[Vec<u8>], src: [u8; 4]) -> Vec<Vec<u8>> {
